@@ -1,0 +1,65 @@
+//! The concrete value type builtins work on, and the host callbacks they may need.
+
+use bigdecimal::BigDecimal;
+use num_bigint::BigInt;
+
+/// A concrete CUE value as seen by a builtin. Struct fields keep their order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Val {
+    /// `null`
+    Null,
+    /// `true` / `false`
+    Bool(bool),
+    /// An integer.
+    Int(BigInt),
+    /// A decimal float.
+    Float(BigDecimal),
+    /// A string.
+    String(String),
+    /// Bytes.
+    Bytes(Vec<u8>),
+    /// A list.
+    List(Vec<Val>),
+    /// A struct: regular fields in CUE's order.
+    Struct(Vec<(String, Val)>),
+    /// A value the evaluator keeps (not concrete, e.g. a comparator struct or a type); the id is the
+    /// evaluator's handle, interpreted only through [`Host`].
+    Opaque(u64),
+}
+
+/// An error from a builtin; the evaluator adds the call's position and path.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct BuiltinError {
+    /// What went wrong, e.g. `invalid argument 0: expected string, found int`.
+    pub message: String,
+    /// `true` if the error should be reported as incomplete (not fatal; more data may fix it).
+    pub incomplete: bool,
+}
+
+impl BuiltinError {
+    /// A fatal error with the given message.
+    pub fn new(message: impl Into<String>) -> Self {
+        BuiltinError {
+            message: message.into(),
+            incomplete: false,
+        }
+    }
+
+    /// An incomplete (non-fatal) error with the given message.
+    pub fn incomplete(message: impl Into<String>) -> Self {
+        BuiltinError {
+            message: message.into(),
+            incomplete: true,
+        }
+    }
+}
+
+/// Callbacks into the evaluator for the few builtins that need evaluation of CUE values.
+pub trait Host {
+    /// Evaluates `less` of a comparator (`list.Sort(xs, {x: _, y: _, less: x < y})`) for `x` and `y`.
+    fn less(&mut self, comparator: &Val, x: &Val, y: &Val) -> Result<bool, BuiltinError>;
+    /// Unifies two values and reports whether the result is not bottom (used by `list.Contains`-like
+    /// checks on non-concrete values, `struct.*` helpers, etc.).
+    fn unifies(&mut self, a: &Val, b: &Val) -> Result<bool, BuiltinError>;
+}

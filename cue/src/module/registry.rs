@@ -1,0 +1,224 @@
+//! The two I/O seams of the evaluator: [`FileSystem`] (read-only source trees) and [`Registry`]
+//! (versioned CUE modules). Both are synchronous; an async implementation bridges on its side.
+//!
+//! Paths given to a [`FileSystem`] are `/`-separated, relative to its root, never absolute and never
+//! containing `..` (callers normalise; implementations must refuse anything else).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// One directory entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FsEntry {
+    /// The entry's name (no `/`).
+    pub name: String,
+    /// `true` for a directory.
+    pub is_dir: bool,
+}
+
+/// A file-system error, carrying the path it concerns.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FsError {
+    /// No such file or directory.
+    #[error("{0}: no such file or directory")]
+    NotFound(String),
+    /// The path is absolute, contains `..`, or is otherwise not acceptable.
+    #[error("{0}: invalid path")]
+    InvalidPath(String),
+    /// Any other I/O failure, with its message.
+    #[error("{path}: {message}")]
+    Io {
+        /// The path concerned.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// A read-only tree of source files.
+pub trait FileSystem: Send + Sync {
+    /// Reads a whole file.
+    fn read_file(&self, path: &str) -> Result<Vec<u8>, FsError>;
+    /// Lists a directory, sorted by name. `""` is the root.
+    fn read_dir(&self, path: &str) -> Result<Vec<FsEntry>, FsError>;
+}
+
+/// An in-memory [`FileSystem`]: a map from `/`-separated path to contents. Directories are implied
+/// by the paths of the files in them.
+#[derive(Clone, Debug, Default)]
+pub struct MemFs {
+    files: BTreeMap<String, Vec<u8>>,
+}
+
+impl MemFs {
+    /// An empty tree.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds or replaces a file.
+    pub fn insert(&mut self, path: impl Into<String>, contents: impl Into<Vec<u8>>) {
+        self.files.insert(path.into(), contents.into());
+    }
+
+    /// Builder form of [`MemFs::insert`].
+    pub fn with(mut self, path: impl Into<String>, contents: impl Into<Vec<u8>>) -> Self {
+        self.insert(path, contents);
+        self
+    }
+}
+
+fn check_path(path: &str) -> Result<(), FsError> {
+    if path.starts_with('/') || path.split('/').any(|seg| seg == "..") {
+        return Err(FsError::InvalidPath(path.to_string()));
+    }
+    Ok(())
+}
+
+impl FileSystem for MemFs {
+    fn read_file(&self, path: &str) -> Result<Vec<u8>, FsError> {
+        check_path(path)?;
+        self.files
+            .get(path)
+            .cloned()
+            .ok_or_else(|| FsError::NotFound(path.to_string()))
+    }
+
+    fn read_dir(&self, path: &str) -> Result<Vec<FsEntry>, FsError> {
+        check_path(path)?;
+        let prefix = if path.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", path.trim_end_matches('/'))
+        };
+        let mut out: BTreeMap<String, bool> = BTreeMap::new();
+        for key in self.files.keys() {
+            if let Some(rest) = key.strip_prefix(&prefix) {
+                match rest.split_once('/') {
+                    Some((dir, _)) => {
+                        out.insert(dir.to_string(), true);
+                    }
+                    None => {
+                        out.entry(rest.to_string()).or_insert(false);
+                    }
+                }
+            }
+        }
+        if out.is_empty() && !path.is_empty() {
+            return Err(FsError::NotFound(path.to_string()));
+        }
+        Ok(out
+            .into_iter()
+            .map(|(name, is_dir)| FsEntry { name, is_dir })
+            .collect())
+    }
+}
+
+/// A module coordinate: `path@vMAJOR` plus an exact version, e.g. `example.com/lib@v1` + `v1.2.3`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ModuleVersion {
+    /// Module path with major suffix (`example.com/lib@v1`).
+    pub path: String,
+    /// Exact canonical semver with `v` prefix (`v1.2.3`).
+    pub version: String,
+}
+
+impl std::fmt::Display for ModuleVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `example.com/lib@v1` + `v1.2.3` is written `example.com/lib@v1.2.3`.
+        let base = self
+            .path
+            .split_once('@')
+            .map(|(p, _)| p)
+            .unwrap_or(&self.path);
+        write!(f, "{}@{}", base, self.version)
+    }
+}
+
+/// Errors from a [`Registry`]. Every variant names the module coordinate it concerns.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// The module or version does not exist; `available` lists the published versions in that major.
+    #[error("{module}: not found (available versions: {})", if available.is_empty() { "none".to_string() } else { available.join(", ") })]
+    NotFound {
+        /// The requested coordinate.
+        module: String,
+        /// Published versions in the requested major, ascending.
+        available: Vec<String>,
+    },
+    /// A failure that may succeed on retry (registry down, timeout, 5xx).
+    #[error("{module}: transient registry error: {message}")]
+    Transient {
+        /// The requested coordinate.
+        module: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The artifact exists but is not an acceptable CUE module (media type, digest, zip safety, ...).
+    #[error("{module}: invalid module artifact: {message}")]
+    Invalid {
+        /// The requested coordinate.
+        module: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// Authentication or authorisation failed.
+    #[error("{module}: access denied: {message}")]
+    Denied {
+        /// The requested coordinate.
+        module: String,
+        /// The registry's answer.
+        message: String,
+    },
+}
+
+/// A source of versioned CUE modules. Implementations must be safe to call from several threads.
+pub trait Registry: Send + Sync {
+    /// Fetches the module's file tree (the unpacked module zip: `cue.mod/module.cue` and packages).
+    fn fetch(&self, module: &ModuleVersion) -> Result<Arc<dyn FileSystem>, RegistryError>;
+    /// Lists the published versions of `path` (with major suffix, `example.com/lib@v1`), ascending
+    /// by semver.
+    fn versions(&self, path: &str) -> Result<Vec<String>, RegistryError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memfs_lists_implied_directories() {
+        let fs = MemFs::new()
+            .with("a/b.cue", "x: 1")
+            .with("a/c/d.cue", "y: 2")
+            .with("top.cue", "");
+        let root = fs.read_dir("").unwrap();
+        assert_eq!(
+            root,
+            vec![
+                FsEntry {
+                    name: "a".into(),
+                    is_dir: true
+                },
+                FsEntry {
+                    name: "top.cue".into(),
+                    is_dir: false
+                }
+            ]
+        );
+        assert_eq!(fs.read_dir("a").unwrap().len(), 2);
+        assert_eq!(fs.read_file("a/b.cue").unwrap(), b"x: 1");
+        assert!(matches!(fs.read_file("../x"), Err(FsError::InvalidPath(_))));
+        assert!(matches!(fs.read_dir("nope"), Err(FsError::NotFound(_))));
+    }
+
+    #[test]
+    fn module_version_display_joins_base_and_version() {
+        let m = ModuleVersion {
+            path: "example.com/lib@v1".into(),
+            version: "v1.2.3".into(),
+        };
+        assert_eq!(m.to_string(), "example.com/lib@v1.2.3");
+    }
+}

@@ -1,0 +1,13 @@
+//! opm-operator: the Open Platform Model operator.
+//!
+//! Architecture invariants (DESIGN.md §2–3):
+//! - This root package is the only crate with tokio/axum/kube-runtime; leaf crates (`cue`, `crds`,
+//!   `webhooks`, `certs`) stay free of the async runtime.
+//! - Every CUE evaluation goes through `cue`; values enter builds as data, never as spliced CUE text.
+//! - `platform` owns the process-local platform store and its on-disk layout.
+//! - `registry` implements `cue::module::Registry` over OCI registries and OCI layout directories.
+//! - `server` hosts the admission webhooks, probes and metrics.
+
+pub mod platform;
+pub mod registry;
+pub mod server;

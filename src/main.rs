@@ -1,0 +1,34 @@
+//! The `opm-operator` binary: a thin CLI over the library. Each subcommand's arguments are defined in
+//! the module that implements it.
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "opm-operator", version, about = "Open Platform Model operator")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve the admission webhooks, probes and metrics.
+    Serve(opm_operator::server::ServeArgs),
+    /// Print the CustomResourceDefinitions as YAML.
+    Crds,
+    /// Work with CUE modules in OCI registries.
+    #[command(subcommand)]
+    Module(opm_operator::registry::ModuleCommand),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => Ok(opm_operator::server::run(args)?),
+        Command::Crds => {
+            print!("{}", crds::all_crds_yaml()?);
+            Ok(())
+        }
+        Command::Module(cmd) => Ok(opm_operator::registry::run_module_command(cmd)?),
+    }
+}

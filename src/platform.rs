@@ -1,0 +1,1 @@
+//! Platform store and on-disk layout (skeleton; see issue #6).

@@ -1,0 +1,1 @@
+//! Integration tests of the root package: one binary, one module per area.
