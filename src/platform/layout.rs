@@ -213,16 +213,20 @@ impl Layout {
             }
         };
         if let Err(err) = fs.rename(&staging, &dir) {
+            // Restore first: the previous package is missing only for the two renames.
+            let restored = if moved_aside {
+                fs.rename(&aside, &dir)
+            } else {
+                Ok(())
+            };
             remove_best_effort(fs, &staging);
-            if moved_aside {
-                if let Err(restore) = fs.rename(&aside, &dir) {
-                    return Err(Error::RestoreFailed {
-                        dir,
-                        aside,
-                        source: err,
-                        restore,
-                    });
-                }
+            if let Err(restore) = restored {
+                return Err(Error::RestoreFailed {
+                    dir,
+                    aside,
+                    source: err,
+                    restore,
+                });
             }
             return Err(io_err("install", &staging, err));
         }
@@ -1334,6 +1338,12 @@ mod tests {
         for p in left {
             assert_eq!(tree(&layout.dir(&p)), Some(as_tree(&files("v"))));
         }
+    }
+
+    #[test]
+    fn layout_is_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Layout>();
     }
 
     #[test]
