@@ -30,6 +30,9 @@
 //!   concurrently with `prune` (the controller runs one reconcile of `cluster` at a time).
 //! - Use [`Layout::ensure`] rather than [`Layout::write`] when regenerating: a byte-identical
 //!   package on disk (possibly leased) is then left untouched instead of being swapped via move-aside.
+//!   Identity keying alone does not cover an identity that recurs (a claim toggled off and on at one
+//!   generation while a render still leases the older package): `write` would make that leased
+//!   directory briefly absent, which the stress test observes as renders failing to read it.
 //! - Run layout operations in `spawn_blocking`: they are synchronous `std::fs` calls.
 
 mod error;
