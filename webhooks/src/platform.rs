@@ -128,7 +128,7 @@ fn check_object(obj: &DynamicObject, f: &mut Findings) {
         f.deny(
             "metadata.name",
             format!(
-                "Platform is a cluster singleton; the only permitted name is {:?}, found {name:?}",
+                "Platform is a cluster singleton, so the only permitted name is {:?} (found {name:?})",
                 crds::PLATFORM_NAME
             ),
         );

@@ -136,7 +136,7 @@ pub fn check_bare_semver(v: &str) -> Result<semver::Version, String> {
         || v.split('.').any(|p| p == "x" || p == "X")
     {
         return Err(format!(
-            "{v:?} is a version range; one exact SemVer version is required (e.g. 1.2.3)"
+            "{v:?} is a version range, but one exact SemVer version is required (e.g. 1.2.3)"
         ));
     }
     semver::Version::parse(v)
@@ -161,7 +161,7 @@ pub fn check_contract_fqn(fqn: &str) -> Result<(), String> {
     };
     if semver::Version::parse(suffix).is_ok() {
         return Err(format!(
-            "{fqn:?} is a transformer (implementation) FQN; list the contracts the catalog fulfils (<path>/<name>@v<N>)"
+            "{fqn:?} is a transformer (implementation) FQN, but a claim lists the contracts the catalog fulfils (<path>/<name>@v<N>)"
         ));
     }
     parse_major_suffix(suffix).map_err(|e| format!("{fqn:?} is not a contract FQN: {e}"))?;

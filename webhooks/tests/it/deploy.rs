@@ -1,0 +1,1 @@
+//! Deploy manifest invariants (filled in with deploy/).
