@@ -174,6 +174,8 @@ pub trait HasConditions {
     fn conditions(&self) -> &[Condition];
     /// The conditions, mutably.
     fn conditions_mut(&mut self) -> &mut Vec<Condition>;
+    /// `status.observedGeneration`, mutably.
+    fn observed_generation_mut(&mut self) -> &mut Option<i64>;
 }
 
 /// The condition of `type_`, if present.

@@ -8,8 +8,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
+use crate::common::{Inventory, InventoryEntry};
 use crate::module_instance::{ModuleInstance, ModuleInstanceSpec, ModuleRef};
 use crate::module_package::{ModulePackage, ModulePackageSpec, SourceRef};
 use crate::platform::{Platform, PlatformSpec, RegistryEntry, SkewPolicy};
@@ -216,6 +217,67 @@ impl ModuleInstance {
             .push(crate::FINALIZER_CLEANUP.to_owned());
         self
     }
+
+    /// Marks the instance Ready=True (`ReconciliationSucceeded`) at its generation.
+    #[must_use]
+    pub fn ready(mut self, now: &Time) -> Self {
+        let generation = self.metadata.generation;
+        let status = self.status.get_or_insert_with(Default::default);
+        status.observed_generation = generation;
+        crate::conditions::mark_ready(&mut status.conditions, "", "Applied", generation, now);
+        self
+    }
+
+    /// Sets `status.requiredContracts` (sorted and de-duplicated, as a render reports them).
+    #[must_use]
+    pub fn with_required_contracts(mut self, contracts: &[&str]) -> Self {
+        let mut c: Vec<String> = contracts.iter().map(|s| (*s).to_owned()).collect();
+        c.sort();
+        c.dedup();
+        self.status
+            .get_or_insert_with(Default::default)
+            .required_contracts = c;
+        self
+    }
+
+    /// Sets `status.inventory` to the given entries (revision 1).
+    #[must_use]
+    pub fn with_inventory(mut self, entries: Vec<InventoryEntry>) -> Self {
+        let count = i64::try_from(entries.len()).unwrap_or(i64::MAX);
+        self.status
+            .get_or_insert_with(Default::default)
+            .reconcile
+            .inventory = Some(Inventory {
+            revision: 1,
+            digest: String::new(),
+            count,
+            entries,
+        });
+        self
+    }
+
+    /// Adds to the inventory the entry a provider's rendered TransformerRegistration has (§4.1 step 6).
+    #[must_use]
+    pub fn owning_claim(self) -> Self {
+        let ns = self.metadata.namespace.clone().unwrap_or_default();
+        let name = self.metadata.name.clone().unwrap_or_default();
+        let entry = InventoryEntry {
+            group: Some(crate::GROUP.to_owned()),
+            kind: "TransformerRegistration".to_owned(),
+            namespace: None,
+            name: format!("{ns}.{name}"),
+            v: Some(crate::VERSION.to_owned()),
+            component: None,
+        };
+        let mut entries = self
+            .status
+            .as_ref()
+            .and_then(|s| s.reconcile.inventory.as_ref())
+            .map(|i| i.entries.clone())
+            .unwrap_or_default();
+        entries.push(entry);
+        self.with_inventory(entries)
+    }
 }
 
 impl ModulePackage {
@@ -289,6 +351,27 @@ mod tests {
         assert_eq!(v["spec"]["module"]["path"], "opmodel.dev/modules/web@v0");
         assert_eq!(v["spec"]["values"]["replicas"], 2);
         assert_eq!(v["metadata"]["finalizers"][0], crate::FINALIZER_CLEANUP);
+
+        let now = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        let provider = ModuleInstance::test()
+            .named("team-a", "k8up")
+            .ready(&now)
+            .owning_claim();
+        let st = provider.status.as_ref().unwrap();
+        assert!(crate::conditions::is_true(
+            &st.conditions,
+            crate::conditions::types::READY
+        ));
+        let inv = st.reconcile.inventory.as_ref().unwrap();
+        assert_eq!(
+            (inv.count, inv.entries[0].name.as_str()),
+            (1, "team-a.k8up")
+        );
+        let demanding = ModuleInstance::test().with_required_contracts(&["b@v1", "a@v1", "b@v1"]);
+        assert_eq!(
+            demanding.status.unwrap().required_contracts,
+            ["a@v1", "b@v1"]
+        );
 
         let mp = ModulePackage::test().with_source("GitRepository", "repo");
         let v = serde_json::to_value(&mp).unwrap();

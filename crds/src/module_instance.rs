@@ -109,4 +109,7 @@ impl HasConditions for ModuleInstanceStatus {
     fn conditions_mut(&mut self) -> &mut Vec<Condition> {
         &mut self.conditions
     }
+    fn observed_generation_mut(&mut self) -> &mut Option<i64> {
+        &mut self.observed_generation
+    }
 }

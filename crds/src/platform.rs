@@ -164,4 +164,7 @@ impl HasConditions for PlatformStatus {
     fn conditions_mut(&mut self) -> &mut Vec<Condition> {
         &mut self.conditions
     }
+    fn observed_generation_mut(&mut self) -> &mut Option<i64> {
+        &mut self.observed_generation
+    }
 }

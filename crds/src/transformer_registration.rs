@@ -81,4 +81,7 @@ impl HasConditions for TransformerRegistrationStatus {
     fn conditions_mut(&mut self) -> &mut Vec<Condition> {
         &mut self.conditions
     }
+    fn observed_generation_mut(&mut self) -> &mut Option<i64> {
+        &mut self.observed_generation
+    }
 }

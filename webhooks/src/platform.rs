@@ -11,7 +11,8 @@
 //!    control characters, ≤ 253 characters (it is written into the generated `platform.cue`).
 //! 4. `spec.registry`, when present, must be an object. Each key must be a major-suffixed module path
 //!    (`opmodel.dev/catalogs/opm@v2`, see [`crate::syntax`]) outside the reserved platforms namespace
-//!    `opmodel.dev/platforms/` (the generated module itself lives there).
+//!    `opmodel.dev/platforms/` (the generated module itself lives there), and not the core schema
+//!    `opmodel.dev/core` (the operator pins core itself, §3.3; a second pin would clash).
 //! 5. Each entry must be an object; `version` is required: one bare SemVer version (no `v` prefix, no
 //!    range; prerelease/build allowed) whose major equals the key's `@vN`; `enable`, when set, a bool.
 //!    Two majors of one catalog are two distinct entries and allowed.
@@ -185,6 +186,12 @@ fn check_registry(reg: &Map<String, Value>, f: &mut Findings) {
         match syntax::check_major_module_path(key) {
             Ok((path, m)) => {
                 major = Some(m);
+                if path == syntax::CORE_MODULE_PATH {
+                    f.deny(
+                        &base,
+                        format!("{key:?} is the core schema, which the operator pins itself, not a catalog"),
+                    );
+                }
                 if syntax::is_reserved(path) {
                     f.deny(
                         &base,

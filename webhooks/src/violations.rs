@@ -1,6 +1,9 @@
 //! Collects every rule violation of one request (field path + message) so a denial lists them all,
 //! in the order the rules ran, and collects warnings the same way.
 
+/// Longest single violation message (bytes); longer ones (echoing huge user input) are cut.
+const MAX_MESSAGE: usize = 512;
+
 /// The findings of one admission request.
 #[derive(Debug, Default)]
 pub(crate) struct Findings {
@@ -9,10 +12,21 @@ pub(crate) struct Findings {
 }
 
 impl Findings {
-    /// Records a violation of the field at `path` (e.g. `spec.catalog`).
+    /// Records a violation of the field at `path` (e.g. `spec.catalog`). The denial joins violations
+    /// with `"; "`, so that separator inside one message (possible only through user input echoed
+    /// back) is rewritten to `", "` to keep the list splittable, and a message echoing huge input is
+    /// cut at [`MAX_MESSAGE`] bytes.
     pub(crate) fn deny(&mut self, path: impl AsRef<str>, msg: impl AsRef<str>) {
-        self.violations
-            .push(format!("{}: {}", path.as_ref(), msg.as_ref()));
+        let mut msg = msg.as_ref().replace("; ", ", ");
+        if msg.len() > MAX_MESSAGE {
+            let mut cut = MAX_MESSAGE;
+            while !msg.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            msg.truncate(cut);
+            msg.push_str("...");
+        }
+        self.violations.push(format!("{}: {msg}", path.as_ref()));
     }
 
     /// Records a warning about the field at `path`.
@@ -52,5 +66,20 @@ impl Findings {
             resp.result.reason = "Invalid".to_owned();
             resp
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn violations_stay_splittable_and_bounded() {
+        let mut f = Findings::default();
+        f.deny("spec.type", "a; b");
+        f.deny("spec.catalog", "é".repeat(1000));
+        assert_eq!(f.violations[0], "spec.type: a, b");
+        assert!(f.violations[1].len() <= "spec.catalog: ".len() + MAX_MESSAGE + 3);
+        assert!(f.violations[1].ends_with("..."));
     }
 }
