@@ -52,7 +52,7 @@ pub const KIND: &str = "Platform";
 
 /// Validates a Platform admission request (see the module doc for the rules).
 pub fn validate_platform(req: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
-    let mut f = Findings::default();
+    let mut f = Findings::for_request(req);
     let resp = AdmissionResponse::from(req);
     if !crate::common::check_kind(req, KIND, &mut f) {
         return f.respond(resp);

@@ -61,7 +61,7 @@ pub const KIND: &str = "TransformerRegistration";
 pub fn validate_transformer_registration(
     req: &AdmissionRequest<DynamicObject>,
 ) -> AdmissionResponse {
-    let mut f = Findings::default();
+    let mut f = Findings::for_request(req);
     let resp = AdmissionResponse::from(req);
     if !crate::common::check_kind(req, KIND, &mut f) {
         return f.respond(resp);

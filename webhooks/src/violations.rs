@@ -1,5 +1,13 @@
 //! Collects every rule violation of one request (field path + message) so a denial lists them all,
 //! in the order the rules ran, and collects warnings the same way.
+//!
+//! A denial is HTTP-status-like 422 `Invalid` (the API server reports it as "admission webhook ...
+//! denied the request: <message>"): `message` joins every violation with `"; "`, and
+//! `details.causes` carries one `FieldValueInvalid` cause per violation with its field path.
+
+use kube_core::admission::AdmissionRequest;
+use kube_core::response::{StatusCause, StatusDetails, StatusSummary};
+use kube_core::DynamicObject;
 
 /// Longest single violation message (bytes); longer ones (echoing huge user input) are cut.
 const MAX_MESSAGE: usize = 512;
@@ -8,10 +16,22 @@ const MAX_MESSAGE: usize = 512;
 #[derive(Debug, Default)]
 pub(crate) struct Findings {
     violations: Vec<String>,
+    causes: Vec<StatusCause>,
     warnings: Vec<String>,
+    name: String,
+    kind: String,
 }
 
 impl Findings {
+    /// Findings for one request: the denial's `status.details` name its object and kind.
+    pub(crate) fn for_request(req: &AdmissionRequest<DynamicObject>) -> Self {
+        Findings {
+            name: req.name.clone(),
+            kind: req.kind.kind.clone(),
+            ..Findings::default()
+        }
+    }
+
     /// Records a violation of the field at `path` (e.g. `spec.catalog`). The denial joins violations
     /// with `"; "`, so that separator inside one message (possible only through user input echoed
     /// back) is rewritten to `", "` to keep the list splittable, and a message echoing huge input is
@@ -27,6 +47,11 @@ impl Findings {
             msg.push_str("...");
         }
         self.violations.push(format!("{}: {msg}", path.as_ref()));
+        self.causes.push(StatusCause {
+            reason: "FieldValueInvalid".to_owned(),
+            message: msg,
+            field: path.as_ref().to_owned(),
+        });
     }
 
     /// Records a warning about the field at `path`.
@@ -62,8 +87,17 @@ impl Findings {
         } else {
             let msg = self.violations.join("; ");
             let mut resp = resp.deny(msg);
+            resp.result.status = Some(StatusSummary::Failure);
             resp.result.code = 422;
             resp.result.reason = "Invalid".to_owned();
+            resp.result.details = Some(StatusDetails {
+                name: self.name,
+                group: crds::GROUP.to_owned(),
+                kind: self.kind,
+                uid: String::new(),
+                causes: self.causes,
+                retry_after_seconds: 0,
+            });
             resp
         }
     }

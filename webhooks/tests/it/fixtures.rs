@@ -97,6 +97,10 @@ fn check(case: &Case) -> Result<(), String> {
                 return Err(format!("message {msg:?} lacks {:?}", case.message_contains));
             }
             if !resp.allowed {
+                let causes = resp.result.details.as_ref().map(|d| d.causes.len()).unwrap_or(0);
+                if causes != msg.split("; ").count() {
+                    return Err(format!("{causes} status causes for message {msg:?}"));
+                }
                 // Every violation starts with the field path it concerns.
                 for v in msg.split("; ") {
                     let path = v.split(": ").next().unwrap_or("");
