@@ -216,3 +216,49 @@ fn required_fields() {
     let mp = crd("ModulePackage");
     assert_eq!(req(&mp, &format!("{spec}/required")), ["path", "sourceRef"]);
 }
+
+/// Structural-schema rules the API server enforces: every node has a `type` (or preserves unknown
+/// fields), and none uses `$ref`, `anyOf`/`oneOf`/`allOf` with types, `additionalProperties` together
+/// with `properties`, or `definitions`.
+fn check_structural(node: &Value, at: &str, errs: &mut Vec<String>) {
+    let Some(obj) = node.as_object() else { return };
+    if !obj.contains_key("type")
+        && obj.get("x-kubernetes-preserve-unknown-fields") != Some(&Value::Bool(true))
+    {
+        errs.push(format!("{at}: no type"));
+    }
+    for banned in ["$ref", "anyOf", "oneOf", "allOf", "definitions", "$defs"] {
+        if obj.contains_key(banned) {
+            errs.push(format!("{at}: uses {banned}"));
+        }
+    }
+    if obj.contains_key("properties") && obj.contains_key("additionalProperties") {
+        errs.push(format!("{at}: properties and additionalProperties"));
+    }
+    if let Some(props) = obj.get("properties").and_then(Value::as_object) {
+        for (k, v) in props {
+            check_structural(v, &format!("{at}.{k}"), errs);
+        }
+    }
+    if let Some(items) = obj.get("items") {
+        check_structural(items, &format!("{at}[]"), errs);
+    }
+    if let Some(ap) = obj.get("additionalProperties").filter(|v| v.is_object()) {
+        check_structural(ap, &format!("{at}{{}}"), errs);
+    }
+}
+
+#[test]
+fn schemas_are_structural() {
+    for kind in [
+        "ModuleInstance",
+        "ModulePackage",
+        "Platform",
+        "TransformerRegistration",
+    ] {
+        let c = crd(kind);
+        let mut errs = Vec::new();
+        check_structural(schema(&c), kind, &mut errs);
+        assert!(errs.is_empty(), "{errs:#?}");
+    }
+}

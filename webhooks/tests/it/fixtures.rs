@@ -97,7 +97,12 @@ fn check(case: &Case) -> Result<(), String> {
                 return Err(format!("message {msg:?} lacks {:?}", case.message_contains));
             }
             if !resp.allowed {
-                let causes = resp.result.details.as_ref().map(|d| d.causes.len()).unwrap_or(0);
+                let causes = resp
+                    .result
+                    .details
+                    .as_ref()
+                    .map(|d| d.causes.len())
+                    .unwrap_or(0);
                 if causes != msg.split("; ").count() {
                     return Err(format!("{causes} status causes for message {msg:?}"));
                 }
