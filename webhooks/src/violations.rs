@@ -2,7 +2,7 @@
 //! in the order the rules ran, and collects warnings the same way.
 //!
 //! A denial is HTTP-status-like 422 `Invalid` (the API server reports it as "admission webhook ...
-//! denied the request: <message>"): `message` joins every violation with `"; "`, and
+//! denied the request: `<message>`"): `message` joins every violation with `"; "`, and
 //! `details.causes` carries one `FieldValueInvalid` cause per violation with its field path.
 
 use kube_core::admission::AdmissionRequest;
