@@ -390,7 +390,7 @@ pub fn mark_drifted(
     );
 }
 
-/// *ModuleResolved*: ModuleResolved=True "module resolved: <path>@<version>".
+/// *ModuleResolved*: ModuleResolved=True `"module resolved: <path>@<version>"`.
 pub fn mark_module_resolved(
     conds: &mut Vec<Condition>,
     path: &str,
