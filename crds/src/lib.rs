@@ -1,4 +1,11 @@
-//! CRD types of `opmodel.dev/v1alpha1` (operator-spec.md §1). Types only, no I/O. (Skeleton; issue #2.)
+//! CRD types of `opmodel.dev/v1alpha1` (operator-spec.md §1). Types only, no I/O.
+
+/// The API group of every CRD.
+pub const GROUP: &str = "opmodel.dev";
+/// The only permitted Platform name.
+pub const PLATFORM_NAME: &str = "cluster";
+/// Finalizer guarding a TransformerRegistration's removal while dependents remain.
+pub const FINALIZER_DEPENDENTS: &str = "opmodel.dev/dependents";
 
 /// Errors of this crate.
 #[derive(Debug, thiserror::Error)]
