@@ -11,6 +11,10 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once at start; boxing buys nothing"
+)]
 enum Command {
     /// Serve the admission webhooks (HTTPS), probes and metrics (plain HTTP).
     Serve(opm_operator::server::ServeArgs),

@@ -66,11 +66,21 @@ pub struct ServeArgs {
     pub metrics_addr: OptionalAddr,
 
     /// PEM certificate chain (leaf first) for the HTTPS listener; reloaded when it changes.
-    #[arg(long, value_name = "FILE", requires = "tls_key", conflicts_with = "self_signed")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_key",
+        conflicts_with = "self_signed"
+    )]
     pub tls_cert: Option<PathBuf>,
 
     /// PEM private key matching --tls-cert; reloaded when it changes.
-    #[arg(long, value_name = "FILE", requires = "tls_cert", conflicts_with = "self_signed")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_cert",
+        conflicts_with = "self_signed"
+    )]
     pub tls_key: Option<PathBuf>,
 
     /// PEM bundle of CAs for client certificates; when set, every webhook client must present a
@@ -247,8 +257,8 @@ pub async fn start(settings: Settings, store: Arc<certs::CertStore>) -> Result<R
     let side = async {
         let probe = bind("probe", settings.probe_addr).await?;
         let probe_addr = local_addr("probe", &probe, settings.probe_addr)?;
-        let shared = settings.metrics_addr == Some(settings.probe_addr)
-            && settings.probe_addr.port() != 0;
+        let shared =
+            settings.metrics_addr == Some(settings.probe_addr) && settings.probe_addr.port() != 0;
         let probe_app = if shared {
             probe_and_metrics_router(state.clone())
         } else {
@@ -383,7 +393,11 @@ async fn serve(args: ServeArgs) -> Result<(), Error> {
         );
     }
     let signal = shutdown_signal().await?;
-    tracing::info!(signal, grace_ms = args.shutdown_grace.as_millis() as u64, "shutting down");
+    tracing::info!(
+        signal,
+        grace_ms = args.shutdown_grace.as_millis() as u64,
+        "shutting down"
+    );
     running.shutdown();
     running.wait().await?;
     tracing::info!("stopped");

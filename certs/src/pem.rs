@@ -69,6 +69,13 @@ fn parse_key(pem: &[u8]) -> Result<PrivateKeyDer<'static>> {
         .ok_or(Error::NoPrivateKey)
 }
 
+impl CertInfo {
+    /// Reads serial, SANs and `notAfter` of a DER certificate.
+    pub fn from_der(der: &[u8]) -> Result<CertInfo> {
+        cert_info(der)
+    }
+}
+
 /// Reads serial, SANs and `notAfter` of a DER certificate.
 pub(crate) fn cert_info(der: &[u8]) -> Result<CertInfo> {
     use x509_parser::extensions::GeneralName;

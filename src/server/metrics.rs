@@ -195,6 +195,9 @@ mod tests {
             text.contains(r#"admission_reviews_total{webhook="platforms",result="allowed"} 1"#),
             "{text}"
         );
-        assert!(!text.contains("# EOF"), "Prometheus text, not OpenMetrics: {text}");
+        assert!(
+            !text.contains("# EOF"),
+            "Prometheus text, not OpenMetrics: {text}"
+        );
     }
 }

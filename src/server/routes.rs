@@ -339,7 +339,11 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<bytes::Bytes, ApiError> {
+async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<bytes::Bytes, ApiError> {
     let too_large = || {
         ApiError::new(
             ErrorCode::PayloadTooLarge,
@@ -423,12 +427,19 @@ async fn judge(
     gauge.dec();
     let (result, response) = match outcome {
         Ok(Ok(response)) => {
-            let result = if response.allowed { "allowed" } else { "denied" };
+            let result = if response.allowed {
+                "allowed"
+            } else {
+                "denied"
+            };
             (result, response)
         }
         Ok(Err(e)) => return Err(e),
         Err(_) => {
-            tracing::warn!(timeout_ms = eval_timeout.as_millis() as u64, "admission evaluation timed out");
+            tracing::warn!(
+                timeout_ms = eval_timeout.as_millis() as u64,
+                "admission evaluation timed out"
+            );
             let message = format!(
                 "opm-operator webhook: evaluating this {} {} timed out after {} ms; \
                  the request was denied by the webhook's own timeout, not by a policy — retry, and \
@@ -441,5 +452,8 @@ async fn judge(
         }
     };
     span.record("allowed", response.allowed);
-    Ok((result, json_response(StatusCode::OK, &response.into_review())))
+    Ok((
+        result,
+        json_response(StatusCode::OK, &response.into_review()),
+    ))
 }

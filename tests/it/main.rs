@@ -1,1 +1,3 @@
 //! Integration tests of the root package: one binary, one module per area.
+
+mod server;
