@@ -117,8 +117,11 @@ pub struct ApiDoc;
 
 /// The document as pretty JSON with a trailing newline (the checked-in form).
 pub fn openapi_json() -> Result<String, serde_json::Error> {
-    let mut doc = serde_json::to_string_pretty(&ApiDoc::openapi())?;
-    // The crate version would make the file change on every release; pin it to the API version.
+    let mut api = ApiDoc::openapi();
+    // The crate version would make the file change on every release; the API is versioned with the
+    // CRD group version instead.
+    api.info.version = "v1alpha1".to_string();
+    let mut doc = serde_json::to_string_pretty(&api)?;
     doc.push('\n');
     Ok(doc)
 }
