@@ -11,7 +11,23 @@
 //! - Nothing reachable from input panics; a body that is not a v1 AdmissionReview with a request and a
 //!   uid is a typed [`ReviewError`] (the server answers 400 with a JSON body).
 //!
-//! The rules themselves are listed in [`transformer_registration`] and [`platform`].
+//! Response format:
+//! - Allowed: `allowed: true`, optional `warnings` for legal-but-risky edits (disabling or removing a
+//!   catalog, downgrading a version, relaxing `skewPolicy` to Warn, dropping provided contracts,
+//!   deleting the Platform or an active/guarded claim).
+//! - Denied: `allowed: false`, `status` = Failure, code 422, reason `Invalid`, `message` = every
+//!   violation as `<field path>: <reason>` joined by `"; "`, and `details.causes` with one
+//!   `FieldValueInvalid` cause (field + message) per violation.
+//! - A misrouted kind (a Platform on the claim route or vice versa) is a denial on `request.kind`.
+//!
+//! Operations: CREATE and UPDATE are judged; an UPDATE that leaves `spec` unchanged (finalizer or
+//! label edits) is always allowed, with the stored object's faults as warnings (ratcheting, so a
+//! legacy object never gets stuck); status-subresource requests are allowed unjudged; DELETE and
+//! CONNECT are allowed (DELETE with warnings). The deploy manifests register CREATE and UPDATE only.
+//!
+//! The rules themselves are listed in the module docs of [`transformer_registration`] and
+//! [`platform`]; the shared syntax (module paths, bare SemVer, contract FQNs, reserved namespaces) in
+//! [`syntax`].
 
 mod common;
 pub mod error;

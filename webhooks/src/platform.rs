@@ -11,7 +11,8 @@
 //!    control characters, ≤ 253 characters (it is written into the generated `platform.cue`).
 //! 4. `spec.registry`, when present, must be an object. Each key must be a major-suffixed module path
 //!    (`opmodel.dev/catalogs/opm@v2`, see [`crate::syntax`]) outside the reserved platforms namespace
-//!    `opmodel.dev/platforms/` (the generated module itself lives there).
+//!    `opmodel.dev/platforms/` (the generated module itself lives there), and not the core schema
+//!    `opmodel.dev/core` (the operator pins core itself, §3.3; a second pin would clash).
 //! 5. Each entry must be an object; `version` is required: one bare SemVer version (no `v` prefix, no
 //!    range; prerelease/build allowed) whose major equals the key's `@vN`; `enable`, when set, a bool.
 //!    Two majors of one catalog are two distinct entries and allowed.
@@ -51,7 +52,7 @@ pub const KIND: &str = "Platform";
 
 /// Validates a Platform admission request (see the module doc for the rules).
 pub fn validate_platform(req: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
-    let mut f = Findings::default();
+    let mut f = Findings::for_request(req);
     let resp = AdmissionResponse::from(req);
     if !crate::common::check_kind(req, KIND, &mut f) {
         return f.respond(resp);
@@ -128,7 +129,7 @@ fn check_object(obj: &DynamicObject, f: &mut Findings) {
         f.deny(
             "metadata.name",
             format!(
-                "Platform is a cluster singleton; the only permitted name is {:?}, found {name:?}",
+                "Platform is a cluster singleton, so the only permitted name is {:?} (found {name:?})",
                 crds::PLATFORM_NAME
             ),
         );
@@ -185,6 +186,12 @@ fn check_registry(reg: &Map<String, Value>, f: &mut Findings) {
         match syntax::check_major_module_path(key) {
             Ok((path, m)) => {
                 major = Some(m);
+                if path == syntax::CORE_MODULE_PATH {
+                    f.deny(
+                        &base,
+                        format!("{key:?} is the core schema, which the operator pins itself, not a catalog"),
+                    );
+                }
                 if syntax::is_reserved(path) {
                     f.deny(
                         &base,

@@ -17,6 +17,12 @@
 //! - **Reserved namespace**: `opmodel.dev/platforms/` is the generated platform module's namespace
 //!   (operator-spec §1.5: `opmodel.dev/platforms/cluster@v0`, never published), so nothing may claim
 //!   or subscribe to a path under it.
+//! - **Core schema**: `opmodel.dev/core@vN` is the core schema the operator pins itself (§3.3), not a
+//!   catalog, so it can be neither claimed nor subscribed.
+
+/// The core schema module's path (without major). The operator pins it itself as a closure root
+/// (operator-spec §3.3), so it is never a catalog: not claimable, not subscribable.
+pub const CORE_MODULE_PATH: &str = "opmodel.dev/core";
 
 /// The generated platform module's reserved, never-published namespace.
 pub const RESERVED_PLATFORMS_PREFIX: &str = "opmodel.dev/platforms/";
@@ -136,7 +142,7 @@ pub fn check_bare_semver(v: &str) -> Result<semver::Version, String> {
         || v.split('.').any(|p| p == "x" || p == "X")
     {
         return Err(format!(
-            "{v:?} is a version range; one exact SemVer version is required (e.g. 1.2.3)"
+            "{v:?} is a version range, but one exact SemVer version is required (e.g. 1.2.3)"
         ));
     }
     semver::Version::parse(v)
@@ -161,7 +167,7 @@ pub fn check_contract_fqn(fqn: &str) -> Result<(), String> {
     };
     if semver::Version::parse(suffix).is_ok() {
         return Err(format!(
-            "{fqn:?} is a transformer (implementation) FQN; list the contracts the catalog fulfils (<path>/<name>@v<N>)"
+            "{fqn:?} is a transformer (implementation) FQN, but a claim lists the contracts the catalog fulfils (<path>/<name>@v<N>)"
         ));
     }
     parse_major_suffix(suffix).map_err(|e| format!("{fqn:?} is not a contract FQN: {e}"))?;

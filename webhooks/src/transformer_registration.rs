@@ -13,7 +13,8 @@
 //! 4. `metadata.name` must equal `<spec.providerRef.namespace>.<spec.providerRef.name>` (E0015 D12; the
 //!    CRD's CEL rule only checks for the dot).
 //! 5. `spec.catalog` must be a major-suffixed module path (`example.com/catalogs/x@v1`, see
-//!    [`crate::syntax`]) and must not lie under the reserved platforms namespace `opmodel.dev/platforms/`.
+//!    [`crate::syntax`]); it must not lie under the reserved platforms namespace `opmodel.dev/platforms/`
+//!    and must not be the core schema `opmodel.dev/core` (pinned by the operator, never a catalog).
 //! 6. `spec.version` must be one bare SemVer version (no `v` prefix, no range; prerelease and build
 //!    allowed) whose major equals the `@vN` of `spec.catalog`.
 //! 7. `spec.provides` must be present (it may be empty), a list of contract FQNs
@@ -40,7 +41,8 @@
 //!
 //! DELETE is always allowed (a claim's removal is guarded by the `opmodel.dev/dependents` finalizer,
 //! §4.4, not by admission), with a warning when the claim holds that finalizer (the delete waits until
-//! no ModuleInstance demands its contracts). The deploy manifests do not register DELETE (so an
+//! no ModuleInstance demands its contracts) and one when it is active (once released, its catalog
+//! leaves the platform). The deploy manifests do not register DELETE (so an
 //! operator outage never blocks cleanup); the function still answers it. CONNECT is allowed.
 
 use std::collections::BTreeSet;
@@ -59,7 +61,7 @@ pub const KIND: &str = "TransformerRegistration";
 pub fn validate_transformer_registration(
     req: &AdmissionRequest<DynamicObject>,
 ) -> AdmissionResponse {
-    let mut f = Findings::default();
+    let mut f = Findings::for_request(req);
     let resp = AdmissionResponse::from(req);
     if !crate::common::check_kind(req, KIND, &mut f) {
         return f.respond(resp);
@@ -95,6 +97,18 @@ pub fn validate_transformer_registration(
         }
         Operation::Delete => {
             if let Some(old) = &req.old_object {
+                let active = old.data.get("status").and_then(|s| s.get("active"))
+                    == Some(&Value::Bool(true));
+                if active {
+                    f.warn(
+                        "status.active",
+                        format!(
+                            "{} is an active claim: once released, its catalog {} leaves the platform",
+                            old.metadata.name.as_deref().unwrap_or(""),
+                            crate::common::spec(old).and_then(|s| s.get("catalog")).and_then(Value::as_str).unwrap_or("")
+                        ),
+                    );
+                }
                 let guarded = old
                     .metadata
                     .finalizers
@@ -179,6 +193,12 @@ fn check_object(obj: &DynamicObject, f: &mut Findings) {
                             "{catalog:?} lies under the reserved platforms namespace {:?} (the generated platform module's, never published)",
                             syntax::RESERVED_PLATFORMS_PREFIX
                         ),
+                    );
+                }
+                if path == syntax::CORE_MODULE_PATH {
+                    f.deny(
+                        "spec.catalog",
+                        format!("{catalog:?} is the core schema, which the operator pins itself, not a catalog"),
                     );
                 }
                 if path.split('/').skip(1).any(|e| e == "modules") {
