@@ -12,6 +12,7 @@
 )]
 
 mod common;
+mod fixtures;
 mod openapi;
 mod probes;
 mod reviews;
