@@ -61,7 +61,7 @@ pub struct ServeArgs {
     pub probe_addr: SocketAddr,
 
     /// Address of the plain-HTTP listener serving /metrics (Prometheus text format); `0` disables
-    /// it, and the probe address shares one listener.
+    /// it, and the same address as --probe-addr serves probes and metrics on one listener.
     #[arg(long, default_value = "0.0.0.0:8080", value_name = "ADDR|0", value_parser = parse_optional_addr)]
     pub metrics_addr: OptionalAddr,
 
@@ -311,7 +311,10 @@ pub async fn start(settings: Settings, store: Arc<certs::CertStore>) -> Result<R
 fn init_logging(format: LogFormat) -> Result<(), Error> {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi);
     let result = match format {
         LogFormat::Json => builder.json().with_current_span(true).try_init(),
         LogFormat::Text => builder.try_init(),

@@ -11,6 +11,7 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
+mod binary;
 mod common;
 mod fixtures;
 mod openapi;

@@ -64,7 +64,10 @@ fn check(case: &Case, sent: &[u8], resp: &Resp) -> Result<(), String> {
             }
             let message = v["error"]["message"].as_str().unwrap_or("");
             if !message.contains(&case.message_contains) {
-                return Err(format!("error message lacks {:?}: {v}", case.message_contains));
+                return Err(format!(
+                    "error message lacks {:?}: {v}",
+                    case.message_contains
+                ));
             }
             if let Some(code) = &case.error_code {
                 if v["error"]["code"] != serde_json::json!(code) {
