@@ -74,6 +74,7 @@ pub struct CertMetrics {
     reload_success: AtomicU64,
     reload_failure: AtomicU64,
     not_after_seconds: AtomicI64,
+    checks: AtomicU64,
 }
 
 impl CertMetrics {
@@ -84,6 +85,10 @@ impl CertMetrics {
     /// Reloads rejected because the new files did not build (`cert_reload_total{result="failure"}`).
     pub fn reload_failure(&self) -> u64 {
         self.reload_failure.load(Ordering::Relaxed)
+    }
+    /// Reload checks run so far (changed or not); for diagnostics and tests.
+    pub fn checks(&self) -> u64 {
+        self.checks.load(Ordering::Relaxed)
     }
     /// `notAfter` of the served leaf, seconds since the epoch (`cert_not_after_seconds`).
     pub fn not_after_seconds(&self) -> i64 {
@@ -179,6 +184,7 @@ impl CertStore {
             .last_seen
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        self.metrics.checks.fetch_add(1, Ordering::Relaxed);
         let material = match self.paths.read() {
             Ok(m) => m,
             Err(e) => {

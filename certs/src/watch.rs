@@ -7,6 +7,8 @@
 //! - Independently of events it checks every `poll` interval, so a missed or unsupported event
 //!   (network file systems, inotify limits) only delays a reload. If the watcher cannot be set up at
 //!   all, polling alone runs.
+//! - Access events (opening or reading a file, including this loop's own reads) are ignored; only
+//!   creations, modifications, removals and renames wake the loop.
 //! - Each wake-up calls [`CertStore::reload_if_changed`] inside `catch_unwind`: the loop survives
 //!   anything and ends only when the [`Watcher`] handle is dropped.
 
@@ -61,8 +63,12 @@ impl Drop for Watcher {
 
 fn fs_watcher(store: &CertStore, tx: mpsc::Sender<Msg>) -> Result<notify::RecommendedWatcher> {
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.is_ok() {
-            let _ = tx.send(Msg::Changed);
+        // Our own reads of the files raise open/access events; only changes may wake the loop,
+        // or every check would trigger the next one.
+        if let Ok(event) = event {
+            if !matches!(event.kind, notify::EventKind::Access(_)) {
+                let _ = tx.send(Msg::Changed);
+            }
         }
     })
     .map_err(|source| Error::Watch {
@@ -183,6 +189,40 @@ mod tests {
         secret_layout(dir.path(), "2", &["two.example"]);
         wait_for("the swapped cert", || store.info().sans == ["two.example"]);
         assert_eq!(store.metrics().reload_success(), 1);
+    }
+
+    #[test]
+    fn own_reads_do_not_wake_the_loop() {
+        // Plain files in the watched directory (not a Secret layout, whose reads resolve into an
+        // unwatched `..<ts>` subdirectory): each read raises an open event there.
+        let dir = tempfile::tempdir().unwrap();
+        let ck = rcgen::generate_simple_self_signed(vec!["one.example".to_string()]).unwrap();
+        std::fs::write(dir.path().join("tls.crt"), ck.cert.pem()).unwrap();
+        std::fs::write(dir.path().join("tls.key"), ck.signing_key.serialize_pem()).unwrap();
+        let store = CertStore::load(TlsPaths {
+            cert: dir.path().join("tls.crt"),
+            key: dir.path().join("tls.key"),
+            client_ca: None,
+        })
+        .unwrap();
+        let w = watch(store.clone(), Duration::from_secs(60)).unwrap();
+        assert!(
+            w.has_fs_events(),
+            "inotify is available on the test machines"
+        );
+        // Wake the loop once with a change that does not alter the pair.
+        std::fs::write(dir.path().join("unrelated"), b"x").unwrap();
+        wait_for("one check", || store.metrics().checks() >= 1);
+        let after_wake = store.metrics().checks();
+        let quiet_until = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < quiet_until {
+            std::thread::park_timeout(Duration::from_millis(20));
+        }
+        assert!(
+            store.metrics().checks() <= after_wake + 1,
+            "the loop keeps waking itself: {} checks",
+            store.metrics().checks()
+        );
     }
 
     #[test]
