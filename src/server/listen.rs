@@ -3,7 +3,8 @@
 //! Rules:
 //! - Each accepted TLS connection handshakes with the config current *at accept time*
 //!   ([`certs::CertStore::config`]), so a reloaded certificate applies to new handshakes while
-//!   established connections keep theirs. The handshake has a 10 s deadline.
+//!   established connections keep theirs. The handshake has a 10 s deadline, and so has reading
+//!   the request headers of HTTP/1 requests.
 //! - Connections speak HTTP/1.1 or HTTP/2 (ALPN for TLS, preface sniffing for plain HTTP).
 //! - On shutdown the loop stops accepting (closing the listening socket), asks every connection to
 //!   finish its in-flight requests (hyper graceful shutdown: HTTP/1 stops keep-alive, HTTP/2 sends
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use axum::Router;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -25,6 +26,7 @@ use tokio::sync::watch;
 use tower::ServiceExt as _;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Waits until `rx` reads `true` (or its sender is gone).
 pub(crate) async fn signalled(mut rx: watch::Receiver<bool>) {
@@ -39,7 +41,13 @@ where
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
         app.clone().oneshot(req.map(axum::body::Body::new))
     });
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // Request headers must arrive within the deadline (slow-loris); the body is bounded by the
+    // router's request timeout.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
     let conn = builder.serve_connection(TokioIo::new(io), service);
     if let Err(error) = watcher.watch(conn).await {
         tracing::debug!(%peer, %error, "connection ended with an error");

@@ -28,9 +28,9 @@ pub struct HttpLabels {
     /// `webhook`, `probe` or `metrics`.
     pub listener: &'static str,
     /// Matched route template or `unmatched`.
-    pub route: String,
-    /// HTTP method.
-    pub method: String,
+    pub route: &'static str,
+    /// HTTP method (`other` for extension methods).
+    pub method: &'static str,
     /// Status code.
     pub status: u16,
 }

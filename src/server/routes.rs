@@ -151,16 +151,44 @@ async fn request_timeout(timeout: Duration, req: Request, next: Next) -> Respons
     }
 }
 
+/// Every route template, so metric labels are static strings (no allocation per request, and a
+/// bounded label space).
+const ROUTES: [&str; 5] = [
+    TRANSFORMER_REGISTRATIONS_PATH,
+    PLATFORMS_PATH,
+    "/healthz",
+    "/readyz",
+    "/metrics",
+];
+
+fn route_label(req: &Request) -> &'static str {
+    req.extensions()
+        .get::<MatchedPath>()
+        .and_then(|p| ROUTES.iter().find(|r| **r == p.as_str()).copied())
+        .unwrap_or("unmatched")
+}
+
+fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
 async fn track_http(
     State((state, listener)): State<(AppState, &'static str)>,
     req: Request,
     next: Next,
 ) -> Response {
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
-    let method = req.method().as_str().to_string();
+    let route = route_label(&req);
+    let method = method_label(req.method());
     let in_flight = state
         .metrics
         .http_in_flight
