@@ -485,3 +485,44 @@ async fn judge(
         json_response(StatusCode::OK, &response.into_review()),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tower::ServiceExt as _;
+
+    async fn panics() -> Response {
+        panic!("boom")
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_is_a_500_with_the_json_error_shape() {
+        let state = AppState::new(super::super::Limits::default(), None);
+        let app = with_layers(
+            Router::new().route("/panic", get(panics)),
+            state.clone(),
+            "webhook",
+        );
+        let resp = app
+            .oneshot(
+                axum::http::Request::get("/panic")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["error"]["code"], "internal");
+        assert_eq!(
+            v["error"]["message"], "internal server error",
+            "no panic detail leaks"
+        );
+        let text = state.metrics.encode().unwrap();
+        assert!(
+            text.contains(r#"http_requests_total{listener="webhook",route="unmatched",method="GET",status="500"} 1"#),
+            "{text}"
+        );
+    }
+}

@@ -309,3 +309,56 @@ async fn a_slow_body_gets_408_json_within_the_request_timeout() {
     let v: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(v["error"]["code"], "request_timeout", "{v}");
 }
+
+#[tokio::test]
+async fn an_evaluation_over_its_deadline_is_a_denial_that_says_so() {
+    let mut opts = Options::default();
+    opts.settings.limits =
+        opm_operator::server::Limits::with_timeout(std::time::Duration::from_millis(400), 1);
+    let server = TestServer::start_with(opts).await;
+    // Hold the only evaluation permit: the review waits for it past its deadline.
+    let permit = server
+        .running
+        .state
+        .semaphore
+        .clone()
+        .acquire_owned()
+        .await
+        .unwrap();
+    let resp = server
+        .post(
+            PLAT,
+            to_bytes(&review(
+                "slow-1",
+                platform_request("CREATE", Some(platform_object("cluster", "2.1.0")), None),
+            )),
+        )
+        .await;
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let v = resp.json();
+    assert_eq!(v["response"]["uid"], "slow-1");
+    assert_eq!(v["response"]["allowed"], false);
+    let message = v["response"]["status"]["message"].as_str().unwrap();
+    assert!(message.contains("timed out"), "{message}");
+    assert!(message.contains("Platform CREATE"), "{message}");
+    let text = server.metrics().await;
+    assert_eq!(
+        metric_value(
+            &text,
+            r#"admission_reviews_total{webhook="platforms",result="timeout"}"#
+        ),
+        Some(1.0)
+    );
+    // With the permit free again, the same review is judged normally.
+    drop(permit);
+    let again = server
+        .post(
+            PLAT,
+            to_bytes(&review(
+                "slow-2",
+                platform_request("CREATE", Some(platform_object("cluster", "2.1.0")), None),
+            )),
+        )
+        .await;
+    assert_eq!(again.json()["response"]["allowed"], true);
+}
