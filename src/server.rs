@@ -115,8 +115,9 @@ pub struct ServeArgs {
     pub log_format: LogFormat,
 
     /// Deadline of one HTTP request (e.g. 5s, 500ms); an admission evaluation gets 80 % of it and is
-    /// denied with a message saying so when it runs over. Keep it below the webhook's timeoutSeconds.
-    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    /// denied with a message saying so when it runs over. Keep it below the webhook's timeoutSeconds
+    /// (5 in deploy/webhook.yaml), so the answer arrives before the apiserver gives up.
+    #[arg(long, default_value = "4s", value_parser = parse_duration, value_name = "DURATION")]
     pub request_timeout: Duration,
 
     /// How long a shutdown waits for in-flight requests before closing connections.
