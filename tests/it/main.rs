@@ -2,3 +2,4 @@
 
 mod platform_crash;
 mod platform_stress;
+mod server;
