@@ -473,9 +473,6 @@ fn prepare_new(st: &State, t: &Target, mut obj: Value, tracking: Tracking) -> Ap
     } else if let Some(m) = obj["metadata"].as_object_mut() {
         m.remove("namespace");
     }
-    if st.get(&t.key(), &t.ns, &name).is_some() {
-        return Err(ApiError::already_exists(&t.rt.group, &t.rt.plural, &name));
-    }
     if t.rt.status_subresource {
         if let Some(m) = obj.as_object_mut() {
             m.remove("status");
@@ -495,6 +492,11 @@ fn prepare_new(st: &State, t: &Target, mut obj: Value, tracking: Tracking) -> Ap
     kind_hooks(t, &mut obj, &now)?;
     if t.rt.custom {
         custom_schema(t, &mut obj, &name)?;
+    }
+    // Validation comes first, as in the apiserver: an invalid object is 422 even if the name
+    // is taken.
+    if st.get(&t.key(), &t.ns, &name).is_some() {
+        return Err(ApiError::already_exists(&t.rt.group, &t.rt.plural, &name));
     }
     if let Tracking::Update(m) = &tracking {
         ssa::track_update(
@@ -850,6 +852,14 @@ fn prepare_delete(t: &Target, old: &Arc<Value>, opts: &Value) -> ApiResult<Plan>
 
 /// DELETE of one object.
 pub async fn delete(sh: &Shared, t: &Target, r: &Req, opts: Value) -> ApiResult<(u16, Value)> {
+    let mut r = r.clone();
+    if opts["dryRun"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|d| d == "All"))
+    {
+        r.q.0.insert("dryRun".into(), "All".into());
+    }
+    let r = &r;
     run_write(sh, t, r, |st| {
         let old = st
             .get(&t.key(), &t.ns, &t.name)

@@ -278,25 +278,49 @@ pub fn apply(live: &Value, applied: &Value, a: &Apply<'_>) -> ApiResult<Value> {
     }
     let removed = prev.difference(&applied_set).difference(&others);
     let mut paths = removed.leaves();
-    // Remove deeper paths first so list elements are found before their parents go.
-    paths.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    // Shallow paths first: removing a list element removes its fields with it, and the
+    // element's key fields must not be removed on their own (the element would lose its name).
+    paths.sort_by_key(Vec::len);
+    let mut done: Vec<Vec<String>> = Vec::new();
     for p in paths {
-        if !p.is_empty() {
-            remove_path(&mut merged, &p);
+        if p.is_empty() || done.iter().any(|d| p.starts_with(d)) {
+            continue;
         }
+        if is_key_field(&p) {
+            continue;
+        }
+        remove_path(&mut merged, &p);
+        done.push(p);
     }
 
-    entries.retain(|e| !is_self(e));
-    entries.push(Entry {
+    let entry = Entry {
         manager: a.manager.to_string(),
         operation: "Apply".into(),
         api_version: a.api_version.to_string(),
         time: a.now.to_string(),
-        subresource: sub,
+        subresource: sub.clone(),
         set: applied_set,
-    });
+    };
+    // Keep the entry's position so an unchanged apply is recognised as a no-op.
+    match entries.iter().position(&is_self) {
+        Some(i) => entries[i] = entry,
+        None => entries.push(entry),
+    }
     write_entries(&mut merged, entries);
     Ok(merged)
+}
+
+/// Whether the path ends at a key field of a list-map element (`...k:{"name":..}/f:name`).
+fn is_key_field(p: &[String]) -> bool {
+    let [.., parent, last] = p else {
+        return false;
+    };
+    match (parent.strip_prefix("k:"), last.strip_prefix("f:")) {
+        (Some(k), Some(f)) => serde_json::from_str::<Map<String, Value>>(k)
+            .map(|m| m.contains_key(f))
+            .unwrap_or(false),
+        _ => false,
+    }
 }
 
 fn conflict_error(conflicts: &[(String, Vec<String>)], api_version: &str) -> ApiError {
@@ -407,7 +431,7 @@ mod tests {
         let b1 = json!({"data": {"x": "1"}});
         let o2 = apply(&o1, &b1, &args("b", false)).unwrap();
         // Different value: conflict naming "a".
-        let b2 = json!({"data": {"y": "3"}});
+        let b2 = json!({"data": {"x": "1", "y": "3"}});
         let err = apply(&o2, &b2, &args("b", false)).unwrap_err();
         assert_eq!(err.code, 409);
         assert!(
@@ -417,7 +441,7 @@ mod tests {
         );
         let o3 = apply(&o2, &b2, &args("b", true)).unwrap();
         assert_eq!(o3["data"]["y"], "3");
-        // "a" stops applying x: b still owns x, so it stays; then a drops all: y stays (b owns it).
+        // "a" stops applying everything: x and y stay because b applies them.
         let o4 = apply(&o3, &json!({"data": {}}), &args("a", false)).unwrap();
         assert_eq!(o4["data"], json!({"x": "1", "y": "3"}));
         // b stops applying y and nobody else owns it: removed.
