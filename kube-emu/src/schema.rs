@@ -34,7 +34,7 @@ pub fn prune(v: &mut Value, schema: &Value, root: bool) {
                     if let Some(cv) = m.get_mut(&k) {
                         prune(cv, a, false);
                     }
-                } else if !preserve && !(props.is_none() && is_open(schema)) {
+                } else if !(preserve || props.is_none() && is_open(schema)) {
                     m.remove(&k);
                 }
             }

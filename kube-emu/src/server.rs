@@ -262,7 +262,8 @@ async fn route(
         let st = sh.state.lock();
         return Ok(json_response(201, &review(&st, &t, &user, v)));
     }
-    if !t.sub.is_empty() && !(t.sub == "status" && t.rt.status_subresource) {
+    let known_sub = t.sub.is_empty() || (t.sub == "status" && t.rt.status_subresource);
+    if !known_sub {
         return Err(ApiError::no_route(path));
     }
     if !t.sub.is_empty() && !matches!(verb, "get" | "update" | "patch") {

@@ -1,8 +1,5 @@
 //! Shared fixtures: the Widget custom resource, its CRD, and helpers.
 
-use std::future::Future;
-use std::time::Duration;
-
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use kube::core::Status;
@@ -122,25 +119,5 @@ pub fn api_status(e: kube::Error) -> Box<Status> {
     match e {
         kube::Error::Api(s) => s,
         other => panic!("expected an API error, got {other:?}"),
-    }
-}
-
-/// Polls `f` until it returns `Some`, at most `secs` seconds (no fixed sleeps: a short yield
-/// between polls).
-pub async fn eventually<T, F, Fut>(secs: u64, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "condition not met within {secs}s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

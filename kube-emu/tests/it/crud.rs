@@ -352,8 +352,10 @@ async fn dry_run_validates_and_stores_nothing() {
         .await
         .unwrap();
     let patch = json!({"data": {"k": "dry"}});
-    let mut ppd = PatchParams::default();
-    ppd.dry_run = true;
+    let ppd = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
     let out = api.patch("a", &ppd, &Patch::Merge(&patch)).await.unwrap();
     assert_eq!(out.data.unwrap()["k"], "dry");
     assert_eq!(api.get("a").await.unwrap().data.unwrap()["k"], "v");
