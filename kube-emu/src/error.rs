@@ -16,6 +16,9 @@ pub enum Error {
     /// A manifest or kubeconfig could not be (de)serialised.
     #[error("serialisation: {0}")]
     Serde(String),
+    /// Generating the serving certificate or TLS configuration failed.
+    #[error("tls: {0}")]
+    Tls(String),
     /// The emulator rejected a request made through the library API.
     #[error("api error: {0}")]
     Api(String),

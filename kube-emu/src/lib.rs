@@ -22,6 +22,7 @@ pub mod server;
 pub mod ssa;
 pub mod state;
 pub mod timefmt;
+mod tls;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -43,6 +44,9 @@ pub struct Options {
     pub service_urls: HashMap<String, String>,
     /// Bearer tokens known to the authenticator (and TokenReview).
     pub tokens: HashMap<String, UserInfo>,
+    /// Serve HTTPS with a freshly generated self-signed certificate (for 127.0.0.1 and
+    /// localhost) that `client()` and the kubeconfig trust.
+    pub tls: bool,
 }
 
 impl Default for Options {
@@ -53,6 +57,7 @@ impl Default for Options {
             bookmark_interval: Duration::from_secs(1),
             service_urls: HashMap::new(),
             tokens: HashMap::new(),
+            tls: false,
         }
     }
 }
@@ -79,6 +84,7 @@ pub struct Emulator {
     url: String,
     shutdown_tx: tokio::sync::watch::Sender<bool>,
     task: Option<tokio::task::JoinHandle<()>>,
+    ca_pem: Option<String>,
 }
 
 impl Emulator {
@@ -100,24 +106,43 @@ impl Emulator {
         let app = axum::Router::new()
             .fallback(server::handle)
             .with_state(shared.clone());
-        let mut rx = shutdown_rx;
-        let task = tokio::spawn(async move {
-            let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-                let _ = rx.changed().await;
+        let mut rx = shutdown_rx.clone();
+        let stopped = async move {
+            let _ = rx.changed().await;
+        };
+        let (task, ca_pem, scheme) = if opts.tls {
+            let (listener, ca_pem) = tls::TlsListener::bind(listener, shutdown_rx)?;
+            let task = tokio::spawn(async move {
+                let serve = axum::serve(listener, app).with_graceful_shutdown(stopped);
+                if let Err(e) = serve.await {
+                    tracing::error!(error = %e, "kube-emu server stopped");
+                }
             });
-            if let Err(e) = serve.await {
-                tracing::error!(error = %e, "kube-emu server stopped");
-            }
-        });
+            (task, Some(ca_pem), "https")
+        } else {
+            let task = tokio::spawn(async move {
+                let serve = axum::serve(listener, app).with_graceful_shutdown(stopped);
+                if let Err(e) = serve.await {
+                    tracing::error!(error = %e, "kube-emu server stopped");
+                }
+            });
+            (task, None, "http")
+        };
         Ok(Emulator {
             shared,
-            url: format!("http://{addr}"),
+            url: format!("{scheme}://{addr}"),
             shutdown_tx,
             task: Some(task),
+            ca_pem,
         })
     }
 
-    /// The base URL, `http://127.0.0.1:<port>`.
+    /// The serving CA (PEM) when started with `tls: true`.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
+    }
+
+    /// The base URL, `http://127.0.0.1:<port>` (`https://` with `tls: true`).
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -143,6 +168,9 @@ impl Emulator {
             .map_err(|e: http::uri::InvalidUri| Error::Serde(e.to_string()))?;
         let mut c = kube::Config::new(uri);
         c.default_namespace = "default".into();
+        if let Some(pem) = &self.ca_pem {
+            c.root_cert = Some(tls::pem_to_der(pem)?);
+        }
         Ok(c)
     }
 
@@ -170,8 +198,16 @@ impl Emulator {
 
     /// A kubeconfig for kubectl (context `kube-emu`, namespace `default`, the admin token).
     pub fn kubeconfig_yaml(&self) -> String {
+        use base64::Engine as _;
+        let ca = match &self.ca_pem {
+            Some(pem) => format!(
+                "\n    certificate-authority-data: {}",
+                base64::engine::general_purpose::STANDARD.encode(pem)
+            ),
+            None => String::new(),
+        };
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: kube-emu\n  cluster:\n    server: {url}\ncontexts:\n- name: kube-emu\n  context:\n    cluster: kube-emu\n    user: kube-emu-admin\n    namespace: default\ncurrent-context: kube-emu\nusers:\n- name: kube-emu-admin\n  user:\n    token: {tok}\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kube-emu\n  cluster:\n    server: {url}{ca}\ncontexts:\n- name: kube-emu\n  context:\n    cluster: kube-emu\n    user: kube-emu-admin\n    namespace: default\ncurrent-context: kube-emu\nusers:\n- name: kube-emu-admin\n  user:\n    token: {tok}\n",
             url = self.url,
             tok = self.shared.admin_token
         )

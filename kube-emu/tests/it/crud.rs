@@ -373,3 +373,23 @@ async fn dry_run_validates_and_stores_nothing() {
     let s = api_status(api.create(&pp, &cm("a", json!({}))).await.unwrap_err());
     assert_eq!(s.code, 409);
 }
+
+#[tokio::test]
+async fn serves_https_with_a_trusted_generated_ca() {
+    let emu = kube_emu::Emulator::start(kube_emu::Options {
+        tls: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert!(emu.url().starts_with("https://127.0.0.1:"));
+    assert!(emu
+        .kubeconfig_yaml()
+        .contains("certificate-authority-data: "));
+    let api: Api<ConfigMap> = Api::default_namespaced(emu.client().unwrap());
+    api.create(&PostParams::default(), &cm("tls", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(api.get("tls").await.unwrap().name_any(), "tls");
+    emu.shutdown().await;
+}

@@ -255,3 +255,27 @@ async fn kubectl_scripted_session() {
         .any(|n| n["metadata"]["name"] == "default"));
     emu.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_over_https() {
+    let bin = find_kubectl();
+    let tmp = tempfile::tempdir().unwrap();
+    let emu = kube_emu::Emulator::start(kube_emu::Options {
+        tls: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    std::fs::write(tmp.path().join("kubeconfig"), emu.kubeconfig_yaml()).unwrap();
+    let k = Kubectl {
+        bin,
+        dir: Path::new(tmp.path()).to_path_buf(),
+    };
+    let out = k.ok(&["get", "namespaces", "-o", "name"]).await;
+    assert!(out.contains("namespace/default"), "{out}");
+    let out = k
+        .ok(&["create", "configmap", "c", "--from-literal=a=1"])
+        .await;
+    assert!(out.contains("configmap/c created"), "{out}");
+    emu.shutdown().await;
+}
