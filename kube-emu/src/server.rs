@@ -292,8 +292,9 @@ async fn route(
             .unwrap_or("")
             .to_string(),
     };
+    let partial = accept.contains("as=PartialObjectMetadata");
     let (code, v) = match verb {
-        "watch" => return watch(sh.clone(), t, &r.q),
+        "watch" => return watch(sh.clone(), t, &r.q, partial),
         "list" => (200, ops::list(sh, &t, &r.q)?),
         "get" => (200, ops::get(sh, &t)?),
         "create" => ops::create(sh, &t, &r, parse_body(&body)?).await?,
@@ -308,7 +309,25 @@ async fn route(
         "delete" => ops::delete(sh, &t, &r, parse_body(&body)?).await?,
         _ => ops::delete_collection(sh, &t, &r, parse_body(&body)?).await?,
     };
+    if partial && matches!(verb, "get" | "list") {
+        return Ok(json_response(code, &partial_metadata(&v)));
+    }
     Ok(json_response(code, &v))
+}
+
+/// The `PartialObjectMetadata` (or `...List`) form of an object or list, for clients that ask
+/// with `Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`.
+fn partial_metadata(v: &Value) -> Value {
+    let one = |o: &Value| json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]});
+    match v.get("items").and_then(Value::as_array) {
+        Some(items) => json!({
+            "kind": "PartialObjectMetadataList",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": v["metadata"],
+            "items": items.iter().map(one).collect::<Vec<_>>(),
+        }),
+        None => one(v),
+    }
 }
 
 fn resolve(st: &State, group: &str, version: &str, rest: &[&str]) -> Option<Target> {
@@ -423,6 +442,7 @@ fn event_line(etype: &str, obj: &Value) -> Bytes {
 }
 
 struct Filter {
+    partial: bool,
     key: (String, String),
     ns: String,
     ls: LabelSelector,
@@ -449,12 +469,21 @@ impl Filter {
             EventType::Modified if before => "DELETED",
             _ => return None,
         };
-        Some(event_line(etype, &ops::at_version(&ev.object, t)))
+        Some(self.render(etype, &ev.object, t))
+    }
+
+    fn render(&self, etype: &str, o: &Value, t: &Target) -> Bytes {
+        if self.partial {
+            event_line(etype, &partial_metadata(o))
+        } else {
+            event_line(etype, &ops::at_version(o, t))
+        }
     }
 }
 
-fn watch(sh: Arc<Shared>, t: Target, q: &Query) -> ApiResult<Response> {
+fn watch(sh: Arc<Shared>, t: Target, q: &Query, partial: bool) -> ApiResult<Response> {
     let filter = Filter {
+        partial,
         key: t.key(),
         ns: t.ns.clone(),
         ls: LabelSelector::parse(q.get("labelSelector").unwrap_or(""))?,
@@ -475,7 +504,7 @@ fn watch(sh: Arc<Shared>, t: Target, q: &Query) -> ApiResult<Response> {
         if initial_events || rv_param.is_empty() || rv_param == "0" {
             for o in st.list(&t.key(), (!t.ns.is_empty()).then_some(t.ns.as_str())) {
                 if filter.matches(&o) {
-                    backlog.push(event_line("ADDED", &ops::at_version(&o, &t)));
+                    backlog.push(filter.render("ADDED", &o, &t));
                 }
             }
             if initial_events && bookmarks {

@@ -118,16 +118,10 @@ fn parse_entries(obj: &Value) -> Vec<Entry> {
 }
 
 fn write_entries(obj: &mut Value, mut entries: Vec<Entry>) {
-    let mut full = FieldSet::default();
-    collect(&scoped(obj, Scope::All), Shape::root(None), &mut full);
-    // Ownership is kept only for fields that exist. `Shape::root(None)` is enough here: the
-    // existence check walks element names, which match whatever list kind produced them.
+    // Ownership is kept only for fields that still exist in the object.
     for e in &mut entries {
-        let mut kept = e.set.clone();
-        retain_existing(&mut kept, obj);
-        e.set = kept;
+        retain_existing(&mut e.set, obj);
     }
-    let _ = full;
     entries.retain(|e| !e.set.is_empty());
     let arr: Vec<Value> = entries
         .into_iter()

@@ -80,3 +80,38 @@ async fn controller_reconciles_to_completion() {
     ctl.abort();
     emu.shutdown().await;
 }
+
+#[tokio::test]
+async fn event_recorder_publishes_and_aggregates() {
+    use k8s_openapi::api::events::v1::Event as K8sEvent;
+    use kube::runtime::events::{Event, EventType, Recorder};
+    use kube::Resource;
+    let (_emu, client) = start_with_widgets().await;
+    let api: Api<Widget> = Api::default_namespaced(client.clone());
+    let w = api
+        .create(&PostParams::default(), &widget("w1", "S"))
+        .await
+        .unwrap();
+    let recorder = Recorder::new(client.clone(), "widget-controller".into());
+    let ev = Event {
+        type_: EventType::Normal,
+        reason: "Reconciled".into(),
+        note: Some("all good".into()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    let reference = w.object_ref(&());
+    recorder.publish(&ev, &reference).await.unwrap();
+    recorder.publish(&ev, &reference).await.unwrap();
+    let events: Api<K8sEvent> = Api::default_namespaced(client);
+    let list = events.list(&Default::default()).await.unwrap();
+    assert_eq!(
+        list.items.len(),
+        1,
+        "the second publish updates the same event"
+    );
+    let e = &list.items[0];
+    assert_eq!(e.reason.as_deref(), Some("Reconciled"));
+    assert_eq!(e.regarding.as_ref().unwrap().name.as_deref(), Some("w1"));
+    assert!(e.series.is_some() || e.deprecated_count.unwrap_or(1) >= 1);
+}

@@ -393,3 +393,37 @@ async fn serves_https_with_a_trusted_generated_ca() {
     assert_eq!(api.get("tls").await.unwrap().name_any(), "tls");
     emu.shutdown().await;
 }
+
+#[tokio::test]
+async fn delete_collection_and_metadata_only_reads() {
+    let emu = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(emu.client().unwrap());
+    for (i, tier) in ["a", "a", "b"].iter().enumerate() {
+        api.create(
+            &PostParams::default(),
+            &cm(&format!("c{i}"), json!({"tier": tier})),
+        )
+        .await
+        .unwrap();
+    }
+    let metas = api.list_metadata(&ListParams::default()).await.unwrap();
+    assert_eq!(metas.items.len(), 3);
+    assert_eq!(metas.items[0].metadata.name.as_deref(), Some("c0"));
+    let one = api.get_metadata("c2").await.unwrap();
+    assert_eq!(one.metadata.labels.unwrap()["tier"], "b");
+    api.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("tier=a"),
+    )
+    .await
+    .unwrap();
+    let left: Vec<_> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|c| c.name_any())
+        .collect();
+    assert_eq!(left, ["c2"]);
+}

@@ -197,3 +197,41 @@ async fn kube_runtime_watcher_lists_and_streams() {
         }
     }
 }
+
+#[tokio::test]
+async fn metadata_watcher_sees_partial_objects() {
+    let emu = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(emu.client().unwrap());
+    api.create(&PostParams::default(), &cm("a")).await.unwrap();
+    let meta: Api<kube::core::PartialObjectMeta<ConfigMap>> =
+        Api::default_namespaced(emu.client().unwrap());
+    let mut s = watcher(meta, watcher::Config::default()).boxed();
+    loop {
+        let ev = tokio::time::timeout(Duration::from_secs(10), s.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        match ev {
+            watcher::Event::InitApply(o) => assert_eq!(o.metadata.name.as_deref(), Some("a")),
+            watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    api.create(&PostParams::default(), &cm("b")).await.unwrap();
+    let ev = tokio::time::timeout(Duration::from_secs(10), s.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    match ev {
+        watcher::Event::Apply(o) => {
+            assert_eq!(o.metadata.name.as_deref(), Some("b"));
+            assert_eq!(
+                o.types.as_ref().map(|t| t.kind.as_str()),
+                Some("PartialObjectMetadata")
+            );
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
