@@ -305,11 +305,74 @@ fn invalid(t: &Target, name: &str, causes: Vec<(String, String)>) -> ApiError {
     ApiError::invalid(&t.rt.group, &t.rt.kind, name, causes)
 }
 
+/// Makes `v[key]` an object (inserting `{}` when absent) so nested writes cannot fail; a
+/// present non-object value is 422 Invalid.
+fn ensure_object(t: &Target, v: &mut Value, path: &[&str]) -> ApiResult<()> {
+    let mut cur = v;
+    let mut walked = Vec::new();
+    for key in path {
+        walked.push(*key);
+        let Some(m) = cur.as_object_mut() else {
+            return Err(ApiError::bad_request(
+                "the body of the request must be an object",
+            ));
+        };
+        let child = m
+            .entry(key.to_string())
+            .or_insert_with(|| Value::Object(Default::default()));
+        if child.is_null() {
+            *child = Value::Object(Default::default());
+        }
+        if !child.is_object() {
+            return Err(invalid(
+                t,
+                &t.name,
+                vec![(walked.join("."), "Invalid value: must be an object".into())],
+            ));
+        }
+        cur = child;
+    }
+    Ok(())
+}
+
 /// Per-kind behaviour of the built-in kinds the store emulates.
 fn kind_hooks(t: &Target, new: &mut Value, now: &str) -> ApiResult<()> {
+    ensure_object(t, new, &["metadata"])?;
     let name = new["metadata"]["name"].as_str().unwrap_or("").to_string();
+    let md = &new["metadata"];
+    let mut errs = Vec::new();
+    for f in ["labels", "annotations"] {
+        let ok = match &md[f] {
+            Value::Null => true,
+            Value::Object(m) => m.values().all(Value::is_string),
+            _ => false,
+        };
+        if !ok {
+            errs.push((
+                format!("metadata.{f}"),
+                "Invalid value: must be a map of strings".to_string(),
+            ));
+        }
+    }
+    let fin_ok = match &md["finalizers"] {
+        Value::Null => true,
+        Value::Array(a) => a.iter().all(Value::is_string),
+        _ => false,
+    };
+    if !fin_ok {
+        errs.push((
+            "metadata.finalizers".into(),
+            "Invalid value: must be a list of strings".into(),
+        ));
+    }
+    if !errs.is_empty() {
+        return Err(invalid(t, &name, errs));
+    }
     match (t.rt.group.as_str(), t.rt.plural.as_str()) {
         ("", "namespaces") => {
+            ensure_object(t, new, &["spec"])?;
+            ensure_object(t, new, &["status"])?;
+            ensure_object(t, new, &["metadata", "labels"])?;
             if !new["spec"]["finalizers"].is_array() {
                 new["spec"]["finalizers"] = json!(["kubernetes"]);
             }
@@ -327,6 +390,7 @@ fn kind_hooks(t: &Target, new: &mut Value, now: &str) -> ApiResult<()> {
         }
         ("", "secrets") => {
             if let Some(sd) = new.get("stringData").and_then(Value::as_object).cloned() {
+                ensure_object(t, new, &["data"])?;
                 for (k, v) in sd {
                     let enc = base64::engine::general_purpose::STANDARD
                         .encode(v.as_str().unwrap_or("").as_bytes());
@@ -341,6 +405,7 @@ fn kind_hooks(t: &Target, new: &mut Value, now: &str) -> ApiResult<()> {
             }
         }
         ("", "services") => {
+            ensure_object(t, new, &["spec"])?;
             if !new["spec"]["type"].is_string() {
                 new["spec"]["type"] = json!("ClusterIP");
             }
@@ -775,6 +840,7 @@ pub async fn patch(
                 None => prepare_new(st, t, merged, Tracking::Done),
                 Some(o) => {
                     let mut m = merged;
+                    ensure_object(t, &mut m, &["metadata"])?;
                     m["metadata"]["resourceVersion"] = json!(rv_of(Some(o)));
                     prepare_replace(t, o, m, Tracking::Done)
                 }
@@ -804,6 +870,17 @@ pub async fn patch(
             "application/merge-patch+json" => patch::merge(&mut doc, &parsed),
             _ => patch::strategic(&mut doc, &parsed, shape(t)),
         }
+        if !doc.is_object() {
+            return Err(invalid(
+                t,
+                &t.name,
+                vec![(
+                    "".into(),
+                    "Invalid value: the patched object must be an object".into(),
+                )],
+            ));
+        }
+        ensure_object(t, &mut doc, &["metadata"])?;
         if doc["metadata"]["resourceVersion"].is_null() {
             doc["metadata"]["resourceVersion"] = json!(rv_of(Some(&old)));
         }

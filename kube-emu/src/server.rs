@@ -372,6 +372,9 @@ fn resolve(st: &State, group: &str, version: &str, rest: &[&str]) -> Option<Targ
 }
 
 fn review(st: &State, t: &Target, user: &UserInfo, mut v: Value) -> Value {
+    if !v.is_object() {
+        v = json!({});
+    }
     match t.rt.plural.as_str() {
         "tokenreviews" => {
             let tok = v["spec"]["token"].as_str().unwrap_or("");

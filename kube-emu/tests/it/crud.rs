@@ -427,3 +427,46 @@ async fn delete_collection_and_metadata_only_reads() {
         .collect();
     assert_eq!(left, ["c2"]);
 }
+
+#[tokio::test]
+async fn malformed_bodies_are_rejected_not_fatal() {
+    let emu = start().await;
+    let client = emu.client().unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    api.create(&PostParams::default(), &cm("a", json!({})))
+        .await
+        .unwrap();
+    let bad = [json!({"metadata": "x"}), json!({"metadata": {"labels": 1}})];
+    for p in bad {
+        let e = api
+            .patch("a", &PatchParams::default(), &Patch::Merge(&p))
+            .await
+            .unwrap_err();
+        assert!(matches!(api_status(e).code, 400 | 422));
+    }
+    let e = api
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(json!([{"op": "replace", "path": "", "value": 3}])).unwrap(),
+            ),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_status(e).code, 422);
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "x"}})).unwrap();
+    nss.create(&PostParams::default(), &ns).await.unwrap();
+    let e = nss
+        .patch(
+            "x",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": "nope"})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_status(e).code, 422);
+    // The server is still alive.
+    assert!(api.get("a").await.is_ok());
+}
