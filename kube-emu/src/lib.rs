@@ -103,8 +103,10 @@ impl Emulator {
             addr: addr.to_string(),
             admin_token: format!("kube-emu-admin-{}", uuid::Uuid::new_v4().simple()),
         });
+        // The apiserver accepts request bodies up to 3 MiB; axum's default is 2 MiB.
         let app = axum::Router::new()
             .fallback(server::handle)
+            .layer(axum::extract::DefaultBodyLimit::max(3 * 1024 * 1024))
             .with_state(shared.clone());
         let mut rx = shutdown_rx.clone();
         let stopped = async move {
