@@ -5,8 +5,10 @@
 //! `x-kubernetes-preserve-unknown-fields: true` or `additionalProperties`; `apiVersion`, `kind`
 //! and `metadata` at the root are kept. Defaulting fills `default` for absent members (then
 //! descends). Validation checks `type` (with `nullable`, `x-kubernetes-int-or-string`),
-//! `required`, `enum`, `minimum`/`maximum`, `minLength`/`maxLength`, `minItems`/`maxItems`.
-//! Not implemented (documented gap): `pattern`, `format`, `oneOf`/`anyOf`/`allOf`/`not`, and CEL
+//! `required`, `enum`, `minimum`/`maximum`, `minLength`/`maxLength`, `minItems`/`maxItems`,
+//! `pattern` (Rust `regex`, which matches RE2's syntax for the patterns schemas use; an invalid
+//! pattern never matches).
+//! Not implemented (documented gap): `format`, `oneOf`/`anyOf`/`allOf`/`not`, and CEL
 //! `x-kubernetes-validations`.
 
 use serde_json::Value;
@@ -184,6 +186,15 @@ pub fn validate(v: &Value, schema: &Value, path: &str, errs: &mut Vec<(String, S
                 ));
             }
         }
+        if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
+            let ok = regex::Regex::new(p).is_ok_and(|re| re.is_match(s));
+            if !ok {
+                errs.push((
+                    path.into(),
+                    format!("Invalid value: \"{s}\": {path} in body should match '{p}'"),
+                ));
+            }
+        }
     }
     match v {
         Value::Object(m) => {
@@ -255,6 +266,7 @@ mod tests {
             "spec": {"type": "object", "required": ["size"], "properties": {
                 "size": {"type": "string", "enum": ["S", "M"]},
                 "replicas": {"type": "integer", "default": 1},
+                "name": {"type": "string", "pattern": "^[a-z]+$"},
                 "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
             }}
         }})
@@ -285,5 +297,22 @@ mod tests {
             errs,
             vec![("spec.size".to_string(), "Required value".to_string())]
         );
+        let mut errs = Vec::new();
+        validate(
+            &json!({"spec": {"size": "S", "name": "Ab1"}}),
+            &s,
+            "",
+            &mut errs,
+        );
+        assert_eq!(errs.len(), 1);
+        assert!(errs[0].1.contains("should match '^[a-z]+$'"), "{errs:?}");
+        let mut errs = Vec::new();
+        validate(
+            &json!({"spec": {"size": "S", "name": "ab"}}),
+            &s,
+            "",
+            &mut errs,
+        );
+        assert!(errs.is_empty());
     }
 }
