@@ -1,0 +1,154 @@
+//! Discovery documents: `/api`, `/apis`, `/apis/<group>`, `/api/v1`, `/apis/<group>/<version>`,
+//! `/version` and a minimal OpenAPI v2 (JSON, or protobuf for clients such as kubectl that ask
+//! for `application/com.github.proto-openapi.spec.v2@v1.0+protobuf`) and v3. The OpenAPI
+//! documents carry no definitions: kubectl then skips schema validation and uses its built-in
+//! types for strategic merge. Aggregated discovery (`apidiscovery.k8s.io/v2`) is not served;
+//! clients asking for it get the legacy documents, which they accept as a fallback.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use crate::state::State;
+
+/// `/version`.
+pub fn version() -> Value {
+    json!({
+        "major": "1", "minor": "31",
+        "gitVersion": "v1.31.0-kube-emu",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.22.0",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    })
+}
+
+/// `/api`.
+pub fn core_versions(addr: &str) -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": addr}],
+    })
+}
+
+fn groups(st: &State) -> BTreeMap<String, Vec<String>> {
+    let mut g: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for rt in st.types.values().filter(|t| !t.group.is_empty()) {
+        let vs = g.entry(rt.group.clone()).or_default();
+        for v in &rt.versions {
+            if !vs.contains(v) {
+                vs.push(v.clone());
+            }
+        }
+    }
+    g
+}
+
+fn group_json(name: &str, versions: &[String]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
+        .collect();
+    let preferred = vs.first().cloned().unwrap_or(Value::Null);
+    json!({"name": name, "versions": vs, "preferredVersion": preferred})
+}
+
+/// `/apis`.
+pub fn group_list(st: &State) -> Value {
+    let gs: Vec<Value> = groups(st).iter().map(|(n, vs)| group_json(n, vs)).collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": gs})
+}
+
+/// `/apis/<group>`.
+pub fn group(st: &State, name: &str) -> Option<Value> {
+    groups(st).get(name).map(|vs| {
+        let mut g = group_json(name, vs);
+        g["kind"] = json!("APIGroup");
+        g["apiVersion"] = json!("v1");
+        g
+    })
+}
+
+/// `/api/v1` and `/apis/<group>/<version>`.
+pub fn resource_list(st: &State, group: &str, version: &str) -> Option<Value> {
+    let mut res = Vec::new();
+    for rt in st
+        .types
+        .values()
+        .filter(|t| t.group == group && t.versions.iter().any(|v| v == version))
+    {
+        let mut r = json!({
+            "name": rt.plural,
+            "singularName": rt.singular,
+            "namespaced": rt.namespaced,
+            "kind": rt.kind,
+            "verbs": rt.verbs,
+        });
+        if !rt.short_names.is_empty() {
+            r["shortNames"] = json!(rt.short_names);
+        }
+        if !rt.categories.is_empty() {
+            r["categories"] = json!(rt.categories);
+        }
+        res.push(r);
+        if rt.status_subresource {
+            res.push(json!({
+                "name": format!("{}/status", rt.plural),
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "kind": rt.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+    }
+    if res.is_empty() {
+        return None;
+    }
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": res}),
+    )
+}
+
+/// `/openapi/v2` as JSON.
+pub fn openapi_v2_json() -> Value {
+    json!({"swagger": "2.0", "info": {"title": "kube-emu", "version": "v1.31.0"}, "paths": {}, "definitions": {}})
+}
+
+/// `/openapi/v2` as the gnostic `openapi_v2.Document` protobuf: `swagger` (field 1) and
+/// `info` (field 2: title 1, version 2).
+pub fn openapi_v2_proto() -> Vec<u8> {
+    fn field(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
+        out.push(tag);
+        let mut n = bytes.len();
+        loop {
+            let b = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(b);
+                break;
+            }
+            out.push(b | 0x80);
+        }
+        out.extend_from_slice(bytes);
+    }
+    let mut info = Vec::new();
+    field(&mut info, 0x0a, b"kube-emu");
+    field(&mut info, 0x12, b"v1.31.0");
+    let mut doc = Vec::new();
+    field(&mut doc, 0x0a, b"2.0");
+    field(&mut doc, 0x12, &info);
+    doc
+}
+
+/// `/openapi/v3`.
+pub fn openapi_v3_root() -> Value {
+    json!({"paths": {}})
+}

@@ -1,0 +1,412 @@
+//! The resource registry: which group/version/resource triples exist, their kinds, scope,
+//! subresources, and (for custom resources) their structural schemas. Built-in kinds are a fixed
+//! table; custom kinds are added and removed as CustomResourceDefinition objects are written.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+/// One served resource (all of its versions).
+#[derive(Debug, Clone)]
+pub struct ResourceType {
+    /// API group, `""` for core.
+    pub group: String,
+    /// Served versions, preferred (storage) first.
+    pub versions: Vec<String>,
+    /// Plural resource name, e.g. `configmaps`.
+    pub plural: String,
+    /// Singular name.
+    pub singular: String,
+    /// Kind, e.g. `ConfigMap`.
+    pub kind: String,
+    /// Short names for kubectl.
+    pub short_names: Vec<String>,
+    /// Categories (kubectl `get all`).
+    pub categories: Vec<String>,
+    /// Whether objects live in a namespace.
+    pub namespaced: bool,
+    /// Whether a `/status` subresource exists (status is split from the main resource).
+    pub status_subresource: bool,
+    /// Structural schema per version (custom resources only).
+    pub schemas: BTreeMap<String, Value>,
+    /// True for kinds defined by a CustomResourceDefinition.
+    pub custom: bool,
+    /// Verbs advertised in discovery.
+    pub verbs: Vec<&'static str>,
+}
+
+/// Verbs of an ordinary resource.
+pub const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+impl ResourceType {
+    /// The `group/version` string for a version.
+    pub fn api_version(&self, version: &str) -> String {
+        if self.group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{}/{}", self.group, version)
+        }
+    }
+
+    /// The preferred (storage) version.
+    pub fn storage_version(&self) -> &str {
+        self.versions.first().map(String::as_str).unwrap_or("v1")
+    }
+
+    /// The schema for a version, if any.
+    pub fn schema(&self, version: &str) -> Option<&Value> {
+        self.schemas.get(version)
+    }
+
+    /// Whether this resource only accepts `create` (review-style APIs).
+    pub fn is_review(&self) -> bool {
+        self.verbs == ["create"]
+    }
+}
+
+struct B {
+    g: &'static str,
+    v: &'static [&'static str],
+    plural: &'static str,
+    kind: &'static str,
+    ns: bool,
+    status: bool,
+    short: &'static [&'static str],
+}
+
+const BUILTINS: &[B] = &[
+    B {
+        g: "",
+        v: &["v1"],
+        plural: "namespaces",
+        kind: "Namespace",
+        ns: false,
+        status: true,
+        short: &["ns"],
+    },
+    B {
+        g: "",
+        v: &["v1"],
+        plural: "serviceaccounts",
+        kind: "ServiceAccount",
+        ns: true,
+        status: false,
+        short: &["sa"],
+    },
+    B {
+        g: "",
+        v: &["v1"],
+        plural: "configmaps",
+        kind: "ConfigMap",
+        ns: true,
+        status: false,
+        short: &["cm"],
+    },
+    B {
+        g: "",
+        v: &["v1"],
+        plural: "secrets",
+        kind: "Secret",
+        ns: true,
+        status: false,
+        short: &[],
+    },
+    B {
+        g: "",
+        v: &["v1"],
+        plural: "services",
+        kind: "Service",
+        ns: true,
+        status: true,
+        short: &["svc"],
+    },
+    B {
+        g: "",
+        v: &["v1"],
+        plural: "events",
+        kind: "Event",
+        ns: true,
+        status: false,
+        short: &["ev"],
+    },
+    B {
+        g: "",
+        v: &["v1"],
+        plural: "pods",
+        kind: "Pod",
+        ns: true,
+        status: true,
+        short: &["po"],
+    },
+    B {
+        g: "events.k8s.io",
+        v: &["v1"],
+        plural: "events",
+        kind: "Event",
+        ns: true,
+        status: false,
+        short: &["ev"],
+    },
+    B {
+        g: "coordination.k8s.io",
+        v: &["v1"],
+        plural: "leases",
+        kind: "Lease",
+        ns: true,
+        status: false,
+        short: &[],
+    },
+    B {
+        g: "apps",
+        v: &["v1"],
+        plural: "deployments",
+        kind: "Deployment",
+        ns: true,
+        status: true,
+        short: &["deploy"],
+    },
+    B {
+        g: "apps",
+        v: &["v1"],
+        plural: "statefulsets",
+        kind: "StatefulSet",
+        ns: true,
+        status: true,
+        short: &["sts"],
+    },
+    B {
+        g: "rbac.authorization.k8s.io",
+        v: &["v1"],
+        plural: "roles",
+        kind: "Role",
+        ns: true,
+        status: false,
+        short: &[],
+    },
+    B {
+        g: "rbac.authorization.k8s.io",
+        v: &["v1"],
+        plural: "rolebindings",
+        kind: "RoleBinding",
+        ns: true,
+        status: false,
+        short: &[],
+    },
+    B {
+        g: "rbac.authorization.k8s.io",
+        v: &["v1"],
+        plural: "clusterroles",
+        kind: "ClusterRole",
+        ns: false,
+        status: false,
+        short: &[],
+    },
+    B {
+        g: "rbac.authorization.k8s.io",
+        v: &["v1"],
+        plural: "clusterrolebindings",
+        kind: "ClusterRoleBinding",
+        ns: false,
+        status: false,
+        short: &[],
+    },
+    B {
+        g: "apiextensions.k8s.io",
+        v: &["v1"],
+        plural: "customresourcedefinitions",
+        kind: "CustomResourceDefinition",
+        ns: false,
+        status: true,
+        short: &["crd", "crds"],
+    },
+    B {
+        g: "admissionregistration.k8s.io",
+        v: &["v1"],
+        plural: "validatingwebhookconfigurations",
+        kind: "ValidatingWebhookConfiguration",
+        ns: false,
+        status: false,
+        short: &[],
+    },
+    B {
+        g: "authentication.k8s.io",
+        v: &["v1"],
+        plural: "tokenreviews",
+        kind: "TokenReview",
+        ns: false,
+        status: false,
+        short: &[],
+    },
+    B {
+        g: "authorization.k8s.io",
+        v: &["v1"],
+        plural: "subjectaccessreviews",
+        kind: "SubjectAccessReview",
+        ns: false,
+        status: false,
+        short: &[],
+    },
+    B {
+        g: "authorization.k8s.io",
+        v: &["v1"],
+        plural: "selfsubjectaccessreviews",
+        kind: "SelfSubjectAccessReview",
+        ns: false,
+        status: false,
+        short: &[],
+    },
+];
+
+/// The built-in resource table.
+pub fn builtins() -> Vec<ResourceType> {
+    BUILTINS
+        .iter()
+        .map(|b| {
+            let review = b.plural.ends_with("reviews");
+            ResourceType {
+                group: b.g.to_string(),
+                versions: b.v.iter().map(|s| s.to_string()).collect(),
+                plural: b.plural.to_string(),
+                singular: b.kind.to_lowercase(),
+                kind: b.kind.to_string(),
+                short_names: b.short.iter().map(|s| s.to_string()).collect(),
+                categories: Vec::new(),
+                namespaced: b.ns,
+                status_subresource: b.status,
+                schemas: BTreeMap::new(),
+                custom: false,
+                verbs: if review {
+                    vec!["create"]
+                } else {
+                    ALL_VERBS.to_vec()
+                },
+            }
+        })
+        .collect()
+}
+
+fn strs(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Builds the resource type a CustomResourceDefinition declares, or the list of problems that make
+/// it invalid (reported as 422 Invalid).
+pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<(String, String)>> {
+    let mut errs = Vec::new();
+    let spec = &crd["spec"];
+    let group = spec["group"].as_str().unwrap_or("").to_string();
+    let names = &spec["names"];
+    let plural = names["plural"].as_str().unwrap_or("").to_string();
+    let kind = names["kind"].as_str().unwrap_or("").to_string();
+    if group.is_empty() {
+        errs.push(("spec.group".into(), "Required value".into()));
+    }
+    if plural.is_empty() {
+        errs.push(("spec.names.plural".into(), "Required value".into()));
+    }
+    if kind.is_empty() {
+        errs.push(("spec.names.kind".into(), "Required value".into()));
+    }
+    let name = crd["metadata"]["name"].as_str().unwrap_or("");
+    if !plural.is_empty() && !group.is_empty() && name != format!("{plural}.{group}") {
+        errs.push((
+            "metadata.name".into(),
+            format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
+        ));
+    }
+    let scope = spec["scope"].as_str().unwrap_or("");
+    if scope != "Namespaced" && scope != "Cluster" {
+        errs.push((
+            "spec.scope".into(),
+            format!(
+                "Unsupported value: \"{scope}\": supported values: \"Cluster\", \"Namespaced\""
+            ),
+        ));
+    }
+    let mut versions: Vec<(bool, String)> = Vec::new();
+    let mut schemas = BTreeMap::new();
+    let mut status_subresource = false;
+    if let Some(vs) = spec["versions"].as_array() {
+        for (i, v) in vs.iter().enumerate() {
+            let vname = v["name"].as_str().unwrap_or("").to_string();
+            if vname.is_empty() {
+                errs.push((format!("spec.versions[{i}].name"), "Required value".into()));
+                continue;
+            }
+            if v["served"].as_bool() == Some(false) {
+                continue;
+            }
+            let storage = v["storage"].as_bool().unwrap_or(false);
+            if v["subresources"]["status"].is_object() {
+                status_subresource = true;
+            }
+            let schema = &v["schema"]["openAPIV3Schema"];
+            if schema.is_object() {
+                schemas.insert(vname.clone(), schema.clone());
+            }
+            versions.push((storage, vname));
+        }
+    }
+    if versions.is_empty() {
+        errs.push((
+            "spec.versions".into(),
+            "Invalid value: must have exactly one version marked as storage version".into(),
+        ));
+    }
+    if !errs.is_empty() {
+        return Err(errs);
+    }
+    // Storage version first, the rest in declaration order.
+    versions.sort_by_key(|(storage, _)| !*storage);
+    Ok(ResourceType {
+        group,
+        versions: versions.into_iter().map(|(_, v)| v).collect(),
+        singular: names["singular"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| kind.to_lowercase()),
+        plural,
+        kind,
+        short_names: strs(&names["shortNames"]),
+        categories: strs(&names["categories"]),
+        namespaced: scope == "Namespaced",
+        status_subresource,
+        schemas,
+        custom: true,
+        verbs: ALL_VERBS.to_vec(),
+    })
+}
+
+/// The status a CustomResourceDefinition gets once registered (Established, NamesAccepted).
+pub fn crd_status(rt: &ResourceType, now: &str) -> Value {
+    json!({
+        "acceptedNames": {
+            "plural": rt.plural,
+            "singular": rt.singular,
+            "kind": rt.kind,
+            "listKind": format!("{}List", rt.kind),
+            "shortNames": rt.short_names,
+            "categories": rt.categories,
+        },
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": now},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": now},
+        ],
+        "storedVersions": [rt.storage_version()],
+    })
+}

@@ -1,0 +1,602 @@
+//! The HTTP front: path routing, authentication (bearer tokens), impersonation, authorization,
+//! JSON bodies, `Status` errors, and watch streams.
+//!
+//! Paths: `/api/v1/...` and `/apis/<group>/<version>/...`, then
+//! `[namespaces/<ns>/]<resource>[/<name>[/<subresource>]]`. Verbs: GET (get, list, watch with
+//! `watch=true|1`), POST (create), PUT (update), PATCH (patch), DELETE (delete, deletecollection).
+//! Watch rules: without `resourceVersion` (or `0`) and with `sendInitialEvents=true` the stream
+//! starts with ADDED for the current objects (the latter then a BOOKMARK annotated
+//! `k8s.io/initial-events-end`); with a version it replays history after that version, or
+//! sends one ERROR event with a 410 `Expired` Status when the version is older than the history
+//! window. Selectors filter the stream; an object entering or leaving the selection is
+//! ADDED/DELETED. `allowWatchBookmarks` adds periodic BOOKMARK events. `timeoutSeconds` ends the
+//! stream; so does emulator shutdown.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Query as AxQuery, State as AxState};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::{json, Value};
+
+use crate::api_error::{ApiError, ApiResult};
+use crate::discovery;
+use crate::ops::{self, Query, Req, Target};
+use crate::rbac::{self, Attributes, UserInfo};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::state::{Event, EventType, State};
+use crate::Shared;
+
+fn json_response(code: u16, v: &Value) -> Response {
+    let body = serde_json::to_vec(v).unwrap_or_default();
+    Response::builder()
+        .status(StatusCode::from_u16(code).unwrap_or(StatusCode::OK))
+        .header("content-type", "application/json")
+        .body(Body::from(body))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+fn error_response(e: &ApiError) -> Response {
+    json_response(e.code, &e.to_status())
+}
+
+/// The single handler behind every path.
+pub async fn handle(
+    AxState(sh): AxState<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    AxQuery(params): AxQuery<Vec<(String, String)>>,
+    body: Bytes,
+) -> Response {
+    let q = Query(params.into_iter().collect::<HashMap<_, _>>());
+    match route(&sh, &method, &uri, &headers, q, body).await {
+        Ok(r) => r,
+        Err(e) => error_response(&e),
+    }
+}
+
+fn header_all(headers: &HeaderMap, name: &str) -> Vec<String> {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| {
+            v.split(',')
+                .map(|s| s.trim().to_string())
+                .collect::<Vec<_>>()
+        })
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+fn authenticate(sh: &Shared, headers: &HeaderMap) -> ApiResult<UserInfo> {
+    let base = match headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+    {
+        None => UserInfo::admin(),
+        Some(tok) => {
+            let st = sh.state.lock();
+            match st.tokens.get(tok.trim()) {
+                Some(u) => u.clone(),
+                None if tok.trim() == sh.admin_token => UserInfo::admin(),
+                None => return Err(ApiError::unauthorized()),
+            }
+        }
+    };
+    let imp_user = headers
+        .get("impersonate-user")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let imp_groups = header_all(headers, "impersonate-group");
+    match imp_user {
+        None if imp_groups.is_empty() => Ok(base),
+        None => Err(ApiError::bad_request(
+            "requested impersonation of groups without impersonating a user",
+        )),
+        Some(u) => {
+            if !base.is_admin() {
+                let st = sh.state.lock();
+                let attrs = Attributes {
+                    verb: "impersonate",
+                    group: "",
+                    resource: "users",
+                    subresource: "",
+                    namespace: "",
+                    name: &u,
+                };
+                if !authorize(&st, &base, &attrs) {
+                    return Err(ApiError::forbidden(format!(
+                        "users \"{u}\" is forbidden: User \"{}\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope",
+                        base.username
+                    )));
+                }
+            }
+            let mut groups = imp_groups;
+            if u != "system:anonymous" && !groups.iter().any(|g| g == "system:authenticated") {
+                groups.push("system:authenticated".into());
+            }
+            let uid = headers
+                .get("impersonate-uid")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string();
+            Ok(UserInfo {
+                username: u,
+                groups,
+                uid,
+            })
+        }
+    }
+}
+
+/// Evaluates RBAC against the stored roles and bindings.
+pub fn authorize(st: &State, user: &UserInfo, a: &Attributes<'_>) -> bool {
+    if user.is_admin() {
+        return true;
+    }
+    let g = "rbac.authorization.k8s.io".to_string();
+    let crbs = st.list(&(g.clone(), "clusterrolebindings".into()), None);
+    let rbs = if a.namespace.is_empty() {
+        Vec::new()
+    } else {
+        st.list(&(g.clone(), "rolebindings".into()), Some(a.namespace))
+    };
+    rbac::allowed(
+        user,
+        a,
+        crbs.iter().map(|v| &**v),
+        rbs.iter().map(|v| &**v),
+        |kind, ns, name| {
+            let plural = if kind == "Role" {
+                "roles"
+            } else {
+                "clusterroles"
+            };
+            st.get(&(g.clone(), plural.into()), ns, name)
+                .map(|v| (*v).clone())
+        },
+    )
+}
+
+fn parse_body(body: &Bytes) -> ApiResult<Value> {
+    if body.is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(body)
+        .or_else(|_| serde_yaml::from_slice(body))
+        .map_err(|e| ApiError::bad_request(format!("error decoding body: {e}")))
+}
+
+async fn route(
+    sh: &Arc<Shared>,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    q: Query,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let path = uri.path().trim_end_matches('/');
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let user = authenticate(sh, headers)?;
+    let accept = headers
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    match segs.as_slice() {
+        ["version"] => return Ok(json_response(200, &discovery::version())),
+        ["healthz"] | ["livez"] | ["readyz"] => {
+            return Ok(Response::new(Body::from("ok")));
+        }
+        ["openapi", "v2"] | ["swagger.json"] => {
+            if accept.contains("protobuf") {
+                return Ok(Response::builder()
+                    .header(
+                        "content-type",
+                        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+                    )
+                    .body(Body::from(discovery::openapi_v2_proto()))
+                    .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()));
+            }
+            return Ok(json_response(200, &discovery::openapi_v2_json()));
+        }
+        ["openapi", "v3"] => return Ok(json_response(200, &discovery::openapi_v3_root())),
+        ["api"] => return Ok(json_response(200, &discovery::core_versions(&sh.addr))),
+        ["apis"] => {
+            let st = sh.state.lock();
+            return Ok(json_response(200, &discovery::group_list(&st)));
+        }
+        ["apis", g] => {
+            let st = sh.state.lock();
+            return discovery::group(&st, g)
+                .map(|v| json_response(200, &v))
+                .ok_or_else(|| ApiError::no_route(path));
+        }
+        ["api", v] => {
+            let st = sh.state.lock();
+            return discovery::resource_list(&st, "", v)
+                .map(|v| json_response(200, &v))
+                .ok_or_else(|| ApiError::no_route(path));
+        }
+        ["apis", g, v] => {
+            let st = sh.state.lock();
+            return discovery::resource_list(&st, g, v)
+                .map(|v| json_response(200, &v))
+                .ok_or_else(|| ApiError::no_route(path));
+        }
+        _ => {}
+    }
+    let (group, version, rest) = match segs.as_slice() {
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return Err(ApiError::no_route(path)),
+    };
+    let t = {
+        let st = sh.state.lock();
+        resolve(&st, group, version, rest).ok_or_else(|| ApiError::no_route(path))?
+    };
+    let is_watch = q.flag("watch");
+    let verb = match (method.as_str(), t.name.is_empty()) {
+        ("GET", true) if is_watch => "watch",
+        ("GET", true) => "list",
+        ("GET", false) => "get",
+        ("POST", true) => "create",
+        ("PUT", false) => "update",
+        ("PATCH", false) => "patch",
+        ("DELETE", false) => "delete",
+        ("DELETE", true) => "deletecollection",
+        _ => return Err(ApiError::method_not_allowed()),
+    };
+    if t.rt.is_review() {
+        if verb != "create" {
+            return Err(ApiError::method_not_allowed());
+        }
+        let v = parse_body(&body)?;
+        let st = sh.state.lock();
+        return Ok(json_response(201, &review(&st, &t, &user, v)));
+    }
+    let known_sub = t.sub.is_empty() || (t.sub == "status" && t.rt.status_subresource);
+    if !known_sub {
+        return Err(ApiError::no_route(path));
+    }
+    if !t.sub.is_empty() && !matches!(verb, "get" | "update" | "patch") {
+        return Err(ApiError::method_not_allowed());
+    }
+    {
+        let st = sh.state.lock();
+        let attrs = Attributes {
+            verb,
+            group: &t.rt.group,
+            resource: &t.rt.plural,
+            subresource: &t.sub,
+            namespace: &t.ns,
+            name: &t.name,
+        };
+        if !authorize(&st, &user, &attrs) {
+            return Err(ApiError::forbidden(rbac::forbidden_message(&user, &attrs)));
+        }
+    }
+    let r = Req {
+        user,
+        q,
+        user_agent: headers
+            .get("user-agent")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string(),
+    };
+    let partial = accept.contains("as=PartialObjectMetadata");
+    let (code, v) = match verb {
+        "watch" => return watch(sh.clone(), t, &r.q, partial),
+        "list" => (200, ops::list(sh, &t, &r.q)?),
+        "get" => (200, ops::get(sh, &t)?),
+        "create" => ops::create(sh, &t, &r, parse_body(&body)?).await?,
+        "update" => ops::update(sh, &t, &r, parse_body(&body)?).await?,
+        "patch" => {
+            let ct = headers
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            ops::patch(sh, &t, &r, ct, &body).await?
+        }
+        "delete" => ops::delete(sh, &t, &r, parse_body(&body)?).await?,
+        _ => ops::delete_collection(sh, &t, &r, parse_body(&body)?).await?,
+    };
+    if partial && matches!(verb, "get" | "list") {
+        return Ok(json_response(code, &partial_metadata(&v)));
+    }
+    Ok(json_response(code, &v))
+}
+
+/// The `PartialObjectMetadata` (or `...List`) form of an object or list, for clients that ask
+/// with `Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`.
+fn partial_metadata(v: &Value) -> Value {
+    let one = |o: &Value| json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]});
+    match v.get("items").and_then(Value::as_array) {
+        Some(items) => json!({
+            "kind": "PartialObjectMetadataList",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": v["metadata"],
+            "items": items.iter().map(one).collect::<Vec<_>>(),
+        }),
+        None => one(v),
+    }
+}
+
+fn resolve(st: &State, group: &str, version: &str, rest: &[&str]) -> Option<Target> {
+    let mk = |plural: &str, ns: &str, name: &str, sub: &str| -> Option<Target> {
+        let rt = st.find_type(group, version, plural)?.clone();
+        if !ns.is_empty() && !rt.namespaced {
+            return None;
+        }
+        Some(Target {
+            rt,
+            version: version.to_string(),
+            ns: ns.to_string(),
+            name: name.to_string(),
+            sub: sub.to_string(),
+        })
+    };
+    match rest {
+        ["namespaces", ns, plural, tail @ ..]
+            if group.is_empty()
+                && st
+                    .find_type("", version, plural)
+                    .is_some_and(|t| t.namespaced) =>
+        {
+            mk(
+                plural,
+                ns,
+                tail.first().copied().unwrap_or(""),
+                tail.get(1).copied().unwrap_or(""),
+            )
+        }
+        ["namespaces", ns, plural, tail @ ..] if !group.is_empty() => mk(
+            plural,
+            ns,
+            tail.first().copied().unwrap_or(""),
+            tail.get(1).copied().unwrap_or(""),
+        ),
+        [plural] => mk(plural, "", "", ""),
+        [plural, name] => mk(plural, "", name, ""),
+        [plural, name, sub] => mk(plural, "", name, sub),
+        _ => None,
+    }
+}
+
+fn review(st: &State, t: &Target, user: &UserInfo, mut v: Value) -> Value {
+    if !v.is_object() {
+        v = json!({});
+    }
+    match t.rt.plural.as_str() {
+        "tokenreviews" => {
+            let tok = v["spec"]["token"].as_str().unwrap_or("");
+            v["status"] = match st.tokens.get(tok) {
+                Some(u) => {
+                    json!({"authenticated": true, "user": u.to_json(), "audiences": v["spec"]["audiences"]})
+                }
+                None => json!({"authenticated": false, "error": "invalid bearer token"}),
+            };
+        }
+        _ => {
+            let subject = if t.rt.plural == "selfsubjectaccessreviews" {
+                user.clone()
+            } else {
+                let s = &v["spec"];
+                UserInfo {
+                    username: s["user"].as_str().unwrap_or("").to_string(),
+                    groups: s["groups"]
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|g| g.as_str().map(str::to_string))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    uid: s["uid"].as_str().unwrap_or("").to_string(),
+                }
+            };
+            let ra = &v["spec"]["resourceAttributes"];
+            let s = |k: &str| ra[k].as_str().unwrap_or("").to_string();
+            let (verb, group, resource, sub, ns, name) = (
+                s("verb"),
+                s("group"),
+                s("resource"),
+                s("subresource"),
+                s("namespace"),
+                s("name"),
+            );
+            let attrs = Attributes {
+                verb: &verb,
+                group: &group,
+                resource: &resource,
+                subresource: &sub,
+                namespace: &ns,
+                name: &name,
+            };
+            let allowed = ra.is_object() && authorize(st, &subject, &attrs);
+            v["status"] = if allowed {
+                json!({"allowed": true, "reason": "allowed by RBAC"})
+            } else {
+                json!({"allowed": false})
+            };
+        }
+    }
+    v["apiVersion"] = json!(t.api_version());
+    v["kind"] = json!(t.rt.kind);
+    v
+}
+
+fn event_line(etype: &str, obj: &Value) -> Bytes {
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(etype.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    let _ = serde_json::to_writer(&mut out, obj);
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
+}
+
+struct Filter {
+    partial: bool,
+    key: (String, String),
+    ns: String,
+    ls: LabelSelector,
+    fs: FieldSelector,
+}
+
+impl Filter {
+    fn matches(&self, o: &Value) -> bool {
+        self.ls.matches(o["metadata"].get("labels")) && self.fs.matches(o)
+    }
+
+    /// The line for an event, if the watcher should see it.
+    fn line(&self, ev: &Event, t: &Target) -> Option<Bytes> {
+        if ev.key != self.key || (!self.ns.is_empty() && ev.namespace != self.ns) {
+            return None;
+        }
+        let now = self.matches(&ev.object);
+        let before = ev.prev.as_deref().is_some_and(|p| self.matches(p));
+        let etype = match ev.etype {
+            EventType::Added if now => "ADDED",
+            EventType::Deleted if now || before => "DELETED",
+            EventType::Modified if now && before => "MODIFIED",
+            EventType::Modified if now => "ADDED",
+            EventType::Modified if before => "DELETED",
+            _ => return None,
+        };
+        Some(self.render(etype, &ev.object, t))
+    }
+
+    fn render(&self, etype: &str, o: &Value, t: &Target) -> Bytes {
+        if self.partial {
+            event_line(etype, &partial_metadata(o))
+        } else {
+            event_line(etype, &ops::at_version(o, t))
+        }
+    }
+}
+
+fn watch(sh: Arc<Shared>, t: Target, q: &Query, partial: bool) -> ApiResult<Response> {
+    let filter = Filter {
+        partial,
+        key: t.key(),
+        ns: t.ns.clone(),
+        ls: LabelSelector::parse(q.get("labelSelector").unwrap_or(""))?,
+        fs: FieldSelector::parse(q.get("fieldSelector").unwrap_or(""))?,
+    };
+    let bookmarks = q.flag("allowWatchBookmarks");
+    let initial_events = q.flag("sendInitialEvents");
+    let timeout = q
+        .get("timeoutSeconds")
+        .and_then(|s| s.parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let rv_param = q.get("resourceVersion").unwrap_or("").to_string();
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(256);
+    let (mut sub, start_rv, backlog) = {
+        let st = sh.state.lock();
+        let sub = st.tx.subscribe();
+        let mut backlog = Vec::new();
+        if initial_events || rv_param.is_empty() || rv_param == "0" {
+            for o in st.list(&t.key(), (!t.ns.is_empty()).then_some(t.ns.as_str())) {
+                if filter.matches(&o) {
+                    backlog.push(filter.render("ADDED", &o, &t));
+                }
+            }
+            if initial_events && bookmarks {
+                backlog.push(bookmark(&t, st.rv, true));
+            }
+        } else {
+            let rv: u64 = rv_param.parse().map_err(|_| {
+                ApiError::bad_request(format!("invalid resourceVersion {rv_param:?}"))
+            })?;
+            match st.events_since(rv) {
+                Ok(evs) => backlog.extend(evs.iter().filter_map(|e| filter.line(e, &t))),
+                Err(oldest) => {
+                    let e = ApiError::gone(format!(
+                        "too old resource version: {rv} ({})",
+                        oldest.saturating_sub(1)
+                    ));
+                    backlog.push(event_line("ERROR", &e.to_status()));
+                    drop(sub);
+                    let body = futures::stream::iter(backlog.into_iter().map(Ok::<_, Infallible>));
+                    return Ok(stream_response(Body::from_stream(body)));
+                }
+            }
+        }
+        (sub, st.rv, backlog)
+    };
+    let interval = sh.bookmark_interval;
+    let mut shutdown = sh.shutdown.clone();
+    tokio::spawn(async move {
+        for line in backlog {
+            if tx.send(line).await.is_err() {
+                return;
+            }
+        }
+        let deadline = timeout.map(|d| tokio::time::Instant::now() + d);
+        let mut last_rv = start_rv;
+        let mut tick = tokio::time::interval(interval);
+        tick.tick().await;
+        loop {
+            let sleep = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => futures::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                ev = sub.recv() => match ev {
+                    Ok(ev) => {
+                        if ev.rv <= start_rv { continue; }
+                        last_rv = ev.rv;
+                        if let Some(line) = filter.line(&ev, &t) {
+                            if tx.send(line).await.is_err() { return; }
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        let e = ApiError::gone("too old resource version: watcher fell behind");
+                        let _ = tx.send(event_line("ERROR", &e.to_status())).await;
+                        return;
+                    }
+                    Err(_) => return,
+                },
+                _ = tick.tick(), if bookmarks => {
+                    if tx.send(bookmark(&t, last_rv, false)).await.is_err() { return; }
+                }
+                _ = sleep => return,
+                _ = shutdown.changed() => return,
+                _ = tx.closed() => return,
+            }
+        }
+    });
+    let body = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+    });
+    Ok(stream_response(Body::from_stream(body)))
+}
+
+fn stream_response(body: Body) -> Response {
+    Response::builder()
+        .header("content-type", "application/json")
+        .body(body)
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+fn bookmark(t: &Target, rv: u64, initial_end: bool) -> Bytes {
+    let mut md = json!({"resourceVersion": rv.to_string()});
+    if initial_end {
+        md["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    event_line(
+        "BOOKMARK",
+        &json!({"kind": t.rt.kind, "apiVersion": t.api_version(), "metadata": md}),
+    )
+}

@@ -1,0 +1,281 @@
+//! The real kubectl against the emulator: a scripted session over a kubeconfig in a temp dir.
+//!
+//! kubectl is found through `KUBECTL` or `PATH`; scripts/setup.sh installs Debian's
+//! `kubernetes-client` (kubectl v1.20), which the session is written for.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+use crate::common::*;
+
+fn find_kubectl() -> PathBuf {
+    if let Ok(k) = std::env::var("KUBECTL") {
+        return PathBuf::from(k);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        let p = dir.join("kubectl");
+        if p.is_file() {
+            return p;
+        }
+    }
+    panic!("kubectl not found (set KUBECTL or run scripts/setup.sh, which installs Debian's kubernetes-client)");
+}
+
+struct Kubectl {
+    bin: PathBuf,
+    dir: PathBuf,
+}
+
+struct Out {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Kubectl {
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.bin);
+        c.env("KUBECONFIG", self.dir.join("kubeconfig"))
+            .env("HOME", &self.dir)
+            .arg("--cache-dir")
+            .arg(self.dir.join("cache"))
+            .arg("--request-timeout=20s")
+            .args(args)
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        c
+    }
+
+    async fn run(&self, args: &[&str]) -> Out {
+        let o = tokio::time::timeout(Duration::from_secs(30), self.cmd(args).output())
+            .await
+            .expect("kubectl finished within 30s")
+            .expect("kubectl runs");
+        Out {
+            ok: o.status.success(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+
+    async fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args).await;
+        assert!(o.ok, "kubectl {args:?} failed:\n{}\n{}", o.stdout, o.stderr);
+        o.stdout
+    }
+
+    async fn json(&self, args: &[&str]) -> Value {
+        let mut a = args.to_vec();
+        a.extend(["-o", "json"]);
+        serde_json::from_str(&self.ok(&a).await).unwrap()
+    }
+
+    fn file(&self, name: &str, content: &str) -> String {
+        let p = self.dir.join(name);
+        std::fs::write(&p, content).unwrap();
+        p.to_string_lossy().into_owned()
+    }
+}
+
+fn widget_yaml(size: &str) -> String {
+    format!(
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: {size}\n"
+    )
+}
+
+async fn next_line<R: tokio::io::AsyncBufRead + Unpin>(lines: &mut tokio::io::Lines<R>) -> String {
+    tokio::time::timeout(Duration::from_secs(15), lines.next_line())
+        .await
+        .expect("kubectl get -w printed a line within 15s")
+        .unwrap()
+        .expect("kubectl get -w still running")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_scripted_session() {
+    let bin = find_kubectl();
+    let tmp = tempfile::tempdir().unwrap();
+    let emu = start().await;
+    std::fs::write(tmp.path().join("kubeconfig"), emu.kubeconfig_yaml()).unwrap();
+    let k = Kubectl {
+        bin,
+        dir: Path::new(tmp.path()).to_path_buf(),
+    };
+    let version = k.ok(&["version", "--client", "--short"]).await;
+    eprintln!("kubectl: {}", version.trim());
+
+    let crd = k.file("crd.json", &widget_crd().to_string());
+    let out = k.ok(&["apply", "-f", &crd]).await;
+    assert!(
+        out.contains("customresourcedefinition.apiextensions.k8s.io/widgets.example.com created"),
+        "{out}"
+    );
+    let small = k.file("w-small.yaml", &widget_yaml("S"));
+    let out = k.ok(&["apply", "-f", &small]).await;
+    assert!(out.contains("widget.example.com/w1 created"), "{out}");
+
+    // Server-side apply conflicts with the client-side apply's manager until forced.
+    let medium = k.file("w-medium.yaml", &widget_yaml("M"));
+    let o = k.run(&["apply", "--server-side", "-f", &medium]).await;
+    assert!(!o.ok, "conflicting server-side apply must fail");
+    assert!(
+        o.stderr
+            .contains("conflict with \"kubectl-client-side-apply\""),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stderr.contains(".spec.size"), "{}", o.stderr);
+    let out = k
+        .ok(&["apply", "--server-side", "--force-conflicts", "-f", &medium])
+        .await;
+    assert!(
+        out.contains("widget.example.com/w1 serverside-applied"),
+        "{out}"
+    );
+    let w = k.json(&["get", "widget", "w1"]).await;
+    assert_eq!(w["spec"]["size"], "M");
+    assert_eq!(w["spec"]["color"], "blue");
+    let mf = w["metadata"]["managedFields"].as_array().unwrap();
+    assert!(
+        mf.iter()
+            .any(|e| e["manager"] == "kubectl" && e["operation"] == "Apply"),
+        "{mf:?}"
+    );
+
+    // get -w: the initial line, then one per change.
+    let mut watch = k
+        .cmd(&["get", "widgets", "-w", "-o", "name"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    assert_eq!(next_line(&mut lines).await, "widget.example.com/w1");
+    let out = k.ok(&["label", "widget", "w1", "team=a"]).await;
+    assert!(out.contains("labeled"), "{out}");
+    assert_eq!(next_line(&mut lines).await, "widget.example.com/w1");
+    watch.kill().await.unwrap();
+    assert_eq!(
+        k.json(&["get", "wd", "w1"]).await["metadata"]["labels"]["team"],
+        "a"
+    );
+
+    let out = k
+        .ok(&[
+            "patch",
+            "widget",
+            "w1",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"metadata":{"finalizers":["example.com/hold"]},"spec":{"color":"red"}}"#,
+        ])
+        .await;
+    assert!(out.contains("patched"), "{out}");
+    let out = k.ok(&["delete", "widget", "w1", "--wait=false"]).await;
+    assert!(out.contains("deleted"), "{out}");
+    let w = k.json(&["get", "widget", "w1"]).await;
+    assert!(
+        w["metadata"]["deletionTimestamp"].is_string(),
+        "finalizer keeps the object"
+    );
+    assert_eq!(w["spec"]["color"], "red");
+
+    // kubectl wait watches until the condition appears.
+    let waiter = k
+        .cmd(&[
+            "wait",
+            "--for=condition=Ready",
+            "widget/w1",
+            "--timeout=20s",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let api: Api<Widget> = Api::default_namespaced(emu.client().unwrap());
+    let st =
+        json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Done"}]}});
+    api.patch_status("w1", &PatchParams::default(), &Patch::Merge(&st))
+        .await
+        .unwrap();
+    let done = tokio::time::timeout(Duration::from_secs(25), waiter.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let out = String::from_utf8_lossy(&done.stdout);
+    assert!(
+        done.status.success() && out.contains("condition met"),
+        "{out}"
+    );
+
+    k.ok(&[
+        "patch",
+        "widget",
+        "w1",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ])
+    .await;
+    let o = k.run(&["get", "widget", "w1"]).await;
+    assert!(!o.ok && o.stderr.contains("NotFound"), "{}", o.stderr);
+
+    // Built-in kinds: client-side apply twice (strategic merge patch), get -o json.
+    let cm1 = k.file(
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  a: '1'\n",
+    );
+    assert!(k
+        .ok(&["apply", "-f", &cm1])
+        .await
+        .contains("configmap/c created"));
+    let cm2 = k.file(
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  b: '2'\n",
+    );
+    assert!(k
+        .ok(&["apply", "-f", &cm2])
+        .await
+        .contains("configmap/c configured"));
+    let c = k.json(&["get", "configmaps", "c"]).await;
+    assert_eq!(c["data"], json!({"b": "2"}), "last-applied removal of a");
+    let list = k.json(&["get", "namespaces"]).await;
+    assert!(list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n["metadata"]["name"] == "default"));
+    emu.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_over_https() {
+    let bin = find_kubectl();
+    let tmp = tempfile::tempdir().unwrap();
+    let emu = kube_emu::Emulator::start(kube_emu::Options {
+        tls: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    std::fs::write(tmp.path().join("kubeconfig"), emu.kubeconfig_yaml()).unwrap();
+    let k = Kubectl {
+        bin,
+        dir: Path::new(tmp.path()).to_path_buf(),
+    };
+    let out = k.ok(&["get", "namespaces", "-o", "name"]).await;
+    assert!(out.contains("namespace/default"), "{out}");
+    let out = k
+        .ok(&["create", "configmap", "c", "--from-literal=a=1"])
+        .await;
+    assert!(out.contains("configmap/c created"), "{out}");
+    emu.shutdown().await;
+}
