@@ -8,4 +8,7 @@
 pub mod ast;
 pub mod builtins;
 pub mod module;
+pub mod parser;
+pub mod scanner;
 pub mod source;
+pub mod token;
