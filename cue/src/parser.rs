@@ -652,7 +652,13 @@ impl<'a> Parser<'a> {
         let (alias, vhead) = self.head();
         let (value_alias, value) = if self.is_field_marker(0) {
             // Shorthand `a: b: v`.
-            let inner = self.field_from(vstart, alias, vhead);
+            let inner = if self.enter() {
+                self.field_from(vstart, alias, vhead)
+            } else {
+                self.skip_to_sync();
+                None
+            };
+            self.leave();
             let span = self.span_from(vstart);
             let decls = match inner {
                 Some(f) => vec![Decl::Field(f)],
