@@ -47,6 +47,9 @@ pub struct Config {
     pub max_wall_time: Duration,
     /// Maximum size of exported output.
     pub max_output_bytes: usize,
+    /// Stack the evaluator may use (bytes); run it on a thread with a larger stack (the CLI and
+    /// tests use 64 MiB).
+    pub max_stack_bytes: usize,
 }
 
 impl Default for Config {
@@ -56,6 +59,7 @@ impl Default for Config {
             max_steps: 20_000_000,
             max_wall_time: Duration::from_secs(8),
             max_output_bytes: 64 << 20,
+            max_stack_bytes: 40 << 20,
         }
     }
 }
@@ -176,6 +180,8 @@ pub struct Vertex {
     pub redirect: Option<VId>,
     /// The closedness id for conjuncts of a definition field.
     pub def_close: Option<u32>,
+    /// For a vertex resolved to one disjunct: whether that disjunct is marked default.
+    pub redirect_mark: bool,
     /// The span of the first conjunct.
     pub span: Span,
     choice: Vec<usize>,
@@ -209,6 +215,7 @@ impl Vertex {
             disj: None,
             redirect: None,
             def_close: None,
+            redirect_mark: true,
             span: Span::default(),
             choice: Vec::new(),
             disj_seen: 0,
@@ -251,6 +258,7 @@ pub struct Ev {
     in_progress: Vec<VId>,
     tainted: Vec<(VId, VId)>,
     regex_cache: HashMap<String, Result<Arc<regex::Regex>, String>>,
+    stack_base: usize,
 }
 
 fn env_up(env: &Option<Arc<Env>>, up: u32) -> Option<&Arc<Env>> {
@@ -280,6 +288,7 @@ impl Ev {
             in_progress: Vec::new(),
             tainted: Vec::new(),
             regex_cache: HashMap::new(),
+            stack_base: 0,
         }
     }
 
@@ -425,7 +434,13 @@ impl Ev {
         if st == Status::Expanding {
             return;
         }
-        if self.depth >= self.config.max_depth {
+        let marker = 0u8;
+        let here = std::ptr::addr_of!(marker) as usize;
+        if self.depth == 0 {
+            self.stack_base = here;
+        }
+        let used = self.stack_base.saturating_sub(here);
+        if self.depth >= self.config.max_depth || used > self.config.max_stack_bytes {
             let b = Bottom::new(
                 ErrorCode::Eval,
                 format!(
@@ -457,6 +472,7 @@ impl Ev {
         vert.is_list = false;
         vert.disj = None;
         vert.redirect = None;
+        vert.redirect_mark = true;
         vert.disj_seen = 0;
         vert.pending_disj.clear();
         vert.comps.clear();
@@ -469,6 +485,10 @@ impl Ev {
 
     fn expand(&mut self, v: VId) {
         self.reset(v);
+        if self.vx(v).not_allowed {
+            let span = self.vx(v).span;
+            self.vm(v).err = Some(Bottom::new(ErrorCode::Eval, "field not allowed", span));
+        }
         self.vm(v).status = Status::Expanding;
         self.in_progress.push(v);
         let mut i = 0;
@@ -945,8 +965,11 @@ impl Ev {
     }
 
     fn expand_struct(&mut self, v: VId, c: &Conj, lit: &Arc<StructLit>) {
-        let has_fields =
-            !lit.fields.is_empty() || !lit.patterns.is_empty() || lit.ellipsis.is_some();
+        let has_fields = lit.fields.iter().any(|f| match &f.label {
+            LabelExpr::Fixed(l) => l.is_regular(),
+            LabelExpr::Dynamic(_) => true,
+        }) || !lit.patterns.is_empty()
+            || lit.ellipsis.is_some();
         if has_fields || lit.embeds.is_empty() {
             self.vm(v).is_struct = true;
         }
@@ -1554,11 +1577,12 @@ impl Ev {
             let cx = self.vx(cid);
             if let Some(dr) = cx.disj.clone() {
                 for (a, ad) in &dr.alts {
-                    survivors.push((*a, d && (!dr.has_default || *ad)));
+                    survivors.push((*a, d && *ad));
                 }
             } else {
                 let target = cx.redirect.unwrap_or(cid);
-                survivors.push((target, d));
+                let m = cx.redirect_mark;
+                survivors.push((target, d && m));
             }
         }
         // Merge equal alternatives.
@@ -1588,6 +1612,7 @@ impl Ev {
         }
         if uniq.len() == 1 {
             vert.redirect = Some(uniq[0].0);
+            vert.redirect_mark = uniq[0].1;
             return;
         }
         let has_default = uniq.iter().any(|u| u.1);
