@@ -108,6 +108,9 @@ pub struct Conj {
     pub close: Option<u32>,
     /// The group struct literals record into when embedded.
     pub embed: Option<u32>,
+    /// Enclosing closedness origins (definitions this conjunct is part of); struct literals
+    /// record their labels into these groups too.
+    pub outer: Option<Arc<[u32]>>,
 }
 
 /// Evaluation status of a vertex.
@@ -187,7 +190,7 @@ pub struct Vertex {
     choice: Vec<usize>,
     disj_seen: usize,
     pending_disj: Vec<(Conj, Vec<(Expr, bool)>)>,
-    comps: Vec<(Arc<Env>, ComprehensionC, Option<u32>, Option<u32>)>,
+    comps: Vec<(Arc<Env>, ComprehensionC, Option<u32>, Option<u32>, Option<Arc<[u32]>>)>,
     patterns: Vec<(VId, Conj, Option<Arc<Env>>)>,
     groups: Vec<Group>,
     group_of: HashMap<u32, usize>,
@@ -261,6 +264,21 @@ pub struct Ev {
     stack_base: usize,
 }
 
+/// The enclosing origins of `c` plus its own.
+fn outer_with(c: &Conj) -> Option<Arc<[u32]>> {
+    let mut v: Vec<u32> = c.outer.as_ref().map(|o| o.to_vec()).unwrap_or_default();
+    if let Some(id) = c.close {
+        if !v.contains(&id) {
+            v.push(id);
+        }
+    }
+    if v.is_empty() {
+        None
+    } else {
+        Some(v.into())
+    }
+}
+
 fn env_up(env: &Option<Arc<Env>>, up: u32) -> Option<&Arc<Env>> {
     let mut e = env.as_ref()?;
     for _ in 0..up {
@@ -315,6 +333,7 @@ impl Ev {
             expr,
             close: None,
             embed: None,
+            outer: None,
         });
         v
     }
@@ -614,6 +633,7 @@ impl Ev {
                                 expr: args[0].clone(),
                                 close: Some(id),
                                 embed: c.embed,
+                                outer: outer_with(&c),
                             },
                         );
                         return;
@@ -788,6 +808,16 @@ impl Ev {
             }
             if c.close.is_some() && cj.close.is_none() {
                 cj.close = c.close;
+            } else if c.close.is_some() && cj.close != c.close || c.outer.is_some() {
+                let mut o: Vec<u32> = cj.outer.as_ref().map(|x| x.to_vec()).unwrap_or_default();
+                if let Some(w) = outer_with(c) {
+                    for id in w.iter() {
+                        if !o.contains(id) && Some(*id) != cj.close {
+                            o.push(*id);
+                        }
+                    }
+                }
+                cj.outer = if o.is_empty() { None } else { Some(o.into()) };
             }
             self.process(v, cj);
         }
@@ -875,6 +905,20 @@ impl Ev {
         self.vm(v).group_of.entry(id).or_insert(tg);
     }
 
+    fn child_outer(&self, c: &Conj) -> Option<Arc<[u32]>> {
+        let o = c.outer.as_ref()?;
+        let v: Vec<u32> = o
+            .iter()
+            .copied()
+            .filter(|id| !self.nonrec_ids.contains(id) && !self.weak_ids.contains(id))
+            .collect();
+        if v.is_empty() {
+            None
+        } else {
+            Some(v.into())
+        }
+    }
+
     fn child_close(&self, c: &Conj) -> Option<u32> {
         match c.close {
             Some(id) if !self.nonrec_ids.contains(&id) && !self.weak_ids.contains(&id) => Some(id),
@@ -923,6 +967,7 @@ impl Ev {
                 expr: pc.expr.clone(),
                 close: pc.close,
                 embed: None,
+                outer: pc.outer.clone(),
             },
         );
     }
@@ -984,6 +1029,9 @@ impl Ev {
             Some(e)
         } else if let Some(cl) = c.close {
             Some(cl)
+        } else if lit.is_file {
+            self.weak_ids.insert(u32::MAX);
+            Some(u32::MAX)
         } else if !lit.embeds.is_empty() {
             let id = self.new_close();
             self.weak_ids.insert(id);
@@ -992,9 +1040,18 @@ impl Ev {
             None
         };
         let gi = target.map(|t| self.group_idx(v, t));
-        if let Some(g) = gi {
-            if lit.ellipsis.is_some() {
-                self.vm(v).groups[g].open = true;
+        let mut ogs = Vec::new();
+        if let Some(o) = &c.outer {
+            for id in o.iter() {
+                if Some(*id) != target {
+                    ogs.push(self.group_idx(v, *id));
+                }
+            }
+        }
+        let child_outer = self.child_outer(c);
+        if lit.ellipsis.is_some() {
+            for g in gi.iter().chain(ogs.iter()) {
+                self.vm(v).groups[*g].open = true;
             }
         }
         let child_close = self.child_close(c);
@@ -1034,6 +1091,9 @@ impl Ev {
             if let Some(g) = gi {
                 self.vm(v).groups[g].labels.insert(label.clone());
             }
+            for &g in &ogs {
+                self.vm(v).groups[g].labels.insert(label.clone());
+            }
             let a = self.arc(v, &label);
             let cc = if child_close.is_some() {
                 child_close
@@ -1071,6 +1131,7 @@ impl Ev {
                     expr: f.value.clone(),
                     close: cc,
                     embed: None,
+                    outer: child_outer.clone(),
                 },
             );
         }
@@ -1079,11 +1140,15 @@ impl Ev {
             if let Some(g) = gi {
                 self.vm(v).groups[g].patterns.push(fv);
             }
+            for &g in &ogs {
+                self.vm(v).groups[g].patterns.push(fv);
+            }
             let pc = Conj {
                 env: None,
                 expr: p.value.clone(),
                 close: child_close,
                 embed: None,
+                outer: child_outer.clone(),
             };
             self.vm(v)
                 .patterns
@@ -1106,19 +1171,21 @@ impl Ev {
                     expr: e.clone(),
                     close: c.close,
                     embed: target,
+                    outer: c.outer.clone(),
                 },
             );
         }
         for comp in &lit.comprehensions {
             self.vm(v)
                 .comps
-                .push((env.clone(), comp.clone(), c.close, target));
+                .push((env.clone(), comp.clone(), c.close, target, c.outer.clone()));
         }
     }
 
     fn expand_list(&mut self, v: VId, c: &Conj, lit: &Arc<ListLit>) {
         self.vm(v).is_list = true;
         let child_close = self.child_close(c);
+        let child_outer = self.child_outer(c);
         let mut idx = 0usize;
         for el in &lit.elems {
             match el {
@@ -1132,6 +1199,7 @@ impl Ev {
                             expr: e.clone(),
                             close: child_close,
                             embed: None,
+                            outer: child_outer.clone(),
                         },
                     );
                     idx += 1;
@@ -1153,6 +1221,7 @@ impl Ev {
                                 expr: Expr::Struct(comp.body.clone()),
                                 close: child_close,
                                 embed: None,
+                                outer: child_outer.clone(),
                             },
                         );
                         idx += 1;
@@ -1187,6 +1256,7 @@ impl Ev {
                             expr: t.clone(),
                             close: child_close,
                             embed: None,
+                            outer: child_outer.clone(),
                         },
                     ));
                 }
@@ -1317,12 +1387,12 @@ impl Ev {
             }
             let mut failed = Vec::new();
             let mut progressed = false;
-            for (env, comp, close, embed) in comps {
+            for (env, comp, close, embed, outer) in comps {
                 let mut bodies = Vec::new();
                 let r = self.run_clauses(v, &env, &comp, 0, &mut bodies);
                 match r {
                     Some(b) if !b.code.is_fatal() && round == 0 => {
-                        failed.push((env, comp, close, embed, b));
+                        failed.push((env, comp, close, embed, outer, b));
                     }
                     Some(b) => {
                         self.set_err(v, b);
@@ -1337,6 +1407,7 @@ impl Ev {
                                     expr: Expr::Struct(comp.body.clone()),
                                     close,
                                     embed,
+                                    outer: outer.clone(),
                                 },
                             );
                         }
@@ -1351,7 +1422,7 @@ impl Ev {
                 continue;
             }
             if !progressed || round > 0 {
-                for (_, _, _, _, b) in failed {
+                for (_, _, _, _, _, b) in failed {
                     self.set_err(v, b);
                 }
                 if self.vx(v).comps.is_empty() {
@@ -1360,8 +1431,8 @@ impl Ev {
                 continue;
             }
             round += 1;
-            for (env, comp, close, embed, _) in failed {
-                self.vm(v).comps.push((env, comp, close, embed));
+            for (env, comp, close, embed, outer, _) in failed {
+                self.vm(v).comps.push((env, comp, close, embed, outer));
             }
         }
     }
@@ -1765,6 +1836,7 @@ impl Ev {
             expr: expr.clone(),
             close: None,
             embed: None,
+            outer: None,
         });
         self.let_cache.insert(key, v);
         v

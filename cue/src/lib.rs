@@ -125,6 +125,7 @@ impl Runtime {
                     expr: Expr::Struct(l.clone()),
                     close: None,
                     embed: None,
+                    outer: None,
                 },
             );
         }
