@@ -146,6 +146,8 @@ pub struct DisjResult {
     pub alts: Vec<(VId, bool)>,
     /// `true` if any alternative is marked default.
     pub has_default: bool,
+    /// Default modes (0 maybe, 1 default, 2 not default) per alternative.
+    pub modes: Vec<u8>,
 }
 
 /// A node of the value graph.
@@ -184,7 +186,7 @@ pub struct Vertex {
     /// The closedness id for conjuncts of a definition field.
     pub def_close: Option<u32>,
     /// For a vertex resolved to one disjunct: whether that disjunct is marked default.
-    pub redirect_mark: bool,
+    pub redirect_mark: u8,
     /// The span of the first conjunct.
     pub span: Span,
     choice: Vec<usize>,
@@ -218,7 +220,7 @@ impl Vertex {
             disj: None,
             redirect: None,
             def_close: None,
-            redirect_mark: true,
+            redirect_mark: 0,
             span: Span::default(),
             choice: Vec::new(),
             disj_seen: 0,
@@ -491,7 +493,7 @@ impl Ev {
         vert.is_list = false;
         vert.disj = None;
         vert.redirect = None;
-        vert.redirect_mark = true;
+        vert.redirect_mark = 0;
         vert.disj_seen = 0;
         vert.pending_disj.clear();
         vert.comps.clear();
@@ -767,8 +769,15 @@ impl Ev {
             }
             return;
         }
+        let wr = self.deref_redirect(w);
         let wx = self.vx(w);
-        let structural = wx.is_struct || wx.is_list || wx.disj.is_some() || wx.redirect.is_some();
+        let rx = self.vx(wr);
+        let structural = if wx.redirect.is_some() {
+            rx.is_struct || rx.is_list || rx.disj.is_some()
+        } else {
+            wx.is_struct || wx.is_list || wx.disj.is_some()
+        };
+        let wx = rx;
         if !structural {
             // A scalar-only vertex: take its atoms.
             let atoms: Vec<Val> = {
@@ -1618,7 +1627,7 @@ impl Ev {
         let _ = dconj;
         let has_marks = alts.iter().any(|(_, d)| *d);
         let base_choice = self.vx(v).choice.clone();
-        let mut survivors: Vec<(VId, bool)> = Vec::new();
+        let mut survivors: Vec<(VId, u8)> = Vec::new();
         let mut first_err: Option<Arc<Bottom>> = None;
         for (i, (_, mark)) in alts.iter().enumerate() {
             if self.limit_err.is_some() {
@@ -1643,25 +1652,36 @@ impl Ev {
                 }
                 continue;
             }
-            let d = !has_marks || *mark;
+            let d: u8 = if !has_marks {
+                0
+            } else if *mark {
+                1
+            } else {
+                2
+            };
             // Flatten nested results.
             let cx = self.vx(cid);
             if let Some(dr) = cx.disj.clone() {
-                for (a, ad) in &dr.alts {
-                    survivors.push((*a, d && *ad));
+                for (i, (a, _)) in dr.alts.iter().enumerate() {
+                    let m = dr.modes.get(i).copied().unwrap_or(0);
+                    survivors.push((*a, d.max(m)));
                 }
             } else {
                 let target = cx.redirect.unwrap_or(cid);
                 let m = cx.redirect_mark;
-                survivors.push((target, d && m));
+                survivors.push((target, d.max(m)));
             }
         }
         // Merge equal alternatives.
-        let mut uniq: Vec<(VId, bool, String)> = Vec::new();
+        let mut uniq: Vec<(VId, u8, String)> = Vec::new();
         for (a, d) in survivors {
             let fp = self.fingerprint(a, 0);
             if let Some(u) = uniq.iter_mut().find(|u| u.2 == fp) {
-                u.1 |= d;
+                u.1 = match (u.1, d) {
+                    (1, _) | (_, 1) => 1,
+                    (0, _) | (_, 0) => 0,
+                    _ => 2,
+                };
             } else {
                 uniq.push((a, d, fp));
             }
@@ -1686,9 +1706,11 @@ impl Ev {
             vert.redirect_mark = uniq[0].1;
             return;
         }
-        let has_default = uniq.iter().any(|u| u.1);
+        let has_default = uniq.iter().any(|u| u.1 == 1);
+        let modes = uniq.iter().map(|u| u.1).collect();
         vert.disj = Some(Arc::new(DisjResult {
-            alts: uniq.into_iter().map(|u| (u.0, u.1)).collect(),
+            alts: uniq.into_iter().map(|u| (u.0, u.1 == 1)).collect(),
+            modes,
             has_default,
         }));
     }
