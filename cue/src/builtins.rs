@@ -90,7 +90,10 @@ impl Builtin {
     }
 
     /// The same builtin with its last parameter variadic.
-    #[allow(dead_code, reason = "kept for variadic builtins; none is registered today")]
+    #[allow(
+        dead_code,
+        reason = "kept for variadic builtins; none is registered today"
+    )]
     pub(crate) const fn variadic(self) -> Builtin {
         Builtin {
             variadic: true,

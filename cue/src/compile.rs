@@ -46,6 +46,19 @@ pub fn import_name(path: &str) -> String {
     last.split('@').next().unwrap_or(last).to_string()
 }
 
+/// The key a package is registered under: the path without `@version`, with its qualifier.
+pub fn import_key(path: &str) -> String {
+    let (p, q) = match path.split_once(':') {
+        Some((a, b)) => (a, Some(b)),
+        None => (path, None),
+    };
+    let p = p.split('@').next().unwrap_or(p);
+    match q {
+        Some(q) => format!("{p}:{q}"),
+        None => p.to_string(),
+    }
+}
+
 /// Strips a `:qualifier` and `@version` from an import path.
 pub fn import_base(path: &str) -> String {
     let p = path.split(':').next().unwrap_or(path);

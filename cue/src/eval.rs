@@ -192,7 +192,13 @@ pub struct Vertex {
     choice: Vec<usize>,
     disj_seen: usize,
     pending_disj: Vec<(Conj, Vec<(Expr, bool)>)>,
-    comps: Vec<(Arc<Env>, ComprehensionC, Option<u32>, Option<u32>, Option<Arc<[u32]>>)>,
+    comps: Vec<(
+        Arc<Env>,
+        ComprehensionC,
+        Option<u32>,
+        Option<u32>,
+        Option<Arc<[u32]>>,
+    )>,
     patterns: Vec<(VId, Conj, Option<Arc<Env>>)>,
     groups: Vec<Group>,
     group_of: HashMap<u32, usize>,
@@ -312,8 +318,32 @@ impl Ev {
         }
     }
 
+    /// Records the current stack position as the base for the stack budget.
+    pub fn mark_stack_base(&mut self) {
+        let marker = 0u8;
+        self.stack_base = std::ptr::addr_of!(marker) as usize;
+    }
+
+    /// `false` (and the limit error set) once the stack budget is used up.
+    pub fn stack_ok(&mut self) -> bool {
+        let marker = 0u8;
+        let here = std::ptr::addr_of!(marker) as usize;
+        if self.stack_base.saturating_sub(here) > self.config.max_stack_bytes {
+            if self.limit_err.is_none() {
+                self.limit_err = Some(Bottom::new(
+                    ErrorCode::Eval,
+                    "evaluation depth limit exceeded (stack budget)",
+                    Span::default(),
+                ));
+            }
+            return false;
+        }
+        true
+    }
+
     /// Restarts the wall clock and step counter (per API call).
     pub fn reset_limits(&mut self) {
+        self.mark_stack_base();
         self.start = Instant::now();
         self.steps = 0;
         self.limit_err = None;
@@ -363,7 +393,7 @@ impl Ev {
     }
 
     fn step(&mut self) -> bool {
-        if self.limit_err.is_some() {
+        if self.limit_err.is_some() || !self.stack_ok() {
             return false;
         }
         self.steps += 1;
@@ -455,13 +485,14 @@ impl Ev {
         if st == Status::Expanding {
             return;
         }
-        let marker = 0u8;
-        let here = std::ptr::addr_of!(marker) as usize;
         if self.depth == 0 {
-            self.stack_base = here;
+            let marker = 0u8;
+            let here = std::ptr::addr_of!(marker) as usize;
+            if self.stack_base < here {
+                self.stack_base = here;
+            }
         }
-        let used = self.stack_base.saturating_sub(here);
-        if self.depth >= self.config.max_depth || used > self.config.max_stack_bytes {
+        if self.depth >= self.config.max_depth || !self.stack_ok() {
             let b = Bottom::new(
                 ErrorCode::Eval,
                 format!(
@@ -560,6 +591,12 @@ impl Ev {
 
     /// Processes one conjunct into `v`.
     fn process(&mut self, v: VId, c: Conj) {
+        if !self.step() {
+            if let Some(b) = self.limit_err.clone() {
+                self.set_err(v, b);
+            }
+            return;
+        }
         match &c.expr {
             Expr::Lit(val, span) => {
                 let val = val.clone();
@@ -1717,7 +1754,7 @@ impl Ev {
 
     /// The first fatal error in the regular fields of `v`, evaluating them.
     fn fatal_error_deep(&mut self, v: VId, depth: usize) -> Option<Arc<Bottom>> {
-        if depth > 64 || self.limit_err.is_some() {
+        if depth > 64 || self.limit_err.is_some() || !self.stack_ok() {
             return self.limit_err.clone();
         }
         self.eval(v);
@@ -1752,7 +1789,7 @@ impl Ev {
 
     /// A canonical text of a value, used to merge equal disjuncts.
     pub fn fingerprint(&mut self, v: VId, depth: usize) -> String {
-        if depth > 32 {
+        if depth > 32 || !self.stack_ok() {
             return "…".into();
         }
         self.eval(v);
@@ -1943,7 +1980,7 @@ impl Ev {
             }
             Expr::Vertex(v, _) => Res::V(*v),
             Expr::Import(path, span) => {
-                let base = crate::compile::import_base(path);
+                let base = crate::compile::import_key(path);
                 match self.packages.get(&base) {
                     Some(&v) => Res::V(v),
                     None => Res::A(Val::Bottom(Bottom::new(
@@ -2408,7 +2445,7 @@ impl Ev {
         depth: usize,
         inside: bool,
     ) {
-        if depth > 40 || self.limit_err.is_some() {
+        if depth > 40 || self.limit_err.is_some() || !self.stack_ok() {
             return;
         }
         self.eval(v);

@@ -138,6 +138,93 @@ impl Runtime {
         })
     }
 
+    /// Builds the package given by command-line style arguments (files or directories, relative
+    /// to the file system's root), resolving imports of packages of the main module
+    /// (`cue.mod/module.cue`) through `fs`; std imports resolve to builtins.
+    pub fn build_args(
+        &self,
+        fs: &dyn module::FileSystem,
+        args: &[String],
+    ) -> Result<Value, Vec<Diagnostic>> {
+        let mut files = Vec::new();
+        for a in args {
+            let a = a.trim_end_matches('/');
+            let a = a.strip_prefix("./").unwrap_or(a);
+            let a = if a.is_empty() { "." } else { a };
+            match fs.read_dir(if a == "." { "" } else { a }) {
+                Ok(_) => files.extend(read_pkg_dir(fs, a, None)?),
+                Err(_) => {
+                    let data = fs
+                        .read_file(a)
+                        .map_err(|e| vec![Diagnostic::load(format!("cannot read {a}: {e}"))])?;
+                    files.push((a.to_string(), String::from_utf8_lossy(&data).into_owned()));
+                }
+            }
+        }
+        if files.is_empty() {
+            return Err(vec![Diagnostic::load("no CUE files found")]);
+        }
+        let module = fs
+            .read_file("cue.mod/module.cue")
+            .ok()
+            .and_then(|d| module_path_of(&String::from_utf8_lossy(&d)));
+        let mut seen = std::collections::HashSet::new();
+        self.load_imports(fs, &files, module.as_deref(), &mut seen)?;
+        self.build_files(&files)
+    }
+
+    fn load_imports(
+        &self,
+        fs: &dyn module::FileSystem,
+        files: &[(String, String)],
+        module: Option<&str>,
+        seen: &mut std::collections::HashSet<String>,
+    ) -> Result<(), Vec<Diagnostic>> {
+        for (_, src) in files {
+            let (f, _) = parser::parse_file(source::FileId(u32::MAX), src);
+            for imp in &f.imports {
+                let key = compile::import_key(&imp.path);
+                let base = compile::import_base(&imp.path);
+                if builtins::is_std_package(&base) || !base.contains('.') {
+                    continue;
+                }
+                if !seen.insert(key.clone()) {
+                    continue;
+                }
+                let Some(m) = module else {
+                    return Err(vec![Diagnostic::load(format!(
+                        "cannot find package {:?}: no cue.mod/module.cue",
+                        imp.path
+                    ))]);
+                };
+                let m = m.split('@').next().unwrap_or(m);
+                let rel = if base == m {
+                    Some(".".to_string())
+                } else {
+                    base.strip_prefix(&format!("{m}/")).map(|r| r.to_string())
+                };
+                let Some(rel) = rel else {
+                    return Err(vec![Diagnostic::load(format!(
+                        "cannot find package {:?} (not in the main module and no registry)",
+                        imp.path
+                    ))]);
+                };
+                let name = compile::import_name(&imp.path);
+                let pfiles = read_pkg_dir(fs, &rel, Some(&name))?;
+                if pfiles.is_empty() {
+                    return Err(vec![Diagnostic::load(format!(
+                        "cannot find package {:?}",
+                        imp.path
+                    ))]);
+                }
+                self.load_imports(fs, &pfiles, module, seen)?;
+                let v = self.build_files(&pfiles)?;
+                lock(&self.inner).ev.packages.insert(key, v.v);
+            }
+        }
+        Ok(())
+    }
+
     /// Builds the package in directory `dir` of a file system (its `.cue` files, skipping those
     /// starting with `_` or `.`).
     pub fn build_dir(
@@ -217,6 +304,48 @@ impl Default for Runtime {
     fn default() -> Self {
         Runtime::new(Config::default())
     }
+}
+
+fn module_path_of(src: &str) -> Option<String> {
+    let i = src.find("module:")?;
+    let rest = &src[i + 7..];
+    let a = rest.find('"')?;
+    let b = rest[a + 1..].find('"')?;
+    Some(rest[a + 1..a + 1 + b].to_string())
+}
+
+fn read_pkg_dir(
+    fs: &dyn module::FileSystem,
+    dir: &str,
+    pkg: Option<&str>,
+) -> Result<Vec<(String, String)>, Vec<Diagnostic>> {
+    let entries = fs
+        .read_dir(if dir == "." { "" } else { dir })
+        .map_err(|e| vec![Diagnostic::load(format!("cannot read {dir}: {e}"))])?;
+    let mut out = Vec::new();
+    for e in entries {
+        if e.is_dir || !is_package_file(&e.name) {
+            continue;
+        }
+        let path = if dir == "." {
+            e.name.clone()
+        } else {
+            format!("{dir}/{}", e.name)
+        };
+        let data = fs
+            .read_file(&path)
+            .map_err(|err| vec![Diagnostic::load(format!("cannot read {path}: {err}"))])?;
+        let text = String::from_utf8_lossy(&data).into_owned();
+        if let Some(p) = pkg {
+            let (f, _) = parser::parse_file(source::FileId(u32::MAX), &text);
+            if f.package.as_ref().map(|i| i.name.as_str()) != Some(p) {
+                continue;
+            }
+        }
+        out.push((path, text));
+    }
+    out.sort();
+    Ok(out)
 }
 
 fn parse_path(path: &str) -> Vec<String> {
@@ -492,6 +621,29 @@ impl Value {
     pub fn path(&self) -> String {
         self.with(|ev, v| ev.path_text(v))
     }
+}
+
+/// What `cue export` does: build the package named by `args` (files or directories of `fs`),
+/// fail on any error in it, and print the value (or `expr` evaluated in it) as JSON or YAML.
+/// Returns the output, or the rendered diagnostics.
+pub fn export_args(
+    fs: &dyn module::FileSystem,
+    args: &[String],
+    expr: Option<&str>,
+    yaml: bool,
+    config: Config,
+) -> Result<String, String> {
+    let rt = Runtime::new(config);
+    let root = rt.build_args(fs, args).map_err(|d| rt.render(&d))?;
+    let v = match expr {
+        Some(e) => rt.compile_expr(&root, e).map_err(|d| rt.render(&d))?,
+        None => {
+            root.validate(false).map_err(|d| rt.render(&d))?;
+            root
+        }
+    };
+    let r = if yaml { v.to_yaml() } else { v.to_json() };
+    r.map_err(|d| rt.render(&d))
 }
 
 #[cfg(test)]

@@ -4,6 +4,9 @@
 
 use std::process::ExitCode;
 
+#[path = "../../tests/support/diskfs.rs"]
+mod diskfs;
+
 struct Args {
     cmd: String,
     out: String,
@@ -40,65 +43,27 @@ fn parse_args() -> Result<Args, String> {
     Ok(a)
 }
 
-fn read_inputs(inputs: &[String]) -> Result<Vec<(String, String)>, String> {
-    let mut files = Vec::new();
-    for inp in inputs {
-        let p = std::path::Path::new(inp);
-        if p.is_dir() {
-            let mut names: Vec<String> = std::fs::read_dir(p)
-                .map_err(|e| format!("cannot read {inp}: {e}"))?
-                .filter_map(|e| e.ok())
-                .filter(|e| e.path().is_file())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| cue::is_package_file(n))
-                .collect();
-            names.sort();
-            for n in names {
-                let path = p.join(&n);
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                let shown = if inp == "." {
-                    n.clone()
-                } else {
-                    path.display().to_string()
-                };
-                files.push((shown, text));
-            }
-        } else {
-            let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {inp}: {e}"))?;
-            files.push((inp.clone(), text));
-        }
-    }
-    if files.is_empty() {
-        return Err("no CUE files found".into());
-    }
-    Ok(files)
-}
-
 fn run() -> Result<String, String> {
     let a = parse_args()?;
-    let files = read_inputs(&a.inputs)?;
     let rt = cue::Runtime::new(cue::Config::default());
-    let root = rt.build_files(&files).map_err(|d| rt.render(&d))?;
+    let fs = diskfs::DiskFs {
+        root: std::env::current_dir().map_err(|e| e.to_string())?,
+    };
+    if a.cmd == "export" {
+        return cue::export_args(
+            &fs,
+            &a.inputs,
+            a.expr.as_deref(),
+            a.out == "yaml",
+            cue::Config::default(),
+        );
+    }
+    let root = rt.build_args(&fs, &a.inputs).map_err(|d| rt.render(&d))?;
     let v = match &a.expr {
         Some(e) => rt.compile_expr(&root, e).map_err(|d| rt.render(&d))?,
         None => root.clone(),
     };
     match a.cmd.as_str() {
-        "export" => {
-            if a.expr.is_none() {
-                // Errors anywhere in the package fail the export.
-                if let Err(d) = root.validate(false) {
-                    return Err(rt.render(&d));
-                }
-            }
-            let r = if a.out == "yaml" {
-                v.to_yaml()
-            } else {
-                v.to_json()
-            };
-            r.map_err(|d| rt.render(&d))
-        }
         "vet" => {
             v.validate(a.concrete).map_err(|d| rt.render(&d))?;
             Ok(String::new())
