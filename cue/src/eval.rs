@@ -1141,20 +1141,26 @@ impl Ev {
                 self.vm(v).groups[g].labels.insert(label.clone());
             }
             let a = self.arc(v, &label);
-            let cc = if child_close.is_some() {
-                child_close
-            } else if label.is_def() {
-                let existing = self.vx(a).def_close;
-                match existing {
-                    Some(id) => Some(id),
+            let mut fouter = child_outer.clone();
+            let cc = if label.is_def() {
+                let id = match self.vx(a).def_close {
+                    Some(id) => id,
                     None => {
                         let id = self.new_close();
                         self.vm(a).def_close = Some(id);
-                        Some(id)
+                        id
                     }
+                };
+                if let Some(cc) = child_close {
+                    let mut o: Vec<u32> = fouter.as_ref().map(|x| x.to_vec()).unwrap_or_default();
+                    if !o.contains(&cc) {
+                        o.push(cc);
+                    }
+                    fouter = Some(o.into());
                 }
+                Some(id)
             } else {
-                None
+                child_close
             };
             let ax = self.vm(a);
             ax.constraint = Some(match (ax.constraint, f.constraint) {
@@ -1177,7 +1183,7 @@ impl Ev {
                     expr: f.value.clone(),
                     close: cc,
                     embed: None,
-                    outer: child_outer.clone(),
+                    outer: fouter,
                 },
             );
         }
@@ -1753,7 +1759,12 @@ impl Ev {
     }
 
     /// The first fatal error in the regular fields of `v`, evaluating them.
-    fn fatal_error_deep(&mut self, v: VId, depth: usize) -> Option<Arc<Bottom>> {
+    pub fn fatal_error_deep(&mut self, v: VId, depth: usize) -> Option<Arc<Bottom>> {
+        self.error_deep(v, depth, false)
+    }
+
+    /// Like [`Ev::fatal_error_deep`]; with `strict`, missing required fields count as errors.
+    pub fn error_deep(&mut self, v: VId, depth: usize, strict: bool) -> Option<Arc<Bottom>> {
         if depth > 64 || self.limit_err.is_some() || !self.stack_ok() {
             return self.limit_err.clone();
         }
@@ -1780,7 +1791,11 @@ impl Ev {
             if self.in_progress.contains(&a) {
                 continue;
             }
-            if let Some(e) = self.fatal_error_deep(a, depth + 1) {
+            if strict && self.vx(a).constraint == Some(FieldConstraint::Required) {
+                let span = self.vx(a).span;
+                return Some(Bottom::new(ErrorCode::Eval, "required field missing", span));
+            }
+            if let Some(e) = self.error_deep(a, depth + 1, strict) {
                 return Some(e);
             }
         }

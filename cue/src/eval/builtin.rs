@@ -90,7 +90,7 @@ fn matches_schema(ev: &mut Ev, schema: &Val, value: &Val, span: Span) -> bool {
         other => Expr::Lit(other.clone(), span),
     };
     let a = ev.anon(None, Expr::Unify(vec![sch, snap], span));
-    ev.fatal_error_deep(a, 0).is_none()
+    ev.error_deep(a, 0, true).is_none()
 }
 
 /// Checks a validator against a value; returns an error message on failure.
