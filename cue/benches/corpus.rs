@@ -78,7 +78,7 @@ fn main() {
     };
     let mut cases: Vec<(u64, PathBuf)> =
         rd.flatten().map(|e| (size(&e.path()), e.path())).collect();
-    cases.sort_by(|a, b| b.0.cmp(&a.0));
+    cases.sort_by_key(|c| std::cmp::Reverse(c.0));
     cases.truncate(20);
     let exe = std::env::current_exe().unwrap_or_default();
     println!(

@@ -150,6 +150,15 @@ pub struct DisjResult {
     pub modes: Vec<u8>,
 }
 
+/// A comprehension waiting to run: environment, clauses, close id, embed group, outer ids.
+type PendingComp = (
+    Arc<Env>,
+    ComprehensionC,
+    Option<u32>,
+    Option<u32>,
+    Option<Arc<[u32]>>,
+);
+
 /// A node of the value graph.
 #[derive(Clone, Debug)]
 pub struct Vertex {
@@ -192,13 +201,7 @@ pub struct Vertex {
     choice: Vec<usize>,
     disj_seen: usize,
     pending_disj: Vec<(Conj, Vec<(Expr, bool)>)>,
-    comps: Vec<(
-        Arc<Env>,
-        ComprehensionC,
-        Option<u32>,
-        Option<u32>,
-        Option<Arc<[u32]>>,
-    )>,
+    comps: Vec<PendingComp>,
     patterns: Vec<(VId, Conj, Option<Arc<Env>>)>,
     groups: Vec<Group>,
     group_of: HashMap<u32, usize>,

@@ -429,7 +429,7 @@ impl Value {
                 if matches!(l.kind, LabelKind::Internal) {
                     continue;
                 }
-                if !defs_and_hidden && !(l.is_regular() || l.kind == LabelKind::Index) {
+                if !(defs_and_hidden || l.is_regular() || l.kind == LabelKind::Index) {
                     continue;
                 }
                 ev.eval(a);
