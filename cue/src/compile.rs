@@ -33,8 +33,11 @@ enum Scope {
 pub struct Compiler {
     scopes: Vec<Scope>,
     imports: HashMap<String, String>,
+    used_imports: std::collections::HashSet<String>,
     /// Errors found (also embedded as `Expr::Bad`).
     pub errors: Vec<Arc<Bottom>>,
+    /// Errors that make the package invalid (imported and not used).
+    pub fatal: Vec<Arc<Bottom>>,
 }
 
 /// The local name an import path binds by default (`encoding/json` → `json`, `a/b@v1:c` → `c`).
@@ -172,7 +175,9 @@ impl Compiler {
         Compiler {
             scopes: Vec::new(),
             imports: HashMap::new(),
+            used_imports: std::collections::HashSet::new(),
             errors: Vec::new(),
+            fatal: Vec::new(),
         }
     }
 
@@ -196,8 +201,22 @@ impl Compiler {
                 self.imports.insert(name, imp.path.clone());
             }
             self.scopes.clear();
+            self.used_imports.clear();
             let mut lit = self.struct_decls(&f.decls, f.span, Some(pkg_fields.clone()));
             lit.is_file = true;
+            for imp in &f.imports {
+                let name = match &imp.alias {
+                    Some(a) => a.name.clone(),
+                    None => import_name(&imp.path),
+                };
+                if name != "_" && !self.used_imports.contains(&name) {
+                    self.fatal.push(Bottom::new(
+                        ErrorCode::Eval,
+                        format!("imported and not used: {:?}", imp.path),
+                        imp.span,
+                    ));
+                }
+            }
             out.push(Arc::new(lit));
         }
         out
@@ -417,6 +436,7 @@ impl Compiler {
                     }
                     if depth + 1 == self.scopes.len() {
                         if let Some(path) = self.imports.get(name) {
+                            self.used_imports.insert(name.to_string());
                             return Expr::Import(path.as_str().into(), span);
                         }
                     }
@@ -440,6 +460,7 @@ impl Compiler {
             }
         }
         if let Some(path) = self.imports.get(name) {
+            self.used_imports.insert(name.to_string());
             return Expr::Import(path.as_str().into(), span);
         }
         if let Some(e) = predeclared(name, span) {

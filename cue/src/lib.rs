@@ -116,6 +116,13 @@ impl Runtime {
         let refs: Vec<&ast::File> = asts.iter().map(|f| f.as_ref()).collect();
         let mut c = compile::Compiler::new();
         let lits = c.compile_package(&refs);
+        if !c.fatal.is_empty() {
+            return Err(c
+                .fatal
+                .iter()
+                .map(|b| Diagnostic::from_bottom(String::new(), b))
+                .collect());
+        }
         let root = g.ev.new_vertex(None, Label::internal("root"));
         for l in &lits {
             g.ev.add_conj(
