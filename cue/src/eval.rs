@@ -200,7 +200,9 @@ pub struct Vertex {
     pub span: Span,
     choice: Vec<usize>,
     disj_seen: usize,
-    pending_disj: Vec<(Conj, Vec<(Expr, bool)>)>,
+    pending_disj: Vec<(Conj, Vec<(Expr, bool)>, bool)>,
+    nest: u32,
+    maybe_struct: bool,
     comps: Vec<PendingComp>,
     patterns: Vec<(VId, Conj, Option<Arc<Env>>)>,
     groups: Vec<Group>,
@@ -234,6 +236,8 @@ impl Vertex {
             choice: Vec::new(),
             disj_seen: 0,
             pending_disj: Vec::new(),
+            nest: 0,
+            maybe_struct: false,
             comps: Vec::new(),
             patterns: Vec::new(),
             groups: Vec::new(),
@@ -530,6 +534,8 @@ impl Ev {
         vert.redirect_mark = 0;
         vert.disj_seen = 0;
         vert.pending_disj.clear();
+        vert.nest = 0;
+        vert.maybe_struct = false;
         vert.comps.clear();
         vert.patterns.clear();
         vert.groups.clear();
@@ -630,6 +636,7 @@ impl Ev {
                 self.vm(v).disj_seen += 1;
                 if let Some(&ch) = self.vx(v).choice.get(seen) {
                     if let Some((e, _)) = alts.get(ch) {
+                        self.vm(v).nest += 1;
                         self.process(
                             v,
                             Conj {
@@ -637,6 +644,7 @@ impl Ev {
                                 ..c.clone()
                             },
                         );
+                        self.vm(v).nest -= 1;
                     }
                 } else if alts.len() == 1 {
                     self.process(
@@ -647,7 +655,8 @@ impl Ev {
                         },
                     );
                 } else {
-                    self.vm(v).pending_disj.push((c.clone(), alts));
+                    let nested = self.vx(v).nest > 0;
+                    self.vm(v).pending_disj.push((c.clone(), alts, nested));
                 }
             }
             Expr::FieldRef { .. }
@@ -707,7 +716,7 @@ impl Ev {
                                 self.add_atom(
                                     v,
                                     Val::Bottom(Bottom::new(
-                                        ErrorCode::Eval,
+                                        ErrorCode::Incomplete,
                                         "empty list in call to or",
                                         *span,
                                     )),
@@ -1064,8 +1073,10 @@ impl Ev {
             LabelExpr::Dynamic(_) => true,
         }) || !lit.patterns.is_empty()
             || lit.ellipsis.is_some();
-        if has_fields || lit.embeds.is_empty() {
+        if has_fields || (lit.embeds.is_empty() && lit.comprehensions.is_empty()) {
             self.vm(v).is_struct = true;
+        } else if lit.embeds.is_empty() {
+            self.vm(v).maybe_struct = true;
         }
         let env = self.new_env(c.env.clone(), v, EnvKind::Struct(lit.clone()));
         // The closedness group this literal records its labels into.
@@ -1573,6 +1584,13 @@ impl Ev {
                 }
             }
         }
+        // A literal holding only comprehensions is a struct unless they yielded a scalar.
+        {
+            let vert = self.vm(v);
+            if vert.maybe_struct && !vert.is_struct && !vert.is_list && vert.scalar.is_none() {
+                vert.is_struct = true;
+            }
+        }
         // The value itself.
         let vert = self.vx(v);
         let mut kinds = vert.kinds;
@@ -1669,7 +1687,7 @@ impl Ev {
     // Disjunctions.
 
     fn resolve_disjunctions(&mut self, v: VId) {
-        let (dconj, alts) = self.vx(v).pending_disj[0].clone();
+        let (dconj, alts, nested) = self.vx(v).pending_disj[0].clone();
         let _ = dconj;
         let has_marks = alts.iter().any(|(_, d)| *d);
         let base_choice = self.vx(v).choice.clone();
@@ -1716,6 +1734,13 @@ impl Ev {
                 let target = cx.redirect.unwrap_or(cid);
                 let m = cx.redirect_mark;
                 survivors.push((target, d.max(m)));
+            }
+        }
+        // A nested disjunction is a value first: when all its defaults failed, the rest count
+        // as defaults (spec: the default of a disjunction without surviving defaults).
+        if nested && !survivors.iter().any(|s| s.1 == 1) {
+            for s in survivors.iter_mut() {
+                s.1 = 0;
             }
         }
         // Merge equal alternatives.
@@ -2284,7 +2309,7 @@ impl Ev {
                 if *bytes {
                     Val::Bytes(out.into())
                 } else {
-                    Val::Str(String::from_utf8_lossy(&out).into())
+                    Val::Str(ops::lossy_utf8(&out).into())
                 }
             }
         }

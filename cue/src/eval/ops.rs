@@ -300,7 +300,8 @@ pub fn binary(ev: &mut Ev, op: BinaryOp, a: Val, b: Val, span: Span) -> Val {
                 (x, y) => x.kind() == y.kind(),
             };
             if !comparable {
-                return mismatch(&a, &b);
+                // Values of different kinds are never equal.
+                return Val::Bool(op == BinaryOp::Ne);
             }
             match value_equal(ev, &a, &b) {
                 Ok(eq) => Val::Bool(if op == BinaryOp::Eq { eq } else { !eq }),
@@ -641,6 +642,28 @@ pub fn slice(ev: &mut Ev, b: Val, lo: Option<Val>, hi: Option<Val>, span: Span) 
             format!("cannot slice {}", show(&other)),
             span,
         ),
+    }
+}
+
+/// Decodes UTF-8 replacing each invalid byte by U+FFFD (as Go does).
+pub fn lossy_utf8(mut b: &[u8]) -> String {
+    let mut out = String::new();
+    loop {
+        match std::str::from_utf8(b) {
+            Ok(s) => {
+                out.push_str(s);
+                return out;
+            }
+            Err(e) => {
+                let (ok, rest) = b.split_at(e.valid_up_to());
+                out.push_str(std::str::from_utf8(ok).unwrap_or(""));
+                let n = e.error_len().unwrap_or(rest.len()).max(1);
+                for _ in 0..n {
+                    out.push('\u{FFFD}');
+                }
+                b = &rest[n.min(rest.len())..];
+            }
+        }
     }
 }
 
