@@ -203,6 +203,7 @@ pub struct Vertex {
     pending_disj: Vec<(Conj, Vec<(Expr, bool)>, bool)>,
     nest: u32,
     maybe_struct: bool,
+    nosplit: bool,
     comps: Vec<PendingComp>,
     patterns: Vec<(VId, Conj, Option<Arc<Env>>)>,
     groups: Vec<Group>,
@@ -238,6 +239,7 @@ impl Vertex {
             pending_disj: Vec::new(),
             nest: 0,
             maybe_struct: false,
+            nosplit: false,
             comps: Vec::new(),
             patterns: Vec::new(),
             groups: Vec::new(),
@@ -291,6 +293,14 @@ fn outer_with(c: &Conj) -> Option<Arc<[u32]>> {
         None
     } else {
         Some(v.into())
+    }
+}
+
+fn merge_mode(a: u8, b: u8) -> u8 {
+    match (a, b) {
+        (1, _) | (_, 1) => 1,
+        (0, _) | (_, 0) => 0,
+        _ => 2,
     }
 }
 
@@ -563,7 +573,7 @@ impl Ev {
         }
         self.run_comprehensions(v);
         self.finish(v);
-        if !self.vx(v).pending_disj.is_empty() && self.limit_err.is_none() {
+        if !self.vx(v).pending_disj.is_empty() && !self.vx(v).nosplit && self.limit_err.is_none() {
             self.resolve_disjunctions(v);
         }
         if let Some(b) = &self.limit_err {
@@ -1686,73 +1696,106 @@ impl Ev {
     // ----------------------------------------------------------------------------------------
     // Disjunctions.
 
+    fn make_clone(&mut self, v: VId, choice: Vec<usize>) -> VId {
+        let vert = self.vx(v);
+        let mut clone = Vertex::new(vert.parent, vert.label.clone());
+        clone.conjuncts = vert.conjuncts.clone();
+        clone.constraint = vert.constraint;
+        clone.def_close = vert.def_close;
+        clone.span = vert.span;
+        clone.not_allowed = vert.not_allowed;
+        clone.choice = choice;
+        clone.nosplit = true;
+        let cid = self.vs.len() as VId;
+        self.vs.push(clone);
+        self.eval(cid);
+        cid
+    }
+
+    /// Splits `v` on its disjunctions level by level: each state is a clone with a prefix of
+    /// choices fixed; failing states are dropped and equal states merged before the next level.
     fn resolve_disjunctions(&mut self, v: VId) {
-        let (dconj, alts, nested) = self.vx(v).pending_disj[0].clone();
-        let _ = dconj;
-        let has_marks = alts.iter().any(|(_, d)| *d);
-        let base_choice = self.vx(v).choice.clone();
-        let mut survivors: Vec<(VId, u8)> = Vec::new();
+        // (clone, mode); the first state is `v` itself.
+        let mut frontier: Vec<(VId, u8)> = vec![(v, 0)];
+        let mut finals: Vec<(VId, u8)> = Vec::new();
         let mut first_err: Option<Arc<Bottom>> = None;
-        for (i, (_, mark)) in alts.iter().enumerate() {
-            if self.limit_err.is_some() {
+        let mut rounds = 0;
+        while !frontier.is_empty() {
+            rounds += 1;
+            if self.limit_err.is_some() || rounds > 256 {
                 break;
             }
-            let vert = self.vx(v);
-            let mut clone = Vertex::new(vert.parent, vert.label.clone());
-            clone.conjuncts = vert.conjuncts.clone();
-            clone.constraint = vert.constraint;
-            clone.def_close = vert.def_close;
-            clone.span = vert.span;
-            clone.not_allowed = vert.not_allowed;
-            let mut ch = base_choice.clone();
-            ch.push(i);
-            clone.choice = ch;
-            let cid = self.vs.len() as VId;
-            self.vs.push(clone);
-            self.eval(cid);
-            if let Some(e) = self.fatal_error_deep(cid, 0) {
-                if first_err.is_none() {
-                    first_err = Some(e);
+            let mut next: Vec<(VId, u8, String)> = Vec::new();
+            for (st, mode) in std::mem::take(&mut frontier) {
+                let Some((_, alts, nested)) = self.vx(st).pending_disj.first().cloned() else {
+                    finals.push((st, mode));
+                    continue;
+                };
+                let has_marks = alts.iter().any(|(_, d)| *d);
+                let base_choice = self.vx(st).choice.clone();
+                let mut kids: Vec<(VId, u8)> = Vec::new();
+                for (i, (_, mark)) in alts.iter().enumerate() {
+                    if self.limit_err.is_some() {
+                        break;
+                    }
+                    let mut ch = base_choice.clone();
+                    ch.push(i);
+                    let cid = self.make_clone(v, ch);
+                    if let Some(e) = self.fatal_error_deep(cid, 0) {
+                        if first_err.is_none() {
+                            first_err = Some(e);
+                        }
+                        continue;
+                    }
+                    let am: u8 = if !has_marks {
+                        0
+                    } else if *mark {
+                        1
+                    } else {
+                        2
+                    };
+                    kids.push((cid, am));
                 }
-                continue;
+                // A nested disjunction is a value first: when all its defaults failed, the rest
+                // count as defaults.
+                if nested && !kids.iter().any(|k| k.1 == 1) {
+                    for k in kids.iter_mut() {
+                        k.1 = 0;
+                    }
+                }
+                for (cid, am) in kids {
+                    let m = mode.max(am);
+                    let mut key = self.fingerprint(cid, 0);
+                    for (c, _, _) in &self.vx(cid).pending_disj {
+                        key.push_str(&format!("|{:?}", c.expr.span()));
+                    }
+                    if let Some(u) = next.iter_mut().find(|u| u.2 == key) {
+                        u.1 = merge_mode(u.1, m);
+                    } else {
+                        next.push((cid, m, key));
+                    }
+                }
             }
-            let d: u8 = if !has_marks {
-                0
-            } else if *mark {
-                1
-            } else {
-                2
-            };
-            // Flatten nested results.
+            frontier = next.into_iter().map(|(a, b, _)| (a, b)).collect();
+        }
+        // Flatten resolved clones and merge equal alternatives.
+        let mut survivors: Vec<(VId, u8)> = Vec::new();
+        for (cid, m) in finals {
             let cx = self.vx(cid);
             if let Some(dr) = cx.disj.clone() {
                 for (i, (a, _)) in dr.alts.iter().enumerate() {
-                    let m = dr.modes.get(i).copied().unwrap_or(0);
-                    survivors.push((*a, d.max(m)));
+                    survivors.push((*a, m.max(dr.modes.get(i).copied().unwrap_or(0))));
                 }
             } else {
                 let target = cx.redirect.unwrap_or(cid);
-                let m = cx.redirect_mark;
-                survivors.push((target, d.max(m)));
+                survivors.push((target, m.max(cx.redirect_mark)));
             }
         }
-        // A nested disjunction is a value first: when all its defaults failed, the rest count
-        // as defaults (spec: the default of a disjunction without surviving defaults).
-        if nested && !survivors.iter().any(|s| s.1 == 1) {
-            for s in survivors.iter_mut() {
-                s.1 = 0;
-            }
-        }
-        // Merge equal alternatives.
         let mut uniq: Vec<(VId, u8, String)> = Vec::new();
         for (a, d) in survivors {
             let fp = self.fingerprint(a, 0);
             if let Some(u) = uniq.iter_mut().find(|u| u.2 == fp) {
-                u.1 = match (u.1, d) {
-                    (1, _) | (_, 1) => 1,
-                    (0, _) | (_, 0) => 0,
-                    _ => 2,
-                };
+                u.1 = merge_mode(u.1, d);
             } else {
                 uniq.push((a, d, fp));
             }
@@ -1763,13 +1806,7 @@ impl Ev {
             let e = first_err.unwrap_or_else(|| {
                 Bottom::new(ErrorCode::Eval, "empty disjunction", Span::default())
             });
-            let b = Arc::new(Bottom {
-                code: e.code,
-                msg: e.msg.clone(),
-                span: e.span,
-                related: e.related.clone(),
-            });
-            vert.err = Some(b);
+            vert.err = Some(e);
             return;
         }
         if uniq.len() == 1 {
