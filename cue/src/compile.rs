@@ -119,6 +119,7 @@ pub fn predeclared(name: &str, span: Span) -> Option<Expr> {
         "string" => lit(Val::Kind(K_STRING)),
         "bytes" => lit(Val::Kind(K_BYTES)),
         "null" => lit(Val::Null),
+        "__no_sharing" => lit(Val::Top),
         "_" => lit(Val::Top),
         "uint" => Some(Expr::Unify(
             vec![

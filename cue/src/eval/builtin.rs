@@ -414,7 +414,8 @@ fn std_call(
     } else {
         args.len() == b.arity
     };
-    let as_validator = b.validator && !fits && args.len() + 1 == b.arity;
+    // Any bool-returning function may be used as a validator with its subject omitted.
+    let as_validator = !fits && !b.variadic && args.len() + 1 == b.arity;
     let as_validator = as_validator || (b.validator && b.variadic && args.len() + 1 == b.arity - 1);
     let mut vals = Vec::new();
     for a in args {
@@ -447,7 +448,11 @@ fn std_call(
         let d = match v {
             Val::Vertex(w) => {
                 if b.opaque_args.contains(&i) {
-                    Some(BVal::Opaque(*w as u64))
+                    let mut scratch = Vec::new();
+                    match ev.to_data(*w, &mut scratch, 0) {
+                        Some(d) if scratch.is_empty() => Some(d),
+                        _ => Some(BVal::Opaque(*w as u64)),
+                    }
                 } else {
                     ev.to_data(*w, &mut errs, 0)
                 }
