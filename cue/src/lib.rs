@@ -198,18 +198,22 @@ impl Runtime {
                 if !seen.insert(key.clone()) {
                     continue;
                 }
-                let Some(m) = module else {
-                    return Err(vec![Diagnostic::load(format!(
-                        "cannot find package {:?}: no cue.mod/module.cue",
-                        imp.path
-                    ))]);
+                let m = module.map(|m| m.split('@').next().unwrap_or(m));
+                let mut rel = match m {
+                    Some(m) if base == m => Some(".".to_string()),
+                    Some(m) => base.strip_prefix(&format!("{m}/")).map(|r| r.to_string()),
+                    None => None,
                 };
-                let m = m.split('@').next().unwrap_or(m);
-                let rel = if base == m {
-                    Some(".".to_string())
-                } else {
-                    base.strip_prefix(&format!("{m}/")).map(|r| r.to_string())
-                };
+                if rel.is_none() {
+                    // Vendored packages (`cue.mod/pkg`, `gen`, `usr`).
+                    for d in ["pkg", "gen", "usr"] {
+                        let cand = format!("cue.mod/{d}/{base}");
+                        if fs.read_dir(&cand).is_ok() {
+                            rel = Some(cand);
+                            break;
+                        }
+                    }
+                }
                 let Some(rel) = rel else {
                     return Err(vec![Diagnostic::load(format!(
                         "cannot find package {:?} (not in the main module and no registry)",
