@@ -562,13 +562,27 @@ impl Ev {
         }
         self.vm(v).status = Status::Expanding;
         self.in_progress.push(v);
+        // Literal scalars first, so that a reference cycle back to this vertex sees them.
+        let n0 = self.vx(v).conjuncts.len();
+        for i in 0..n0 {
+            if let Expr::Lit(val, span) = &self.vx(v).conjuncts[i].expr {
+                if val.is_concrete_scalar() {
+                    let (val, span) = (val.clone(), *span);
+                    self.add_atom(v, val, span);
+                }
+            }
+        }
         let mut i = 0;
         while i < self.vx(v).conjuncts.len() {
             if !self.step() {
                 break;
             }
             let c = self.vx(v).conjuncts[i].clone();
-            self.process(v, c);
+            let done_early =
+                i < n0 && matches!(&c.expr, Expr::Lit(val, _) if val.is_concrete_scalar());
+            if !done_early {
+                self.process(v, c);
+            }
             i += 1;
         }
         self.run_comprehensions(v);
@@ -2228,6 +2242,11 @@ impl Ev {
             if let Some(&cur) = self.in_progress.last() {
                 self.tainted.push((v, cur));
             }
+            if let Some(s) = self.vx(v).scalar.clone() {
+                if self.vx(v).pending_disj.is_empty() && !self.vx(v).is_struct {
+                    return s;
+                }
+            }
             return Val::Bottom(Bottom::new(ErrorCode::Cycle, "cycle in reference", span));
         }
         let v = self.deref(v);
@@ -2533,7 +2552,7 @@ impl Ev {
         let vx = self.vx(v);
         if inside {
             if let Some(e) = &vx.err {
-                if e.code.is_fatal() && e.code != ErrorCode::StructuralCycle {
+                if e.code.is_fatal() {
                     errs.push((v, e.clone()));
                 }
                 return;
