@@ -1729,9 +1729,15 @@ impl Ev {
     /// Splits `v` on its disjunctions level by level: each state is a clone with a prefix of
     /// choices fixed; failing states are dropped and equal states merged before the next level.
     fn resolve_disjunctions(&mut self, v: VId) {
-        // (clone, mode); the first state is `v` itself.
-        let mut frontier: Vec<(VId, u8)> = vec![(v, 0)];
-        let mut finals: Vec<(VId, u8)> = Vec::new();
+        // A state is a clone with the history of its choices: (disjunction span, class) where
+        // class 0 = alternative of an unmarked disjunction, 1 = marked alternative, 2 = unmarked
+        // alternative of a marked disjunction. The first state is `v` itself.
+        type Hist = Vec<(Span, u8)>;
+        fn prov(h: &Hist) -> u8 {
+            h.iter().map(|x| x.1).max().unwrap_or(0)
+        }
+        let mut frontier: Vec<(VId, Hist)> = vec![(v, Vec::new())];
+        let mut finals: Vec<(VId, Hist)> = Vec::new();
         let mut first_err: Option<Arc<Bottom>> = None;
         let mut rounds = 0;
         while !frontier.is_empty() {
@@ -1739,15 +1745,15 @@ impl Ev {
             if self.limit_err.is_some() || rounds > 256 {
                 break;
             }
-            let mut next: Vec<(VId, u8, String)> = Vec::new();
-            for (st, mode) in std::mem::take(&mut frontier) {
-                let Some((_, alts, nested)) = self.vx(st).pending_disj.first().cloned() else {
-                    finals.push((st, mode));
+            let mut next: Vec<(VId, Hist, String)> = Vec::new();
+            for (st, hist) in std::mem::take(&mut frontier) {
+                let Some((dc, alts, _)) = self.vx(st).pending_disj.first().cloned() else {
+                    finals.push((st, hist));
                     continue;
                 };
+                let dspan = dc.expr.span();
                 let has_marks = alts.iter().any(|(_, d)| *d);
                 let base_choice = self.vx(st).choice.clone();
-                let mut kids: Vec<(VId, u8)> = Vec::new();
                 for (i, (_, mark)) in alts.iter().enumerate() {
                     if self.limit_err.is_some() {
                         break;
@@ -1761,37 +1767,57 @@ impl Ev {
                         }
                         continue;
                     }
-                    let am: u8 = if !has_marks {
+                    let class: u8 = if !has_marks {
                         0
                     } else if *mark {
                         1
                     } else {
                         2
                     };
-                    kids.push((cid, am));
-                }
-                // A nested disjunction is a value first: when all its defaults failed, the rest
-                // count as defaults.
-                if nested && !kids.iter().any(|k| k.1 == 1) {
-                    for k in kids.iter_mut() {
-                        k.1 = 0;
-                    }
-                }
-                for (cid, am) in kids {
-                    let m = mode.max(am);
+                    let mut h = hist.clone();
+                    h.push((dspan, class));
                     let mut key = self.fingerprint(cid, 0);
                     for (c, _, _) in &self.vx(cid).pending_disj {
                         key.push_str(&format!("|{:?}", c.expr.span()));
                     }
                     if let Some(u) = next.iter_mut().find(|u| u.2 == key) {
-                        u.1 = merge_mode(u.1, m);
+                        let better = match (prov(&h), prov(&u.1)) {
+                            (1, x) => x != 1 && h.iter().all(|e| e.1 != 2) || x == 2,
+                            (0, 2) => true,
+                            _ => false,
+                        };
+                        if better {
+                            u.1 = h;
+                        }
                     } else {
-                        next.push((cid, m, key));
+                        next.push((cid, h, key));
                     }
                 }
             }
             frontier = next.into_iter().map(|(a, b, _)| (a, b)).collect();
         }
+        // A disjunction none of whose marked alternatives survives has no default: its other
+        // alternatives count as unmarked.
+        let marked_alive: HashSet<(u32, u32, u32)> = finals
+            .iter()
+            .flat_map(|(_, h)| h.iter())
+            .filter(|e| e.1 == 1)
+            .map(|e| (e.0.file.0, e.0.start, e.0.end))
+            .collect();
+        let finals: Vec<(VId, u8)> = finals
+            .into_iter()
+            .map(|(cid, h)| {
+                let m = h
+                    .iter()
+                    .map(|e| match e.1 {
+                        2 if !marked_alive.contains(&(e.0.file.0, e.0.start, e.0.end)) => 0,
+                        c => c,
+                    })
+                    .max()
+                    .unwrap_or(0);
+                (cid, m)
+            })
+            .collect();
         // Flatten resolved clones and merge equal alternatives.
         let mut survivors: Vec<(VId, u8)> = Vec::new();
         for (cid, m) in finals {
