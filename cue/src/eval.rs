@@ -1738,6 +1738,7 @@ impl Ev {
         }
         let mut frontier: Vec<(VId, Hist)> = vec![(v, Vec::new())];
         let mut finals: Vec<(VId, Hist)> = Vec::new();
+        let mut keep_marks: HashSet<(u32, u32, u32)> = HashSet::new();
         let mut first_err: Option<Arc<Bottom>> = None;
         let mut rounds = 0;
         while !frontier.is_empty() {
@@ -1753,6 +1754,13 @@ impl Ev {
                 };
                 let dspan = dc.expr.span();
                 let has_marks = alts.iter().any(|(_, d)| *d);
+                // A marked alternative that is an error by itself keeps the disjunction's marks.
+                if alts
+                    .iter()
+                    .any(|(e, d)| *d && matches!(e, Expr::Lit(Val::Bottom(_), _) | Expr::Bad(_)))
+                {
+                    keep_marks.insert((dspan.file.0, dspan.start, dspan.end));
+                }
                 let base_choice = self.vx(st).choice.clone();
                 for (i, (_, mark)) in alts.iter().enumerate() {
                     if self.limit_err.is_some() {
@@ -1798,12 +1806,13 @@ impl Ev {
         }
         // A disjunction none of whose marked alternatives survives has no default: its other
         // alternatives count as unmarked.
-        let marked_alive: HashSet<(u32, u32, u32)> = finals
+        let mut marked_alive: HashSet<(u32, u32, u32)> = finals
             .iter()
             .flat_map(|(_, h)| h.iter())
             .filter(|e| e.1 == 1)
             .map(|e| (e.0.file.0, e.0.start, e.0.end))
             .collect();
+        marked_alive.extend(keep_marks);
         let finals: Vec<(VId, u8)> = finals
             .into_iter()
             .map(|(cid, h)| {
