@@ -529,16 +529,28 @@ impl Value {
         })
     }
 
-    /// Unifies two values of the same runtime.
+    /// Unifies two values. A value of another runtime is taken by its concrete data (an error
+    /// value if it is not concrete).
     pub fn unify(&self, other: &Value) -> Value {
-        let (a, b) = (self.v, other.v);
         let span = source::Span::default();
-        let u = self.with(|ev, _| {
-            ev.anon(
-                None,
-                Expr::Unify(vec![Expr::Vertex(a, span), Expr::Vertex(b, span)], span),
-            )
-        });
+        let a = self.v;
+        let bexpr = if Arc::ptr_eq(&self.inner, &other.inner) {
+            Expr::Vertex(other.v, span)
+        } else {
+            match other.to_data() {
+                Ok(d) => eval::data_to_expr(&d, span),
+                Err(d) => Expr::Bad(adt::Bottom::new(
+                    adt::ErrorCode::Incomplete,
+                    format!(
+                        "value of another runtime is not concrete: {}",
+                        d.first().map(|x| x.message.as_str()).unwrap_or("")
+                    ),
+                    span,
+                )),
+            }
+        };
+        let u =
+            self.with(|ev, _| ev.anon(None, Expr::Unify(vec![Expr::Vertex(a, span), bexpr], span)));
         self.wrap(u)
     }
 
@@ -685,6 +697,9 @@ mod tests {
         assert_eq!(v.lookup("_h").unwrap().to_json().unwrap(), "3\n");
         let y = d.unify(&build("a: 2"));
         assert!(y.validate(true).is_ok());
+        assert_eq!(y.lookup("a").unwrap().to_json().unwrap(), "2\n");
+        let z = d.unify(&build("a: 2, c: 3"));
+        assert!(z.validate(false).is_err());
         assert_eq!(d.fields(true, false).len(), 2);
         assert_eq!(d.fields(false, false).len(), 1);
     }
