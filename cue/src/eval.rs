@@ -159,6 +159,9 @@ type PendingComp = (
     Option<Arc<[u32]>>,
 );
 
+/// A disjunction met while expanding: its conjunct, alternatives (with marks), nested flag.
+type PendingDisj = (Conj, Vec<(Expr, bool)>, bool);
+
 /// A node of the value graph.
 #[derive(Clone, Debug)]
 pub struct Vertex {
@@ -200,7 +203,7 @@ pub struct Vertex {
     pub span: Span,
     choice: Vec<usize>,
     disj_seen: usize,
-    pending_disj: Vec<(Conj, Vec<(Expr, bool)>, bool)>,
+    pending_disj: Vec<PendingDisj>,
     nest: u32,
     maybe_struct: bool,
     nosplit: bool,
