@@ -35,6 +35,7 @@ mod strings;
 #[cfg(test)]
 mod testing;
 mod value;
+pub mod yaml;
 
 pub use value::{BuiltinError, Host, Val};
 
@@ -90,7 +91,10 @@ impl Builtin {
     }
 
     /// The same builtin with its last parameter variadic.
-    #[allow(dead_code, reason = "kept for variadic builtins; none is registered today")]
+    #[allow(
+        dead_code,
+        reason = "kept for variadic builtins; none is registered today"
+    )]
     pub(crate) const fn variadic(self) -> Builtin {
         Builtin {
             variadic: true,
@@ -148,6 +152,7 @@ static ALL: &[Package] = &[
     list::PACKAGE,
     strconv::PACKAGE,
     json::PACKAGE,
+    yaml::PACKAGE,
 ];
 
 /// `true` if `pkg` is a std package this crate provides.
