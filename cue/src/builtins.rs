@@ -27,13 +27,18 @@
 //! `rem`, `matchN`, ...) are the evaluator's, not in here.
 
 pub mod args;
+mod base64;
+mod crypto;
+mod hex;
 mod json;
 pub mod list;
+mod math;
 pub mod num;
 mod strconv;
 mod strings;
 #[cfg(test)]
 mod testing;
+mod uuid;
 mod value;
 pub mod yaml;
 
@@ -151,6 +156,15 @@ static ALL: &[Package] = &[
     strings::PACKAGE,
     list::PACKAGE,
     strconv::PACKAGE,
+    math::PACKAGE,
+    uuid::PACKAGE,
+    crypto::SHA256,
+    crypto::SHA1,
+    crypto::SHA512,
+    crypto::MD5,
+    crypto::HMAC,
+    hex::PACKAGE,
+    base64::PACKAGE,
     json::PACKAGE,
     yaml::PACKAGE,
 ];
@@ -187,7 +201,22 @@ pub fn package_cue(pkg: &str) -> Option<&'static str> {
 }
 
 /// The std packages provided.
-pub const PACKAGES: &[&str] = &["strings", "list", "strconv", "encoding/json"];
+pub const PACKAGES: &[&str] = &[
+    "strings",
+    "list",
+    "strconv",
+    "math",
+    "uuid",
+    "crypto/sha256",
+    "crypto/sha1",
+    "crypto/sha512",
+    "crypto/md5",
+    "crypto/hmac",
+    "encoding/hex",
+    "encoding/base64",
+    "encoding/json",
+    "encoding/yaml",
+];
 
 #[cfg(test)]
 mod tests {
