@@ -28,14 +28,19 @@
 
 pub mod args;
 mod base64;
+mod bits;
 mod crypto;
 mod hex;
+mod html;
 mod json;
 pub mod list;
 mod math;
 pub mod num;
+mod path;
+mod regexp;
 mod strconv;
 mod strings;
+mod structs;
 #[cfg(test)]
 mod testing;
 mod uuid;
@@ -96,10 +101,6 @@ impl Builtin {
     }
 
     /// The same builtin with its last parameter variadic.
-    #[allow(
-        dead_code,
-        reason = "kept for variadic builtins; none is registered today"
-    )]
     pub(crate) const fn variadic(self) -> Builtin {
         Builtin {
             variadic: true,
@@ -167,6 +168,11 @@ static ALL: &[Package] = &[
     base64::PACKAGE,
     json::PACKAGE,
     yaml::PACKAGE,
+    structs::PACKAGE,
+    regexp::PACKAGE,
+    path::PACKAGE,
+    bits::PACKAGE,
+    html::PACKAGE,
 ];
 
 /// `true` if `pkg` is a std package this crate provides.
@@ -216,6 +222,11 @@ pub const PACKAGES: &[&str] = &[
     "encoding/base64",
     "encoding/json",
     "encoding/yaml",
+    "struct",
+    "regexp",
+    "path",
+    "math/bits",
+    "html",
 ];
 
 #[cfg(test)]
