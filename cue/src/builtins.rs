@@ -43,6 +43,7 @@ mod strings;
 mod structs;
 #[cfg(test)]
 mod testing;
+mod toml;
 mod uuid;
 mod value;
 pub mod yaml;
@@ -168,6 +169,7 @@ static ALL: &[Package] = &[
     base64::PACKAGE,
     json::PACKAGE,
     yaml::PACKAGE,
+    toml::PACKAGE,
     structs::PACKAGE,
     regexp::PACKAGE,
     path::PACKAGE,
@@ -222,6 +224,7 @@ pub const PACKAGES: &[&str] = &[
     "encoding/base64",
     "encoding/json",
     "encoding/yaml",
+    "encoding/toml",
     "struct",
     "regexp",
     "path",
