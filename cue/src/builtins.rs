@@ -35,6 +35,7 @@ mod html;
 mod json;
 pub mod list;
 mod math;
+mod net;
 pub mod num;
 mod path;
 mod regexp;
@@ -175,6 +176,7 @@ static ALL: &[Package] = &[
     path::PACKAGE,
     bits::PACKAGE,
     html::PACKAGE,
+    net::PACKAGE,
 ];
 
 /// `true` if `pkg` is a std package this crate provides.
@@ -230,6 +232,7 @@ pub const PACKAGES: &[&str] = &[
     "path",
     "math/bits",
     "html",
+    "net",
 ];
 
 #[cfg(test)]
