@@ -348,7 +348,8 @@ builtin! {
                 !zero && a.bytes != [255, 255, 255, 255] && a.bytes[0] != 127 && a.bytes[0] & 0xf0 != 0xe0 && a.bytes[..2] != [169, 254]
             } else {
                 let loopback = a.bytes[..15].iter().all(|&b| b == 0) && a.bytes[15] == 1;
-                !zero && !loopback && a.bytes[0] != 0xff && !(a.bytes[0] == 0xfe && a.bytes[1] & 0xc0 == 0x80)
+                let link_local = a.bytes[0] == 0xfe && a.bytes[1] & 0xc0 == 0x80;
+                !(zero || loopback || a.bytes[0] == 0xff || link_local)
             }
         })
     }
