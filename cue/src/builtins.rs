@@ -44,6 +44,7 @@ mod strings;
 mod structs;
 #[cfg(test)]
 mod testing;
+mod time;
 mod toml;
 mod uuid;
 mod value;
@@ -177,6 +178,7 @@ static ALL: &[Package] = &[
     bits::PACKAGE,
     html::PACKAGE,
     net::PACKAGE,
+    time::PACKAGE,
 ];
 
 /// `true` if `pkg` is a std package this crate provides.
@@ -233,6 +235,7 @@ pub const PACKAGES: &[&str] = &[
     "math/bits",
     "html",
     "net",
+    "time",
 ];
 
 #[cfg(test)]
