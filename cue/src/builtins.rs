@@ -30,6 +30,7 @@ pub mod args;
 mod base64;
 mod bits;
 mod crypto;
+mod csv;
 mod hex;
 mod html;
 mod json;
@@ -172,6 +173,7 @@ static ALL: &[Package] = &[
     json::PACKAGE,
     yaml::PACKAGE,
     toml::PACKAGE,
+    csv::PACKAGE,
     structs::PACKAGE,
     regexp::PACKAGE,
     path::PACKAGE,
@@ -229,6 +231,7 @@ pub const PACKAGES: &[&str] = &[
     "encoding/json",
     "encoding/yaml",
     "encoding/toml",
+    "encoding/csv",
     "struct",
     "regexp",
     "path",
