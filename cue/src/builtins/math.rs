@@ -5,13 +5,15 @@
 //! - `Floor`, `Ceil`, `Trunc`, `Round` (half away from zero) and `RoundToEven` work on the exact
 //!   decimal and return ints.
 //! - Functions upstream computes on `apd` decimals (`Abs`, `Copysign`, `Dim`, `Cbrt`, `Exp`,
-//!   `Exp2`, `Log`, `Log10`, `Log2`, `Pow`, `Signbit`) return an int when the result is integral.
-//!   `Abs`, `Copysign`, `Dim` and `Pow` with an integral exponent are exact (negative powers are
-//!   rounded to 34 digits); the others are computed in float64 here, an approximation of apd's
-//!   34-digit results (about 16 correct digits).
+//!   `Exp2`, `Log`, `Log10`, `Log2`, `Pow`, `Signbit`) are exact or rounded half-up to 34
+//!   significant digits like apd's context: `Abs`, `Copysign`, `Dim` and `Pow`/`Exp2` with an
+//!   integral exponent exactly, the transcendental ones by series evaluated with 60 digits
+//!   (`Exp(3)` is `20.08553692318766774092852965458172`); `Log2` divides the rounded logarithms
+//!   as upstream does. Exact results drop trailing zeros (`Cbrt(3.375)` is `1.5`).
 //! - Functions upstream computes on float64 (`Sqrt`, `Sin`, `Mod`, `Remainder`, `Atan2`, ...)
-//!   take float64 arguments and return floats (`Mod(7, 3)` is the float `1`), like upstream's
-//!   conversion of a float64 result. A NaN or infinite result is an error.
+//!   take float64 arguments; the result is the shortest decimal of the float64.
+//! - Every number result is an int when it is integral (`Pow10(4)` is `10000`, `Mod(7, 3)` is
+//!   `1`), as upstream's conversion of results does. A NaN or infinite result is an error.
 //! - `MultipleOf(x, y)` is a validator: `x / y` is an integer (exactly; `y == 0` is an error).
 //! - Not provided (no pure-Rust implementation here): `Erf`, `Erfc`, `Erfinv`, `Erfcinv`,
 //!   `Gamma`, `J0`, `J1`, `Jn`, `Y0`, `Y1`, `Yn`.
@@ -120,20 +122,123 @@ fn f64_of(n: &Num) -> Result<f64, BuiltinError> {
     }
 }
 
-/// A float64 result, as upstream converts one (always a float).
+/// A float64 result: the shortest decimal, an int when integral.
 fn float_result(f: f64) -> Result<Val, BuiltinError> {
     if !f.is_finite() {
         fail!("result {f} is not a finite number");
     }
-    float_val(f)
-}
-
-/// A result upstream computes as a decimal: an int when integral.
-fn dec_result(f: f64) -> Result<Val, BuiltinError> {
-    match float_result(f)? {
+    match float_val(f)? {
         Val::Float(d) => Ok(from_decimal(d)),
         other => Ok(other),
     }
+}
+
+/// Working precision of the series below, in significant digits.
+const WORK: u64 = 60;
+
+fn work(x: BigDecimal) -> BigDecimal {
+    x.with_prec(WORK)
+}
+
+fn round34(x: &BigDecimal) -> BigDecimal {
+    let prec = std::num::NonZeroU64::new(34).unwrap_or(std::num::NonZeroU64::MIN);
+    x.with_precision_round(prec, RoundingMode::HalfUp)
+}
+
+/// A decimal result rounded like apd's 34-digit base context. A result that is exact up to the
+/// noise of the working precision drops its trailing zeros (`1.5`); an inexact one keeps all 34
+/// digits, as apd does.
+fn apd_result(x: BigDecimal) -> Val {
+    let r = round34(&x);
+    if r.is_zero() {
+        return Val::Int(0.into());
+    }
+    let noise = BigDecimal::new(1.into(), 50) * x.abs();
+    if (&x - &r).abs() <= noise {
+        return from_decimal(r.normalized());
+    }
+    from_decimal(r)
+}
+
+/// `atanh(z)` by its series, for `|z| <= 1/3`.
+fn atanh_series(z: &BigDecimal) -> BigDecimal {
+    let z2 = work(z * z);
+    let mut term = z.clone();
+    let mut sum = z.clone();
+    let eps = BigDecimal::new(1.into(), (WORK + 5) as i64);
+    let mut k = 1u64;
+    while term.abs() > eps && k < 2000 {
+        term = work(&term * &z2);
+        k += 2;
+        sum = work(sum + work(&term / BigDecimal::from(k)));
+    }
+    sum
+}
+
+fn ln2() -> BigDecimal {
+    work(atanh_series(&work(BigDecimal::one() / BigDecimal::from(3))) * BigDecimal::from(2))
+}
+
+fn ln10() -> BigDecimal {
+    // ln 10 = 3 ln 2 + ln 1.25, and ln 1.25 = 2 atanh(1/9).
+    let ln125 = atanh_series(&work(BigDecimal::one() / BigDecimal::from(9))) * BigDecimal::from(2);
+    work(ln2() * BigDecimal::from(3) + ln125)
+}
+
+/// The natural logarithm of a positive decimal, to the working precision.
+fn ln(x: &BigDecimal) -> BigDecimal {
+    // x = m * 10^k with 1 <= m < 10.
+    let digits = x.digits() as i64;
+    let (_, scale) = x.as_bigint_and_exponent();
+    let k = digits - 1 - scale;
+    let mut m = work(x * BigDecimal::new(1.into(), k));
+    // Bring m into [0.75, 1.5] by halving: m = y * 2^j.
+    let mut j = 0i64;
+    let limit = BigDecimal::new(15.into(), 1);
+    while m > limit {
+        m = work(m / BigDecimal::from(2));
+        j += 1;
+    }
+    let z = work((&m - BigDecimal::one()) / (&m + BigDecimal::one()));
+    let ln_m = work(atanh_series(&z) * BigDecimal::from(2));
+    work(ln_m + ln2() * BigDecimal::from(j) + ln10() * BigDecimal::from(k))
+}
+
+/// `e^x` to the working precision; `None` when the result would be out of any sane range.
+fn exp_dec(x: &BigDecimal) -> Option<BigDecimal> {
+    if x.abs() > 100_000 {
+        return None;
+    }
+    let l2 = ln2();
+    let n = to_bigint(&work(x / &l2).with_scale_round(0, RoundingMode::HalfEven));
+    let r = work(x - &l2 * BigDecimal::from(n.clone()));
+    let eps = BigDecimal::new(1.into(), (WORK + 5) as i64);
+    let mut term = BigDecimal::one();
+    let mut sum = BigDecimal::one();
+    let mut k = 0u64;
+    while (k == 0 || term.abs() > eps) && k < 2000 {
+        k += 1;
+        term = work(work(&term * &r) / BigDecimal::from(k));
+        sum = work(sum + &term);
+    }
+    let n = n.to_i64()?;
+    let two = BigDecimal::from(2);
+    let mut scale = BigDecimal::one();
+    for _ in 0..n.unsigned_abs() {
+        scale = work(scale * &two);
+    }
+    Some(if n >= 0 {
+        work(sum * scale)
+    } else {
+        work(sum / scale)
+    })
+}
+
+fn need_positive(x: &Num, name: &str) -> Result<(), BuiltinError> {
+    if !x.0.is_positive() {
+        fail!("{name}: argument must be positive, got {}", x.0);
+    }
+    Ok(())
 }
 
 fn round_with(n: &Num, mode: RoundingMode) -> Val {
@@ -232,14 +337,28 @@ builtin! {
 builtin! {
     /// `Cbrt(27)` → `3`.
     fn cbrt(_, "math.Cbrt", x: Num) {
-        dec_result(f64_of(&x)?.cbrt())
+        if x.0.is_zero() {
+            return Ok(Val::Int(0.into()));
+        }
+        let neg = x.0.is_negative();
+        let a = x.0.abs();
+        let guess: f64 = f64_of(&Num(a.clone()))?.cbrt();
+        let mut y = match float_val(guess)? {
+            Val::Float(d) => d,
+            _ => BigDecimal::one(),
+        };
+        for _ in 0..12 {
+            let y2 = work(&y * &y);
+            y = work(work(&y * BigDecimal::from(2) + work(&a / y2)) / BigDecimal::from(3));
+        }
+        Ok(apd_result(if neg { -y } else { y }))
     }
 }
 
 builtin! {
     /// `Exp(0)` → `1`.
     fn exp(_, "math.Exp", x: Num) {
-        dec_result(f64_of(&x)?.exp())
+        exp_dec(&x.0).map(apd_result).ok_or_else(|| BuiltinError::new("math.Exp: result out of range"))
     }
 }
 
@@ -281,7 +400,7 @@ builtin! {
         if super::num::is_integral(&x.0) {
             return int_pow(&BigDecimal::from(2), &to_bigint(&x.0));
         }
-        dec_result(f64_of(&x)?.exp2())
+        exp_dec(&work(&x.0 * ln2())).map(apd_result).ok_or_else(|| BuiltinError::new("math.Exp2: result out of range"))
     }
 }
 
@@ -291,36 +410,41 @@ builtin! {
         if super::num::is_integral(&y.0) {
             return int_pow(&x.0, &to_bigint(&y.0));
         }
-        dec_result(f64_of(&x)?.powf(f64_of(&y)?))
+        if x.0.is_zero() {
+            if y.0.is_positive() {
+                return Ok(Val::Int(0.into()));
+            }
+            fail!("math.Pow: division by zero");
+        }
+        if x.0.is_negative() {
+            fail!("math.Pow: negative base {} with a non-integral exponent {}", x.0, y.0);
+        }
+        exp_dec(&work(&y.0 * ln(&x.0))).map(apd_result).ok_or_else(|| BuiltinError::new("math.Pow: result out of range"))
     }
-}
-
-fn positive(x: &Num, name: &str) -> Result<f64, BuiltinError> {
-    let f = f64_of(x)?;
-    if f <= 0.0 {
-        fail!("{name}: argument must be positive, got {}", x.0);
-    }
-    Ok(f)
 }
 
 builtin! {
     /// `Log(1)` → `0`.
     fn log(_, "math.Log", x: Num) {
-        dec_result(positive(&x, "math.Log")?.ln())
+        need_positive(&x, "math.Log")?;
+        Ok(apd_result(ln(&x.0)))
     }
 }
 
 builtin! {
     /// `Log10(1000)` → `3`.
     fn log10(_, "math.Log10", x: Num) {
-        dec_result(positive(&x, "math.Log10")?.log10())
+        need_positive(&x, "math.Log10")?;
+        Ok(apd_result(work(ln(&x.0) / ln10())))
     }
 }
 
 builtin! {
     /// `Log2(8)` → `3`.
     fn log2(_, "math.Log2", x: Num) {
-        dec_result(positive(&x, "math.Log2")?.log2())
+        need_positive(&x, "math.Log2")?;
+        // Upstream divides the 34-digit logarithms: Ln(x) / Ln(2), each rounded.
+        Ok(apd_result(work(round34(&ln(&x.0)) / round34(&ln2()))))
     }
 }
 
@@ -503,13 +627,13 @@ mod tests {
                 ("MultipleOf(1, 0)", "!division by zero"),
                 ("Abs(-2.5)", "2.5"),
                 ("Abs(-3)", "3"),
-                ("Acosh(1)", "0.0"),
-                ("Asin(0)", "0.0"),
-                ("Acos(1)", "0.0"),
-                ("Asinh(0)", "0.0"),
-                ("Atan(0)", "0.0"),
-                ("Atan2(0, 1)", "0.0"),
-                ("Atanh(0)", "0.0"),
+                ("Acosh(1)", "0"),
+                ("Asin(0)", "0"),
+                ("Acos(1)", "0"),
+                ("Asinh(0)", "0"),
+                ("Atan(0)", "0"),
+                ("Atan2(0, 1)", "0"),
+                ("Atanh(0)", "0"),
                 ("Cbrt(27)", "3"),
                 ("Copysign(3, -1)", "-3"),
                 ("Dim(5, 3)", "2"),
@@ -517,38 +641,59 @@ mod tests {
                 ("Exp(0)", "1"),
                 ("Exp2(10)", "1024"),
                 ("Exp2(-1)", "0.5"),
-                ("Expm1(0)", "0.0"),
-                ("Hypot(3, 4)", "5.0"),
-                ("Ldexp(0.5, 3)", "4.0"),
+                ("Expm1(0)", "0"),
+                ("Hypot(3, 4)", "5"),
+                ("Ldexp(0.5, 3)", "4"),
                 ("Log(1)", "0"),
                 ("Log(0)", "!must be positive"),
                 ("Log10(1000)", "3"),
                 ("Log2(8)", "3"),
-                ("Log1p(0)", "0.0"),
-                ("Logb(8)", "3.0"),
+                ("Log1p(0)", "0"),
+                ("Logb(8)", "3"),
                 ("Ilogb(8)", "3"),
                 ("Ilogb(0.75)", "-1"),
-                ("Mod(7, 3)", "1.0"),
-                ("Mod(-7, 3)", "-1.0"),
+                ("Mod(7, 3)", "1"),
+                ("Mod(-7, 3)", "-1"),
                 ("Mod(7, 0)", "!not a finite number"),
                 ("Pow(2, 10)", "1024"),
                 ("Pow(1.5, 2)", "2.25"),
                 ("Pow(2, -2)", "0.25"),
                 ("Pow(4, 0.5)", "2"),
+                ("Pow(-8, 0.5)", "!negative base"),
+                // From upstream's pkg/math testdata (conformance pkg-math-gen).
+                (
+                    "Floor(3.14159265358979323846264338327950288419716939937510582097494459)",
+                    "3",
+                ),
+                ("Jacobi(1000, 201)", "1"),
+                ("Pow(8, 4)", "4096"),
+                ("Pow10(4)", "10000"),
+                ("Abs(-2.2)", "2.2"),
+                ("Cbrt(2)", "1.259921049894873164767210607278228"),
+                ("Cbrt(-3.375)", "-1.5"),
+                ("Copysign(5, -2.2)", "-5"),
+                ("Exp(3)", "20.08553692318766774092852965458172"),
+                ("Exp2(3.5)", "11.31370849898476039041350979367758"),
+                ("Log(4)", "1.386294361119890618834464242916353"),
+                ("Log10(4)", "0.6020599913279623904274777894489861"),
+                ("Log2(5)", "2.321928094887362347870319429489391"),
+                ("Dim(3, 2.5)", "0.5"),
+                ("Dim(5, 7.2)", "0"),
+                ("Asin(2.0e400)", "!out of range for float64"),
                 ("Pow(0, -1)", "!division by zero"),
-                ("Pow10(3)", "1000.0"),
-                ("Remainder(7, 4)", "-1.0"),
-                ("Remainder(5, 2)", "1.0"),
+                ("Pow10(3)", "1000"),
+                ("Remainder(7, 4)", "-1"),
+                ("Remainder(5, 2)", "1"),
                 ("Signbit(-0.5)", "true"),
                 ("Signbit(1)", "false"),
-                ("Cos(0)", "1.0"),
-                ("Sin(0)", "0.0"),
-                ("Sinh(0)", "0.0"),
-                ("Cosh(0)", "1.0"),
+                ("Cos(0)", "1"),
+                ("Sin(0)", "0"),
+                ("Sinh(0)", "0"),
+                ("Cosh(0)", "1"),
                 ("Sqrt(2.25)", "1.5"),
                 ("Sqrt(-1)", "!not a finite number"),
-                ("Tan(0)", "0.0"),
-                ("Tanh(0)", "0.0"),
+                ("Tan(0)", "0"),
+                ("Tanh(0)", "0"),
             ],
         );
         check_const(
