@@ -11,6 +11,10 @@
 //! - A builtin with [`Builtin::validator`] set returns `Val::Bool` and may be used as a validator
 //!   with its first parameter omitted: `strings.MinRunes(3)` constrains the value it is unified with;
 //!   the evaluator calls `func(&[value, 3])` once that value is concrete.
+//!   As upstream, every builtin whose result is a bool has the flag (`strings.HasPrefix("x")`,
+//!   `list.IsSorted(list.Ascending)`, `net.IPv4`). A validator answers `false` when the value does
+//!   not satisfy it; an `Err` means the check itself failed (`uuid.Valid` and `net.IPCIDR` report
+//!   their parse error this way, as upstream does).
 //! - Builtins never panic; bad input is a [`BuiltinError`]. Every builtin checks its argument count
 //!   and kinds itself (see [`args`]), with messages such as
 //!   `invalid argument 0 to strings.ToUpper: expected string, found int`.

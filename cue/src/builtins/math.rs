@@ -103,7 +103,7 @@ static FUNCS: &[Builtin] = &[
     Builtin::f(P, "Pow", 2, pow),
     Builtin::f(P, "Pow10", 1, pow10),
     Builtin::f(P, "Remainder", 2, remainder),
-    Builtin::f(P, "Signbit", 1, signbit),
+    Builtin::v(P, "Signbit", 1, signbit),
     Builtin::f(P, "Cos", 1, cos),
     Builtin::f(P, "Sin", 1, sin),
     Builtin::f(P, "Sinh", 1, sinh),

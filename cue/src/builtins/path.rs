@@ -3,7 +3,8 @@
 //! Rules:
 //! - Every function takes an optional last argument naming the OS (`"unix"`, the default, when
 //!   omitted); the builtins are registered as variadic so the evaluator may pass it or not.
-//!   Only the `unix` and `plan9` conventions (separator `/`, list separator `:`) are supported;
+//!   Only the `unix` and `plan9` conventions (separator `/`; list separator `:`, NUL for plan9)
+//!   are supported;
 //!   `"windows"` is an error here (FIXME: upstream supports drive letters and `\`).
 //! - `Clean` is Go's lexical cleaning (`a//b/../c/.` → `a/c`, `""` → `.`); `Join` joins non-empty
 //!   elements and cleans (all empty → `""`); `Split` cuts after the last `/`; `Base`, `Dir`,
@@ -31,7 +32,7 @@ static FUNCS: &[Builtin] = &[
     Builtin::f(P, "Split", 2, split).variadic(),
     Builtin::f(P, "SplitList", 2, split_list).variadic(),
     Builtin::f(P, "Join", 2, join).variadic(),
-    Builtin::f(P, "Match", 3, match_).variadic(),
+    Builtin::v(P, "Match", 3, match_).variadic(),
     Builtin::f(P, "Clean", 2, clean).variadic(),
     Builtin::f(P, "ToSlash", 2, to_slash).variadic(),
     Builtin::f(P, "FromSlash", 2, from_slash).variadic(),
@@ -40,16 +41,17 @@ static FUNCS: &[Builtin] = &[
     Builtin::f(P, "Rel", 3, rel).variadic(),
     Builtin::f(P, "Base", 2, base).variadic(),
     Builtin::f(P, "Dir", 2, dir).variadic(),
-    Builtin::f(P, "IsAbs", 2, is_abs).variadic(),
+    Builtin::v(P, "IsAbs", 2, is_abs).variadic(),
     Builtin::f(P, "VolumeName", 2, volume_name).variadic(),
 ];
 
-/// Checks the optional OS argument.
-fn os(rest: &[Val], name: &str) -> Result<(), BuiltinError> {
+/// Checks the optional OS argument; `true` for plan9.
+fn os(rest: &[Val], name: &str) -> Result<bool, BuiltinError> {
     match rest {
-        [] => Ok(()),
+        [] => Ok(false),
         [v] => match arg::<&str>(rest, 0, name)? {
-            "unix" | "plan9" => Ok(()),
+            "unix" => Ok(false),
+            "plan9" => Ok(true),
             "windows" => fail!("{name}: the windows path convention is not supported"),
             other => {
                 let _ = v;
@@ -111,11 +113,11 @@ builtin! {
 builtin! {
     /// `SplitList("/a:/b")` → `["/a", "/b"]`; `SplitList("")` → `[]`.
     fn split_list(_, "path.SplitList", p: &str, ..rest) {
-        os(rest, "path.SplitList")?;
+        let plan9 = os(rest, "path.SplitList")?;
         if p.is_empty() {
             return Ok(Val::List(vec![]));
         }
-        Ok(Val::List(p.split(':').map(s).collect()))
+        Ok(Val::List(p.split(if plan9 { '\0' } else { ':' }).map(s).collect()))
     }
 }
 
@@ -393,6 +395,7 @@ mod tests {
                 (r#"Split("c.cue", "beos")"#, "!unknown OS"),
                 (r#"SplitList("/a:/b")"#, r#"["/a", "/b"]"#),
                 (r#"SplitList("")"#, "[]"),
+                (r#"SplitList("a:b\u0000c", "plan9")"#, r#"["a:b", "c"]"#),
                 (r#"Join(["a", "b/", "../c"])"#, r#""a/c""#),
                 (r#"Join(["", ""])"#, r#""""#),
                 (r#"Join(["/", "a"])"#, r#""/a""#),

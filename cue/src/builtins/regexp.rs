@@ -33,7 +33,7 @@ static FUNCS: &[Builtin] = &[
     Builtin::f(P, "ReplaceAll", 3, replace_all),
     Builtin::f(P, "ReplaceAllLiteral", 3, replace_all_literal),
     Builtin::v(P, "Valid", 1, valid),
-    Builtin::f(P, "Match", 2, match_),
+    Builtin::v(P, "Match", 2, match_),
     Builtin::f(P, "QuoteMeta", 1, quote_meta),
 ];
 

@@ -38,7 +38,7 @@ fn consts(name: &str) -> Option<Val> {
 
 static FUNCS: &[Builtin] = &[
     Builtin::f(P, "Unquote", 1, unquote),
-    Builtin::f(P, "ParseBool", 1, parse_bool),
+    Builtin::v(P, "ParseBool", 1, parse_bool),
     Builtin::f(P, "ParseFloat", 2, parse_float),
     Builtin::f(P, "ParseUint", 3, parse_uint),
     Builtin::f(P, "ParseInt", 3, parse_int),
@@ -54,9 +54,9 @@ static FUNCS: &[Builtin] = &[
     Builtin::f(P, "QuoteRune", 1, quote_rune),
     Builtin::f(P, "QuoteRuneToASCII", 1, quote_rune_to_ascii),
     Builtin::f(P, "QuoteRuneToGraphic", 1, quote_rune_to_graphic),
-    Builtin::f(P, "IsPrint", 1, is_print),
-    Builtin::f(P, "IsGraphic", 1, is_graphic),
-    Builtin::f(P, "CanBackquote", 1, can_backquote),
+    Builtin::v(P, "IsPrint", 1, is_print),
+    Builtin::v(P, "IsGraphic", 1, is_graphic),
+    Builtin::v(P, "CanBackquote", 1, can_backquote),
 ];
 
 fn syntax(func: &str, s: &str) -> BuiltinError {
