@@ -37,7 +37,7 @@ mod crypto;
 mod csv;
 mod hex;
 mod html;
-mod json;
+pub mod json;
 pub mod list;
 mod math;
 mod net;
@@ -50,7 +50,7 @@ mod structs;
 #[cfg(test)]
 mod testing;
 mod time;
-mod toml;
+pub mod toml;
 mod uuid;
 mod value;
 pub mod yaml;
@@ -275,6 +275,33 @@ mod tests {
             let n = names.len();
             names.dedup();
             assert_eq!(n, names.len(), "duplicate in {}", p.path);
+        }
+    }
+
+    #[test]
+    fn random_arguments_never_panic() {
+        // Every builtin gets random values of every kind, including small ints that hit index
+        // and count edge cases, and strings full of special characters.
+        let mut rng = testing::Rng(0xdead_beef);
+        let mut host = testing::TestHost;
+        for p in ALL {
+            for b in p.funcs {
+                for _ in 0..60 {
+                    let args: Vec<Val> = (0..b.arity)
+                        .map(|_| match rng.below(4) {
+                            0 => Val::Int(num_bigint::BigInt::from(rng.below(7) as i64 - 3)),
+                            1 => Val::String(rng.string()),
+                            2 => Val::List(
+                                (0..rng.below(4))
+                                    .map(|_| Val::Int((rng.below(300) as i64).into()))
+                                    .collect(),
+                            ),
+                            _ => rng.json_val(2),
+                        })
+                        .collect();
+                    let _ = (b.func)(&mut host, &args);
+                }
+            }
         }
     }
 
