@@ -11,7 +11,7 @@
 //!   the YAML 1.1 words (`yes`, `no`, `on`, `off`, `y`, `n`, `true`, `True`, ..., `.Nan`) and
 //!   anything that looks like a date, time, base-60 number or hex number; `yaml.v3` quotes
 //!   (double) whatever a plain scalar would read back as another type (`"1"`, `"1.5"`, `"null"`,
-//!   `""`, `"0o17"`, `"<<"`, `".inf"`). Then the emitter's analysis applies: a plain scalar that
+//!   `""`, `"0o17"`, `".inf"`; not `<<`, which `yaml.v3`'s resolver never looks up). Then the emitter's analysis applies: a plain scalar that
 //!   starts with an indicator (`#`, `&`, `*`, `!`, `|`, `>`, `'`, `"`, `%`, `@`, `` ` ``, `- `,
 //!   `? `, `: `), contains `: ` or ` #`, or has leading/trailing spaces becomes single-quoted; tabs,
 //!   control characters, characters outside the BMP and a space before a line break force double
@@ -181,15 +181,13 @@ fn resolves_to_non_string(s: &str) -> bool {
     const MAP: &[&str] = &[
         "true", "True", "TRUE", "false", "False", "FALSE", "", "~", "null", "Null", "NULL", ".nan",
         ".NaN", ".NAN", ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf",
-        "-.INF", "<<",
+        "-.INF",
     ];
     let hint = match s.as_bytes().first() {
         None => 'N',
         Some(b'+' | b'-') => 'S',
         Some(b'0'..=b'9') => 'D',
-        Some(b'y' | b'Y' | b'n' | b'N' | b't' | b'T' | b'f' | b'F' | b'o' | b'O' | b'~' | b'<') => {
-            'M'
-        }
+        Some(b'y' | b'Y' | b'n' | b'N' | b't' | b'T' | b'f' | b'F' | b'o' | b'O' | b'~') => 'M',
         Some(b'.') => '.',
         _ => return false,
     };
@@ -934,7 +932,7 @@ mod tests {
             ("0o17", "\"0o17\""),
             ("null", "\"null\""),
             ("~", "\"~\""),
-            ("<<", "\"<<\""),
+            ("<<", "<<"),
             (".inf", "\".inf\""),
             ("on", "\"on\""),
             ("2006-01-02", "\"2006-01-02\""),
