@@ -47,6 +47,7 @@ mod regexp;
 mod strconv;
 mod strings;
 mod structs;
+mod template;
 #[cfg(test)]
 mod testing;
 mod time;
@@ -185,6 +186,7 @@ static ALL: &[Package] = &[
     html::PACKAGE,
     net::PACKAGE,
     time::PACKAGE,
+    template::PACKAGE,
 ];
 
 /// `true` if `pkg` is a std package this crate provides.
@@ -243,6 +245,7 @@ pub const PACKAGES: &[&str] = &[
     "html",
     "net",
     "time",
+    "text/template",
 ];
 
 #[cfg(test)]
