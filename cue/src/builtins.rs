@@ -309,6 +309,30 @@ mod tests {
     }
 
     #[test]
+    fn deep_values_are_bounded_not_a_stack_overflow() {
+        // Nesting beyond the encoders' limit (1000) is an error; within it, it works. (Values
+        // much deeper than that overflow a test thread's stack in `Clone`/`Drop` alone, so the
+        // evaluator's depth limit has to stop them before they reach a builtin.)
+        for (depth, ok) in [(900usize, true), (1_100, false)] {
+            let mut v = Val::Int(1.into());
+            for _ in 0..depth {
+                v = Val::List(vec![v]);
+            }
+            assert_eq!(json::to_json(&v).is_ok(), ok, "json {depth}");
+            assert_eq!(yaml::to_yaml(&v).is_ok(), ok, "yaml {depth}");
+            let s = Val::Struct(vec![("a".into(), v.clone())]);
+            assert_eq!(toml::to_toml(&s).is_ok(), ok, "toml {depth}");
+            let mut host = testing::TestHost;
+            let flat = (lookup("list", "FlattenN").map(|m| match m {
+                Member::Func(b) => b.func,
+                Member::Const(_) => unreachable!(),
+            }))
+            .unwrap();
+            assert!(flat(&mut host, &[v, Val::Int((-1).into())]).is_ok());
+        }
+    }
+
+    #[test]
     fn wrong_arity_is_an_error_not_a_panic() {
         let mut host = testing::TestHost;
         for p in ALL {
