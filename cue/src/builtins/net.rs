@@ -631,7 +631,7 @@ fn unescape(s: &str, mode: Mode) -> Result<String, BuiltinError> {
                     .get(i + 1..i + 3)
                     .filter(|h| h.iter().all(u8::is_ascii_hexdigit));
                 let Some(h) = hex else {
-                    let bad = &s[i..(i + 3).min(s.len())];
+                    let bad: String = s[i..].chars().take(3).collect();
                     fail!("invalid URL escape {bad:?}");
                 };
                 out.push(
@@ -693,7 +693,7 @@ fn parse_url(s: &str) -> Result<bool, BuiltinError> {
                 .get(i + 1..i + 3)
                 .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
             {
-                let bad = &s[i..(i + 3).min(s.len())];
+                let bad: String = s[i..].chars().take(3).collect();
                 fail!("parse {s:?}: invalid URL escape {bad:?}");
             }
             i += 3;
@@ -863,6 +863,7 @@ mod tests {
                 (r#"PathEscape("foo/bar")"#, r#""foo%2Fbar""#),
                 (r#"PathUnescape("foo%2Fbar")"#, r#""foo/bar""#),
                 (r#"PathUnescape("a%zz")"#, r#"!invalid URL escape "%zz""#),
+                (r#"PathUnescape("a%é")"#, r#"!invalid URL escape "%é""#),
                 (r#"QueryEscape("f%o b")"#, r#""f%25o+b""#),
                 (r#"QueryUnescape("f%25o+b")"#, r#""f%o b""#),
                 (r#"URL("/foo/bar")"#, "true"),

@@ -583,7 +583,7 @@ builtin! {
 /// Go's `strconv.Unquote`.
 pub(crate) fn go_unquote(s: &str) -> Option<String> {
     let q = s.chars().next()?;
-    if s.len() < 2 || !s.ends_with(q) {
+    if !matches!(q, '"' | '\'' | '`') || s.len() < 2 || !s.ends_with(q) {
         return None;
     }
     let body = &s[1..s.len() - 1];
@@ -679,6 +679,7 @@ mod tests {
                 (r#"Unquote("'x'")"#, r#""x""#),
                 (r#"Unquote("\"\\u263a\"")"#, r#""☺""#),
                 (r#"Unquote("abc")"#, "!invalid syntax"),
+                (r#"Unquote("éé")"#, "!invalid syntax"),
                 (r#"Unquote("'ab'")"#, "!invalid syntax"),
                 (r#"ParseBool("T")"#, "true"),
                 (r#"ParseBool("0")"#, "false"),

@@ -476,7 +476,9 @@ fn getnum(v: &str, fixed: bool, max: usize) -> Option<(i64, &str)> {
 fn lookup<'v>(v: &'v str, names: &[&str], short: bool) -> Option<(usize, &'v str)> {
     for (i, name) in names.iter().enumerate() {
         let name = if short { &name[..3] } else { name };
-        if v.len() >= name.len() && v[..name.len()].eq_ignore_ascii_case(name) {
+        if v.get(..name.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(name))
+        {
             return Some((i, &v[name.len()..]));
         }
     }
@@ -693,10 +695,11 @@ fn parse_time(layout: &str, value: &str) -> Result<DateTime, BuiltinError> {
                 v = &v[n..];
             }
             Std::Frac0(n) => {
-                if v.len() < n + 1
-                    || !(v.starts_with('.') || v.starts_with(','))
-                    || !v[1..=n].bytes().all(|c| c.is_ascii_digit())
-                {
+                let digits_ok = v
+                    .as_bytes()
+                    .get(1..=n)
+                    .is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+                if !(v.starts_with('.') || v.starts_with(',')) || !digits_ok {
                     return Err(bad());
                 }
                 nsec = nanos(&v[1..=n]);
@@ -1025,6 +1028,8 @@ mod tests {
                 (r#"Parse("2006-01-02", "2021-13-01")"#, "!month out of range"),
                 (r#"Parse("2006-01-02", "x")"#, r#"!parsing time "x" as "2006-01-02": cannot parse "x" as "2006""#),
                 (r#"Parse("2006", "2021 extra")"#, r#"!extra text: " extra""#),
+                (r#"Parse("Jan 2006", "Jaé 2021")"#, "!cannot parse"),
+                (r#"Parse("05.000", "01.0é")"#, "!cannot parse"),
                 ("Unix(1500000000, 123456)", r#""2017-07-14T02:40:00.000123456Z""#),
                 ("Unix(0, 0)", r#""1970-01-01T00:00:00Z""#),
                 ("Unix(-1, 0)", r#""1969-12-31T23:59:59Z""#),

@@ -56,18 +56,19 @@ static FUNCS: &[Builtin] = &[
 fn parse_uuid(s: &str) -> Result<[u8; 16], BuiltinError> {
     let hex_part: String = match s.len() {
         36 => canonical_digits(s)?,
-        45 => {
-            if !s[..9].eq_ignore_ascii_case("urn:uuid:") {
-                fail!("invalid urn prefix: {:?}", &s[..9]);
+        45 => match (s.get(..9), s.get(9..)) {
+            (Some(prefix), Some(rest)) if prefix.eq_ignore_ascii_case("urn:uuid:") => {
+                canonical_digits(rest)?
             }
-            canonical_digits(&s[9..])?
-        }
-        38 => {
-            if !s.starts_with('{') || !s.ends_with('}') {
-                fail!("invalid bracketed UUID format");
-            }
-            canonical_digits(&s[1..37])?
-        }
+            _ => fail!(
+                "invalid urn prefix: {:?}",
+                s.chars().take(9).collect::<String>()
+            ),
+        },
+        38 => match s.strip_prefix('{').and_then(|r| r.strip_suffix('}')) {
+            Some(inner) => canonical_digits(inner)?,
+            None => fail!("invalid bracketed UUID format"),
+        },
         32 => s.to_string(),
         n => fail!("invalid UUID length: {n}"),
     };
@@ -234,6 +235,8 @@ mod tests {
                 (r#"Parse("{052EF62D-7223-58B6-A551-C1DEEE46D401}")"#, r#""052ef62d-7223-58b6-a551-c1deee46d401""#),
                 (r#"Parse("urn:uuid:052ef62d-7223-58b6-a551-c1deee46d401")"#, r#""052ef62d-7223-58b6-a551-c1deee46d401""#),
                 (r#"Parse("nope")"#, "!invalid UUID length: 4"),
+                (r#"Parse("urn:uuiéd:052ef62d-7223-58b6-a551-c1deee46d4")"#, "!invalid urn prefix"),
+                (r#"Parse("é052ef62d-7223-58b6-a551-c1deee46d40}")"#, "!invalid bracketed UUID format"),
                 (r#"Parse("052ef62d-7223-58b6-a551-c1deee46d4zz")"#, "!invalid UUID format"),
                 (r#"ToString("x")"#, r#""x""#),
                 (r#"URN("052ef62d-7223-58b6-a551-c1deee46d401")"#, r#""urn:uuid:052ef62d-7223-58b6-a551-c1deee46d401""#),
