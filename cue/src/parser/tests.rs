@@ -300,6 +300,15 @@ fn constructs() {
         ("a: {b: 1, c: 2,}", "a: {b: 1, c: 2}"),
         ("a!: string\nb?: X=int", "a!: string; b?: X=int"),
         ("x: for: 1", "x: {:for: 1}"),
+        ("if x\n{a: 1}", "(if x){a: 1}"),
+        ("for x in y\nif x {a: 1}", "(for x y)(if x){a: 1}"),
+        ("for, if", "for; if"),
+        ("{for}", "{for}"),
+        ("package _\na: 1", "package _; a: 1"),
+        (
+            "package p\n@attr(1)\nimport \"s\"\na: 1",
+            "package p; import \"s\"; @attr(1); a: 1",
+        ),
     ];
     for (src, want) in cases {
         assert_eq!(parse_ok(src), *want, "source: {src:?}");
@@ -447,7 +456,7 @@ parse_err! {
     number_label, "1: 2", "invalid label";
     missing_in, "for x y {}", "expected 'in'";
     comprehension_no_body, "for x in y", "expected '{'";
-    bad_interp, "a: \"\\(1 2)\"", "expected ')' closing interpolation";
+    bad_interp, "a: \"\\(1 2)\"", "expected ')' for string interpolation";
     multiline_bad_close, "a: \"\"\"\n  x\"\"\"", "closing quote of multiline string";
     multiline_bad_indent, "a: \"\"\"\n  x\n y\n  \"\"\"", "invalid whitespace";
     multiline_no_newline, "a: \"\"\"x\n\"\"\"", "expected newline after multiline quote";
@@ -455,7 +464,11 @@ parse_err! {
     hex_in_string, "a: \"\\x41\"", "only allowed in bytes";
     bad_hex, "a: 0x", "illegal hexadecimal number";
     bad_exponent, "a: 1e", "exponent has no digits";
-    alias_on_embed, "X=1", "alias must be followed by a field label";
+    alias_on_embed, "X=1", "old-style alias";
+    unary_eq, "a: ==1", "expected operand";
+    ellipsis_not_last, "a: [..., 1]", "expected ']'";
+    pattern_two_elems, "[a, b]: 1", "square bracket must have exactly one element";
+    reserved_ident, "__x: 1", "identifiers starting with '__' are reserved";
     attr_unclosed, "a: 1 @x(", "attribute missing ')'";
     selector_missing, "a: b.", "expected selector";
     number_selector, "x: a.5", "expected selector, found 5";
