@@ -1,0 +1,139 @@
+//! The `cue` command line: `cue export|eval|vet [--out json|yaml] [-e expr] [files|dir]`.
+//! Exit status 1 on any error, with diagnostics on stderr. Evaluation runs on a thread with a
+//! 64 MiB stack so deep inputs hit the configured depth limit, not the stack.
+
+use std::process::ExitCode;
+
+struct Args {
+    cmd: String,
+    out: String,
+    expr: Option<String>,
+    concrete: bool,
+    inputs: Vec<String>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut it = std::env::args().skip(1);
+    let cmd = it
+        .next()
+        .ok_or("usage: cue export|eval|vet [flags] [files|dir]")?;
+    let mut a = Args {
+        cmd,
+        out: "json".into(),
+        expr: None,
+        concrete: false,
+        inputs: Vec::new(),
+    };
+    while let Some(x) = it.next() {
+        match x.as_str() {
+            "--out" => a.out = it.next().ok_or("--out needs a value")?,
+            "-e" | "--expression" => a.expr = Some(it.next().ok_or("-e needs a value")?),
+            "-c" | "--concrete" => a.concrete = true,
+            s if s.starts_with("--out=") => a.out = s[6..].to_string(),
+            s if s.starts_with('-') && s.len() > 1 => {}
+            _ => a.inputs.push(x),
+        }
+    }
+    if a.inputs.is_empty() {
+        a.inputs.push(".".into());
+    }
+    Ok(a)
+}
+
+fn read_inputs(inputs: &[String]) -> Result<Vec<(String, String)>, String> {
+    let mut files = Vec::new();
+    for inp in inputs {
+        let p = std::path::Path::new(inp);
+        if p.is_dir() {
+            let mut names: Vec<String> = std::fs::read_dir(p)
+                .map_err(|e| format!("cannot read {inp}: {e}"))?
+                .filter_map(|e| e.ok())
+                .filter(|e| e.path().is_file())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| cue::is_package_file(n))
+                .collect();
+            names.sort();
+            for n in names {
+                let path = p.join(&n);
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                let shown = if inp == "." {
+                    n.clone()
+                } else {
+                    path.display().to_string()
+                };
+                files.push((shown, text));
+            }
+        } else {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {inp}: {e}"))?;
+            files.push((inp.clone(), text));
+        }
+    }
+    if files.is_empty() {
+        return Err("no CUE files found".into());
+    }
+    Ok(files)
+}
+
+fn run() -> Result<String, String> {
+    let a = parse_args()?;
+    let files = read_inputs(&a.inputs)?;
+    let rt = cue::Runtime::new(cue::Config::default());
+    let root = rt.build_files(&files).map_err(|d| rt.render(&d))?;
+    let v = match &a.expr {
+        Some(e) => rt.compile_expr(&root, e).map_err(|d| rt.render(&d))?,
+        None => root.clone(),
+    };
+    match a.cmd.as_str() {
+        "export" => {
+            if a.expr.is_none() {
+                // Errors anywhere in the package fail the export.
+                if let Err(d) = root.validate(false) {
+                    return Err(rt.render(&d));
+                }
+            }
+            let r = if a.out == "yaml" {
+                v.to_yaml()
+            } else {
+                v.to_json()
+            };
+            r.map_err(|d| rt.render(&d))
+        }
+        "vet" => {
+            v.validate(a.concrete).map_err(|d| rt.render(&d))?;
+            Ok(String::new())
+        }
+        "eval" => {
+            v.validate(false).map_err(|d| rt.render(&d))?;
+            match v.to_json() {
+                Ok(s) => Ok(s),
+                Err(_) => Ok(String::new()),
+            }
+        }
+        other => Err(format!("unknown command {other:?}")),
+    }
+}
+
+fn main() -> ExitCode {
+    let h = std::thread::Builder::new().stack_size(64 << 20).spawn(run);
+    let r = match h {
+        Ok(h) => match h.join() {
+            Ok(r) => r,
+            Err(_) => Err("internal error: evaluator thread failed".into()),
+        },
+        Err(e) => Err(format!("cannot start evaluator thread: {e}")),
+    };
+    match r {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprint!("{e}");
+            if !e.ends_with('\n') {
+                eprintln!();
+            }
+            ExitCode::from(1)
+        }
+    }
+}
