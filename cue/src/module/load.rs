@@ -16,6 +16,9 @@
 //!   an explicit `@vN` picks that major; without one, the dependency marked `default: true`, or
 //!   the only major listed. The package directory is the rest of the path; the package name is
 //!   the qualifier, or else the last path element.
+//! - An import no module provides is looked up in the main module's legacy directories
+//!   `cue.mod/gen/<path>`, `cue.mod/pkg/<path>` and `cue.mod/usr/<path>` (all that exist form
+//!   one instance).
 //! - Dependency tables and versions come from the main module's `deps`; a dependency's own
 //!   `deps` fill in paths the main module does not list (a tidy main module lists them all).
 //!   Modules are fetched once through [`Registry::fetch`] at that exact version.
@@ -599,6 +602,49 @@ impl<'a> Loader<'a> {
         Some(self.finish_instance(key, import_path, dir.to_string(), files))
     }
 
+    /// Loads a package from the legacy `cue.mod/{gen,pkg,usr}` directories: the files of the
+    /// package in all of them form one instance.
+    fn load_legacy(&mut self, dirs: &[String], package: &str, spec: &ImportSpec) -> Option<usize> {
+        let key = InstKey {
+            module: ModCtx::Main,
+            dir: dirs.join("\u{0}"),
+            package: package.to_string(),
+        };
+        if let Some(found) = self.check_known(&key, Some(spec)) {
+            return found;
+        }
+        let mut files = Vec::new();
+        for d in dirs {
+            let Ok(names) = self.list_dir(&ModCtx::Main, d) else {
+                continue;
+            };
+            for n in names {
+                if let Some(p) = self.parse_one(&ModCtx::Main, &n, Some(spec.path_span)) {
+                    if p.package == package {
+                        files.push(self.keep(p));
+                    }
+                }
+            }
+        }
+        if files.is_empty() {
+            self.errors.push(LoadError::PackageNotFound {
+                path: spec.path.clone(),
+                reason: format!("no files of package {package} in {}", dirs.join(", ")),
+                span: Some(spec.path_span),
+            });
+            return None;
+        }
+        let (path, _, _) = split_import(&spec.path);
+        let last = path.rsplit('/').next().unwrap_or(path);
+        let import_path = if package == last {
+            path.to_string()
+        } else {
+            format!("{path}:{package}")
+        };
+        let dir = dirs.first().cloned().unwrap_or_default();
+        Some(self.finish_instance(key, import_path, dir, files))
+    }
+
     /// `Some(result)` if the instance is already loaded or in progress (a cycle).
     fn check_known(&mut self, key: &InstKey, import: Option<&ImportSpec>) -> Option<Option<usize>> {
         let idx = *self.by_key.get(key)?;
@@ -693,6 +739,11 @@ impl<'a> Loader<'a> {
                 }
                 Resolved::Package { ctx, dir, package } => {
                     if let Some(i) = self.load_dir(ctx, &dir, Some(&package), Some(spec)) {
+                        imports.insert(spec.path.clone(), i);
+                    }
+                }
+                Resolved::Legacy { dirs, package } => {
+                    if let Some(i) = self.load_legacy(&dirs, &package, spec) {
                         imports.insert(spec.path.clone(), i);
                     }
                 }
@@ -854,6 +905,18 @@ impl<'a> Loader<'a> {
             }
         }
         let Some((len, target)) = best else {
+            // Legacy layouts: `cue.mod/{gen,pkg,usr}/<import path>` of the main module.
+            let legacy: Vec<String> = ["gen", "pkg", "usr"]
+                .iter()
+                .map(|d| format!("cue.mod/{d}/{path}"))
+                .filter(|d| self.main_fs.read_dir(d).is_ok())
+                .collect();
+            if !legacy.is_empty() {
+                return Resolved::Legacy {
+                    dirs: legacy,
+                    package,
+                };
+            }
             let reason = if self.main.is_none() {
                 "no cue.mod/module.cue: only std packages can be imported".to_string()
             } else {
@@ -935,6 +998,11 @@ struct Parsed {
 
 enum Resolved {
     Std,
+    /// A package under the main module's `cue.mod/gen`, `cue.mod/pkg` or `cue.mod/usr`.
+    Legacy {
+        dirs: Vec<String>,
+        package: String,
+    },
     Package {
         ctx: ModCtx,
         dir: String,

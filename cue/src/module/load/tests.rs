@@ -391,3 +391,35 @@ fn split_import_paths() {
     assert_eq!(parent_dirs("a/b/c"), vec!["", "a", "a/b"]);
     assert!(parent_dirs("").is_empty());
 }
+
+#[test]
+fn legacy_cue_mod_pkg_directories_resolve() {
+    let fs = MemFs::new()
+        .with("cue.mod/module.cue", "module: \"mod.test\"")
+        .with(
+            "cue.mod/pkg/foo.com/example/example.cue",
+            "package example\nSettings: {}",
+        )
+        .with(
+            "cue.mod/usr/foo.com/example/extra.cue",
+            "package example\nextra: 1",
+        )
+        .with(
+            "in.cue",
+            "package exitcode\nimport pkg \"foo.com/example\"\na: pkg.Settings",
+        );
+    let b = load(&fs, &Target::Files(vec!["in.cue".into()]), None);
+    assert!(b.errors.is_empty(), "{:?}", error_texts(&b));
+    let root = &b.instances[b.root];
+    let ex = &b.instances[root.imports["foo.com/example"]];
+    assert_eq!(ex.package, "example");
+    assert_eq!(ex.import_path, "foo.com/example");
+    let names: Vec<&str> = ex.files.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(
+        names,
+        vec![
+            "cue.mod/pkg/foo.com/example/example.cue",
+            "cue.mod/usr/foo.com/example/extra.cue"
+        ]
+    );
+}
