@@ -1243,6 +1243,19 @@ impl<'a> Parser<'a> {
         if first.kind == T::String {
             self.bump();
             let (off, raw) = segment_content(text, SegKind::Whole, shape);
+            if !shape.multiline && !raw.contains(['\\', '\r']) {
+                // Fast path: nothing to decode.
+                let part = if shape.is_bytes() {
+                    StrPart::Bytes(raw.as_bytes().to_vec())
+                } else {
+                    StrPart::Text(raw.to_string())
+                };
+                return Expr::Str {
+                    parts: vec![part],
+                    bytes: shape.is_bytes(),
+                    span: first.span,
+                };
+            }
             let (mut vals, errs) = decode_segments(&[raw], shape);
             self.report_decode(&[(first.span, off)], errs);
             let v = vals.pop().unwrap_or_default();

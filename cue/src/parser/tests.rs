@@ -665,3 +665,22 @@ fn deep_nesting_fits_a_small_stack() {
         assert!(n > 0 || open == "a: ", "{open}");
     }
 }
+
+#[test]
+fn string_forms() {
+    let cases: &[(&str, &str)] = &[
+        ("#\"\"\"\n  a\\(b)\n  \"\"\"#", r#""a\\(b)""#),
+        ("'''\n  a\\(b)\\x41\n  '''", r#"(interp b"a" \(b) b"A")"#),
+        ("\"\"\"\n\t\ta\n\n\t\tb\n\t\t\"\"\"", r#""a\n\nb""#),
+        (r#""a\\b""#, r#""a\\b""#),
+        (r#""""#, r#""""#),
+        (r#""\(a)""#, r#"(interp \(a))"#),
+        (r#""x\(a)""#, r#"(interp "x" \(a))"#),
+        ("1.5Mi", "1572864"),
+        ("0X1f", "31"),
+        ("1e-2", "0.01f"),
+    ];
+    for (src, want) in cases {
+        assert_eq!(expr_ok(src), *want, "source: {src:?}");
+    }
+}
