@@ -684,3 +684,63 @@ fn string_forms() {
         assert_eq!(expr_ok(src), *want, "source: {src:?}");
     }
 }
+
+/// Shapes taken from the OPM feature inventory (render-spec.md §3).
+#[test]
+fn opm_shapes() {
+    let cases: &[(&str, &str)] = &[
+        (
+            r#"matchLabels: "core.opmodel.dev/workload-type"!: "stateless" | "stateful""#,
+            r#"matchLabels: {:"core.opmodel.dev/workload-type"!: (| "stateless" "stateful")}"#,
+        ),
+        (
+            "(v.$secretName): (v.$dataKey): v",
+            "((. v $secretName)): {:((. v $dataKey)): v}",
+        ),
+        (
+            "_prefix=#instancePrefix?: string",
+            "_prefix=#instancePrefix?: string",
+        ),
+        ("x: [if c {a}, b][0]", "x: (idx [(if c){a}, b] 0)"),
+        (
+            "if s.scaling != _|_ if s.scaling.auto == _|_ {a: 1}",
+            "(if (!= (. s scaling) _|_))(if (== (. (. s scaling) auto) _|_)){a: 1}",
+        ),
+        (
+            "output: [for _, cm in _configMaps let _n = \"x\" {name: _n}]",
+            "output: [(for _ cm _configMaps)(let _n \"x\"){name: _n}]",
+        ),
+        (
+            "ports?: [portName=string]: #PortSchema & {name: portName}",
+            "ports?: {:[portName=string]: (& #PortSchema {name: portName})}",
+        ),
+        (
+            "port: int & >0 & <=65535 | *8080",
+            "port: (| (& (& int (> 0)) (<= 65535)) (* 8080))",
+        ),
+        (
+            "r: =~#\"^([0-9]+(\\.[0-9]+)?|[0-9]+m)$\"#",
+            r#"r: (=~ "^([0-9]+(\\.[0-9]+)?|[0-9]+m)$")"#,
+        ),
+        (
+            "a: matchN(1, [{x!: _}, {y!: _}])",
+            "a: (call matchN 1 [{x!: _}, {y!: _}])",
+        ),
+        (
+            "h: sha256.Sum256(s)[:5]",
+            "h: (slice (call (. sha256 Sum256) s) - 5)",
+        ),
+        (
+            "spec: close({_allFields})",
+            "spec: (call close {_allFields})",
+        ),
+        (
+            "for k, v in m {(k): \"\\(v)\"}",
+            "(for k v m){(k): (interp \\(v))}",
+        ),
+        ("X=\"in\": string", "X=\"in\": string"),
+    ];
+    for (src, want) in cases {
+        assert_eq!(parse_ok(src), *want, "source: {src:?}");
+    }
+}
