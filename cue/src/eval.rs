@@ -926,6 +926,12 @@ impl Ev {
                 self.vm(v).bounds.push(Val::Validator(x));
             }
             Val::Vertex(_) => {}
+            Val::StdFunc(b) if b.arity == 1 || (b.variadic && b.arity == 2) => {
+                // A std function used as a value is a validator on its only argument.
+                self.vm(v)
+                    .bounds
+                    .push(Val::Validator(Arc::new(Validator::Builtin(b, Vec::new()))));
+            }
             Val::Builtin(_) | Val::StdFunc(_) => {
                 self.set_err(
                     v,
