@@ -2060,7 +2060,7 @@ impl Ev {
                 match self.vx(vid).arcs.get(label).copied() {
                     Some(a) => {
                         // A reference to an optional field that is not present is incomplete.
-                        if self.vx(vid).status == Status::Done
+                        if self.vx(vid).status != Status::Fresh
                             && self.vx(a).constraint == Some(FieldConstraint::Optional)
                             && !label.is_def()
                         {
