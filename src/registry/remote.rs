@@ -182,7 +182,18 @@ impl Remote {
                 .map_err(classify)?;
             let mut out = Vec::with_capacity(usize::try_from(cap.min(1 << 24)).unwrap_or(0));
             while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|e| OpError::Transient(format!("reading blob: {e}")))?;
+                let chunk = chunk.map_err(|e| {
+                    // oci-client verifies the digest at the end of the stream; a mismatch is not
+                    // worth retrying.
+                    let digest_error = e
+                        .get_ref()
+                        .is_some_and(|inner| inner.is::<oci_client::errors::DigestError>());
+                    if digest_error {
+                        OpError::Invalid(format!("blob {}: digest mismatch: {e}", desc.digest))
+                    } else {
+                        OpError::Transient(format!("reading blob: {e}"))
+                    }
+                })?;
                 if out.len() as u64 + chunk.len() as u64 > cap {
                     return Err(OpError::Invalid(format!(
                         "blob {} is larger than its descriptor's {cap} bytes",

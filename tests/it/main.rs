@@ -1,1 +1,5 @@
 //! Integration tests of the root package: one binary, one module per area.
+
+mod registry;
+mod registry_bad;
+mod registry_cache;
