@@ -240,6 +240,32 @@ fn fixtures_publish_to_an_oci_layout_and_resolve_offline() {
         layout_s,
     ]);
     assert_eq!(out, "v0.1.0\n");
+
+    // `module tidy` closes a partial dep list under MVS: lib@v0.1.0 requires schema@v0.1.0.
+    let partial = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(partial.path().join("cue.mod")).unwrap();
+    std::fs::write(
+        partial.path().join("cue.mod/module.cue"),
+        "module: \"fixtures.test/partial@v0\"\nlanguage: version: \"v0.17.0\"\ndeps: \"fixtures.test/lib@v0\": v: \"v0.1.0\"\n",
+    )
+    .unwrap();
+    let tidy = cli_ok(&[
+        "module",
+        "tidy",
+        partial.path().to_str().unwrap(),
+        "--layout",
+        layout_s,
+        "--no-cache",
+    ]);
+    let tidy = ModuleFile::parse(tidy.as_bytes()).unwrap();
+    assert_eq!(tidy.module, "fixtures.test/partial@v0");
+    assert_eq!(
+        tidy.deps.keys().collect::<Vec<_>>(),
+        ["fixtures.test/lib@v0", "fixtures.test/schema@v0"]
+    );
+    assert_eq!(tidy.deps["fixtures.test/schema@v0"].version, "v0.1.0");
+    assert!(tidy.deps["fixtures.test/schema@v0"].default);
+
     match client
         .fetch(&mv("fixtures.test/app@v0", "v0.2.0"))
         .map(|_| ())
