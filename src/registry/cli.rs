@@ -9,7 +9,6 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::auth::Credentials;
 use super::cache::Cache;
 use super::client::{ModuleRegistry, RegistryConfig};
 use super::mapping::{Location, Mapping};
@@ -86,7 +85,7 @@ fn build(args: &RegistryArgs, use_cache: bool) -> Result<ModuleRegistry, Error> 
             message,
         })?,
     };
-    let mut cfg = RegistryConfig::new(mapping);
+    let mut cfg = RegistryConfig::new(mapping).with_docker_config()?;
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
         return Err(Error::Usage(format!(
             "--timeout must be a positive number of seconds, got {}",
@@ -94,9 +93,6 @@ fn build(args: &RegistryArgs, use_cache: bool) -> Result<ModuleRegistry, Error> 
         )));
     }
     cfg.timeouts.deadline = Duration::from_secs_f64(args.timeout);
-    if let Some(p) = Credentials::default_path() {
-        cfg.credentials = Credentials::from_file(&p).map_err(Error::Credentials)?;
-    }
     if use_cache && !args.no_cache {
         cfg.cache_dir = args.cache_dir.clone().or_else(Cache::default_root);
     }

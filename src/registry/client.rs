@@ -60,6 +60,15 @@ impl RegistryConfig {
             credentials: Credentials::anonymous(),
         }
     }
+
+    /// Loads credentials from the docker config file (`$DOCKER_CONFIG/config.json`, else
+    /// `~/.docker/config.json`; a missing file means anonymous access).
+    pub fn with_docker_config(mut self) -> Result<RegistryConfig, Error> {
+        if let Some(p) = Credentials::default_path() {
+            self.credentials = Credentials::from_file(&p).map_err(Error::Credentials)?;
+        }
+        Ok(self)
+    }
 }
 
 /// A fetched, verified module.

@@ -1,5 +1,6 @@
 //! Integration tests of the root package: one binary, one module per area.
 
 mod registry;
+mod registry_auth;
 mod registry_bad;
 mod registry_cache;

@@ -61,15 +61,24 @@ fn v2_answers(addr: &str) -> bool {
     match s.read(&mut buf) {
         Ok(n) => {
             let head = String::from_utf8_lossy(&buf[..n]);
-            head.starts_with("HTTP/1.") && head.contains(" 200 ")
+            head.starts_with("HTTP/1.") && (head.contains(" 200 ") || head.contains(" 401 "))
         }
         Err(_) => false,
     }
 }
 
 impl DistRegistry {
-    /// Starts a registry and waits (at most 10 s) for `GET /v2/` to answer 200.
+    /// Starts a registry and waits (at most 10 s) for `GET /v2/` to answer.
     pub fn start() -> DistRegistry {
+        Self::start_with(None)
+    }
+
+    /// Starts a registry that requires HTTP basic auth with one htpasswd line (`user:bcrypt`).
+    pub fn start_with_auth(htpasswd: &str) -> DistRegistry {
+        Self::start_with(Some(htpasswd))
+    }
+
+    fn start_with(htpasswd: Option<&str>) -> DistRegistry {
         assert!(
             Path::new(BINARY).exists(),
             "{BINARY} is missing: the registry tests need the Debian package docker-registry; run scripts/setup.sh"
@@ -83,6 +92,17 @@ impl DistRegistry {
                 "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\n  maintenance:\n    uploadpurging:\n      enabled: false\nhttp:\n  addr: {host}\n",
                 storage.display()
             );
+            let config = match htpasswd {
+                Some(line) => {
+                    let p = dir.path().join("htpasswd");
+                    std::fs::write(&p, format!("{line}\n")).unwrap();
+                    format!(
+                        "{config}auth:\n  htpasswd:\n    realm: test\n    path: {}\n",
+                        p.display()
+                    )
+                }
+                None => config,
+            };
             let cfg_path = dir.path().join("config.yml");
             std::fs::write(&cfg_path, config).unwrap();
             let mut child = Command::new(BINARY)
@@ -169,9 +189,15 @@ pub fn fixtures() -> PathBuf {
 /// Runs the real `opm-operator` binary with an empty docker config.
 pub fn cli(args: &[&str]) -> Output {
     let home = tempfile::tempdir().unwrap();
+    cli_with_docker_config(args, home.path())
+}
+
+/// Runs the real `opm-operator` binary with `DOCKER_CONFIG=docker_config`.
+pub fn cli_with_docker_config(args: &[&str], docker_config: &Path) -> Output {
+    let home = tempfile::tempdir().unwrap();
     Command::new(env!("CARGO_BIN_EXE_opm-operator"))
         .args(args)
-        .env("DOCKER_CONFIG", home.path())
+        .env("DOCKER_CONFIG", docker_config)
         .env_remove("CUE_REGISTRY")
         .env("OPM_CACHE_DIR", home.path().join("cache"))
         .output()
