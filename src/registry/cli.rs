@@ -86,13 +86,15 @@ fn build(args: &RegistryArgs, use_cache: bool) -> Result<ModuleRegistry, Error> 
         })?,
     };
     let mut cfg = RegistryConfig::new(mapping).with_docker_config()?;
-    if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        return Err(Error::Usage(format!(
-            "--timeout must be a positive number of seconds, got {}",
-            args.timeout
-        )));
-    }
-    cfg.timeouts.deadline = Duration::from_secs_f64(args.timeout);
+    cfg.timeouts.deadline = Duration::try_from_secs_f64(args.timeout)
+        .ok()
+        .filter(|d| !d.is_zero() && *d <= Duration::from_secs(24 * 3600))
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "--timeout must be a number of seconds in (0, 86400], got {}",
+                args.timeout
+            ))
+        })?;
     if use_cache && !args.no_cache {
         cfg.cache_dir = args.cache_dir.clone().or_else(Cache::default_root);
     }

@@ -440,7 +440,8 @@ impl ModuleRegistry {
         op_to_registry(coord, e, Vec::new())
     }
 
-    /// Publishes the module in `dir` as `version` to the location its path maps to.
+    /// Publishes the module in `dir` as `version` to the location its path maps to (see
+    /// `zipfile` for which files are included).
     pub fn publish(&self, dir: &Path, version_str: &str) -> Result<Published, Error> {
         let mf_path = dir.join(zipfile::MODULE_FILE);
         let mf_bytes = std::fs::read(&mf_path).map_err(|e| Error::Io {
@@ -449,6 +450,39 @@ impl ModuleRegistry {
         })?;
         let mf = ModuleFile::parse(&mf_bytes).map_err(|message| Error::ModuleFile {
             path: mf_path.clone(),
+            message,
+        })?;
+        let coord = format!(
+            "{}@{version_str}",
+            mf.module
+                .rsplit_once('@')
+                .map(|(b, _)| b)
+                .unwrap_or(&mf.module)
+        );
+        let files = zipfile::collect_module_files(dir).map_err(|message| Error::Publish {
+            module: coord,
+            message,
+        })?;
+        self.publish_files(&files, version_str)
+    }
+
+    /// Publishes a module given as `(path, contents)` pairs (e.g. an embedded bundle); the files
+    /// must include `cue.mod/module.cue`.
+    pub fn publish_files(
+        &self,
+        files: &[(String, Vec<u8>)],
+        version_str: &str,
+    ) -> Result<Published, Error> {
+        let mf_bytes = files
+            .iter()
+            .find(|(p, _)| p == zipfile::MODULE_FILE)
+            .map(|(_, b)| b.clone())
+            .ok_or_else(|| Error::ModuleFile {
+                path: PathBuf::from(zipfile::MODULE_FILE),
+                message: "missing".into(),
+            })?;
+        let mf = ModuleFile::parse(&mf_bytes).map_err(|message| Error::ModuleFile {
+            path: PathBuf::from(zipfile::MODULE_FILE),
             message,
         })?;
         let m = ModuleVersion {
@@ -470,10 +504,8 @@ impl ModuleRegistry {
                 });
             }
         }
-        let files = zipfile::collect_module_files(dir).map_err(|message| Error::Publish {
-            module: coord.clone(),
-            message,
-        })?;
+        let mut files = files.to_vec();
+        files.sort_by(|a, b| a.0.cmp(&b.0));
         let zip = zipfile::create(&files).map_err(|message| Error::Publish {
             module: coord.clone(),
             message,
@@ -642,5 +674,89 @@ fn op_to_registry(coord: &str, e: OpError, available: Vec<String>) -> RegistryEr
             message,
         },
         OpError::Invalid(message) => invalid(coord, message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout_registry(dir: &Path, cache: Option<PathBuf>) -> ModuleRegistry {
+        let mut cfg = RegistryConfig::new(Mapping::single(Location::Layout {
+            dir: dir.to_path_buf(),
+        }));
+        cfg.cache_dir = cache;
+        ModuleRegistry::new(cfg).unwrap()
+    }
+
+    fn files() -> Vec<(String, Vec<u8>)> {
+        vec![
+            ("x.cue".into(), b"package x\nx: 1\n".to_vec()),
+            (
+                "cue.mod/module.cue".into(),
+                b"module: \"t.test/x@v1\"\nlanguage: version: \"v0.17.0\"\n".to_vec(),
+            ),
+        ]
+    }
+
+    #[test]
+    fn publish_files_then_fetch_from_a_layout_and_the_cache() {
+        let d = tempfile::tempdir().unwrap();
+        let layout = d.path().join("layout");
+        let cache = d.path().join("cache");
+        let reg = layout_registry(&layout, Some(cache.clone()));
+        let p = reg.publish_files(&files(), "v1.2.0").unwrap();
+        assert!(p.created);
+        assert_eq!(p.repository, "t.test/x");
+        assert!(!reg.publish_files(&files(), "v1.2.0").unwrap().created);
+        let m = ModuleVersion {
+            path: "t.test/x@v1".into(),
+            version: "v1.2.0".into(),
+        };
+        let f = reg.fetch_module(&m).unwrap();
+        assert!(!f.cached);
+        let mut want = files();
+        want.sort();
+        assert_eq!(f.files, want);
+        assert_eq!(f.meta.zip_digest.len(), 71);
+        // A second client with the same cache does not need the layout any more.
+        std::fs::remove_dir_all(&layout).unwrap();
+        let again = layout_registry(&layout, Some(cache))
+            .fetch_module(&m)
+            .unwrap();
+        assert!(again.cached);
+        assert_eq!(again.files, f.files);
+        let fs = reg.fetch(&m).unwrap();
+        assert_eq!(fs.read_file("x.cue").unwrap(), b"package x\nx: 1\n");
+    }
+
+    #[test]
+    fn publish_refuses_a_version_outside_the_major() {
+        let d = tempfile::tempdir().unwrap();
+        let reg = layout_registry(d.path(), None);
+        let e = reg.publish_files(&files(), "v2.0.0").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("cannot publish t.test/x@v2.0.0: version v2.0.0 is not in major v1"),
+            "{e}"
+        );
+        let e = reg.publish_files(&files(), "1.0.0").unwrap_err();
+        assert!(e.to_string().contains("not a canonical semver"), "{e}");
+    }
+
+    #[test]
+    fn none_mapping_forbids_fetching() {
+        let reg = ModuleRegistry::new(RegistryConfig::new(
+            Mapping::parse("t.test=none,oci:/nonexistent").unwrap(),
+        ))
+        .unwrap();
+        let m = ModuleVersion {
+            path: "t.test/x@v1".into(),
+            version: "v1.0.0".into(),
+        };
+        assert!(matches!(
+            reg.fetch_module(&m),
+            Err(RegistryError::Denied { module, .. }) if module == "t.test/x@v1.0.0"
+        ));
     }
 }

@@ -112,7 +112,11 @@ impl Remote {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, OpError>>,
     {
-        let deadline = Instant::now() + self.timeouts.deadline;
+        let now = Instant::now();
+        // A deadline too far away to represent is no deadline worth keeping: cap it at a day.
+        let deadline = now
+            .checked_add(self.timeouts.deadline)
+            .unwrap_or(now + Duration::from_secs(24 * 3600));
         let mut attempt: u32 = 0;
         loop {
             let result = match tokio::time::timeout_at(deadline, op()).await {
