@@ -215,6 +215,7 @@ impl ModuleRegistry {
             }
         }
         let repo = loc.repository(base);
+        tracing::debug!(module = %coord, location = %loc, repository = %repo, "fetching module");
         let (manifest, manifest_digest, mf_bytes, zip_bytes) = match &loc {
             Location::None => return Err(none_error(&coord, base)),
             Location::Layout { dir } => self.layout_artifact(&coord, dir, &repo, m)?,
@@ -404,8 +405,8 @@ impl ModuleRegistry {
                 let mm = artifact::check_manifest(&raw).map_err(OpError::Invalid)?;
                 check_size(&mm.module_file, MAX_MODULE_FILE)?;
                 check_size(&mm.zip, max_zip)?;
-                let mf = remote.blob(&r, &mm.module_file).await?;
-                let zip = remote.blob(&r, &mm.zip).await?;
+                let (mf, zip) =
+                    futures::try_join!(remote.blob(&r, &mm.module_file), remote.blob(&r, &mm.zip))?;
                 Ok::<_, OpError>((mm, digest, mf, zip))
             })
             .map_err(|e| transient(coord, e))?;

@@ -115,7 +115,12 @@ impl DistRegistry {
                 .unwrap();
             let start = Instant::now();
             while start.elapsed() < Duration::from_secs(10) {
-                if v2_answers(&host) {
+                // Another test's registry may have taken the port: only an answer while our
+                // child is still alive (checked twice, 50 ms apart) counts.
+                if v2_answers(&host) && child.try_wait().unwrap().is_none() && {
+                    nap(50);
+                    child.try_wait().unwrap().is_none()
+                } {
                     return DistRegistry {
                         child: Some(child),
                         host,
