@@ -12,9 +12,9 @@ command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
 if [ ${#need[@]} -gt 0 ]; then
   sudo_cmd=""
   [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
+  $sudo_cmd apt-get -o DPkg::Lock::Timeout=300 update -qq
   # kubernetes-client ships /usr/bin/kubectl; another package may already own that path.
-  $sudo_cmd apt-get install -y -qq -o Dpkg::Options::=--force-overwrite "${need[@]}" >/dev/null
+  $sudo_cmd apt-get -o DPkg::Lock::Timeout=300 install -y -qq -o Dpkg::Options::=--force-overwrite "${need[@]}" >/dev/null
 fi
 
 command -v cargo-nextest >/dev/null 2>&1 || cargo install --locked cargo-nextest

@@ -1,5 +1,7 @@
 //! Integration tests of the root package: one binary, one module per area.
 
+mod platform_crash;
+mod platform_stress;
 mod registry;
 mod registry_auth;
 mod registry_bad;

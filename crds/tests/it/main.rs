@@ -1,0 +1,12 @@
+//! Integration tests of the crds crate: the checked-in CRD YAML matches the types, and the
+//! generated schemas carry the invariants of operator-spec.md §1. One binary, modules per topic.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
+mod drift;
+mod schema;

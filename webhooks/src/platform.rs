@@ -1,0 +1,277 @@
+//! Admission rules for the `Platform` singleton (operator-spec.md §1.3, §3; E0019 D7/D13/D18).
+//!
+//! The Platform spec becomes a generated CUE module (`cue.mod` pins + `#registry` keys), so anything
+//! that would only surface there as `GenerateFailed`/`BuildFailed` for syntax reasons is refused at
+//! apply time instead. Whether a pinned version exists in the registry stays the reconciler's job.
+//!
+//! CREATE and UPDATE (every violation is listed, each prefixed by its field path):
+//! 1. `request.kind` must be `opmodel.dev` `Platform`.
+//! 2. `metadata.name` must be `cluster` (the singleton; same rule as the CRD's CEL).
+//! 3. `spec` must be an object; `spec.type` a non-empty string without leading/trailing whitespace or
+//!    control characters, ≤ 253 characters (it is written into the generated `platform.cue`).
+//! 4. `spec.registry`, when present, must be an object. Each key must be a major-suffixed module path
+//!    (`opmodel.dev/catalogs/opm@v2`, see [`crate::syntax`]) outside the reserved platforms namespace
+//!    `opmodel.dev/platforms/` (the generated module itself lives there), and not the core schema
+//!    `opmodel.dev/core` (the operator pins core itself, §3.3; a second pin would clash).
+//! 5. Each entry must be an object; `version` is required: one bare SemVer version (no `v` prefix, no
+//!    range; prerelease/build allowed) whose major equals the key's `@vN`; `enable`, when set, a bool.
+//!    Two majors of one catalog are two distinct entries and allowed.
+//! 6. `spec.skewPolicy`, when set, must be `Warn` or `Refuse`.
+//!
+//! UPDATE only:
+//! 7. Ratcheting: when `spec` is unchanged (metadata-only edits, e.g. finalizers or labels), the request
+//!    is allowed even if the stored spec breaks a rule (a stored legacy entry without `version` stays
+//!    patchable, §1.3); the violations come back as warnings.
+//! 8. Status-subresource requests are allowed unchecked.
+//!
+//! Warnings (allowed, but risky):
+//! - CREATE/UPDATE with no enabled registry entry (nothing can render until a catalog is enabled or a
+//!   provider claim activates).
+//! - UPDATE disabling an entry (`enable` true/unset → false): its transformers leave the platform.
+//! - UPDATE removing an entry: the catalog is no longer pinned or imported.
+//! - UPDATE lowering an entry's `version` (downgrade).
+//! - UPDATE relaxing `skewPolicy` from `Refuse` to `Warn` or unset (renders that were refused for skew
+//!   will proceed with a warning).
+//!
+//! DELETE is allowed with a warning: deleting the Platform clears the platform store, so every
+//! ModuleInstance and ModulePackage stops rendering (`PlatformNotReady`); workloads are frozen, not
+//! torn down (§3.8). The deploy manifests do not register DELETE (an operator outage must not block
+//! cleanup); the function still answers it. CONNECT is allowed.
+
+use std::collections::BTreeMap;
+
+use kube_core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube_core::DynamicObject;
+use serde_json::{Map, Value};
+
+use crate::syntax;
+use crate::violations::Findings;
+
+/// The kind this module validates.
+pub const KIND: &str = "Platform";
+
+/// Validates a Platform admission request (see the module doc for the rules).
+pub fn validate_platform(req: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+    let mut f = Findings::for_request(req);
+    let resp = AdmissionResponse::from(req);
+    if !crate::common::check_kind(req, KIND, &mut f) {
+        return f.respond(resp);
+    }
+    if req.sub_resource.is_some() {
+        return resp;
+    }
+    match req.operation {
+        Operation::Create => {
+            match &req.object {
+                Some(obj) => check_object(obj, &mut f),
+                None => f.deny("request.object", "a CREATE request must carry the object"),
+            }
+            f.respond(resp)
+        }
+        Operation::Update => {
+            let (Some(new), Some(old)) = (&req.object, &req.old_object) else {
+                f.deny(
+                    "request.oldObject",
+                    "an UPDATE request must carry the object and the old object",
+                );
+                return f.respond(resp);
+            };
+            if crate::common::spec(new) == crate::common::spec(old) {
+                let mut stored = Findings::default();
+                check_object(new, &mut stored);
+                f.ratchet(stored);
+                return f.respond(resp);
+            }
+            check_object(new, &mut f);
+            check_update(old, new, &mut f);
+            f.respond(resp)
+        }
+        Operation::Delete => {
+            f.warn(
+                "metadata.name",
+                "deleting the Platform stops all rendering: every ModuleInstance and ModulePackage reports PlatformNotReady; workloads are frozen, not torn down",
+            );
+            f.respond(resp)
+        }
+        Operation::Connect => resp,
+    }
+}
+
+/// One parsed registry entry, for the update comparisons.
+struct Entry {
+    enabled: bool,
+    version: Option<semver::Version>,
+}
+
+fn entries(spec: Option<&Value>) -> BTreeMap<String, Entry> {
+    let Some(reg) = spec
+        .and_then(|s| s.get("registry"))
+        .and_then(Value::as_object)
+    else {
+        return BTreeMap::new();
+    };
+    reg.iter()
+        .map(|(k, v)| {
+            let enabled = !matches!(v.get("enable"), Some(Value::Bool(false)));
+            let version = v
+                .get("version")
+                .and_then(Value::as_str)
+                .and_then(|s| semver::Version::parse(s).ok());
+            (k.clone(), Entry { enabled, version })
+        })
+        .collect()
+}
+
+/// Checks rules 2–6 on one object, plus the "nothing enabled" warning.
+fn check_object(obj: &DynamicObject, f: &mut Findings) {
+    let name = obj.metadata.name.as_deref().unwrap_or("");
+    if name != crds::PLATFORM_NAME {
+        f.deny(
+            "metadata.name",
+            format!(
+                "Platform is a cluster singleton, so the only permitted name is {:?} (found {name:?})",
+                crds::PLATFORM_NAME
+            ),
+        );
+    }
+    let Some(spec) = crate::common::spec(obj).and_then(Value::as_object) else {
+        f.deny("spec", "is required and must be an object");
+        return;
+    };
+    if let Some(t) = crate::common::req_str(spec.get("type"), "spec.type", f) {
+        if t.trim() != t || t.trim().is_empty() {
+            f.deny(
+                "spec.type",
+                format!("{t:?} must not have leading or trailing whitespace"),
+            );
+        }
+        if t.chars().any(char::is_control) {
+            f.deny("spec.type", "must not contain control characters");
+        }
+        if t.len() > 253 {
+            f.deny("spec.type", "must be at most 253 characters");
+        }
+    }
+    match spec.get("registry") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(reg)) => check_registry(reg, f),
+        Some(_) => f.deny(
+            "spec.registry",
+            "must be a map from catalog path to {enable, version}",
+        ),
+    }
+    match spec.get("skewPolicy") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if s == "Warn" || s == "Refuse" => {}
+        Some(other) => f.deny(
+            "spec.skewPolicy",
+            format!("must be \"Warn\" or \"Refuse\", found {other}"),
+        ),
+    }
+    if entries(Some(&Value::Object(spec.clone())))
+        .values()
+        .all(|e| !e.enabled)
+    {
+        f.warn(
+            "spec.registry",
+            "no catalog is enabled; nothing can render until one is enabled or a provider claim activates",
+        );
+    }
+}
+
+fn check_registry(reg: &Map<String, Value>, f: &mut Findings) {
+    for (key, entry) in reg {
+        let base = format!("spec.registry[{key:?}]");
+        let mut major = None;
+        match syntax::check_major_module_path(key) {
+            Ok((path, m)) => {
+                major = Some(m);
+                if path == syntax::CORE_MODULE_PATH {
+                    f.deny(
+                        &base,
+                        format!("{key:?} is the core schema, which the operator pins itself, not a catalog"),
+                    );
+                }
+                if syntax::is_reserved(path) {
+                    f.deny(
+                        &base,
+                        format!(
+                            "{key:?} lies under the reserved platforms namespace {:?} (the generated platform module's, never published)",
+                            syntax::RESERVED_PLATFORMS_PREFIX
+                        ),
+                    );
+                }
+            }
+            Err(e) => f.deny(&base, format!("the key {e}")),
+        }
+        let Some(entry) = entry.as_object() else {
+            f.deny(&base, "must be an object {enable, version}");
+            continue;
+        };
+        if let Some(version) =
+            crate::common::req_str(entry.get("version"), &format!("{base}.version"), f)
+        {
+            match syntax::check_bare_semver(version) {
+                Ok(v) => {
+                    if let Some(m) = major {
+                        if v.major != m {
+                            f.deny(
+                                format!("{base}.version"),
+                                format!(
+                                    "{version:?} has major {} but the key is major-suffixed @v{m}",
+                                    v.major
+                                ),
+                            );
+                        }
+                    }
+                }
+                Err(e) => f.deny(format!("{base}.version"), e),
+            }
+        }
+        match entry.get("enable") {
+            None | Some(Value::Null) | Some(Value::Bool(_)) => {}
+            Some(_) => f.deny(format!("{base}.enable"), "must be a bool"),
+        }
+    }
+}
+
+/// The update warnings.
+fn check_update(old: &DynamicObject, new: &DynamicObject, f: &mut Findings) {
+    let old_spec = crate::common::spec(old);
+    let new_spec = crate::common::spec(new);
+    let (old_e, new_e) = (entries(old_spec), entries(new_spec));
+    for (key, o) in &old_e {
+        let base = format!("spec.registry[{key:?}]");
+        match new_e.get(key) {
+            None => f.warn(
+                &base,
+                "removes this catalog from the platform; instances rendering with its transformers will fail to resolve",
+            ),
+            Some(n) => {
+                if o.enabled && !n.enabled {
+                    f.warn(
+                        format!("{base}.enable"),
+                        "disables this catalog; its transformers leave the platform and instances using them will fail to resolve",
+                    );
+                }
+                if let (Some(ov), Some(nv)) = (&o.version, &n.version) {
+                    if nv < ov {
+                        f.warn(format!("{base}.version"), format!("downgrades the catalog from {ov} to {nv}"));
+                    }
+                }
+            }
+        }
+    }
+    let policy = |s: Option<&Value>| {
+        s.and_then(|s| s.get("skewPolicy"))
+            .and_then(Value::as_str)
+            .unwrap_or("Warn")
+            .to_owned()
+    };
+    if policy(old_spec) == "Refuse" && policy(new_spec) != "Refuse" {
+        f.warn(
+            "spec.skewPolicy",
+            "relaxes the skew policy from Refuse to Warn; renders of modules built against newer catalogs will proceed with a warning",
+        );
+    }
+}
