@@ -11,11 +11,29 @@
 //! - A builtin with [`Builtin::validator`] set returns `Val::Bool` and may be used as a validator
 //!   with its first parameter omitted: `strings.MinRunes(3)` constrains the value it is unified with;
 //!   the evaluator calls `func(&[value, 3])` once that value is concrete.
-//! - Builtins never panic; bad input is a [`BuiltinError`].
+//! - Builtins never panic; bad input is a [`BuiltinError`]. Every builtin checks its argument count
+//!   and kinds itself (see [`args`]), with messages such as
+//!   `invalid argument 0 to strings.ToUpper: expected string, found int`.
+//! - Numbers: a builtin that computes a decimal (`list.Sum`, `math.Floor`, ...) returns
+//!   [`Val::Int`] when the result is integral and [`Val::Float`] otherwise, as upstream's
+//!   conversion of `*apd.Decimal` results does.
+//! - `list.Ascending` and `list.Descending` are [`Member::Const`] marker structs (see
+//!   [`list::ASCENDING_MARKER`]); the sort functions recognise them and compare natively, so the
+//!   evaluator only has to pass the constant through unchanged. Any other comparator goes through
+//!   [`Host::less`]. [`package_cue`] also gives upstream's CUE definitions (`list.Comparer`, ...)
+//!   for an evaluator that prefers to evaluate them.
 //!
 //! The predeclared builtins of the core language (`len`, `close`, `and`, `or`, `div`, `mod`, `quo`,
 //! `rem`, `matchN`, ...) are the evaluator's, not in here.
 
+pub mod args;
+mod json;
+pub mod list;
+pub mod num;
+mod strconv;
+mod strings;
+#[cfg(test)]
+mod testing;
 mod value;
 
 pub use value::{BuiltinError, Host, Val};
@@ -39,6 +57,64 @@ pub struct Builtin {
     pub func: fn(&mut dyn Host, &[Val]) -> Result<Val, BuiltinError>,
 }
 
+impl Builtin {
+    /// A plain function of `arity` parameters.
+    pub(crate) const fn f(
+        pkg: &'static str,
+        name: &'static str,
+        arity: usize,
+        func: fn(&mut dyn Host, &[Val]) -> Result<Val, BuiltinError>,
+    ) -> Builtin {
+        Builtin {
+            pkg,
+            name,
+            arity,
+            variadic: false,
+            validator: false,
+            opaque_args: &[],
+            func,
+        }
+    }
+
+    /// A validator: returns `Bool` and may be used with its first parameter omitted.
+    pub(crate) const fn v(
+        pkg: &'static str,
+        name: &'static str,
+        arity: usize,
+        func: fn(&mut dyn Host, &[Val]) -> Result<Val, BuiltinError>,
+    ) -> Builtin {
+        Builtin {
+            validator: true,
+            ..Builtin::f(pkg, name, arity, func)
+        }
+    }
+
+    /// The same builtin with its last parameter variadic.
+    #[allow(
+        dead_code,
+        reason = "kept for variadic builtins; none is registered today"
+    )]
+    pub(crate) const fn variadic(self) -> Builtin {
+        Builtin {
+            variadic: true,
+            ..self
+        }
+    }
+
+    /// The same builtin with the given parameters allowed to be non-concrete.
+    pub(crate) const fn opaque(self, opaque_args: &'static [usize]) -> Builtin {
+        Builtin {
+            opaque_args,
+            ..self
+        }
+    }
+
+    /// `pkg.Name`, as used in error messages.
+    pub fn qualified_name(&self) -> String {
+        format!("{}.{}", self.pkg, self.name)
+    }
+}
+
 impl std::fmt::Debug for Builtin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}.{}", self.pkg, self.name)
@@ -54,6 +130,29 @@ pub enum Member {
     Const(Val),
 }
 
+/// One std package: its functions and constants.
+pub(crate) struct Package {
+    /// The import path.
+    pub path: &'static str,
+    /// The functions, in upstream's order.
+    pub funcs: &'static [Builtin],
+    /// The constants, computed on lookup.
+    pub consts: fn(&str) -> Option<Val>,
+}
+
+/// No constants.
+pub(crate) fn no_consts(_: &str) -> Option<Val> {
+    None
+}
+
+/// Every package, in [`PACKAGES`] order.
+static ALL: &[Package] = &[
+    strings::PACKAGE,
+    list::PACKAGE,
+    strconv::PACKAGE,
+    json::PACKAGE,
+];
+
 /// `true` if `pkg` is a std package this crate provides.
 pub fn is_std_package(pkg: &str) -> bool {
     PACKAGES.contains(&pkg)
@@ -61,9 +160,80 @@ pub fn is_std_package(pkg: &str) -> bool {
 
 /// Resolves `pkg.name`, or `None` if the package has no such member.
 pub fn lookup(pkg: &str, name: &str) -> Option<Member> {
-    let _ = (pkg, name);
-    None
+    let p = ALL.iter().find(|p| p.path == pkg)?;
+    if let Some(b) = p.funcs.iter().find(|b| b.name == name) {
+        return Some(Member::Func(b));
+    }
+    (p.consts)(name).map(Member::Const)
+}
+
+/// All functions of `pkg` (empty for an unknown package), e.g. for completion or documentation.
+pub fn functions(pkg: &str) -> &'static [Builtin] {
+    ALL.iter()
+        .find(|p| p.path == pkg)
+        .map(|p| p.funcs)
+        .unwrap_or(&[])
+}
+
+/// Upstream's CUE-defined members of `pkg`, as CUE source (e.g. `list.Comparer`, `list.Ascending`),
+/// for an evaluator that evaluates them instead of using the [`Member::Const`] markers.
+pub fn package_cue(pkg: &str) -> Option<&'static str> {
+    match pkg {
+        "list" => Some(list::CUE_DEFS),
+        _ => None,
+    }
 }
 
 /// The std packages provided.
-pub const PACKAGES: &[&str] = &[];
+pub const PACKAGES: &[&str] = &["strings", "list", "strconv", "encoding/json"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packages_and_table_agree() {
+        assert_eq!(PACKAGES.len(), ALL.len());
+        for (name, p) in PACKAGES.iter().zip(ALL) {
+            assert_eq!(*name, p.path);
+            assert!(is_std_package(name));
+            for b in p.funcs {
+                assert_eq!(b.pkg, p.path, "{b:?}");
+                assert!(
+                    matches!(lookup(name, b.name), Some(Member::Func(f)) if std::ptr::eq(f, b))
+                );
+            }
+        }
+        assert!(!is_std_package("tool/exec"));
+        assert!(lookup("strings", "NoSuchThing").is_none());
+        assert!(lookup("nope", "ToUpper").is_none());
+    }
+
+    #[test]
+    fn names_are_unique_per_package() {
+        for p in ALL {
+            let mut names: Vec<_> = p.funcs.iter().map(|b| b.name).collect();
+            names.sort_unstable();
+            let n = names.len();
+            names.dedup();
+            assert_eq!(n, names.len(), "duplicate in {}", p.path);
+        }
+    }
+
+    #[test]
+    fn wrong_arity_is_an_error_not_a_panic() {
+        let mut host = testing::TestHost;
+        for p in ALL {
+            for b in p.funcs {
+                let r = (b.func)(&mut host, &[]);
+                if b.arity > 0 && !(b.variadic && b.arity == 1) {
+                    assert!(r.is_err(), "{b:?} accepted no arguments");
+                }
+                let junk = vec![Val::Opaque(7); b.arity + 3];
+                let _ = (b.func)(&mut host, &junk);
+                let junk = vec![Val::Struct(vec![]); b.arity];
+                let _ = (b.func)(&mut host, &junk);
+            }
+        }
+    }
+}

@@ -4,8 +4,714 @@
 //! - No I/O except through [`module::FileSystem`] and [`module::Registry`]; no async, no network.
 //! - Parsing never fails: it returns a tree plus positioned errors.
 //! - Evaluation is synchronous, bounded by `Config` limits, and never panics on any input.
+//!
+//! The public entry points are [`Runtime`] (build a package from files or a [`module::FileSystem`])
+//! and [`Value`] (lookup, iteration, unification, validation, export). Values are `Send`: they
+//! share the evaluator through an `Arc<Mutex<_>>`.
 
+pub mod adt;
 pub mod ast;
 pub mod builtins;
+pub mod compile;
+pub mod errors;
+pub mod eval;
+pub mod export;
 pub mod module;
+pub mod parser;
+pub mod scanner;
 pub mod source;
+pub mod token;
+
+use adt::{Expr, Kinds, Label, LabelKind, VId};
+pub use errors::{DiagCode, Error};
+use errors::{Diagnostic, SourceMap};
+pub use eval::Config;
+use eval::{Conj, Ev};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+struct Inner {
+    ev: Ev,
+    map: SourceMap,
+    files: Vec<Arc<ast::File>>,
+    lits: Vec<Arc<adt::StructLit>>,
+}
+
+/// An evaluation context: source files, the evaluator and its limits.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Mutex<Inner>>,
+}
+
+/// A value in a [`Runtime`].
+#[derive(Clone)]
+pub struct Value {
+    inner: Arc<Mutex<Inner>>,
+    v: VId,
+}
+
+fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// Does `name` end in `.cue` and not start with `_` or `.` (files a package consists of)?
+pub fn is_package_file(name: &str) -> bool {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    base.ends_with(".cue") && !base.starts_with('_') && !base.starts_with('.')
+}
+
+impl Runtime {
+    /// A runtime with the given limits.
+    pub fn new(config: Config) -> Runtime {
+        Runtime {
+            inner: Arc::new(Mutex::new(Inner {
+                ev: Ev::new(config),
+                map: SourceMap::default(),
+                files: Vec::new(),
+                lits: Vec::new(),
+            })),
+        }
+    }
+
+    /// Builds one package from `(name, source)` pairs. Syntax errors and files of different
+    /// packages are diagnostics.
+    pub fn build_files(&self, files: &[(String, String)]) -> Result<Value, Vec<Diagnostic>> {
+        let mut g = lock(&self.inner);
+        let mut diags = Vec::new();
+        let mut asts = Vec::new();
+        for (name, src) in files {
+            let id = g.map.add(name, src);
+            let (f, errs) = parser::parse_file(id, src);
+            for e in errs {
+                diags.push(Diagnostic {
+                    code: DiagCode::Syntax,
+                    path: String::new(),
+                    message: e.message.clone(),
+                    span: Some(e.span),
+                    related: Vec::new(),
+                });
+            }
+            asts.push(Arc::new(f));
+        }
+        let mut pkg: Option<String> = None;
+        for f in &asts {
+            if let Some(p) = &f.package {
+                match &pkg {
+                    None => pkg = Some(p.name.clone()),
+                    Some(q) if *q != p.name && p.name != "_" && q != "_" => {
+                        diags.push(Diagnostic::load(format!(
+                            "found packages {q:?} and {:?} in the same build",
+                            p.name
+                        )));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if !diags.is_empty() {
+            return Err(diags);
+        }
+        let refs: Vec<&ast::File> = asts.iter().map(|f| f.as_ref()).collect();
+        let mut c = compile::Compiler::new();
+        let lits = c.compile_package(&refs);
+        if !c.fatal.is_empty() {
+            return Err(c
+                .fatal
+                .iter()
+                .map(|b| Diagnostic::from_bottom(String::new(), b))
+                .collect());
+        }
+        let root = g.ev.new_vertex(None, Label::internal("root"));
+        for l in &lits {
+            g.ev.add_conj(
+                root,
+                Conj {
+                    env: None,
+                    expr: Expr::Struct(l.clone()),
+                    close: None,
+                    embed: None,
+                    outer: None,
+                },
+            );
+        }
+        g.files.extend(asts);
+        g.lits.extend(lits);
+        drop(g);
+        Ok(Value {
+            inner: self.inner.clone(),
+            v: root,
+        })
+    }
+
+    /// Builds the package given by command-line style arguments (files or directories, relative
+    /// to the file system's root), resolving imports of packages of the main module
+    /// (`cue.mod/module.cue`) through `fs`; std imports resolve to builtins.
+    pub fn build_args(
+        &self,
+        fs: &dyn module::FileSystem,
+        args: &[String],
+    ) -> Result<Value, Vec<Diagnostic>> {
+        let mut files = Vec::new();
+        for a in args {
+            let a = a.trim_end_matches('/');
+            let a = a.strip_prefix("./").unwrap_or(a);
+            let a = if a.is_empty() { "." } else { a };
+            match fs.read_dir(if a == "." { "" } else { a }) {
+                Ok(_) => files.extend(read_pkg_dir(fs, a, None)?),
+                Err(_) => {
+                    let data = fs
+                        .read_file(a)
+                        .map_err(|e| vec![Diagnostic::load(format!("cannot read {a}: {e}"))])?;
+                    files.push((a.to_string(), String::from_utf8_lossy(&data).into_owned()));
+                }
+            }
+        }
+        if files.is_empty() {
+            return Err(vec![Diagnostic::load("no CUE files found")]);
+        }
+        let module = fs
+            .read_file("cue.mod/module.cue")
+            .ok()
+            .and_then(|d| module_path_of(&String::from_utf8_lossy(&d)));
+        let mut seen = std::collections::HashSet::new();
+        self.load_imports(fs, &files, module.as_deref(), &mut seen)?;
+        self.build_files(&files)
+    }
+
+    fn load_imports(
+        &self,
+        fs: &dyn module::FileSystem,
+        files: &[(String, String)],
+        module: Option<&str>,
+        seen: &mut std::collections::HashSet<String>,
+    ) -> Result<(), Vec<Diagnostic>> {
+        for (_, src) in files {
+            let (f, _) = parser::parse_file(source::FileId(u32::MAX), src);
+            for imp in &f.imports {
+                let key = compile::import_key(&imp.path);
+                let base = compile::import_base(&imp.path);
+                if builtins::is_std_package(&base) || !base.contains('.') {
+                    continue;
+                }
+                if !seen.insert(key.clone()) {
+                    continue;
+                }
+                let m = module.map(|m| m.split('@').next().unwrap_or(m));
+                let mut rel = match m {
+                    Some(m) if base == m => Some(".".to_string()),
+                    Some(m) => base.strip_prefix(&format!("{m}/")).map(|r| r.to_string()),
+                    None => None,
+                };
+                if rel.is_none() {
+                    // Vendored packages (`cue.mod/pkg`, `gen`, `usr`).
+                    for d in ["pkg", "gen", "usr"] {
+                        let cand = format!("cue.mod/{d}/{base}");
+                        if fs.read_dir(&cand).is_ok() {
+                            rel = Some(cand);
+                            break;
+                        }
+                    }
+                }
+                let Some(rel) = rel else {
+                    return Err(vec![Diagnostic::load(format!(
+                        "cannot find package {:?} (not in the main module and no registry)",
+                        imp.path
+                    ))]);
+                };
+                let name = compile::import_name(&imp.path);
+                let pfiles = read_pkg_dir(fs, &rel, Some(&name))?;
+                if pfiles.is_empty() {
+                    return Err(vec![Diagnostic::load(format!(
+                        "cannot find package {:?}",
+                        imp.path
+                    ))]);
+                }
+                self.load_imports(fs, &pfiles, module, seen)?;
+                let v = self.build_files(&pfiles)?;
+                lock(&self.inner).ev.packages.insert(key, v.v);
+            }
+        }
+        Ok(())
+    }
+
+    /// Builds the package in directory `dir` of a file system (its `.cue` files, skipping those
+    /// starting with `_` or `.`).
+    pub fn build_dir(
+        &self,
+        fs: &dyn module::FileSystem,
+        dir: &str,
+    ) -> Result<Value, Vec<Diagnostic>> {
+        let entries = fs
+            .read_dir(dir)
+            .map_err(|e| vec![Diagnostic::load(format!("cannot read {dir}: {e}"))])?;
+        let mut files = Vec::new();
+        for e in entries {
+            if e.is_dir || !is_package_file(&e.name) {
+                continue;
+            }
+            let path = if dir.is_empty() || dir == "." {
+                e.name.clone()
+            } else {
+                format!("{}/{}", dir.trim_end_matches('/'), e.name)
+            };
+            let data = fs
+                .read_file(&path)
+                .map_err(|err| vec![Diagnostic::load(format!("cannot read {path}: {err}"))])?;
+            files.push((path, String::from_utf8_lossy(&data).into_owned()));
+        }
+        files.sort();
+        if files.is_empty() {
+            return Err(vec![Diagnostic::load(format!("no CUE files in {dir}"))]);
+        }
+        self.build_files(&files)
+    }
+
+    /// Compiles an expression in the scope of a built package (`cue export -e`).
+    pub fn compile_expr(&self, pkg: &Value, src: &str) -> Result<Value, Vec<Diagnostic>> {
+        let mut g = lock(&self.inner);
+        let id = g.map.add("<expr>", src);
+        let (e, errs) = parser::parse_expr(id, src);
+        if !errs.is_empty() {
+            return Err(errs
+                .into_iter()
+                .map(|e| Diagnostic {
+                    code: DiagCode::Syntax,
+                    path: String::new(),
+                    message: e.message,
+                    span: Some(e.span),
+                    related: Vec::new(),
+                })
+                .collect());
+        }
+        let files = g.files.clone();
+        let refs: Vec<&ast::File> = files.iter().map(|f| f.as_ref()).collect();
+        let mut c = compile::Compiler::new();
+        let ce = c.compile_expr_in_package(&refs, &e);
+        // The expression is evaluated in an environment whose vertex is the package root.
+        let env = Arc::new(eval::Env {
+            up: None,
+            vertex: pkg.v,
+            kind: eval::EnvKind::Struct(Arc::new(adt::StructLit::default())),
+            id: u64::MAX,
+        });
+        g.ev.eval(pkg.v);
+        let v = g.ev.anon(Some(env), ce);
+        Ok(Value {
+            inner: self.inner.clone(),
+            v,
+        })
+    }
+
+    /// Renders diagnostics with file positions.
+    pub fn render(&self, diags: &[Diagnostic]) -> String {
+        let g = lock(&self.inner);
+        errors::render(diags, &g.map)
+    }
+}
+
+impl Default for Runtime {
+    fn default() -> Self {
+        Runtime::new(Config::default())
+    }
+}
+
+fn module_path_of(src: &str) -> Option<String> {
+    let i = src.find("module:")?;
+    let rest = &src[i + 7..];
+    let a = rest.find('"')?;
+    let b = rest[a + 1..].find('"')?;
+    Some(rest[a + 1..a + 1 + b].to_string())
+}
+
+fn read_pkg_dir(
+    fs: &dyn module::FileSystem,
+    dir: &str,
+    pkg: Option<&str>,
+) -> Result<Vec<(String, String)>, Vec<Diagnostic>> {
+    let entries = fs
+        .read_dir(if dir == "." { "" } else { dir })
+        .map_err(|e| vec![Diagnostic::load(format!("cannot read {dir}: {e}"))])?;
+    let mut out = Vec::new();
+    for e in entries {
+        if e.is_dir || !is_package_file(&e.name) {
+            continue;
+        }
+        let path = if dir == "." {
+            e.name.clone()
+        } else {
+            format!("{dir}/{}", e.name)
+        };
+        let data = fs
+            .read_file(&path)
+            .map_err(|err| vec![Diagnostic::load(format!("cannot read {path}: {err}"))])?;
+        let text = String::from_utf8_lossy(&data).into_owned();
+        if let Some(p) = pkg {
+            let (f, _) = parser::parse_file(source::FileId(u32::MAX), &text);
+            if f.package.as_ref().map(|i| i.name.as_str()) != Some(p) {
+                continue;
+            }
+        }
+        out.push((path, text));
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn parse_path(path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_q = false;
+    for c in path.chars() {
+        match c {
+            '"' => in_q = !in_q,
+            '.' if !in_q => out.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+impl Value {
+    fn with<R>(&self, f: impl FnOnce(&mut Ev, VId) -> R) -> R {
+        let mut g = lock(&self.inner);
+        g.ev.reset_limits();
+        f(&mut g.ev, self.v)
+    }
+
+    fn wrap(&self, v: VId) -> Value {
+        Value {
+            inner: self.inner.clone(),
+            v,
+        }
+    }
+
+    /// Looks up a dotted path (`a.b`, `#Def.x`, `_hidden`, `"quoted-label".x`).
+    pub fn lookup(&self, path: &str) -> Option<Value> {
+        let mut cur = self.clone();
+        for seg in parse_path(path) {
+            cur = cur.lookup_label(&seg)?;
+        }
+        Some(cur)
+    }
+
+    /// Looks up one label (an identifier-like label is classified by its prefix).
+    pub fn lookup_label(&self, name: &str) -> Option<Value> {
+        let r = self.with(|ev, v| {
+            ev.eval(v);
+            let v = ev.deref(v);
+            let labels = [Label::ident(name), Label::string(name)];
+            let mut found = None;
+            for l in labels {
+                if let Some(&a) = ev.vs[v as usize].arcs.get(&l) {
+                    found = Some(a);
+                    break;
+                }
+            }
+            if found.is_none() && ev.vs[v as usize].is_list {
+                if let Ok(i) = name.parse::<usize>() {
+                    found = ev.vs[v as usize].arcs.get(&Label::index(i)).copied();
+                }
+            }
+            if let Some(a) = found {
+                ev.eval(a);
+            }
+            found
+        })?;
+        Some(self.wrap(r))
+    }
+
+    /// The fields of a struct: regular ones, plus optional ones if asked, plus definitions and
+    /// hidden fields if asked. Labels are returned as written.
+    pub fn fields(&self, optional: bool, defs_and_hidden: bool) -> Vec<(String, Value)> {
+        let ids = self.with(|ev, v| {
+            ev.eval(v);
+            let v = ev.deref(v);
+            let arcs: Vec<(Label, VId)> = ev.vs[v as usize]
+                .arcs
+                .iter()
+                .map(|(l, a)| (l.clone(), *a))
+                .collect();
+            let mut out = Vec::new();
+            for (l, a) in arcs {
+                if matches!(l.kind, LabelKind::Internal) {
+                    continue;
+                }
+                if !(defs_and_hidden || l.is_regular() || l.kind == LabelKind::Index) {
+                    continue;
+                }
+                ev.eval(a);
+                let c = ev.vs[a as usize].constraint;
+                if !optional && c != Some(ast::FieldConstraint::Regular) {
+                    continue;
+                }
+                out.push((l.name.to_string(), a));
+            }
+            out
+        });
+        ids.into_iter().map(|(n, a)| (n, self.wrap(a))).collect()
+    }
+
+    /// The allowed kinds ([`adt::K_INT`] etc.); 0 for bottom.
+    pub fn kind(&self) -> Kinds {
+        self.with(|ev, v| {
+            ev.eval(v);
+            let v = ev.deref(v);
+            let x = &ev.vs[v as usize];
+            if x.err.is_some() {
+                return 0;
+            }
+            if let Some(s) = &x.scalar {
+                return s.kind();
+            }
+            if x.is_struct {
+                return adt::K_STRUCT;
+            }
+            if x.is_list {
+                return adt::K_LIST;
+            }
+            x.kinds
+        })
+    }
+
+    /// The default of a disjunction (the value itself otherwise).
+    pub fn default(&self) -> Value {
+        let d = self.with(|ev, v| {
+            ev.eval(v);
+            ev.deref(v)
+        });
+        self.wrap(d)
+    }
+
+    /// `true` if the value is an error.
+    pub fn is_bottom(&self) -> bool {
+        self.with(|ev, v| {
+            ev.eval(v);
+            let v = ev.deref(v);
+            ev.vs[v as usize].err.is_some()
+        })
+    }
+
+    /// Whether a closed struct allows a regular field `label`.
+    pub fn allows(&self, label: &str) -> bool {
+        let probe = Value {
+            inner: self.inner.clone(),
+            v: self.with(|ev, _| {
+                ev.anon(
+                    None,
+                    Expr::Struct(Arc::new(adt::StructLit {
+                        fields: vec![adt::FieldDecl {
+                            label: adt::LabelExpr::Fixed(Label::string(label)),
+                            constraint: ast::FieldConstraint::Optional,
+                            value: Expr::Lit(adt::Val::Top, source::Span::default()),
+                            span: source::Span::default(),
+                        }],
+                        ..Default::default()
+                    })),
+                )
+            }),
+        };
+        let u = self.unify(&probe);
+        let lab = Label::string(label);
+        u.with(|ev, v| {
+            ev.eval(v);
+            let v = ev.deref(v);
+            match ev.vs[v as usize].arcs.get(&lab).copied() {
+                Some(a) => {
+                    ev.eval(a);
+                    ev.vs[a as usize].err.is_none()
+                }
+                None => false,
+            }
+        })
+    }
+
+    /// Unifies two values. A value of another runtime is taken by its concrete data (an error
+    /// value if it is not concrete).
+    pub fn unify(&self, other: &Value) -> Value {
+        let span = source::Span::default();
+        let a = self.v;
+        let bexpr = if Arc::ptr_eq(&self.inner, &other.inner) {
+            Expr::Vertex(other.v, span)
+        } else {
+            match other.to_data() {
+                Ok(d) => eval::data_to_expr(&d, span),
+                Err(d) => Expr::Bad(adt::Bottom::new(
+                    adt::ErrorCode::Incomplete,
+                    format!(
+                        "value of another runtime is not concrete: {}",
+                        d.first().map(|x| x.message.as_str()).unwrap_or("")
+                    ),
+                    span,
+                )),
+            }
+        };
+        let u =
+            self.with(|ev, _| ev.anon(None, Expr::Unify(vec![Expr::Vertex(a, span), bexpr], span)));
+        self.wrap(u)
+    }
+
+    fn collect(
+        &self,
+        ev: &mut Ev,
+        v: VId,
+        concrete: bool,
+    ) -> (Option<builtins::Val>, Vec<Diagnostic>) {
+        let mut errs = Vec::new();
+        let data = ev.to_data(v, &mut errs, 0);
+        ev.collect_fatal_hidden(v, &mut errs, 0, false);
+        let mut diags = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (at, b) in errs {
+            if !concrete && !b.code.is_fatal() {
+                continue;
+            }
+            let path = ev.path_text(at);
+            if seen.insert((path.clone(), b.msg.clone())) {
+                diags.push(Diagnostic::from_bottom(path, &b));
+            }
+        }
+        (data, diags)
+    }
+
+    /// Validates the value: every error, and with `concrete` every non-concrete regular field,
+    /// is reported with its path.
+    pub fn validate(&self, concrete: bool) -> Result<(), Vec<Diagnostic>> {
+        let diags = {
+            let mut g = lock(&self.inner);
+            g.ev.reset_limits();
+            let (_, d) = self.collect(&mut g.ev, self.v, concrete);
+            d
+        };
+        if diags.is_empty() {
+            Ok(())
+        } else {
+            Err(diags)
+        }
+    }
+
+    /// The concrete data of the value (regular fields, defaults taken).
+    pub fn to_data(&self) -> Result<builtins::Val, Vec<Diagnostic>> {
+        let mut g = lock(&self.inner);
+        g.ev.reset_limits();
+        let (d, diags) = self.collect(&mut g.ev, self.v, true);
+        match d {
+            Some(d) if diags.is_empty() => Ok(d),
+            _ => Err(if diags.is_empty() {
+                vec![Diagnostic::load("value is not concrete")]
+            } else {
+                diags
+            }),
+        }
+    }
+
+    /// JSON export.
+    pub fn to_json(&self) -> Result<String, Vec<Diagnostic>> {
+        let d = self.to_data()?;
+        let max = lock(&self.inner).ev.config.max_output_bytes;
+        export::to_json(&d, max).ok_or_else(|| {
+            vec![Diagnostic {
+                code: DiagCode::Limit,
+                path: String::new(),
+                message: format!("output exceeds {max} bytes"),
+                span: None,
+                related: Vec::new(),
+            }]
+        })
+    }
+
+    /// YAML export.
+    pub fn to_yaml(&self) -> Result<String, Vec<Diagnostic>> {
+        let d = self.to_data()?;
+        let max = lock(&self.inner).ev.config.max_output_bytes;
+        let y = export::to_yaml(&d);
+        if y.len() > max {
+            return Err(vec![Diagnostic {
+                code: DiagCode::Limit,
+                path: String::new(),
+                message: format!("output exceeds {max} bytes"),
+                span: None,
+                related: Vec::new(),
+            }]);
+        }
+        Ok(y)
+    }
+
+    /// The path of the value from its package root.
+    pub fn path(&self) -> String {
+        self.with(|ev, v| ev.path_text(v))
+    }
+}
+
+/// What `cue export` does: build the package named by `args` (files or directories of `fs`),
+/// fail on any error in it, and print the value (or `expr` evaluated in it) as JSON or YAML.
+/// Returns the output, or the rendered diagnostics.
+pub fn export_args(
+    fs: &dyn module::FileSystem,
+    args: &[String],
+    expr: Option<&str>,
+    yaml: bool,
+    config: Config,
+) -> Result<String, String> {
+    let rt = Runtime::new(config);
+    let root = rt.build_args(fs, args).map_err(|d| rt.render(&d))?;
+    let v = match expr {
+        Some(e) => rt.compile_expr(&root, e).map_err(|d| rt.render(&d))?,
+        None => {
+            root.validate(false).map_err(|d| rt.render(&d))?;
+            root
+        }
+    };
+    let r = if yaml { v.to_yaml() } else { v.to_json() };
+    r.map_err(|d| rt.render(&d))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send<T: Send + Sync>() {}
+
+    #[test]
+    fn values_are_send() {
+        assert_send::<Value>();
+        assert_send::<Runtime>();
+    }
+
+    fn build(src: &str) -> Value {
+        Runtime::default()
+            .build_files(&[("in.cue".into(), src.into())])
+            .unwrap()
+    }
+
+    #[test]
+    fn api_lookup_unify_allows() {
+        let v = build("#D: {a: int, b?: string}\nx: #D & {a: 1}\n_h: 3\n");
+        let d = v.lookup("#D").unwrap();
+        assert!(d.allows("a"));
+        assert!(!d.allows("zzz"));
+        assert_eq!(v.lookup("x.a").unwrap().to_json().unwrap(), "1\n");
+        assert_eq!(v.lookup("_h").unwrap().to_json().unwrap(), "3\n");
+        let y = d.unify(&build("a: 2"));
+        assert!(y.validate(true).is_ok());
+        assert_eq!(y.lookup("a").unwrap().to_json().unwrap(), "2\n");
+        let z = d.unify(&build("a: 2, c: 3"));
+        assert!(z.validate(false).is_err());
+        assert_eq!(d.fields(true, false).len(), 2);
+        assert_eq!(d.fields(false, false).len(), 1);
+    }
+
+    #[test]
+    fn defaults_and_errors() {
+        let v = build("a: *1 | 2\nb: a & 2\nc: int\n");
+        assert_eq!(v.lookup("a").unwrap().to_json().unwrap(), "1\n");
+        assert_eq!(v.lookup("b").unwrap().to_json().unwrap(), "2\n");
+        let errs = v.validate(true).unwrap_err();
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].path, "c");
+        assert_eq!(errs[0].code, DiagCode::Incomplete);
+    }
+}

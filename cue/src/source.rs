@@ -1,5 +1,6 @@
 //! Source positions: files are identified by a [`FileId`]; a [`Span`] is a byte range in one file.
-//! Line and column are computed only when a diagnostic is rendered.
+//! Line and column are computed only when a diagnostic is rendered, by [`SourceMap::line_col`]
+//! from a line index built lazily per file.
 
 /// Identifies one source file within a build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -29,5 +30,141 @@ impl Span {
             start: self.start.min(other.start),
             end: self.end.max(other.end),
         }
+    }
+}
+
+/// One file of a [`SourceMap`].
+#[derive(Debug)]
+struct SourceFile {
+    name: String,
+    text: std::sync::Arc<str>,
+    /// Byte offsets of line starts, computed on first use.
+    lines: std::sync::OnceLock<Vec<u32>>,
+}
+
+/// A line and column, both 1-based; the column counts characters (Unicode scalar values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LineCol {
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column, in characters.
+    pub col: u32,
+}
+
+/// The files of a build: names and contents by [`FileId`]. The line index of a file is built the
+/// first time a position in it is asked for.
+#[derive(Debug, Default)]
+pub struct SourceMap {
+    files: Vec<SourceFile>,
+}
+
+impl SourceMap {
+    /// An empty map.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a file and returns its id (ids are dense, in insertion order).
+    pub fn add(&mut self, name: impl Into<String>, text: impl Into<std::sync::Arc<str>>) -> FileId {
+        let id = FileId(self.files.len() as u32);
+        self.files.push(SourceFile {
+            name: name.into(),
+            text: text.into(),
+            lines: std::sync::OnceLock::new(),
+        });
+        id
+    }
+
+    /// Number of files.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// `true` if no file was added.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// The name of a file (`""` for an unknown id).
+    pub fn name(&self, file: FileId) -> &str {
+        self.files.get(file.0 as usize).map_or("", |f| &f.name)
+    }
+
+    /// The contents of a file (`""` for an unknown id).
+    pub fn text(&self, file: FileId) -> &str {
+        self.files.get(file.0 as usize).map_or("", |f| &f.text)
+    }
+
+    /// The source text a span covers (`""` if out of range).
+    pub fn snippet(&self, span: Span) -> &str {
+        self.text(span.file)
+            .get(span.start as usize..span.end as usize)
+            .unwrap_or("")
+    }
+
+    /// The line and column of a span's start. Offsets past the end clamp to the end of the file.
+    pub fn line_col(&self, span: Span) -> LineCol {
+        self.offset_line_col(span.file, span.start)
+    }
+
+    /// The line and column of byte `offset` in `file`.
+    pub fn offset_line_col(&self, file: FileId, offset: u32) -> LineCol {
+        let Some(f) = self.files.get(file.0 as usize) else {
+            return LineCol { line: 1, col: 1 };
+        };
+        let lines = f.lines.get_or_init(|| {
+            let mut v = vec![0u32];
+            v.extend(
+                f.text
+                    .bytes()
+                    .enumerate()
+                    .filter(|(_, b)| *b == b'\n')
+                    .map(|(i, _)| i as u32 + 1),
+            );
+            v
+        });
+        let mut offset = (offset as usize).min(f.text.len());
+        while !f.text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let line = lines.partition_point(|&s| s as usize <= offset).max(1);
+        let start = lines.get(line - 1).copied().unwrap_or(0) as usize;
+        let col = f.text.get(start..offset).map_or(0, |s| s.chars().count());
+        LineCol {
+            line: line as u32,
+            col: col as u32 + 1,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_col_is_one_based_and_counts_chars() {
+        let mut m = SourceMap::new();
+        let a = m.add("a.cue", "x: 1\nyé: 2\n");
+        let b = m.add("b.cue", "");
+        assert_eq!(m.name(a), "a.cue");
+        assert_eq!(m.len(), 2);
+        assert_eq!(m.line_col(Span::new(a, 0, 1)), LineCol { line: 1, col: 1 });
+        assert_eq!(m.line_col(Span::new(a, 5, 6)), LineCol { line: 2, col: 1 });
+        // `é` is two bytes but one column.
+        assert_eq!(m.line_col(Span::new(a, 8, 9)), LineCol { line: 2, col: 3 });
+        assert_eq!(
+            m.line_col(Span::new(a, 13, 13)),
+            LineCol { line: 3, col: 1 }
+        );
+        assert_eq!(
+            m.line_col(Span::new(a, 999, 999)),
+            LineCol { line: 3, col: 1 }
+        );
+        assert_eq!(m.line_col(Span::new(b, 0, 0)), LineCol { line: 1, col: 1 });
+        assert_eq!(m.snippet(Span::new(a, 0, 4)), "x: 1");
+        assert_eq!(
+            m.line_col(Span::new(FileId(9), 0, 0)),
+            LineCol { line: 1, col: 1 }
+        );
     }
 }

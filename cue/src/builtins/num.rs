@@ -1,0 +1,161 @@
+//! Number helpers shared by the packages: decimal conversion and CUE's number formatting.
+//!
+//! Rules:
+//! - A computed decimal is returned as an int when it is integral (upstream converts an
+//!   `*apd.Decimal` result with `RoundToIntegralExact`), else as a float.
+//! - Floats print like apd's `Decimal.String` (the General Decimal Arithmetic "to-scientific-string"):
+//!   plain notation when the exponent is `<= 0` and the adjusted exponent is `>= -6`
+//!   (`1.0`, `0.000001`, `100.50`), otherwise `d.dddE±n` (`1E+30`, `1.5E+10`, `1E-7`). JSON and
+//!   YAML use the same text with a lower-case `e`, as `cue export` does.
+
+use super::Val;
+use bigdecimal::BigDecimal;
+use num_bigint::{BigInt, Sign};
+use num_traits::{Signed, Zero};
+
+/// An int or float value as a decimal; `None` for other kinds.
+pub fn to_decimal(v: &Val) -> Option<BigDecimal> {
+    match v {
+        Val::Int(i) => Some(BigDecimal::from(i.clone())),
+        Val::Float(f) => Some(f.clone()),
+        _ => None,
+    }
+}
+
+/// `true` if `d` has no fractional part.
+pub fn is_integral(d: &BigDecimal) -> bool {
+    let (m, scale) = d.as_bigint_and_exponent();
+    if scale <= 0 {
+        return true;
+    }
+    let ten = BigInt::from(10u8);
+    let div = num_traits::pow(
+        ten,
+        usize::try_from(scale).unwrap_or(usize::MAX).min(100_000),
+    );
+    (&m % &div).is_zero()
+}
+
+/// The integer value of an integral decimal (truncating otherwise).
+pub fn to_bigint(d: &BigDecimal) -> BigInt {
+    let (m, scale) = d.as_bigint_and_exponent();
+    if scale <= 0 {
+        let e = usize::try_from(-scale).unwrap_or(0).min(100_000);
+        m * num_traits::pow(BigInt::from(10u8), e)
+    } else {
+        let e = usize::try_from(scale).unwrap_or(0).min(100_000);
+        m / num_traits::pow(BigInt::from(10u8), e)
+    }
+}
+
+/// A computed number: an int when integral, else a float.
+pub fn from_decimal(d: BigDecimal) -> Val {
+    if is_integral(&d) {
+        Val::Int(to_bigint(&d))
+    } else {
+        Val::Float(d)
+    }
+}
+
+/// Formats a float like apd's `Decimal.String` (upper-case `E`).
+pub fn format_decimal(d: &BigDecimal) -> String {
+    let (m, scale) = d.as_bigint_and_exponent();
+    let neg = m.sign() == Sign::Minus;
+    let digits = m.abs().to_string();
+    let exp = -scale;
+    let n = i64::try_from(digits.len()).unwrap_or(i64::MAX);
+    let adjusted = exp.saturating_add(n - 1);
+    let mut out = String::new();
+    if neg {
+        out.push('-');
+    }
+    if exp <= 0 && adjusted >= -6 {
+        if exp == 0 {
+            out.push_str(&digits);
+        } else {
+            let point = n + exp;
+            if point <= 0 {
+                out.push_str("0.");
+                for _ in 0..(-point) {
+                    out.push('0');
+                }
+                out.push_str(&digits);
+            } else {
+                let p = usize::try_from(point).unwrap_or(0);
+                out.push_str(&digits[..p]);
+                out.push('.');
+                out.push_str(&digits[p..]);
+            }
+        }
+    } else {
+        out.push_str(&digits[..1]);
+        if digits.len() > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push('E');
+        if adjusted >= 0 {
+            out.push('+');
+        }
+        out.push_str(&adjusted.to_string());
+    }
+    out
+}
+
+/// Formats a float as `cue export` writes it in JSON and YAML (lower-case `e`).
+pub fn format_float_export(d: &BigDecimal) -> String {
+    format_decimal(d).replace('E', "e")
+}
+
+/// Parses a decimal literal (`1.5`, `-2e3`, `.5`); `None` if it is not one.
+pub fn parse_decimal(s: &str) -> Option<BigDecimal> {
+    let body = s.strip_prefix(['-', '+']).unwrap_or(s);
+    let ok = !body.is_empty()
+        && body
+            .chars()
+            .all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'))
+        && body
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_digit() || c == '.');
+    if !ok {
+        return None;
+    }
+    s.parse::<BigDecimal>().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(s: &str) -> BigDecimal {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn formats_like_apd() {
+        for (input, want) in [
+            ("1.0", "1.0"),
+            ("1e30", "1E+30"),
+            ("1.5e10", "1.5E+10"),
+            ("0.000001", "0.000001"),
+            ("1e-7", "1E-7"),
+            ("-2.50", "-2.50"),
+            ("123.456", "123.456"),
+            ("0.5", "0.5"),
+            ("100", "100"),
+        ] {
+            assert_eq!(format_decimal(&d(input)), want, "{input}");
+        }
+        assert_eq!(format_float_export(&d("1e30")), "1e+30");
+    }
+
+    #[test]
+    fn integral_results_become_ints() {
+        assert_eq!(from_decimal(d("3.00")), Val::Int(3.into()));
+        assert_eq!(from_decimal(d("1e3")), Val::Int(1000.into()));
+        assert_eq!(from_decimal(d("1.5")), Val::Float(d("1.5")));
+        assert!(parse_decimal("abc").is_none());
+        assert!(parse_decimal("1e5").is_some());
+    }
+}

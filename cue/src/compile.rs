@@ -1,0 +1,690 @@
+//! Compilation from the AST to the internal representation (upstream `internal/core/compile`).
+//!
+//! Rules implemented (spec "Declarations and scopes", "References"):
+//! - Every struct literal opens one scope holding its identifier-like labels, its `let`s and its
+//!   aliases; a comprehension `for` or `let` clause and a pattern constraint open a binding scope.
+//!   The evaluator creates exactly one environment per scope, so a reference is compiled to
+//!   "go up N environments, then take field/let/binding X".
+//! - The package scope is shared by all files of a package; `let`s and imports are per file.
+//! - Unresolved identifiers fall back to imports, then to predeclared identifiers (`int`, `len`,
+//!   ...); anything else is a compile error value ("reference not found").
+//! - `a & b & c` and `a | *b | c` are flattened.
+
+use crate::adt::{
+    Bottom, BoundOp, ClauseC, ComprehensionC, ErrorCode, Expr, FieldDecl, InterpPart, Label,
+    LabelExpr, ListElemC, ListLit, PatternDecl, StructLit, Val, K_BOOL, K_BYTES, K_FLOAT, K_INT,
+    K_NULL, K_NUMBER, K_STRING,
+};
+use crate::ast;
+use crate::source::Span;
+use num_bigint::BigInt;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+enum Scope {
+    Struct {
+        fields: HashMap<String, Label>,
+        lets: HashMap<String, u32>,
+    },
+    Bind(HashMap<String, u32>),
+}
+
+/// Compiles the files of one package into one struct literal per file.
+pub struct Compiler {
+    scopes: Vec<Scope>,
+    imports: HashMap<String, String>,
+    used_imports: std::collections::HashSet<String>,
+    /// Errors found (also embedded as `Expr::Bad`).
+    pub errors: Vec<Arc<Bottom>>,
+    /// Errors that make the package invalid (imported and not used).
+    pub fatal: Vec<Arc<Bottom>>,
+}
+
+/// The local name an import path binds by default (`encoding/json` → `json`, `a/b@v1:c` → `c`).
+pub fn import_name(path: &str) -> String {
+    if let Some((_, q)) = path.rsplit_once(':') {
+        return q.to_string();
+    }
+    let last = path.rsplit('/').next().unwrap_or(path);
+    last.split('@').next().unwrap_or(last).to_string()
+}
+
+/// The key a package is registered under: the path without `@version`, with its qualifier.
+pub fn import_key(path: &str) -> String {
+    let (p, q) = match path.split_once(':') {
+        Some((a, b)) => (a, Some(b)),
+        None => (path, None),
+    };
+    let p = p.split('@').next().unwrap_or(p);
+    match q {
+        Some(q) => format!("{p}:{q}"),
+        None => p.to_string(),
+    }
+}
+
+/// Strips a `:qualifier` and `@version` from an import path.
+pub fn import_base(path: &str) -> String {
+    let p = path.split(':').next().unwrap_or(path);
+    match p.rsplit_once('@') {
+        Some((a, _)) => a.to_string(),
+        None => p.to_string(),
+    }
+}
+
+fn label_name_of(label: &ast::Label) -> Option<(String, bool)> {
+    match label {
+        ast::Label::Ident(i) => Some((i.name.clone(), true)),
+        ast::Label::String { parts, .. } => {
+            if parts.len() == 1 {
+                if let ast::StrPart::Text(t) = &parts[0] {
+                    return Some((t.clone(), false));
+                }
+            }
+            if parts.is_empty() {
+                return Some((String::new(), false));
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+fn fixed_label(name: &str, is_ident: bool) -> Label {
+    if is_ident {
+        Label::ident(name)
+    } else {
+        Label::string(name)
+    }
+}
+
+/// Predeclared identifiers.
+pub fn predeclared(name: &str, span: Span) -> Option<Expr> {
+    let lit = |v: Val| Some(Expr::Lit(v, span));
+    let bounded = |lo: BigInt, hi: BigInt| {
+        Some(Expr::Unify(
+            vec![
+                Expr::Lit(Val::Kind(K_INT), span),
+                Expr::Lit(Val::Bound(BoundOp::Ge, Arc::new(Val::int(lo))), span),
+                Expr::Lit(Val::Bound(BoundOp::Le, Arc::new(Val::int(hi))), span),
+            ],
+            span,
+        ))
+    };
+    let p2 = |n: u32| BigInt::from(2).pow(n);
+    match name {
+        "bool" => lit(Val::Kind(K_BOOL)),
+        "int" => lit(Val::Kind(K_INT)),
+        "float" => lit(Val::Kind(K_FLOAT)),
+        "number" => lit(Val::Kind(K_NUMBER)),
+        "string" => lit(Val::Kind(K_STRING)),
+        "bytes" => lit(Val::Kind(K_BYTES)),
+        "null" => lit(Val::Null),
+        "__no_sharing" => lit(Val::Top),
+        "_" => lit(Val::Top),
+        "uint" => Some(Expr::Unify(
+            vec![
+                Expr::Lit(Val::Kind(K_INT), span),
+                Expr::Lit(Val::Bound(BoundOp::Ge, Arc::new(Val::int(0))), span),
+            ],
+            span,
+        )),
+        "int8" => bounded(-p2(7), p2(7) - 1),
+        "int16" => bounded(-p2(15), p2(15) - 1),
+        "int32" => bounded(-p2(31), p2(31) - 1),
+        "int64" => bounded(-p2(63), p2(63) - 1),
+        "int128" => bounded(-p2(127), p2(127) - 1),
+        "uint8" | "byte" => bounded(BigInt::from(0), p2(8) - 1),
+        "uint16" => bounded(BigInt::from(0), p2(16) - 1),
+        "uint32" => bounded(BigInt::from(0), p2(32) - 1),
+        "uint64" => bounded(BigInt::from(0), p2(64) - 1),
+        "uint128" => bounded(BigInt::from(0), p2(128) - 1),
+        "rune" => bounded(BigInt::from(0), BigInt::from(0x10FFFF)),
+        "float32" | "float64" => {
+            let m: bigdecimal::BigDecimal = if name == "float32" {
+                "3.40282346638528859811704183484516925440e+38"
+                    .parse()
+                    .ok()?
+            } else {
+                "1.797693134862315708145274237317043567981e+308"
+                    .parse()
+                    .ok()?
+            };
+            Some(Expr::Unify(
+                vec![
+                    Expr::Lit(Val::Kind(K_NUMBER), span),
+                    Expr::Lit(
+                        Val::Bound(BoundOp::Ge, Arc::new(Val::Float(Arc::new(-m.clone())))),
+                        span,
+                    ),
+                    Expr::Lit(
+                        Val::Bound(BoundOp::Le, Arc::new(Val::Float(Arc::new(m)))),
+                        span,
+                    ),
+                ],
+                span,
+            ))
+        }
+        "len" | "close" | "and" | "or" | "div" | "mod" | "quo" | "rem" | "matchN" | "matchIf"
+        | "error" | "__and" | "__or" => lit(Val::Builtin(name.into())),
+        _ => None,
+    }
+}
+
+impl Compiler {
+    /// A compiler for one package.
+    pub fn new() -> Self {
+        Compiler {
+            scopes: Vec::new(),
+            imports: HashMap::new(),
+            used_imports: std::collections::HashSet::new(),
+            errors: Vec::new(),
+            fatal: Vec::new(),
+        }
+    }
+
+    /// Compiles the files of a package. Returns one struct literal per file (all conjuncts of the
+    /// package root) and the import paths used.
+    pub fn compile_package(&mut self, files: &[&ast::File]) -> Vec<Arc<StructLit>> {
+        let mut pkg_fields = HashMap::new();
+        for f in files {
+            for d in &f.decls {
+                collect_field_name(d, &mut pkg_fields);
+            }
+        }
+        let mut out = Vec::new();
+        for f in files {
+            self.imports.clear();
+            for imp in &f.imports {
+                let name = match &imp.alias {
+                    Some(a) => a.name.clone(),
+                    None => import_name(&imp.path),
+                };
+                self.imports.insert(name, imp.path.clone());
+            }
+            self.scopes.clear();
+            self.used_imports.clear();
+            let mut lit = self.struct_decls(&f.decls, f.span, Some(pkg_fields.clone()));
+            lit.is_file = true;
+            for imp in &f.imports {
+                let name = match &imp.alias {
+                    Some(a) => a.name.clone(),
+                    None => import_name(&imp.path),
+                };
+                if name != "_" && !self.used_imports.contains(&name) {
+                    self.fatal.push(Bottom::new(
+                        ErrorCode::Eval,
+                        format!("imported and not used: {:?}", imp.path),
+                        imp.span,
+                    ));
+                }
+            }
+            out.push(Arc::new(lit));
+        }
+        out
+    }
+
+    /// Compiles a stand-alone expression in the scope of a package (for `-e`).
+    pub fn compile_expr_in_package(&mut self, files: &[&ast::File], e: &ast::Expr) -> Expr {
+        let mut pkg_fields = HashMap::new();
+        for f in files {
+            for d in &f.decls {
+                collect_field_name(d, &mut pkg_fields);
+            }
+        }
+        self.imports.clear();
+        for f in files {
+            for imp in &f.imports {
+                let name = match &imp.alias {
+                    Some(a) => a.name.clone(),
+                    None => import_name(&imp.path),
+                };
+                self.imports.insert(name, imp.path.clone());
+            }
+        }
+        self.scopes = vec![Scope::Struct {
+            fields: pkg_fields,
+            lets: HashMap::new(),
+        }];
+        let r = self.expr(e);
+        self.scopes.clear();
+        r
+    }
+
+    fn struct_decls(
+        &mut self,
+        decls: &[ast::Decl],
+        span: Span,
+        fields_override: Option<HashMap<String, Label>>,
+    ) -> StructLit {
+        let mut fields = HashMap::new();
+        match fields_override {
+            Some(f) => fields = f,
+            None => {
+                for d in decls {
+                    collect_field_name(d, &mut fields);
+                }
+            }
+        }
+        let mut lets = HashMap::new();
+        let mut let_list = Vec::new();
+        for d in decls {
+            if let ast::Decl::Let(l) = d {
+                lets.insert(l.name.name.clone(), let_list.len() as u32);
+                let_list.push(l);
+            }
+            if let ast::Decl::Field(f) = d {
+                // Label and value aliases name the field itself.
+                if let Some((name, is_ident)) = label_name_of(&f.label) {
+                    let lab = fixed_label(&name, is_ident);
+                    if let Some(a) = &f.label_alias {
+                        fields.insert(a.name.clone(), lab.clone());
+                    }
+                    if let Some(a) = &f.value_alias {
+                        fields.insert(a.name.clone(), lab);
+                    }
+                }
+            }
+        }
+        self.scopes.push(Scope::Struct { fields, lets });
+        let mut lit = StructLit {
+            span,
+            ..Default::default()
+        };
+        for l in &let_list {
+            let e = self.expr(&l.expr);
+            lit.lets.push((l.name.name.as_str().into(), e));
+        }
+        for d in decls {
+            match d {
+                ast::Decl::Field(f) => self.field(f, &mut lit),
+                ast::Decl::Embed(e) => {
+                    let e = self.expr(e);
+                    lit.embeds.push(e);
+                }
+                ast::Decl::Let(_) => {}
+                ast::Decl::Ellipsis { expr, .. } => {
+                    lit.ellipsis = Some(expr.as_ref().map(|e| self.expr(e)));
+                }
+                ast::Decl::Comprehension(c) => {
+                    let c = self.comprehension(c);
+                    lit.comprehensions.push(c);
+                }
+                ast::Decl::Attribute(_) => {}
+                ast::Decl::Bad(s) => {
+                    let b = Bottom::new(ErrorCode::Eval, "syntax error", *s);
+                    self.errors.push(b.clone());
+                    lit.embeds.push(Expr::Bad(b));
+                }
+            }
+        }
+        self.scopes.pop();
+        lit
+    }
+
+    fn field(&mut self, f: &ast::Field, lit: &mut StructLit) {
+        match &f.label {
+            ast::Label::Pattern { alias, expr, span } => {
+                let filter = self.expr(expr);
+                let mut names = HashMap::new();
+                if let Some(a) = alias {
+                    names.insert(a.name.clone(), 0);
+                }
+                self.scopes.push(Scope::Bind(names));
+                let value = self.expr(&f.value);
+                self.scopes.pop();
+                lit.patterns.push(PatternDecl {
+                    filter,
+                    value,
+                    span: *span,
+                });
+            }
+            ast::Label::Dynamic { expr, .. } => {
+                let l = self.expr(expr);
+                let value = self.expr(&f.value);
+                lit.fields.push(FieldDecl {
+                    label: LabelExpr::Dynamic(l),
+                    constraint: f.constraint,
+                    value,
+                    span: f.span,
+                });
+            }
+            ast::Label::String { parts, span } => {
+                let label = match label_name_of(&f.label) {
+                    Some((name, _)) => LabelExpr::Fixed(Label::string(&name)),
+                    None => LabelExpr::Dynamic(self.interp(parts, false, *span)),
+                };
+                let value = self.expr(&f.value);
+                lit.fields.push(FieldDecl {
+                    label,
+                    constraint: f.constraint,
+                    value,
+                    span: f.span,
+                });
+            }
+            ast::Label::Ident(i) => {
+                let value = self.expr(&f.value);
+                lit.fields.push(FieldDecl {
+                    label: LabelExpr::Fixed(Label::ident(&i.name)),
+                    constraint: f.constraint,
+                    value,
+                    span: f.span,
+                });
+            }
+        }
+    }
+
+    fn comprehension(&mut self, c: &ast::Comprehension) -> ComprehensionC {
+        let mut pushed = 0;
+        let mut clauses = Vec::new();
+        for cl in &c.clauses {
+            match cl {
+                ast::Clause::For {
+                    key,
+                    value,
+                    source,
+                    span,
+                } => {
+                    let source = self.expr(source);
+                    let mut names = HashMap::new();
+                    if let Some(k) = key {
+                        names.insert(k.name.clone(), 0);
+                    }
+                    names.insert(value.name.clone(), 1);
+                    self.scopes.push(Scope::Bind(names));
+                    pushed += 1;
+                    clauses.push(ClauseC::For {
+                        source,
+                        span: *span,
+                    });
+                }
+                ast::Clause::If { cond, span } => {
+                    let cond = self.expr(cond);
+                    clauses.push(ClauseC::If { cond, span: *span });
+                }
+                ast::Clause::Let(l) => {
+                    let expr = self.expr(&l.expr);
+                    let mut names = HashMap::new();
+                    names.insert(l.name.name.clone(), 0);
+                    self.scopes.push(Scope::Bind(names));
+                    pushed += 1;
+                    clauses.push(ClauseC::Let { expr, span: l.span });
+                }
+            }
+        }
+        let body = self.struct_decls(&c.body.decls, c.body.span, None);
+        for _ in 0..pushed {
+            self.scopes.pop();
+        }
+        ComprehensionC {
+            clauses,
+            body: Arc::new(body),
+            span: c.span,
+        }
+    }
+
+    fn resolve(&mut self, name: &str, span: Span) -> Expr {
+        for (depth, scope) in self.scopes.iter().rev().enumerate() {
+            let up = depth as u32;
+            match scope {
+                Scope::Struct { fields, lets } => {
+                    if let Some(idx) = lets.get(name) {
+                        return Expr::LetRef {
+                            up,
+                            idx: *idx,
+                            name: name.into(),
+                            span,
+                        };
+                    }
+                    if depth + 1 == self.scopes.len() {
+                        if let Some(path) = self.imports.get(name) {
+                            self.used_imports.insert(name.to_string());
+                            return Expr::Import(path.as_str().into(), span);
+                        }
+                    }
+                    if let Some(l) = fields.get(name) {
+                        return Expr::FieldRef {
+                            up,
+                            label: l.clone(),
+                            span,
+                        };
+                    }
+                }
+                Scope::Bind(names) => {
+                    if let Some(idx) = names.get(name) {
+                        return Expr::BindRef {
+                            up,
+                            idx: *idx,
+                            span,
+                        };
+                    }
+                }
+            }
+        }
+        if let Some(path) = self.imports.get(name) {
+            self.used_imports.insert(name.to_string());
+            return Expr::Import(path.as_str().into(), span);
+        }
+        if let Some(e) = predeclared(name, span) {
+            return e;
+        }
+        let b = Bottom::new(
+            ErrorCode::Eval,
+            format!("reference {name:?} not found"),
+            span,
+        );
+        self.errors.push(b.clone());
+        Expr::Bad(b)
+    }
+
+    fn interp(&mut self, parts: &[ast::StrPart], bytes: bool, span: Span) -> Expr {
+        let mut out = Vec::new();
+        for p in parts {
+            match p {
+                ast::StrPart::Text(t) => out.push(InterpPart::Text(t.clone())),
+                ast::StrPart::Bytes(b) => out.push(InterpPart::Bytes(b.clone())),
+                ast::StrPart::Interp(e) => {
+                    let e = self.expr(e);
+                    out.push(InterpPart::Expr(e));
+                }
+            }
+        }
+        Expr::Interp(out, bytes, span)
+    }
+
+    fn flatten_unify(&mut self, e: &ast::Expr, out: &mut Vec<Expr>) {
+        if let ast::Expr::Binary {
+            op: ast::BinaryOp::Unification,
+            lhs,
+            rhs,
+            ..
+        } = e
+        {
+            self.flatten_unify(lhs, out);
+            self.flatten_unify(rhs, out);
+        } else {
+            out.push(self.expr(e));
+        }
+    }
+
+    fn flatten_disj(&mut self, e: &ast::Expr, out: &mut Vec<(Expr, bool)>) {
+        match e {
+            ast::Expr::Binary {
+                op: ast::BinaryOp::Disjunction,
+                lhs,
+                rhs,
+                ..
+            } => {
+                self.flatten_disj(lhs, out);
+                self.flatten_disj(rhs, out);
+            }
+            ast::Expr::Unary {
+                op: ast::UnaryOp::Default,
+                expr,
+                ..
+            } => {
+                let x = self.expr(expr);
+                out.push((x, true));
+            }
+            _ => {
+                let x = self.expr(e);
+                out.push((x, false));
+            }
+        }
+    }
+
+    /// Compiles one expression in the current scopes.
+    pub fn expr(&mut self, e: &ast::Expr) -> Expr {
+        match e {
+            ast::Expr::Top(s) => Expr::Lit(Val::Top, *s),
+            ast::Expr::Bottom(s) => Expr::Lit(
+                Val::Bottom(Bottom::new(
+                    ErrorCode::User,
+                    "explicit error (_|_ literal) in source",
+                    *s,
+                )),
+                *s,
+            ),
+            ast::Expr::Null(s) => Expr::Lit(Val::Null, *s),
+            ast::Expr::Bool(b, s) => Expr::Lit(Val::Bool(*b), *s),
+            ast::Expr::Int(i, s) => Expr::Lit(Val::Int(Arc::new((**i).clone())), *s),
+            ast::Expr::Float(f, s) => Expr::Lit(Val::Float(Arc::new((**f).clone())), *s),
+            ast::Expr::Str { parts, bytes, span } => {
+                let simple = parts.iter().all(|p| !matches!(p, ast::StrPart::Interp(_)));
+                if simple {
+                    if *bytes {
+                        let mut b = Vec::new();
+                        for p in parts {
+                            match p {
+                                ast::StrPart::Bytes(x) => b.extend_from_slice(x),
+                                ast::StrPart::Text(t) => b.extend_from_slice(t.as_bytes()),
+                                ast::StrPart::Interp(_) => {}
+                            }
+                        }
+                        Expr::Lit(Val::Bytes(b.into()), *span)
+                    } else {
+                        let mut s = String::new();
+                        for p in parts {
+                            match p {
+                                ast::StrPart::Text(t) => s.push_str(t),
+                                ast::StrPart::Bytes(x) => s.push_str(&String::from_utf8_lossy(x)),
+                                ast::StrPart::Interp(_) => {}
+                            }
+                        }
+                        Expr::Lit(Val::Str(s.into()), *span)
+                    }
+                } else {
+                    self.interp(parts, *bytes, *span)
+                }
+            }
+            ast::Expr::Ident(i) => self.resolve(&i.name, i.span),
+            ast::Expr::Struct(s) => {
+                Expr::Struct(Arc::new(self.struct_decls(&s.decls, s.span, None)))
+            }
+            ast::Expr::List { elems, span } => {
+                let mut lit = ListLit {
+                    span: *span,
+                    ..Default::default()
+                };
+                for el in elems {
+                    match el {
+                        ast::ListElem::Expr(e) => {
+                            let e = self.expr(e);
+                            lit.elems.push(ListElemC::Expr(e));
+                        }
+                        ast::ListElem::Ellipsis { expr, .. } => {
+                            lit.ellipsis = Some(expr.as_ref().map(|e| self.expr(e)));
+                        }
+                        ast::ListElem::Comprehension(c) => {
+                            let c = self.comprehension(c);
+                            lit.elems.push(ListElemC::Comprehension(c));
+                        }
+                    }
+                }
+                Expr::List(Arc::new(lit))
+            }
+            ast::Expr::Selector { expr, sel, span } => {
+                let base = self.expr(expr);
+                if let Expr::Import(path, _) = &base {
+                    let base_path = import_base(path);
+                    if crate::builtins::is_std_package(&base_path) || is_known_std(&base_path) {
+                        return Expr::PkgMember(
+                            base_path.as_str().into(),
+                            sel.name.as_str().into(),
+                            *span,
+                        );
+                    }
+                }
+                Expr::Selector(Box::new(base), Label::ident(&sel.name), *span)
+            }
+            ast::Expr::Index { expr, index, span } => {
+                let a = self.expr(expr);
+                let b = self.expr(index);
+                Expr::Index(Box::new(a), Box::new(b), *span)
+            }
+            ast::Expr::Slice { expr, lo, hi, span } => {
+                let a = self.expr(expr);
+                let lo = lo.as_ref().map(|x| Box::new(self.expr(x)));
+                let hi = hi.as_ref().map(|x| Box::new(self.expr(x)));
+                Expr::Slice(Box::new(a), lo, hi, *span)
+            }
+            ast::Expr::Call { func, args, span } => {
+                let f = self.expr(func);
+                let args = args.iter().map(|a| self.expr(a)).collect();
+                Expr::Call(Box::new(f), args, *span)
+            }
+            ast::Expr::Unary { op, expr, span } => {
+                if *op == ast::UnaryOp::Default {
+                    let x = self.expr(expr);
+                    return Expr::Disj(vec![(x, true)], *span);
+                }
+                let x = self.expr(expr);
+                Expr::Unary(*op, Box::new(x), *span)
+            }
+            ast::Expr::Binary { op, lhs, rhs, span } => match op {
+                ast::BinaryOp::Unification => {
+                    let mut v = Vec::new();
+                    self.flatten_unify(e, &mut v);
+                    Expr::Unify(v, *span)
+                }
+                ast::BinaryOp::Disjunction => {
+                    let mut v = Vec::new();
+                    self.flatten_disj(e, &mut v);
+                    Expr::Disj(v, *span)
+                }
+                _ => {
+                    let a = self.expr(lhs);
+                    let b = self.expr(rhs);
+                    Expr::Binary(*op, Box::new(a), Box::new(b), *span)
+                }
+            },
+            ast::Expr::Paren(x, _) => self.expr(x),
+            ast::Expr::Bad(s) => {
+                let b = Bottom::new(ErrorCode::Eval, "syntax error", *s);
+                self.errors.push(b.clone());
+                Expr::Bad(b)
+            }
+        }
+    }
+}
+
+impl Default for Compiler {
+    fn default() -> Self {
+        Compiler::new()
+    }
+}
+
+/// Std packages known by name even when the builtins track has not provided them yet.
+fn is_known_std(p: &str) -> bool {
+    !p.contains('.') && !p.starts_with('/')
+}
+
+fn collect_field_name(d: &ast::Decl, out: &mut HashMap<String, Label>) {
+    if let ast::Decl::Field(f) = d {
+        if let Some((name, is_ident)) = label_name_of(&f.label) {
+            out.insert(name.clone(), fixed_label(&name, is_ident));
+        }
+    }
+}
+
+/// `K_NULL` is re-exported for the evaluator's convenience.
+pub const NULL_KIND: crate::adt::Kinds = K_NULL;

@@ -1,0 +1,187 @@
+//! Diagnostics: the public form of evaluation errors (style.md §6.2). A [`Diagnostic`] has a
+//! stable [`DiagCode`], a value path, a message, a primary span and related spans (both sides of
+//! a conflict). Line and column are computed only when rendering, from a [`SourceMap`].
+//!
+//! Rendering follows `cue`'s format: `path: message:` followed by one indented
+//! `file:line:col` line per position.
+
+use crate::adt::{Bottom, ErrorCode};
+use crate::source::{FileId, Span};
+
+/// Stable diagnostic classes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DiagCode {
+    /// A syntax error.
+    Syntax,
+    /// Files could not be loaded (missing file, mixed packages, unresolved import).
+    Load,
+    /// Conflicting values or another fatal evaluation error.
+    Conflict,
+    /// A value is not concrete.
+    Incomplete,
+    /// A required field is missing.
+    RequiredMissing,
+    /// A field is not allowed by a closed struct.
+    NotAllowed,
+    /// A structural cycle.
+    StructuralCycle,
+    /// A reference cycle.
+    Cycle,
+    /// An error raised by the user (`_|_`, `error()`).
+    User,
+    /// A configured limit was exceeded.
+    Limit,
+}
+
+impl DiagCode {
+    /// The code as text (`conflict`, `incomplete`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiagCode::Syntax => "syntax",
+            DiagCode::Load => "load",
+            DiagCode::Conflict => "conflict",
+            DiagCode::Incomplete => "incomplete",
+            DiagCode::RequiredMissing => "required field missing",
+            DiagCode::NotAllowed => "not allowed",
+            DiagCode::StructuralCycle => "structural cycle",
+            DiagCode::Cycle => "cycle",
+            DiagCode::User => "user",
+            DiagCode::Limit => "limit",
+        }
+    }
+}
+
+/// One diagnostic.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Diagnostic {
+    /// The class.
+    pub code: DiagCode,
+    /// The value path (`a.b[0]`), empty for the root or for load errors.
+    pub path: String,
+    /// The message.
+    pub message: String,
+    /// The primary position.
+    pub span: Option<Span>,
+    /// Other positions involved.
+    pub related: Vec<Span>,
+}
+
+impl Diagnostic {
+    /// A diagnostic from an error value at `path`.
+    pub fn from_bottom(path: String, b: &Bottom) -> Diagnostic {
+        let code = if b.msg.contains("limit") && b.msg.contains("exceeded") {
+            DiagCode::Limit
+        } else if b.msg.contains("not allowed") {
+            DiagCode::NotAllowed
+        } else if b.msg.contains("required but not present") {
+            DiagCode::RequiredMissing
+        } else {
+            match b.code {
+                ErrorCode::Eval => DiagCode::Conflict,
+                ErrorCode::User => DiagCode::User,
+                ErrorCode::StructuralCycle => DiagCode::StructuralCycle,
+                ErrorCode::Incomplete => DiagCode::Incomplete,
+                ErrorCode::Cycle => DiagCode::Cycle,
+            }
+        };
+        let span = if b.span == Span::default() {
+            None
+        } else {
+            Some(b.span)
+        };
+        Diagnostic {
+            code,
+            path,
+            message: b.msg.clone(),
+            span,
+            related: b.related.clone(),
+        }
+    }
+
+    /// A load error.
+    pub fn load(message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            code: DiagCode::Load,
+            path: String::new(),
+            message: message.into(),
+            span: None,
+            related: Vec::new(),
+        }
+    }
+}
+
+/// The error type of the crate's public API.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Evaluation or loading produced diagnostics.
+    #[error("{} error(s), first: {}", .0.len(), .0.first().map(|d| d.message.as_str()).unwrap_or(""))]
+    Diagnostics(Vec<Diagnostic>),
+}
+
+/// File names, texts and line indexes, for rendering positions.
+#[derive(Clone, Debug, Default)]
+pub struct SourceMap {
+    files: Vec<(String, Vec<u32>)>,
+}
+
+impl SourceMap {
+    /// Adds a file; returns its id.
+    pub fn add(&mut self, name: &str, text: &str) -> FileId {
+        let mut lines = vec![0u32];
+        for (i, b) in text.bytes().enumerate() {
+            if b == b'\n' {
+                lines.push(i as u32 + 1);
+            }
+        }
+        self.files.push((name.to_string(), lines));
+        FileId(self.files.len() as u32 - 1)
+    }
+
+    /// `(file name, line, column)` of a span's start, 1-based.
+    pub fn position(&self, span: Span) -> Option<(&str, usize, usize)> {
+        let (name, lines) = self.files.get(span.file.0 as usize)?;
+        let line = match lines.binary_search(&span.start) {
+            Ok(i) => i,
+            Err(i) => i.saturating_sub(1),
+        };
+        let col = span.start - lines.get(line).copied().unwrap_or(0);
+        Some((name, line + 1, col as usize + 1))
+    }
+}
+
+/// Renders diagnostics the way `cue` does.
+pub fn render(diags: &[Diagnostic], map: &SourceMap) -> String {
+    let mut out = String::new();
+    for d in diags {
+        if d.path.is_empty() {
+            out.push_str(&format!("{}:\n", d.message));
+        } else {
+            out.push_str(&format!("{}: {}:\n", d.path, d.message));
+        }
+        let mut spans: Vec<Span> = d.span.into_iter().collect();
+        for r in &d.related {
+            if !spans.contains(r) && *r != Span::default() {
+                spans.push(*r);
+            }
+        }
+        for s in spans {
+            if let Some((f, l, c)) = map.position(s) {
+                out.push_str(&format!("    {f}:{l}:{c}\n"));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_are_one_based() {
+        let mut m = SourceMap::default();
+        let f = m.add("a.cue", "a: 1\nb: 2\n");
+        assert_eq!(m.position(Span::new(f, 5, 6)), Some(("a.cue", 2, 1)));
+        assert_eq!(m.position(Span::new(f, 3, 4)), Some(("a.cue", 1, 4)));
+    }
+}

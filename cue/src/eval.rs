@@ -1,0 +1,2662 @@
+//! The evaluator (upstream `internal/core/adt`: `unify.go`, `closed.go`, `disjunct.go`,
+//! `default.go`, `cycle.go`, `comprehension.go`).
+//!
+//! Rules implemented:
+//! - A vertex is a node of the value graph holding conjuncts (expression + environment). Adding a
+//!   struct literal to a vertex creates an environment whose vertex is *that* vertex, so references
+//!   inside the literal bind to the unified node (render-spec §4.1). A reference to a struct vertex
+//!   copies its conjuncts into the referring vertex, re-evaluating them there.
+//! - Children are evaluated lazily; a vertex is expanded once (fields, embeddings), then its
+//!   comprehensions run (so guards see every declared field), then patterns, list tails and
+//!   closedness are applied.
+//! - Closedness: every conjunct carries the id of the definition (or `close()`) it stems from;
+//!   struct literals record their labels into the group of that id; embedding merges groups. A
+//!   regular label must be allowed by every closing group of its vertex.
+//! - Disjunctions: each vertex meeting a disjunction is cloned once per alternative (with the
+//!   choice fixed), clones with fatal errors are eliminated, equal survivors merged. The default of
+//!   a combination is the conjunction of the chosen alternatives' marks (an unmarked disjunction
+//!   counts as all-default).
+//! - Cycles: reaching a vertex that is being expanded yields top for that conjunct and marks the
+//!   dependents for re-evaluation; reaching an ancestor through regular fields is a structural
+//!   cycle.
+//! - Limits (`Config`): steps, depth and wall time are checked on every expansion; exceeding one
+//!   makes every further result a fatal error.
+
+mod builtin;
+mod ops;
+
+pub use ops::{format_float, value_equal};
+
+use crate::adt::*;
+use crate::ast::{BinaryOp, FieldConstraint, UnaryOp};
+use crate::builtins::Val as BVal;
+use crate::source::Span;
+use indexmap::IndexMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Evaluation limits.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Maximum nesting of vertex evaluation.
+    pub max_depth: usize,
+    /// Maximum number of evaluation steps.
+    pub max_steps: u64,
+    /// Maximum wall time.
+    pub max_wall_time: Duration,
+    /// Maximum size of exported output.
+    pub max_output_bytes: usize,
+    /// Stack the evaluator may use (bytes); run it on a thread with a larger stack (the CLI and
+    /// tests use 64 MiB).
+    pub max_stack_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_depth: 2000,
+            max_steps: 20_000_000,
+            max_wall_time: Duration::from_secs(8),
+            max_output_bytes: 64 << 20,
+            max_stack_bytes: 40 << 20,
+        }
+    }
+}
+
+/// A binding in a comprehension or pattern environment.
+#[derive(Clone, Debug)]
+pub enum Binding {
+    /// A vertex (a comprehension value).
+    Vertex(VId),
+    /// An atom (a key or label).
+    Val(Val),
+    /// A lazily evaluated `let` clause.
+    Lazy(Arc<Env>, Expr),
+}
+
+/// What an environment level holds.
+#[derive(Debug)]
+pub enum EnvKind {
+    /// A struct literal's scope.
+    Struct(Arc<StructLit>),
+    /// Bindings.
+    Bind(Vec<Binding>),
+}
+
+/// An environment: one level of lexical scope, tied to the vertex it is evaluated in.
+#[derive(Debug)]
+pub struct Env {
+    /// The enclosing environment.
+    pub up: Option<Arc<Env>>,
+    /// The vertex the scope is evaluated in.
+    pub vertex: VId,
+    /// The scope's content.
+    pub kind: EnvKind,
+    /// A unique id (for caches).
+    pub id: u64,
+}
+
+/// A conjunct.
+#[derive(Clone, Debug)]
+pub struct Conj {
+    /// The environment (None at the top of a package).
+    pub env: Option<Arc<Env>>,
+    /// The expression.
+    pub expr: Expr,
+    /// The closedness origin.
+    pub close: Option<u32>,
+    /// The group struct literals record into when embedded.
+    pub embed: Option<u32>,
+    /// Enclosing closedness origins (definitions this conjunct is part of); struct literals
+    /// record their labels into these groups too.
+    pub outer: Option<Arc<[u32]>>,
+}
+
+/// Evaluation status of a vertex.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Not evaluated.
+    Fresh,
+    /// Being evaluated.
+    Expanding,
+    /// Evaluated.
+    Done,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Group {
+    labels: HashSet<Label>,
+    patterns: Vec<VId>,
+    open: bool,
+    closing: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+struct ListState {
+    closed_len: Option<usize>,
+    min_len: usize,
+    tails: Vec<(usize, Conj)>,
+}
+
+/// A disjunction result.
+#[derive(Clone, Debug)]
+pub struct DisjResult {
+    /// The surviving alternatives with their default mark.
+    pub alts: Vec<(VId, bool)>,
+    /// `true` if any alternative is marked default.
+    pub has_default: bool,
+    /// Default modes (0 maybe, 1 default, 2 not default) per alternative.
+    pub modes: Vec<u8>,
+}
+
+/// A comprehension waiting to run: environment, clauses, close id, embed group, outer ids.
+type PendingComp = (
+    Arc<Env>,
+    ComprehensionC,
+    Option<u32>,
+    Option<u32>,
+    Option<Arc<[u32]>>,
+);
+
+/// A disjunction met while expanding: its conjunct, alternatives (with marks), nested flag.
+type PendingDisj = (Conj, Vec<(Expr, bool)>, bool);
+
+/// A node of the value graph.
+#[derive(Clone, Debug)]
+pub struct Vertex {
+    /// The parent (None for roots and anonymous values).
+    pub parent: Option<VId>,
+    /// The label in the parent.
+    pub label: Label,
+    /// Regular, optional or required (None until a field declares it).
+    pub constraint: Option<FieldConstraint>,
+    /// The conjuncts.
+    pub conjuncts: Vec<Conj>,
+    /// The status.
+    pub status: Status,
+    /// The child fields.
+    pub arcs: IndexMap<Label, VId>,
+    /// Allowed kinds.
+    pub kinds: Kinds,
+    /// The concrete scalar, if any.
+    pub scalar: Option<Val>,
+    /// Bounds and validators.
+    pub bounds: Vec<Val>,
+    /// A fatal error.
+    pub err: Option<Arc<Bottom>>,
+    /// An incomplete error.
+    pub incomplete: Option<Arc<Bottom>>,
+    /// A struct literal was unified in.
+    pub is_struct: bool,
+    /// A list literal was unified in.
+    pub is_list: bool,
+    /// The disjunction result, if more than one alternative survived.
+    pub disj: Option<Arc<DisjResult>>,
+    /// The vertex this one resolved to (a single surviving disjunct).
+    pub redirect: Option<VId>,
+    /// The closedness id for conjuncts of a definition field.
+    pub def_close: Option<u32>,
+    /// For a vertex resolved to one disjunct: whether that disjunct is marked default.
+    pub redirect_mark: u8,
+    /// The span of the first conjunct.
+    pub span: Span,
+    choice: Vec<usize>,
+    disj_seen: usize,
+    pending_disj: Vec<PendingDisj>,
+    nest: u32,
+    maybe_struct: bool,
+    nosplit: bool,
+    comps: Vec<PendingComp>,
+    patterns: Vec<(VId, Conj, Option<Arc<Env>>)>,
+    groups: Vec<Group>,
+    group_of: HashMap<u32, usize>,
+    list: Option<ListState>,
+    not_allowed: bool,
+    dirty: bool,
+}
+
+impl Vertex {
+    fn new(parent: Option<VId>, label: Label) -> Vertex {
+        Vertex {
+            parent,
+            label,
+            constraint: None,
+            conjuncts: Vec::new(),
+            status: Status::Fresh,
+            arcs: IndexMap::new(),
+            kinds: K_TOP,
+            scalar: None,
+            bounds: Vec::new(),
+            err: None,
+            incomplete: None,
+            is_struct: false,
+            is_list: false,
+            disj: None,
+            redirect: None,
+            def_close: None,
+            redirect_mark: 0,
+            span: Span::default(),
+            choice: Vec::new(),
+            disj_seen: 0,
+            pending_disj: Vec::new(),
+            nest: 0,
+            maybe_struct: false,
+            nosplit: false,
+            comps: Vec::new(),
+            patterns: Vec::new(),
+            groups: Vec::new(),
+            group_of: HashMap::new(),
+            list: None,
+            not_allowed: false,
+            dirty: false,
+        }
+    }
+}
+
+/// The result of resolving a reference.
+enum Res {
+    V(VId),
+    A(Val),
+}
+
+/// The evaluator: an arena of vertices plus caches.
+pub struct Ev {
+    /// All vertices.
+    pub vs: Vec<Vertex>,
+    /// Limits.
+    pub config: Config,
+    steps: u64,
+    depth: usize,
+    start: Instant,
+    /// Set once a limit is exceeded.
+    pub limit_err: Option<Arc<Bottom>>,
+    next_env: u64,
+    next_close: u32,
+    weak_ids: HashSet<u32>,
+    nonrec_ids: HashSet<u32>,
+    let_cache: HashMap<(u64, u32), VId>,
+    /// Loaded non-std packages by import path (without version/qualifier).
+    pub packages: HashMap<String, VId>,
+    in_progress: Vec<VId>,
+    tainted: Vec<(VId, VId)>,
+    regex_cache: HashMap<String, Result<Arc<regex::Regex>, String>>,
+    stack_base: usize,
+}
+
+/// The enclosing origins of `c` plus its own.
+fn outer_with(c: &Conj) -> Option<Arc<[u32]>> {
+    let mut v: Vec<u32> = c.outer.as_ref().map(|o| o.to_vec()).unwrap_or_default();
+    if let Some(id) = c.close {
+        if !v.contains(&id) {
+            v.push(id);
+        }
+    }
+    if v.is_empty() {
+        None
+    } else {
+        Some(v.into())
+    }
+}
+
+fn merge_mode(a: u8, b: u8) -> u8 {
+    match (a, b) {
+        (1, _) | (_, 1) => 1,
+        (0, _) | (_, 0) => 0,
+        _ => 2,
+    }
+}
+
+fn env_up(env: &Option<Arc<Env>>, up: u32) -> Option<&Arc<Env>> {
+    let mut e = env.as_ref()?;
+    for _ in 0..up {
+        e = e.up.as_ref()?;
+    }
+    Some(e)
+}
+
+impl Ev {
+    /// A new evaluator.
+    pub fn new(config: Config) -> Ev {
+        Ev {
+            vs: Vec::new(),
+            config,
+            steps: 0,
+            depth: 0,
+            start: Instant::now(),
+            limit_err: None,
+            next_env: 0,
+            next_close: 0,
+            weak_ids: HashSet::new(),
+            nonrec_ids: HashSet::new(),
+            let_cache: HashMap::new(),
+            packages: HashMap::new(),
+            in_progress: Vec::new(),
+            tainted: Vec::new(),
+            regex_cache: HashMap::new(),
+            stack_base: 0,
+        }
+    }
+
+    /// Records the current stack position as the base for the stack budget.
+    pub fn mark_stack_base(&mut self) {
+        let marker = 0u8;
+        self.stack_base = std::ptr::addr_of!(marker) as usize;
+    }
+
+    /// `false` (and the limit error set) once the stack budget is used up.
+    pub fn stack_ok(&mut self) -> bool {
+        let marker = 0u8;
+        let here = std::ptr::addr_of!(marker) as usize;
+        if self.stack_base.saturating_sub(here) > self.config.max_stack_bytes {
+            if self.limit_err.is_none() {
+                self.limit_err = Some(Bottom::new(
+                    ErrorCode::Eval,
+                    "evaluation depth limit exceeded (stack budget)",
+                    Span::default(),
+                ));
+            }
+            return false;
+        }
+        true
+    }
+
+    /// Restarts the wall clock and step counter (per API call).
+    pub fn reset_limits(&mut self) {
+        self.mark_stack_base();
+        self.start = Instant::now();
+        self.steps = 0;
+        self.limit_err = None;
+    }
+
+    /// A new vertex.
+    pub fn new_vertex(&mut self, parent: Option<VId>, label: Label) -> VId {
+        let id = self.vs.len() as VId;
+        self.vs.push(Vertex::new(parent, label));
+        id
+    }
+
+    /// A new anonymous vertex holding one conjunct.
+    pub fn anon(&mut self, env: Option<Arc<Env>>, expr: Expr) -> VId {
+        let v = self.new_vertex(None, Label::internal("_anon"));
+        self.vs[v as usize].span = expr.span();
+        self.vs[v as usize].conjuncts.push(Conj {
+            env,
+            expr,
+            close: None,
+            embed: None,
+            outer: None,
+        });
+        v
+    }
+
+    fn vx(&self, v: VId) -> &Vertex {
+        &self.vs[v as usize]
+    }
+    fn vm(&mut self, v: VId) -> &mut Vertex {
+        &mut self.vs[v as usize]
+    }
+
+    fn new_env(&mut self, up: Option<Arc<Env>>, vertex: VId, kind: EnvKind) -> Arc<Env> {
+        self.next_env += 1;
+        Arc::new(Env {
+            up,
+            vertex,
+            kind,
+            id: self.next_env,
+        })
+    }
+
+    fn new_close(&mut self) -> u32 {
+        self.next_close += 1;
+        self.next_close
+    }
+
+    fn step(&mut self) -> bool {
+        if self.limit_err.is_some() || !self.stack_ok() {
+            return false;
+        }
+        self.steps += 1;
+        if self.steps > self.config.max_steps {
+            self.limit_err = Some(Bottom::new(
+                ErrorCode::Eval,
+                format!("evaluation step limit ({}) exceeded", self.config.max_steps),
+                Span::default(),
+            ));
+            return false;
+        }
+        if self.steps % 512 == 0 && self.start.elapsed() > self.config.max_wall_time {
+            self.limit_err = Some(Bottom::new(
+                ErrorCode::Eval,
+                format!(
+                    "evaluation time limit ({:?}) exceeded",
+                    self.config.max_wall_time
+                ),
+                Span::default(),
+            ));
+            return false;
+        }
+        true
+    }
+
+    /// Adds a conjunct to a vertex; a vertex already evaluated is re-evaluated on next use.
+    pub fn add_conj(&mut self, v: VId, c: Conj) {
+        let vert = self.vm(v);
+        if vert.conjuncts.is_empty() {
+            vert.span = c.expr.span();
+        }
+        vert.conjuncts.push(c);
+        if vert.status == Status::Done {
+            vert.dirty = true;
+        }
+    }
+
+    /// The path of labels from the root to `v`.
+    pub fn path(&self, v: VId) -> Vec<Label> {
+        let mut out = Vec::new();
+        let mut cur = Some(v);
+        let mut guard = 0;
+        while let Some(c) = cur {
+            let x = self.vx(c);
+            if x.parent.is_none() {
+                break;
+            }
+            out.push(x.label.clone());
+            cur = x.parent;
+            guard += 1;
+            if guard > 100_000 {
+                break;
+            }
+        }
+        out.reverse();
+        out
+    }
+
+    /// The path as text (`a.b[0]."c-d"`).
+    pub fn path_text(&self, v: VId) -> String {
+        let mut s = String::new();
+        for l in self.path(v) {
+            if l.kind == LabelKind::Index {
+                if s.is_empty() {
+                    s.push_str(&l.name);
+                } else {
+                    s.push('.');
+                    s.push_str(&l.name);
+                }
+                continue;
+            }
+            if !s.is_empty() {
+                s.push('.');
+            }
+            s.push_str(&l.path_text());
+        }
+        s
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Evaluation of vertices.
+
+    /// Evaluates a vertex (not its children).
+    pub fn eval(&mut self, v: VId) {
+        let st = self.vx(v).status;
+        if st == Status::Done && !self.vx(v).dirty {
+            return;
+        }
+        if st == Status::Expanding {
+            return;
+        }
+        if self.depth == 0 {
+            let marker = 0u8;
+            let here = std::ptr::addr_of!(marker) as usize;
+            if self.stack_base < here {
+                self.stack_base = here;
+            }
+        }
+        if self.depth >= self.config.max_depth || !self.stack_ok() {
+            let b = Bottom::new(
+                ErrorCode::Eval,
+                format!(
+                    "evaluation depth limit ({}) exceeded",
+                    self.config.max_depth
+                ),
+                self.vx(v).span,
+            );
+            self.limit_err.get_or_insert(b.clone());
+            let vert = self.vm(v);
+            vert.err = Some(b);
+            vert.status = Status::Done;
+            return;
+        }
+        self.depth += 1;
+        self.expand(v);
+        self.depth -= 1;
+    }
+
+    fn reset(&mut self, v: VId) {
+        let vert = self.vm(v);
+        vert.arcs.clear();
+        vert.kinds = K_TOP;
+        vert.scalar = None;
+        vert.bounds.clear();
+        vert.err = None;
+        vert.incomplete = None;
+        vert.is_struct = false;
+        vert.is_list = false;
+        vert.disj = None;
+        vert.redirect = None;
+        vert.redirect_mark = 0;
+        vert.disj_seen = 0;
+        vert.pending_disj.clear();
+        vert.nest = 0;
+        vert.maybe_struct = false;
+        vert.comps.clear();
+        vert.patterns.clear();
+        vert.groups.clear();
+        vert.group_of.clear();
+        vert.list = None;
+        vert.dirty = false;
+    }
+
+    fn expand(&mut self, v: VId) {
+        self.reset(v);
+        if self.vx(v).not_allowed {
+            let span = self.vx(v).span;
+            self.vm(v).err = Some(Bottom::new(ErrorCode::Eval, "field not allowed", span));
+        }
+        self.vm(v).status = Status::Expanding;
+        self.in_progress.push(v);
+        // Literal scalars first, so that a reference cycle back to this vertex sees them.
+        let n0 = self.vx(v).conjuncts.len();
+        for i in 0..n0 {
+            if let Expr::Lit(val, span) = &self.vx(v).conjuncts[i].expr {
+                if val.is_concrete_scalar() {
+                    let (val, span) = (val.clone(), *span);
+                    self.add_atom(v, val, span);
+                }
+            }
+        }
+        let mut i = 0;
+        while i < self.vx(v).conjuncts.len() {
+            if !self.step() {
+                break;
+            }
+            let c = self.vx(v).conjuncts[i].clone();
+            let done_early =
+                i < n0 && matches!(&c.expr, Expr::Lit(val, _) if val.is_concrete_scalar());
+            if !done_early {
+                self.process(v, c);
+            }
+            i += 1;
+        }
+        self.run_comprehensions(v);
+        self.finish(v);
+        if !self.vx(v).pending_disj.is_empty() && !self.vx(v).nosplit && self.limit_err.is_none() {
+            self.resolve_disjunctions(v);
+        }
+        if let Some(b) = &self.limit_err {
+            let b = b.clone();
+            self.vm(v).err.get_or_insert(b);
+        }
+        self.in_progress.pop();
+        self.vm(v).status = Status::Done;
+        // Vertices that hit `v` while it was being expanded are evaluated again later.
+        let mut keep = Vec::new();
+        let tainted = std::mem::take(&mut self.tainted);
+        for (target, dep) in tainted {
+            if target == v {
+                if dep != v && self.vx(dep).status == Status::Done {
+                    self.vm(dep).dirty = true;
+                }
+            } else {
+                keep.push((target, dep));
+            }
+        }
+        self.tainted = keep;
+    }
+
+    fn set_err(&mut self, v: VId, b: Arc<Bottom>) {
+        let vert = self.vm(v);
+        if b.code.is_fatal() {
+            if vert.err.is_none() {
+                vert.err = Some(b);
+            }
+        } else if vert.incomplete.is_none() {
+            vert.incomplete = Some(b);
+        }
+    }
+
+    /// Processes one conjunct into `v`.
+    fn process(&mut self, v: VId, c: Conj) {
+        if !self.step() {
+            if let Some(b) = self.limit_err.clone() {
+                self.set_err(v, b);
+            }
+            return;
+        }
+        match &c.expr {
+            Expr::Lit(val, span) => {
+                let val = val.clone();
+                self.add_atom(v, val, *span);
+            }
+            Expr::Struct(lit) => {
+                let lit = lit.clone();
+                self.expand_struct(v, &c, &lit);
+            }
+            Expr::List(lit) => {
+                let lit = lit.clone();
+                self.expand_list(v, &c, &lit);
+            }
+            Expr::Unify(xs, _) => {
+                for x in xs.clone() {
+                    self.process(
+                        v,
+                        Conj {
+                            expr: x,
+                            ..c.clone()
+                        },
+                    );
+                }
+            }
+            Expr::Disj(alts, _) => {
+                let alts = alts.clone();
+                let seen = self.vx(v).disj_seen;
+                self.vm(v).disj_seen += 1;
+                if let Some(&ch) = self.vx(v).choice.get(seen) {
+                    if let Some((e, _)) = alts.get(ch) {
+                        self.vm(v).nest += 1;
+                        self.process(
+                            v,
+                            Conj {
+                                expr: e.clone(),
+                                ..c.clone()
+                            },
+                        );
+                        self.vm(v).nest -= 1;
+                    }
+                } else if alts.len() == 1 {
+                    self.process(
+                        v,
+                        Conj {
+                            expr: alts[0].0.clone(),
+                            ..c.clone()
+                        },
+                    );
+                } else {
+                    let nested = self.vx(v).nest > 0;
+                    self.vm(v).pending_disj.push((c.clone(), alts, nested));
+                }
+            }
+            Expr::FieldRef { .. }
+            | Expr::LetRef { .. }
+            | Expr::BindRef { .. }
+            | Expr::Selector(..)
+            | Expr::Index(..)
+            | Expr::Import(..)
+            | Expr::Vertex(..) => {
+                let span = c.expr.span();
+                match self.resolve(&c.env, &c.expr) {
+                    Res::V(w) => self.unify_vertex(v, w, &c, span),
+                    Res::A(a) => self.add_atom(v, a, span),
+                }
+            }
+            Expr::Call(f, args, span) => {
+                if let Expr::Lit(Val::Builtin(name), _) = &**f {
+                    if &**name == "close" && args.len() == 1 {
+                        let id = self.new_close();
+                        self.nonrec_ids.insert(id);
+                        self.process(
+                            v,
+                            Conj {
+                                env: c.env.clone(),
+                                expr: args[0].clone(),
+                                close: Some(id),
+                                embed: c.embed,
+                                outer: outer_with(&c),
+                            },
+                        );
+                        return;
+                    }
+                    if &**name == "and" && args.len() == 1 {
+                        let lv = self.eval_expr(&c.env, &args[0]);
+                        if let Val::Vertex(l) = lv {
+                            self.eval(l);
+                            let l = self.deref(l);
+                            let items: Vec<VId> = self.vx(l).arcs.values().copied().collect();
+                            for it in items {
+                                self.unify_vertex(v, it, &c, *span);
+                            }
+                            return;
+                        }
+                        self.set_err(
+                            v,
+                            Bottom::new(ErrorCode::Eval, "and: argument must be a list", *span),
+                        );
+                        return;
+                    }
+                    if &**name == "or" && args.len() == 1 {
+                        let lv = self.eval_expr(&c.env, &args[0]);
+                        if let Val::Vertex(l) = lv {
+                            self.eval(l);
+                            let l = self.deref(l);
+                            let items: Vec<VId> = self.vx(l).arcs.values().copied().collect();
+                            if items.is_empty() {
+                                self.add_atom(
+                                    v,
+                                    Val::Bottom(Bottom::new(
+                                        ErrorCode::Incomplete,
+                                        "empty list in call to or",
+                                        *span,
+                                    )),
+                                    *span,
+                                );
+                                return;
+                            }
+                            let alts = items
+                                .into_iter()
+                                .map(|it| (Expr::Vertex(it, *span), false))
+                                .collect();
+                            self.process(
+                                v,
+                                Conj {
+                                    expr: Expr::Disj(alts, *span),
+                                    ..c.clone()
+                                },
+                            );
+                            return;
+                        }
+                        self.set_err(
+                            v,
+                            Bottom::new(ErrorCode::Eval, "or: argument must be a list", *span),
+                        );
+                        return;
+                    }
+                }
+                let val = self.eval_expr(&c.env, &c.expr);
+                self.add_value(v, val, &c, *span);
+            }
+            Expr::Bad(b) => {
+                let b = b.clone();
+                self.set_err(v, b);
+            }
+            _ => {
+                let span = c.expr.span();
+                let val = self.eval_expr(&c.env, &c.expr);
+                self.add_value(v, val, &c, span);
+            }
+        }
+    }
+
+    fn add_value(&mut self, v: VId, val: Val, c: &Conj, span: Span) {
+        match val {
+            Val::Vertex(w) => self.unify_vertex(v, w, c, span),
+            other => self.add_atom(v, other, span),
+        }
+    }
+
+    fn is_ancestor_regular(&self, anc: VId, v: VId) -> Option<bool> {
+        // Returns Some(all_regular) if `anc` is a strict ancestor of `v`.
+        let mut cur = self.vx(v).parent;
+        let mut all_regular = !matches!(self.vx(v).constraint, Some(FieldConstraint::Optional))
+            && !self.vx(v).label.is_def();
+        let mut n = 0;
+        while let Some(p) = cur {
+            if p == anc {
+                return Some(all_regular);
+            }
+            let px = self.vx(p);
+            if matches!(px.constraint, Some(FieldConstraint::Optional)) || px.label.is_def() {
+                all_regular = false;
+            }
+            cur = px.parent;
+            n += 1;
+            if n > 100_000 {
+                break;
+            }
+        }
+        None
+    }
+
+    /// Unifies the value of vertex `w` into `v`.
+    fn unify_vertex(&mut self, v: VId, w: VId, c: &Conj, span: Span) {
+        if w == v {
+            return;
+        }
+        if let Some(all_regular) = self.is_ancestor_regular(w, v) {
+            if all_regular {
+                let b = Bottom::new(ErrorCode::StructuralCycle, "structural cycle", span);
+                self.set_err(v, b);
+            }
+            if all_regular || self.depth > 200 {
+                return;
+            }
+        }
+        self.eval(w);
+        if self.vx(w).status == Status::Expanding {
+            // A reference cycle: the conjunct is treated as top for now.
+            if !self.in_progress.is_empty() {
+                let deps: Vec<VId> = self.in_progress.clone();
+                let pos = deps.iter().position(|&x| x == w).unwrap_or(0);
+                for &d in &deps[pos..] {
+                    self.tainted.push((w, d));
+                }
+            }
+            if self.vx(w).is_struct {
+                // Copy what is known so far of a struct being expanded.
+            }
+            return;
+        }
+        let wr = self.deref_redirect(w);
+        let wx = self.vx(w);
+        let rx = self.vx(wr);
+        let structural = if wx.redirect.is_some() {
+            rx.is_struct || rx.is_list || rx.disj.is_some()
+        } else {
+            wx.is_struct || wx.is_list || wx.disj.is_some()
+        };
+        let wx = rx;
+        if !structural {
+            // A scalar-only vertex: take its atoms.
+            let atoms: Vec<Val> = {
+                let mut a = Vec::new();
+                if let Some(e) = &wx.err {
+                    a.push(Val::Bottom(e.clone()));
+                }
+                if wx.kinds != K_TOP {
+                    a.push(Val::Kind(wx.kinds));
+                }
+                if let Some(s) = &wx.scalar {
+                    a.push(s.clone());
+                }
+                a.extend(wx.bounds.iter().cloned());
+                if let Some(e) = &wx.incomplete {
+                    if wx.scalar.is_none() {
+                        a.push(Val::Bottom(e.clone()));
+                    }
+                }
+                a
+            };
+            let is_def = self.vx(w).label.is_def();
+            let _ = is_def;
+            for a in atoms {
+                self.add_atom(v, a, span);
+            }
+            return;
+        }
+        let conjs = self.vx(w).conjuncts.clone();
+        let w_def_close = self.vx(w).def_close;
+        for mut cj in conjs {
+            if cj.close.is_none() && w_def_close.is_some() {
+                cj.close = w_def_close;
+            }
+            if c.embed.is_some() {
+                cj.embed = c.embed;
+            }
+            if c.close.is_some() && cj.close.is_none() {
+                cj.close = c.close;
+            } else if c.close.is_some() && cj.close != c.close || c.outer.is_some() {
+                let mut o: Vec<u32> = cj.outer.as_ref().map(|x| x.to_vec()).unwrap_or_default();
+                if let Some(w) = outer_with(c) {
+                    for id in w.iter() {
+                        if !o.contains(id) && Some(*id) != cj.close {
+                            o.push(*id);
+                        }
+                    }
+                }
+                cj.outer = if o.is_empty() { None } else { Some(o.into()) };
+            }
+            self.process(v, cj);
+        }
+    }
+
+    fn add_atom(&mut self, v: VId, val: Val, span: Span) {
+        match val {
+            Val::Top => {}
+            Val::Bottom(b) => self.set_err(v, b),
+            Val::Kind(k) => {
+                let vert = self.vm(v);
+                vert.kinds &= k;
+            }
+            Val::Bound(op, x) => {
+                let k = Val::Bound(op, x.clone()).kind();
+                let vert = self.vm(v);
+                vert.kinds &= k;
+                vert.bounds.push(Val::Bound(op, x));
+            }
+            Val::Validator(x) => {
+                self.vm(v).bounds.push(Val::Validator(x));
+            }
+            Val::Vertex(_) => {}
+            Val::Builtin(_) | Val::StdFunc(_) => {
+                self.set_err(
+                    v,
+                    Bottom::new(ErrorCode::Eval, "cannot use function as value", span),
+                );
+            }
+            s => {
+                let existing = self.vx(v).scalar.clone();
+                match existing {
+                    Some(t) => {
+                        if !ops::scalar_identical(&s, &t) {
+                            let msg = format!(
+                                "conflicting values {} and {}{}",
+                                ops::show(&t),
+                                ops::show(&s),
+                                if t.kind() != s.kind() {
+                                    format!(
+                                        " (mismatched types {} and {})",
+                                        kind_name(t.kind()),
+                                        kind_name(s.kind())
+                                    )
+                                } else {
+                                    String::new()
+                                }
+                            );
+                            let mut b = Bottom {
+                                code: ErrorCode::Eval,
+                                msg,
+                                span,
+                                related: vec![self.vx(v).span],
+                            };
+                            b.related.retain(|x| *x != span);
+                            self.set_err(v, Arc::new(b));
+                        }
+                    }
+                    None => self.vm(v).scalar = Some(s),
+                }
+            }
+        }
+    }
+
+    fn group_idx(&mut self, v: VId, id: u32) -> usize {
+        if let Some(&g) = self.vx(v).group_of.get(&id) {
+            return g;
+        }
+        let closing = !self.weak_ids.contains(&id);
+        let vert = self.vm(v);
+        vert.groups.push(Group {
+            closing,
+            ..Default::default()
+        });
+        let g = vert.groups.len() - 1;
+        vert.group_of.insert(id, g);
+        g
+    }
+
+    fn alias_group(&mut self, v: VId, id: u32, target: u32) {
+        let tg = self.group_idx(v, target);
+        if !self.weak_ids.contains(&id) {
+            self.vm(v).groups[tg].closing = true;
+        }
+        self.vm(v).group_of.entry(id).or_insert(tg);
+    }
+
+    fn child_outer(&self, c: &Conj) -> Option<Arc<[u32]>> {
+        let o = c.outer.as_ref()?;
+        let v: Vec<u32> = o
+            .iter()
+            .copied()
+            .filter(|id| !self.nonrec_ids.contains(id) && !self.weak_ids.contains(id))
+            .collect();
+        if v.is_empty() {
+            None
+        } else {
+            Some(v.into())
+        }
+    }
+
+    fn child_close(&self, c: &Conj) -> Option<u32> {
+        match c.close {
+            Some(id) if !self.nonrec_ids.contains(&id) && !self.weak_ids.contains(&id) => Some(id),
+            _ => None,
+        }
+    }
+
+    /// Gets or creates arc `label` of `v` (applying pattern constraints to a new arc).
+    fn arc(&mut self, v: VId, label: &Label) -> VId {
+        if let Some(&a) = self.vx(v).arcs.get(label) {
+            return a;
+        }
+        let a = self.new_vertex(Some(v), label.clone());
+        self.vm(v).arcs.insert(label.clone(), a);
+        let pats = self.vx(v).patterns.clone();
+        for (f, pc, penv) in pats {
+            self.apply_pattern(v, a, label, f, &pc, penv);
+        }
+        a
+    }
+
+    fn apply_pattern(
+        &mut self,
+        _v: VId,
+        a: VId,
+        label: &Label,
+        filter: VId,
+        pc: &Conj,
+        penv: Option<Arc<Env>>,
+    ) {
+        if !label.is_regular() {
+            return;
+        }
+        if !self.label_matches(filter, label) {
+            return;
+        }
+        let env = self.new_env(
+            penv,
+            a,
+            EnvKind::Bind(vec![Binding::Val(Val::str(&label.name))]),
+        );
+        self.add_conj(
+            a,
+            Conj {
+                env: Some(env),
+                expr: pc.expr.clone(),
+                close: pc.close,
+                embed: None,
+                outer: pc.outer.clone(),
+            },
+        );
+    }
+
+    /// Whether the label filter vertex `f` accepts `label`.
+    fn label_matches(&mut self, f: VId, label: &Label) -> bool {
+        let s = Val::str(&label.name);
+        self.accepts(f, &s)
+    }
+
+    /// Whether unifying the scalar `s` with vertex `f` succeeds.
+    pub fn accepts(&mut self, f: VId, s: &Val) -> bool {
+        self.eval(f);
+        let f = match self.vx(f).redirect {
+            Some(r) => r,
+            None => f,
+        };
+        if let Some(d) = self.vx(f).disj.clone() {
+            return d.alts.iter().any(|(a, _)| self.accepts(*a, s));
+        }
+        let fx = self.vx(f);
+        if fx.err.is_some() || fx.is_struct || fx.is_list {
+            return false;
+        }
+        if fx.kinds & s.kind() == 0 {
+            return false;
+        }
+        if let Some(t) = &fx.scalar {
+            if !ops::scalar_identical(s, t) {
+                return false;
+            }
+        }
+        let bounds = fx.bounds.clone();
+        for b in bounds {
+            if self.check_bound(&b, s).is_some() {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn expand_struct(&mut self, v: VId, c: &Conj, lit: &Arc<StructLit>) {
+        let has_fields = lit.fields.iter().any(|f| match &f.label {
+            LabelExpr::Fixed(l) => l.is_regular(),
+            LabelExpr::Dynamic(_) => true,
+        }) || !lit.patterns.is_empty()
+            || lit.ellipsis.is_some();
+        if has_fields || (lit.embeds.is_empty() && lit.comprehensions.is_empty()) {
+            self.vm(v).is_struct = true;
+        } else if lit.embeds.is_empty() {
+            self.vm(v).maybe_struct = true;
+        }
+        let env = self.new_env(c.env.clone(), v, EnvKind::Struct(lit.clone()));
+        // The closedness group this literal records its labels into.
+        let target = if let Some(e) = c.embed {
+            if let Some(cl) = c.close {
+                if cl != e {
+                    self.alias_group(v, cl, e);
+                }
+            }
+            Some(e)
+        } else if let Some(cl) = c.close {
+            Some(cl)
+        } else if lit.is_file {
+            self.weak_ids.insert(u32::MAX);
+            Some(u32::MAX)
+        } else if !lit.embeds.is_empty() {
+            let id = self.new_close();
+            self.weak_ids.insert(id);
+            Some(id)
+        } else {
+            None
+        };
+        let gi = target.map(|t| self.group_idx(v, t));
+        let mut ogs = Vec::new();
+        if let Some(o) = &c.outer {
+            for id in o.iter() {
+                if Some(*id) != target {
+                    ogs.push(self.group_idx(v, *id));
+                }
+            }
+        }
+        let child_outer = self.child_outer(c);
+        if lit.ellipsis.is_some() {
+            for g in gi.iter().chain(ogs.iter()) {
+                self.vm(v).groups[*g].open = true;
+            }
+        }
+        let child_close = self.child_close(c);
+        for f in &lit.fields {
+            let label = match &f.label {
+                LabelExpr::Fixed(l) => l.clone(),
+                LabelExpr::Dynamic(e) => {
+                    let lv = self.eval_expr(&Some(env.clone()), e);
+                    match lv {
+                        Val::Str(s) => Label::string(&s),
+                        Val::Bottom(b) => {
+                            self.set_err(v, b);
+                            continue;
+                        }
+                        other => {
+                            let code = if other.is_concrete_scalar() {
+                                ErrorCode::Eval
+                            } else {
+                                ErrorCode::Incomplete
+                            };
+                            self.set_err(
+                                v,
+                                Bottom::new(
+                                    code,
+                                    format!(
+                                        "invalid label: expected string, found {}",
+                                        ops::show(&other)
+                                    ),
+                                    f.span,
+                                ),
+                            );
+                            continue;
+                        }
+                    }
+                }
+            };
+            if let Some(g) = gi {
+                self.vm(v).groups[g].labels.insert(label.clone());
+            }
+            for &g in &ogs {
+                self.vm(v).groups[g].labels.insert(label.clone());
+            }
+            let a = self.arc(v, &label);
+            let mut fouter = child_outer.clone();
+            let cc = if label.is_def() {
+                let id = match self.vx(a).def_close {
+                    Some(id) => id,
+                    None => {
+                        let id = self.new_close();
+                        self.vm(a).def_close = Some(id);
+                        id
+                    }
+                };
+                if let Some(cc) = child_close {
+                    let mut o: Vec<u32> = fouter.as_ref().map(|x| x.to_vec()).unwrap_or_default();
+                    if !o.contains(&cc) {
+                        o.push(cc);
+                    }
+                    fouter = Some(o.into());
+                }
+                Some(id)
+            } else {
+                child_close
+            };
+            let ax = self.vm(a);
+            ax.constraint = Some(match (ax.constraint, f.constraint) {
+                (None, x) => x,
+                (Some(FieldConstraint::Regular), _) | (_, FieldConstraint::Regular) => {
+                    FieldConstraint::Regular
+                }
+                (Some(FieldConstraint::Required), _) | (_, FieldConstraint::Required) => {
+                    FieldConstraint::Required
+                }
+                _ => FieldConstraint::Optional,
+            });
+            if ax.conjuncts.is_empty() {
+                ax.span = f.span;
+            }
+            self.add_conj(
+                a,
+                Conj {
+                    env: Some(env.clone()),
+                    expr: f.value.clone(),
+                    close: cc,
+                    embed: None,
+                    outer: fouter,
+                },
+            );
+        }
+        for p in &lit.patterns {
+            let fv = self.anon(Some(env.clone()), p.filter.clone());
+            if let Some(g) = gi {
+                self.vm(v).groups[g].patterns.push(fv);
+            }
+            for &g in &ogs {
+                self.vm(v).groups[g].patterns.push(fv);
+            }
+            let pc = Conj {
+                env: None,
+                expr: p.value.clone(),
+                close: child_close,
+                embed: None,
+                outer: child_outer.clone(),
+            };
+            self.vm(v)
+                .patterns
+                .push((fv, pc.clone(), Some(env.clone())));
+            let arcs: Vec<(Label, VId)> = self
+                .vx(v)
+                .arcs
+                .iter()
+                .map(|(l, a)| (l.clone(), *a))
+                .collect();
+            for (l, a) in arcs {
+                self.apply_pattern(v, a, &l, fv, &pc, Some(env.clone()));
+            }
+        }
+        for e in &lit.embeds {
+            self.process(
+                v,
+                Conj {
+                    env: Some(env.clone()),
+                    expr: e.clone(),
+                    close: c.close,
+                    embed: target,
+                    outer: c.outer.clone(),
+                },
+            );
+        }
+        for comp in &lit.comprehensions {
+            self.vm(v)
+                .comps
+                .push((env.clone(), comp.clone(), c.close, target, c.outer.clone()));
+        }
+    }
+
+    fn expand_list(&mut self, v: VId, c: &Conj, lit: &Arc<ListLit>) {
+        self.vm(v).is_list = true;
+        let child_close = self.child_close(c);
+        let child_outer = self.child_outer(c);
+        let mut idx = 0usize;
+        for el in &lit.elems {
+            match el {
+                ListElemC::Expr(e) => {
+                    let a = self.arc(v, &Label::index(idx));
+                    self.vm(a).constraint = Some(FieldConstraint::Regular);
+                    self.add_conj(
+                        a,
+                        Conj {
+                            env: c.env.clone(),
+                            expr: e.clone(),
+                            close: child_close,
+                            embed: None,
+                            outer: child_outer.clone(),
+                        },
+                    );
+                    idx += 1;
+                }
+                ListElemC::Comprehension(comp) => {
+                    let env = match &c.env {
+                        Some(e) => e.clone(),
+                        None => self.new_env(None, v, EnvKind::Bind(Vec::new())),
+                    };
+                    let mut bodies = Vec::new();
+                    self.run_clauses(v, &env, comp, 0, &mut bodies);
+                    for benv in bodies {
+                        let a = self.arc(v, &Label::index(idx));
+                        self.vm(a).constraint = Some(FieldConstraint::Regular);
+                        self.add_conj(
+                            a,
+                            Conj {
+                                env: Some(benv),
+                                expr: Expr::Struct(comp.body.clone()),
+                                close: child_close,
+                                embed: None,
+                                outer: child_outer.clone(),
+                            },
+                        );
+                        idx += 1;
+                    }
+                }
+            }
+        }
+        let vert = self.vm(v);
+        let st = vert.list.get_or_insert_with(ListState::default);
+        match &lit.ellipsis {
+            None => {
+                if let Some(n) = st.closed_len {
+                    if n != idx {
+                        let b = Bottom::new(
+                            ErrorCode::Eval,
+                            format!("incompatible list lengths ({n} and {idx})"),
+                            lit.span,
+                        );
+                        self.set_err(v, b);
+                        return;
+                    }
+                }
+                st.closed_len = Some(idx);
+            }
+            Some(t) => {
+                st.min_len = st.min_len.max(idx);
+                if let Some(t) = t {
+                    st.tails.push((
+                        idx,
+                        Conj {
+                            env: c.env.clone(),
+                            expr: t.clone(),
+                            close: child_close,
+                            embed: None,
+                            outer: child_outer.clone(),
+                        },
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Runs comprehension clauses; collects the environments in which the body is yielded.
+    fn run_clauses(
+        &mut self,
+        v: VId,
+        env: &Arc<Env>,
+        comp: &ComprehensionC,
+        i: usize,
+        out: &mut Vec<Arc<Env>>,
+    ) -> Option<Arc<Bottom>> {
+        if !self.step() {
+            return self.limit_err.clone();
+        }
+        let Some(cl) = comp.clauses.get(i) else {
+            out.push(env.clone());
+            return None;
+        };
+        match cl {
+            ClauseC::For { source, span } => {
+                let src = self.eval_expr(&Some(env.clone()), source);
+                match src {
+                    Val::Vertex(w) => {
+                        self.eval(w);
+                        let w = self.deref(w);
+                        if let Some(b) = self.vx(w).err.clone() {
+                            return Some(b);
+                        }
+                        let wx = self.vx(w);
+                        if wx.disj.is_some() {
+                            return Some(Bottom::new(
+                                ErrorCode::Incomplete,
+                                "cannot range over unresolved disjunction",
+                                *span,
+                            ));
+                        }
+                        let arcs: Vec<(Label, VId)> =
+                            wx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+                        let is_list = wx.is_list;
+                        for (l, a) in arcs {
+                            if is_list {
+                                if l.kind != LabelKind::Index {
+                                    continue;
+                                }
+                            } else {
+                                if !l.is_regular() {
+                                    continue;
+                                }
+                                self.eval(a);
+                                if self.vx(a).constraint != Some(FieldConstraint::Regular) {
+                                    continue;
+                                }
+                            }
+                            let key = if is_list {
+                                Val::int(l.index)
+                            } else {
+                                Val::str(&l.name)
+                            };
+                            let benv = self.new_env(
+                                Some(env.clone()),
+                                v,
+                                EnvKind::Bind(vec![Binding::Val(key), Binding::Vertex(a)]),
+                            );
+                            if let Some(b) = self.run_clauses(v, &benv, comp, i + 1, out) {
+                                return Some(b);
+                            }
+                        }
+                        None
+                    }
+                    Val::Bottom(b) => Some(b),
+                    Val::Null => None,
+                    other => {
+                        let code = if other.is_concrete_scalar() {
+                            ErrorCode::Eval
+                        } else {
+                            ErrorCode::Incomplete
+                        };
+                        Some(Bottom::new(
+                            code,
+                            format!("cannot range over {}", ops::show(&other)),
+                            *span,
+                        ))
+                    }
+                }
+            }
+            ClauseC::If { cond, span } => {
+                let cv = self.eval_expr(&Some(env.clone()), cond);
+                match cv {
+                    Val::Bool(true) => self.run_clauses(v, env, comp, i + 1, out),
+                    Val::Bool(false) => None,
+                    Val::Bottom(b) => Some(b),
+                    other => {
+                        let code = if other.is_concrete_scalar() {
+                            ErrorCode::Eval
+                        } else {
+                            ErrorCode::Incomplete
+                        };
+                        Some(Bottom::new(
+                            code,
+                            format!("cannot use {} as type bool", ops::show(&other)),
+                            *span,
+                        ))
+                    }
+                }
+            }
+            ClauseC::Let { expr, .. } => {
+                let benv = self.new_env(
+                    Some(env.clone()),
+                    v,
+                    EnvKind::Bind(vec![Binding::Lazy(env.clone(), expr.clone())]),
+                );
+                self.run_clauses(v, &benv, comp, i + 1, out)
+            }
+        }
+    }
+
+    fn run_comprehensions(&mut self, v: VId) {
+        let mut round = 0;
+        loop {
+            let comps = std::mem::take(&mut self.vm(v).comps);
+            if comps.is_empty() {
+                break;
+            }
+            let mut failed = Vec::new();
+            let mut progressed = false;
+            for (env, comp, close, embed, outer) in comps {
+                let mut bodies = Vec::new();
+                let r = self.run_clauses(v, &env, &comp, 0, &mut bodies);
+                match r {
+                    Some(b) if !b.code.is_fatal() && round == 0 => {
+                        failed.push((env, comp, close, embed, outer, b));
+                    }
+                    Some(b) => {
+                        self.set_err(v, b);
+                    }
+                    None => {
+                        progressed = true;
+                        for benv in bodies {
+                            self.process(
+                                v,
+                                Conj {
+                                    env: Some(benv),
+                                    expr: Expr::Struct(comp.body.clone()),
+                                    close,
+                                    embed,
+                                    outer: outer.clone(),
+                                },
+                            );
+                        }
+                    }
+                }
+            }
+            if failed.is_empty() {
+                if self.vx(v).comps.is_empty() {
+                    break;
+                }
+                round = 0;
+                continue;
+            }
+            if !progressed || round > 0 {
+                for (_, _, _, _, _, b) in failed {
+                    self.set_err(v, b);
+                }
+                if self.vx(v).comps.is_empty() {
+                    break;
+                }
+                continue;
+            }
+            round += 1;
+            for (env, comp, close, embed, outer, _) in failed {
+                self.vm(v).comps.push((env, comp, close, embed, outer));
+            }
+        }
+    }
+
+    fn finish(&mut self, v: VId) {
+        // List tails and lengths.
+        if let Some(st) = self.vx(v).list.clone() {
+            let arcs: Vec<(Label, VId)> = self
+                .vx(v)
+                .arcs
+                .iter()
+                .map(|(l, a)| (l.clone(), *a))
+                .collect();
+            let n = arcs
+                .iter()
+                .filter(|(l, _)| l.kind == LabelKind::Index)
+                .count();
+            if let Some(cl) = st.closed_len {
+                if n > cl || st.min_len > cl {
+                    let b = Bottom::new(
+                        ErrorCode::Eval,
+                        format!(
+                            "incompatible list lengths ({} and {})",
+                            cl,
+                            n.max(st.min_len)
+                        ),
+                        self.vx(v).span,
+                    );
+                    self.set_err(v, b);
+                }
+            }
+            for (p, tc) in &st.tails {
+                for (l, a) in &arcs {
+                    if l.kind == LabelKind::Index && l.index >= *p {
+                        self.add_conj(*a, tc.clone());
+                    }
+                }
+            }
+        }
+        // Closedness.
+        let closing: Vec<usize> = self
+            .vx(v)
+            .groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.closing && !g.open)
+            .map(|(i, _)| i)
+            .collect();
+        if !closing.is_empty() {
+            let arcs: Vec<(Label, VId)> = self
+                .vx(v)
+                .arcs
+                .iter()
+                .map(|(l, a)| (l.clone(), *a))
+                .collect();
+            for (l, a) in arcs {
+                if !l.is_regular() {
+                    continue;
+                }
+                let mut ok = true;
+                for &g in &closing {
+                    let grp = self.vx(v).groups[g].clone();
+                    if grp.labels.contains(&l) {
+                        continue;
+                    }
+                    let mut m = false;
+                    for p in grp.patterns {
+                        if self.label_matches(p, &l) {
+                            m = true;
+                            break;
+                        }
+                    }
+                    if !m {
+                        ok = false;
+                        break;
+                    }
+                }
+                if !ok {
+                    let span = self.vx(a).span;
+                    self.vm(a).not_allowed = true;
+                    let b = Bottom::new(ErrorCode::Eval, "field not allowed", span);
+                    self.vm(a).err.get_or_insert(b);
+                }
+            }
+        }
+        // A literal holding only comprehensions is a struct unless they yielded a scalar.
+        {
+            let vert = self.vm(v);
+            if vert.maybe_struct && !vert.is_struct && !vert.is_list && vert.scalar.is_none() {
+                vert.is_struct = true;
+            }
+        }
+        // The value itself.
+        let vert = self.vx(v);
+        let mut kinds = vert.kinds;
+        if vert.is_struct {
+            kinds &= K_STRUCT;
+        }
+        if vert.is_list {
+            kinds &= K_LIST;
+        }
+        let span = vert.span;
+        if vert.err.is_some() {
+            return;
+        }
+        if kinds == 0 {
+            let msg = self.conflict_msg(v);
+            self.set_err(v, Bottom::new(ErrorCode::Eval, msg, span));
+            return;
+        }
+        if let Some(s) = vert.scalar.clone() {
+            if kinds & s.kind() == 0 {
+                let msg = self.conflict_msg(v);
+                self.set_err(v, Bottom::new(ErrorCode::Eval, msg, span));
+                return;
+            }
+            let bounds = vert.bounds.clone();
+            for b in bounds {
+                if let Some(e) = self.check_bound(&b, &s) {
+                    self.set_err(v, Bottom::new(ErrorCode::Eval, e, span));
+                    return;
+                }
+            }
+        } else if vert.is_struct || vert.is_list {
+            let bounds = vert.bounds.clone();
+            for b in bounds {
+                if let Val::Validator(_) = &b {
+                    if let Some(e) = self.check_bound(&b, &Val::Vertex(v)) {
+                        self.set_err(v, Bottom::new(ErrorCode::Eval, e, span));
+                        return;
+                    }
+                }
+            }
+        }
+        self.vm(v).kinds = kinds;
+    }
+
+    fn conflict_msg(&self, v: VId) -> String {
+        let vert = self.vx(v);
+        let mut parts = Vec::new();
+        if vert.is_struct {
+            parts.push("struct".to_string());
+        }
+        if vert.is_list {
+            parts.push("list".to_string());
+        }
+        if let Some(s) = &vert.scalar {
+            parts.push(ops::show(s));
+        }
+        if vert.kinds != K_TOP {
+            parts.push(kind_name(vert.kinds));
+        }
+        if parts.len() >= 2 {
+            format!(
+                "conflicting values {} and {} (mismatched types)",
+                parts[0], parts[1]
+            )
+        } else {
+            format!("conflicting values ({})", parts.join(", "))
+        }
+    }
+
+    /// Checks a bound or validator against a concrete value; returns an error message.
+    fn check_bound(&mut self, b: &Val, s: &Val) -> Option<String> {
+        match b {
+            Val::Bound(op, x) => ops::check_bound(self, *op, x, s),
+            Val::Validator(val) => builtin::check_validator(self, val, s),
+            _ => None,
+        }
+    }
+
+    /// Compiles (with caching) a regular expression with RE2 semantics.
+    pub fn regex(&mut self, re: &str) -> Result<Arc<regex::Regex>, String> {
+        if let Some(r) = self.regex_cache.get(re) {
+            return r.clone();
+        }
+        let tr = ops::translate_re2(re);
+        let r = regex::Regex::new(&tr)
+            .map(Arc::new)
+            .map_err(|e| format!("invalid regular expression {re:?}: {e}"));
+        self.regex_cache.insert(re.to_string(), r.clone());
+        r
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Disjunctions.
+
+    fn make_clone(&mut self, v: VId, choice: Vec<usize>) -> VId {
+        let vert = self.vx(v);
+        let mut clone = Vertex::new(vert.parent, vert.label.clone());
+        clone.conjuncts = vert.conjuncts.clone();
+        clone.constraint = vert.constraint;
+        clone.def_close = vert.def_close;
+        clone.span = vert.span;
+        clone.not_allowed = vert.not_allowed;
+        clone.choice = choice;
+        clone.nosplit = true;
+        let cid = self.vs.len() as VId;
+        self.vs.push(clone);
+        self.eval(cid);
+        cid
+    }
+
+    /// Splits `v` on its disjunctions level by level: each state is a clone with a prefix of
+    /// choices fixed; failing states are dropped and equal states merged before the next level.
+    fn resolve_disjunctions(&mut self, v: VId) {
+        // A state is a clone with the history of its choices: (disjunction span, class) where
+        // class 0 = alternative of an unmarked disjunction, 1 = marked alternative, 2 = unmarked
+        // alternative of a marked disjunction. The first state is `v` itself.
+        type Hist = Vec<(Span, u8)>;
+        fn prov(h: &Hist) -> u8 {
+            h.iter().map(|x| x.1).max().unwrap_or(0)
+        }
+        let mut frontier: Vec<(VId, Hist)> = vec![(v, Vec::new())];
+        let mut finals: Vec<(VId, Hist)> = Vec::new();
+        let mut keep_marks: HashSet<(u32, u32, u32)> = HashSet::new();
+        let mut first_err: Option<Arc<Bottom>> = None;
+        let mut rounds = 0;
+        while !frontier.is_empty() {
+            rounds += 1;
+            if self.limit_err.is_some() || rounds > 256 {
+                break;
+            }
+            let mut next: Vec<(VId, Hist, String)> = Vec::new();
+            for (st, hist) in std::mem::take(&mut frontier) {
+                let Some((dc, alts, _)) = self.vx(st).pending_disj.first().cloned() else {
+                    finals.push((st, hist));
+                    continue;
+                };
+                let dspan = dc.expr.span();
+                let has_marks = alts.iter().any(|(_, d)| *d);
+                // A marked alternative that is an error by itself keeps the disjunction's marks.
+                if alts
+                    .iter()
+                    .any(|(e, d)| *d && matches!(e, Expr::Lit(Val::Bottom(_), _) | Expr::Bad(_)))
+                {
+                    keep_marks.insert((dspan.file.0, dspan.start, dspan.end));
+                }
+                let base_choice = self.vx(st).choice.clone();
+                for (i, (_, mark)) in alts.iter().enumerate() {
+                    if self.limit_err.is_some() {
+                        break;
+                    }
+                    let mut ch = base_choice.clone();
+                    ch.push(i);
+                    let cid = self.make_clone(v, ch);
+                    if let Some(e) = self.fatal_error_deep(cid, 0) {
+                        if first_err.is_none() {
+                            first_err = Some(e);
+                        }
+                        continue;
+                    }
+                    let class: u8 = if !has_marks {
+                        0
+                    } else if *mark {
+                        1
+                    } else {
+                        2
+                    };
+                    let mut h = hist.clone();
+                    h.push((dspan, class));
+                    let mut key = self.fingerprint(cid, 0);
+                    for (c, _, _) in &self.vx(cid).pending_disj {
+                        key.push_str(&format!("|{:?}", c.expr.span()));
+                    }
+                    if let Some(u) = next.iter_mut().find(|u| u.2 == key) {
+                        let better = match (prov(&h), prov(&u.1)) {
+                            (1, x) => x != 1 && h.iter().all(|e| e.1 != 2) || x == 2,
+                            (0, 2) => true,
+                            _ => false,
+                        };
+                        if better {
+                            u.1 = h;
+                        }
+                    } else {
+                        next.push((cid, h, key));
+                    }
+                }
+            }
+            frontier = next.into_iter().map(|(a, b, _)| (a, b)).collect();
+        }
+        // A disjunction none of whose marked alternatives survives has no default: its other
+        // alternatives count as unmarked.
+        let mut marked_alive: HashSet<(u32, u32, u32)> = finals
+            .iter()
+            .flat_map(|(_, h)| h.iter())
+            .filter(|e| e.1 == 1)
+            .map(|e| (e.0.file.0, e.0.start, e.0.end))
+            .collect();
+        marked_alive.extend(keep_marks);
+        let finals: Vec<(VId, u8)> = finals
+            .into_iter()
+            .map(|(cid, h)| {
+                let m = h
+                    .iter()
+                    .map(|e| match e.1 {
+                        2 if !marked_alive.contains(&(e.0.file.0, e.0.start, e.0.end)) => 0,
+                        c => c,
+                    })
+                    .max()
+                    .unwrap_or(0);
+                (cid, m)
+            })
+            .collect();
+        // Flatten resolved clones and merge equal alternatives.
+        let mut survivors: Vec<(VId, u8)> = Vec::new();
+        for (cid, m) in finals {
+            let cx = self.vx(cid);
+            if let Some(dr) = cx.disj.clone() {
+                for (i, (a, _)) in dr.alts.iter().enumerate() {
+                    survivors.push((*a, m.max(dr.modes.get(i).copied().unwrap_or(0))));
+                }
+            } else {
+                let target = cx.redirect.unwrap_or(cid);
+                survivors.push((target, m.max(cx.redirect_mark)));
+            }
+        }
+        let mut uniq: Vec<(VId, u8, String)> = Vec::new();
+        for (a, d) in survivors {
+            let fp = self.fingerprint(a, 0);
+            if let Some(u) = uniq.iter_mut().find(|u| u.2 == fp) {
+                u.1 = merge_mode(u.1, d);
+            } else {
+                uniq.push((a, d, fp));
+            }
+        }
+        let vert = self.vm(v);
+        vert.pending_disj.clear();
+        if uniq.is_empty() {
+            let e = first_err.unwrap_or_else(|| {
+                Bottom::new(ErrorCode::Eval, "empty disjunction", Span::default())
+            });
+            vert.err = Some(e);
+            return;
+        }
+        if uniq.len() == 1 {
+            vert.redirect = Some(uniq[0].0);
+            vert.redirect_mark = uniq[0].1;
+            return;
+        }
+        let has_default = uniq.iter().any(|u| u.1 == 1);
+        let modes = uniq.iter().map(|u| u.1).collect();
+        vert.disj = Some(Arc::new(DisjResult {
+            alts: uniq.into_iter().map(|u| (u.0, u.1 == 1)).collect(),
+            modes,
+            has_default,
+        }));
+    }
+
+    /// The first fatal error in the regular fields of `v`, evaluating them.
+    pub fn fatal_error_deep(&mut self, v: VId, depth: usize) -> Option<Arc<Bottom>> {
+        self.error_deep(v, depth, false)
+    }
+
+    /// Like [`Ev::fatal_error_deep`]; with `strict`, missing required fields count as errors.
+    pub fn error_deep(&mut self, v: VId, depth: usize, strict: bool) -> Option<Arc<Bottom>> {
+        if depth > 64 || self.limit_err.is_some() || !self.stack_ok() {
+            return self.limit_err.clone();
+        }
+        self.eval(v);
+        let v = self.deref_redirect(v);
+        let vx = self.vx(v);
+        if let Some(e) = &vx.err {
+            return Some(e.clone());
+        }
+        if vx.disj.is_some() {
+            return None;
+        }
+        let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+        for (l, a) in arcs {
+            if !(l.is_regular() || l.kind == LabelKind::Index) {
+                continue;
+            }
+            if self.vx(a).constraint == Some(FieldConstraint::Optional) {
+                if self.vx(a).not_allowed {
+                    return self.vx(a).err.clone();
+                }
+                continue;
+            }
+            if self.in_progress.contains(&a) {
+                continue;
+            }
+            if strict && self.vx(a).constraint == Some(FieldConstraint::Required) {
+                let span = self.vx(a).span;
+                return Some(Bottom::new(ErrorCode::Eval, "required field missing", span));
+            }
+            if let Some(e) = self.error_deep(a, depth + 1, strict) {
+                return Some(e);
+            }
+        }
+        None
+    }
+
+    /// A canonical text of a value, used to merge equal disjuncts.
+    pub fn fingerprint(&mut self, v: VId, depth: usize) -> String {
+        if depth > 32 || !self.stack_ok() {
+            return "…".into();
+        }
+        self.eval(v);
+        let v = self.deref_redirect(v);
+        let vx = self.vx(v);
+        if let Some(e) = &vx.err {
+            return format!("_|_({})", e.msg);
+        }
+        if let Some(d) = vx.disj.clone() {
+            let mut parts = Vec::new();
+            for (a, m) in &d.alts {
+                let f = self.fingerprint(*a, depth + 1);
+                parts.push(format!("{}{}", if *m { "*" } else { "" }, f));
+            }
+            return parts.join("|");
+        }
+        let mut s = String::new();
+        if let Some(x) = &vx.scalar {
+            s.push_str(&ops::show(x));
+        } else {
+            s.push_str(&kind_name(vx.kinds));
+        }
+        for b in &vx.bounds {
+            s.push('&');
+            s.push_str(&ops::show(b));
+        }
+        if vx.is_struct || vx.is_list {
+            let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+            let closed = vx.groups.iter().any(|g| g.closing && !g.open);
+            s.push(if closed { '#' } else { '{' });
+            for (l, a) in arcs {
+                let c = self.vx(a).constraint;
+                let f = self.fingerprint(a, depth + 1);
+                s.push_str(&format!(
+                    "{}{}:{},",
+                    l.name,
+                    match c {
+                        Some(FieldConstraint::Optional) => "?",
+                        Some(FieldConstraint::Required) => "!",
+                        _ => "",
+                    },
+                    f
+                ));
+            }
+            s.push('}');
+        }
+        s
+    }
+
+    /// Follows single-survivor redirects.
+    pub fn deref_redirect(&self, mut v: VId) -> VId {
+        let mut n = 0;
+        while let Some(r) = self.vx(v).redirect {
+            v = r;
+            n += 1;
+            if n > 1000 {
+                break;
+            }
+        }
+        v
+    }
+
+    /// Follows redirects and takes the default of a disjunction when it is unique.
+    pub fn deref(&mut self, v: VId) -> VId {
+        let mut v = self.deref_redirect(v);
+        let mut n = 0;
+        while let Some(d) = self.vx(v).disj.clone() {
+            let defs: Vec<VId> = d.alts.iter().filter(|a| a.1).map(|a| a.0).collect();
+            if defs.len() == 1 && d.has_default {
+                v = defs[0];
+                self.eval(v);
+                v = self.deref_redirect(v);
+            } else {
+                break;
+            }
+            n += 1;
+            if n > 100 {
+                break;
+            }
+        }
+        v
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // References and expressions.
+
+    fn let_vertex(
+        &mut self,
+        env: &Arc<Env>,
+        idx: u32,
+        expr: &Expr,
+        bind_env: Option<Arc<Env>>,
+    ) -> VId {
+        let key = (env.id, idx);
+        if let Some(&v) = self.let_cache.get(&key) {
+            return v;
+        }
+        let v = self.new_vertex(Some(env.vertex), Label::internal("let"));
+        self.vs[v as usize].constraint = Some(FieldConstraint::Regular);
+        self.vs[v as usize].span = expr.span();
+        self.vs[v as usize].conjuncts.push(Conj {
+            env: bind_env,
+            expr: expr.clone(),
+            close: None,
+            embed: None,
+            outer: None,
+        });
+        self.let_cache.insert(key, v);
+        v
+    }
+
+    fn resolve(&mut self, env: &Option<Arc<Env>>, e: &Expr) -> Res {
+        match e {
+            Expr::FieldRef { up, label, span } => {
+                let Some(en) = env_up(env, *up) else {
+                    return Res::A(Val::Bottom(Bottom::new(
+                        ErrorCode::Eval,
+                        "internal: bad environment",
+                        *span,
+                    )));
+                };
+                let vid = en.vertex;
+                match self.vx(vid).arcs.get(label) {
+                    Some(&a) => Res::V(a),
+                    None => {
+                        // The field may not be declared in this conjunct of the vertex (a
+                        // disjunction clone, or a let at file level); look it up by value.
+                        if self.vx(vid).status == Status::Fresh {
+                            self.eval(vid);
+                        }
+                        let vid2 = self.deref(vid);
+                        match self.vx(vid2).arcs.get(label) {
+                            Some(&a) => Res::V(a),
+                            None => Res::A(Val::Bottom(Bottom::new(
+                                ErrorCode::Incomplete,
+                                format!("reference {:?} not found", &*label.name),
+                                *span,
+                            ))),
+                        }
+                    }
+                }
+            }
+            Expr::LetRef { up, idx, span, .. } => {
+                let Some(en) = env_up(env, *up).cloned() else {
+                    return Res::A(Val::Bottom(Bottom::new(
+                        ErrorCode::Eval,
+                        "internal: bad environment",
+                        *span,
+                    )));
+                };
+                let expr = match &en.kind {
+                    EnvKind::Struct(lit) => lit.lets.get(*idx as usize).map(|l| l.1.clone()),
+                    EnvKind::Bind(_) => None,
+                };
+                match expr {
+                    Some(x) => Res::V(self.let_vertex(&en, *idx, &x, Some(en.clone()))),
+                    None => Res::A(Val::Bottom(Bottom::new(
+                        ErrorCode::Eval,
+                        "internal: bad let",
+                        *span,
+                    ))),
+                }
+            }
+            Expr::BindRef { up, idx, span } => {
+                let Some(en) = env_up(env, *up).cloned() else {
+                    return Res::A(Val::Bottom(Bottom::new(
+                        ErrorCode::Eval,
+                        "internal: bad environment",
+                        *span,
+                    )));
+                };
+                let b = match &en.kind {
+                    EnvKind::Bind(bs) => bs.get(*idx as usize).cloned(),
+                    EnvKind::Struct(_) => None,
+                };
+                match b {
+                    Some(Binding::Vertex(v)) => Res::V(v),
+                    Some(Binding::Val(a)) => Res::A(a),
+                    Some(Binding::Lazy(lenv, x)) => {
+                        Res::V(self.let_vertex(&en, *idx + 1000, &x, Some(lenv)))
+                    }
+                    None => Res::A(Val::Bottom(Bottom::new(
+                        ErrorCode::Eval,
+                        "internal: bad binding",
+                        *span,
+                    ))),
+                }
+            }
+            Expr::Vertex(v, _) => Res::V(*v),
+            Expr::Import(path, span) => {
+                let base = crate::compile::import_key(path);
+                match self.packages.get(&base) {
+                    Some(&v) => Res::V(v),
+                    None => Res::A(Val::Bottom(Bottom::new(
+                        ErrorCode::Eval,
+                        format!("package {path:?} not found"),
+                        *span,
+                    ))),
+                }
+            }
+            Expr::Selector(base, label, span) => {
+                let b = match self.resolve(env, base) {
+                    Res::V(w) => w,
+                    Res::A(Val::Vertex(w)) => w,
+                    Res::A(Val::Bottom(b)) => return Res::A(Val::Bottom(b)),
+                    Res::A(other) => {
+                        let code = if other.is_concrete_scalar() {
+                            ErrorCode::Eval
+                        } else {
+                            ErrorCode::Incomplete
+                        };
+                        return Res::A(Val::Bottom(Bottom::new(
+                            code,
+                            format!("invalid selector {}: not a struct", label.name),
+                            *span,
+                        )));
+                    }
+                };
+                self.select(b, label, *span)
+            }
+            Expr::Index(base, index, span) => {
+                let iv = self.eval_expr(env, index);
+                let b = match self.resolve(env, base) {
+                    Res::V(w) => w,
+                    Res::A(Val::Vertex(w)) => w,
+                    Res::A(Val::Bottom(b)) => return Res::A(Val::Bottom(b)),
+                    Res::A(Val::Str(s)) => {
+                        // Indexing a string is not allowed; bytes return a byte.
+                        let _ = s;
+                        return Res::A(Val::Bottom(Bottom::new(
+                            ErrorCode::Eval,
+                            "invalid operation: index of string",
+                            *span,
+                        )));
+                    }
+                    Res::A(Val::Bytes(bs)) => {
+                        if let Val::Int(i) = &iv {
+                            let i: Option<usize> = num_traits::ToPrimitive::to_usize(&**i);
+                            if let Some(b) = i.and_then(|i| bs.get(i)) {
+                                return Res::A(Val::int(*b));
+                            }
+                        }
+                        return Res::A(Val::Bottom(Bottom::new(
+                            ErrorCode::Eval,
+                            "index out of range",
+                            *span,
+                        )));
+                    }
+                    Res::A(other) => {
+                        return Res::A(Val::Bottom(Bottom::new(
+                            ErrorCode::Incomplete,
+                            format!("invalid index of {}", ops::show(&other)),
+                            *span,
+                        )))
+                    }
+                };
+                match iv {
+                    Val::Int(i) => {
+                        self.eval(b);
+                        let bd = self.deref(b);
+                        let bx = self.vx(bd);
+                        if let Some(e) = &bx.err {
+                            return Res::A(Val::Bottom(e.clone()));
+                        }
+                        if !bx.is_list {
+                            return Res::A(Val::Bottom(Bottom::new(
+                                if bx.is_struct {
+                                    ErrorCode::Eval
+                                } else {
+                                    ErrorCode::Incomplete
+                                },
+                                format!("invalid index {i} (not a list)"),
+                                *span,
+                            )));
+                        }
+                        let idx: Option<usize> = num_traits::ToPrimitive::to_usize(&*i);
+                        match idx.and_then(|ix| bx.arcs.get(&Label::index(ix))) {
+                            Some(&a) => Res::V(a),
+                            None => Res::A(Val::Bottom(Bottom::new(
+                                ErrorCode::Eval,
+                                format!("index out of range [{}] with length {}", i, bx.arcs.len()),
+                                *span,
+                            ))),
+                        }
+                    }
+                    Val::Str(s) => self.select(b, &Label::string(&s), *span),
+                    Val::Bottom(b) => Res::A(Val::Bottom(b)),
+                    other => Res::A(Val::Bottom(Bottom::new(
+                        if other.is_concrete_scalar() {
+                            ErrorCode::Eval
+                        } else {
+                            ErrorCode::Incomplete
+                        },
+                        format!("invalid index {}", ops::show(&other)),
+                        *span,
+                    ))),
+                }
+            }
+            other => Res::A(self.eval_expr(env, other)),
+        }
+    }
+
+    fn select(&mut self, b: VId, label: &Label, span: Span) -> Res {
+        self.eval(b);
+        let bd = self.deref(b);
+        let bx = self.vx(bd);
+        if let Some(e) = &bx.err {
+            return Res::A(Val::Bottom(e.clone()));
+        }
+        if bx.disj.is_some() {
+            return Res::A(Val::Bottom(Bottom::new(
+                ErrorCode::Incomplete,
+                format!(
+                    "unresolved disjunction: cannot select {}",
+                    label.path_text()
+                ),
+                span,
+            )));
+        }
+        match bx.arcs.get(label) {
+            Some(&a) => {
+                let expanding = bx.status == Status::Expanding;
+                if !expanding {
+                    self.eval(a);
+                }
+                if self.vx(a).constraint == Some(FieldConstraint::Optional) && !label.is_def() {
+                    return Res::A(Val::Bottom(Bottom::new(
+                        ErrorCode::Incomplete,
+                        format!("cannot reference optional field: {}", label.path_text()),
+                        span,
+                    )));
+                }
+                Res::V(a)
+            }
+            None => {
+                let code = if bx.is_struct {
+                    ErrorCode::Incomplete
+                } else if bx.scalar.is_some() || bx.is_list {
+                    ErrorCode::Eval
+                } else {
+                    ErrorCode::Incomplete
+                };
+                Res::A(Val::Bottom(Bottom::new(
+                    code,
+                    format!("undefined field: {}", label.path_text()),
+                    span,
+                )))
+            }
+        }
+    }
+
+    /// The value of a vertex in an operand position.
+    pub fn vertex_value(&mut self, v: VId, span: Span) -> Val {
+        self.eval(v);
+        if self.vx(v).status == Status::Expanding {
+            if let Some(&cur) = self.in_progress.last() {
+                self.tainted.push((v, cur));
+            }
+            if let Some(s) = self.vx(v).scalar.clone() {
+                if self.vx(v).pending_disj.is_empty() && !self.vx(v).is_struct {
+                    return s;
+                }
+            }
+            return Val::Bottom(Bottom::new(ErrorCode::Cycle, "cycle in reference", span));
+        }
+        let v = self.deref(v);
+        let vx = self.vx(v);
+        if let Some(e) = &vx.err {
+            return Val::Bottom(e.clone());
+        }
+        if let Some(d) = &vx.disj {
+            let _ = d;
+            return Val::Vertex(v);
+        }
+        if vx.is_struct || vx.is_list {
+            return Val::Vertex(v);
+        }
+        if let Some(s) = &vx.scalar {
+            return s.clone();
+        }
+        if let Some(e) = &vx.incomplete {
+            return Val::Bottom(e.clone());
+        }
+        if vx.bounds.is_empty() {
+            return Val::Kind(vx.kinds);
+        }
+        Val::Vertex(v)
+    }
+
+    /// Evaluates an expression to a value.
+    pub fn eval_expr(&mut self, env: &Option<Arc<Env>>, e: &Expr) -> Val {
+        if !self.step() {
+            return Val::Bottom(
+                self.limit_err
+                    .clone()
+                    .unwrap_or_else(|| Bottom::new(ErrorCode::Eval, "limit exceeded", e.span())),
+            );
+        }
+        match e {
+            Expr::Lit(v, _) => v.clone(),
+            Expr::Bad(b) => Val::Bottom(b.clone()),
+            Expr::FieldRef { .. }
+            | Expr::LetRef { .. }
+            | Expr::BindRef { .. }
+            | Expr::Selector(..)
+            | Expr::Index(..)
+            | Expr::Import(..)
+            | Expr::Vertex(..) => match self.resolve(env, e) {
+                Res::V(w) => self.vertex_value(w, e.span()),
+                Res::A(a) => a,
+            },
+            Expr::Struct(_) | Expr::List(_) | Expr::Unify(..) | Expr::Disj(..) => {
+                let a = self.anon(env.clone(), e.clone());
+                self.vertex_value(a, e.span())
+            }
+            Expr::PkgMember(pkg, name, span) => builtin::pkg_member(self, pkg, name, *span),
+            Expr::Slice(base, lo, hi, span) => {
+                let b = self.eval_expr(env, base);
+                let lo = lo.as_ref().map(|x| self.eval_expr(env, x));
+                let hi = hi.as_ref().map(|x| self.eval_expr(env, x));
+                ops::slice(self, b, lo, hi, *span)
+            }
+            Expr::Call(f, args, span) => builtin::call(self, env, f, args, *span),
+            Expr::Unary(op, x, span) => {
+                let xv = self.eval_expr(env, x);
+                let xv = self.concrete_default(xv);
+                ops::unary(self, *op, xv, *span)
+            }
+            Expr::Binary(op, a, b, span) => {
+                if matches!(op, BinaryOp::Eq | BinaryOp::Ne) {
+                    let a_bot = matches!(&**a, Expr::Lit(Val::Bottom(_), _));
+                    let b_bot = matches!(&**b, Expr::Lit(Val::Bottom(_), _));
+                    if a_bot || b_bot {
+                        let other = if a_bot { b } else { a };
+                        let ov = self.eval_expr(env, other);
+                        let is_bot = self.is_bottom_val(&ov);
+                        return Val::Bool(if *op == BinaryOp::Eq { is_bot } else { !is_bot });
+                    }
+                }
+                if matches!(op, BinaryOp::And | BinaryOp::Or) {
+                    let av = self.eval_expr(env, a);
+                    let av = self.concrete_default(av);
+                    match (&av, op) {
+                        (Val::Bool(false), BinaryOp::And) => return Val::Bool(false),
+                        (Val::Bool(true), BinaryOp::Or) => return Val::Bool(true),
+                        _ => {}
+                    }
+                    let bv = self.eval_expr(env, b);
+                    let bv = self.concrete_default(bv);
+                    return ops::binary(self, *op, av, bv, *span);
+                }
+                let av = self.eval_expr(env, a);
+                let bv = self.eval_expr(env, b);
+                let av = self.concrete_default(av);
+                let bv = self.concrete_default(bv);
+                ops::binary(self, *op, av, bv, *span)
+            }
+            Expr::Interp(parts, bytes, span) => {
+                let mut out: Vec<u8> = Vec::new();
+                for p in parts {
+                    match p {
+                        InterpPart::Text(t) => out.extend_from_slice(t.as_bytes()),
+                        InterpPart::Bytes(b) => out.extend_from_slice(b),
+                        InterpPart::Expr(x) => {
+                            let xv = self.eval_expr(env, x);
+                            let xv = self.concrete_default(xv);
+                            match ops::interp_text(&xv) {
+                                Ok(s) => out.extend_from_slice(&s),
+                                Err(mut b) => {
+                                    if b.span == Span::default() {
+                                        Arc::make_mut(&mut b).span = *span;
+                                    }
+                                    return Val::Bottom(b);
+                                }
+                            }
+                        }
+                    }
+                }
+                if *bytes {
+                    Val::Bytes(out.into())
+                } else {
+                    Val::Str(ops::lossy_utf8(&out).into())
+                }
+            }
+        }
+    }
+
+    /// `true` if the value is an error (the `x == _|_` test).
+    fn is_bottom_val(&mut self, v: &Val) -> bool {
+        match v {
+            Val::Bottom(_) => true,
+            Val::Vertex(w) => {
+                let w = self.deref(*w);
+                self.vx(w).err.is_some()
+            }
+            _ => false,
+        }
+    }
+
+    /// Resolves a vertex value to its concrete scalar or default, for operands.
+    pub fn concrete_default(&mut self, v: Val) -> Val {
+        match v {
+            Val::Vertex(w) => {
+                let w = self.deref(w);
+                let wx = self.vx(w);
+                if let Some(e) = &wx.err {
+                    return Val::Bottom(e.clone());
+                }
+                if wx.disj.is_some() {
+                    return Val::Bottom(Bottom::new(
+                        ErrorCode::Incomplete,
+                        "unresolved disjunction",
+                        wx.span,
+                    ));
+                }
+                if wx.is_struct || wx.is_list {
+                    return Val::Vertex(w);
+                }
+                match &wx.scalar {
+                    Some(s) => s.clone(),
+                    None => {
+                        if let Some(b) = wx.bounds.first() {
+                            b.clone()
+                        } else {
+                            Val::Kind(wx.kinds)
+                        }
+                    }
+                }
+            }
+            other => other,
+        }
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Conversion to concrete data.
+
+    /// Converts a vertex to concrete data (regular fields, defaults taken); errors are collected.
+    pub fn to_data(
+        &mut self,
+        v: VId,
+        errs: &mut Vec<(VId, Arc<Bottom>)>,
+        depth: usize,
+    ) -> Option<BVal> {
+        if depth > self.config.max_depth {
+            errs.push((
+                v,
+                Bottom::new(ErrorCode::Eval, "depth limit exceeded", Span::default()),
+            ));
+            return None;
+        }
+        if !self.step() {
+            if let Some(b) = self.limit_err.clone() {
+                errs.push((v, b));
+            }
+            return None;
+        }
+        self.eval(v);
+        let v0 = v;
+        let v = self.deref(v);
+        let vx = self.vx(v);
+        if let Some(e) = &vx.err {
+            errs.push((v0, e.clone()));
+            return None;
+        }
+        if let Some(d) = &vx.disj {
+            let n = d.alts.len();
+            let span = vx.span;
+            errs.push((
+                v0,
+                Bottom::new(
+                    ErrorCode::Incomplete,
+                    format!("incomplete value: unresolved disjunction of {n} values"),
+                    span,
+                ),
+            ));
+            return None;
+        }
+        if vx.is_list {
+            let arcs: Vec<VId> = vx.arcs.values().copied().collect();
+            let mut out = Vec::new();
+            let mut ok = true;
+            for a in arcs {
+                match self.to_data(a, errs, depth + 1) {
+                    Some(x) => out.push(x),
+                    None => ok = false,
+                }
+            }
+            return if ok { Some(BVal::List(out)) } else { None };
+        }
+        if vx.is_struct {
+            let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+            let mut out = Vec::new();
+            let mut ok = true;
+            for (l, a) in arcs {
+                if !l.is_regular() {
+                    continue;
+                }
+                self.eval(a);
+                let ax = self.vx(a);
+                match ax.constraint {
+                    Some(FieldConstraint::Optional) => {
+                        if ax.not_allowed {
+                            if let Some(e) = &ax.err {
+                                errs.push((a, e.clone()));
+                                ok = false;
+                            }
+                        }
+                        continue;
+                    }
+                    Some(FieldConstraint::Required) => {
+                        let span = ax.span;
+                        errs.push((
+                            a,
+                            Bottom::new(
+                                ErrorCode::Incomplete,
+                                format!("field is required but not present: {}", l.path_text()),
+                                span,
+                            ),
+                        ));
+                        ok = false;
+                        continue;
+                    }
+                    _ => {}
+                }
+                match self.to_data(a, errs, depth + 1) {
+                    Some(x) => out.push((l.name.to_string(), x)),
+                    None => ok = false,
+                }
+            }
+            return if ok { Some(BVal::Struct(out)) } else { None };
+        }
+        match &vx.scalar {
+            Some(s) => ops::scalar_to_data(s),
+            None => {
+                let span = vx.span;
+                let msg = match &vx.incomplete {
+                    Some(b) => b.msg.clone(),
+                    None => {
+                        let mut s = kind_name(vx.kinds);
+                        for b in &vx.bounds {
+                            s = format!("{s} & {}", ops::show(b));
+                        }
+                        format!("incomplete value {s}")
+                    }
+                };
+                let span = vx.incomplete.as_ref().map(|b| b.span).unwrap_or(span);
+                errs.push((v0, Bottom::new(ErrorCode::Incomplete, msg, span)));
+                None
+            }
+        }
+    }
+
+    /// Collects fatal errors in definitions and hidden fields (which export does not visit).
+    pub fn collect_fatal_hidden(
+        &mut self,
+        v: VId,
+        errs: &mut Vec<(VId, Arc<Bottom>)>,
+        depth: usize,
+        inside: bool,
+    ) {
+        if depth > 40 || self.limit_err.is_some() || !self.stack_ok() {
+            return;
+        }
+        self.eval(v);
+        let v = self.deref(v);
+        let vx = self.vx(v);
+        if inside {
+            if let Some(e) = &vx.err {
+                if e.code.is_fatal() {
+                    errs.push((v, e.clone()));
+                }
+                return;
+            }
+        }
+        if vx.disj.is_some() {
+            return;
+        }
+        let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+        for (l, a) in arcs {
+            let ins = inside || l.is_def() || l.is_hidden();
+            if matches!(l.kind, LabelKind::Internal) {
+                continue;
+            }
+            if self.vx(a).constraint == Some(FieldConstraint::Optional) {
+                continue;
+            }
+            self.collect_fatal_hidden(a, errs, depth + 1, ins);
+        }
+    }
+}
+
+/// Builds a value expression from concrete data.
+pub fn data_to_expr(d: &BVal, span: Span) -> Expr {
+    match d {
+        BVal::Null => Expr::Lit(Val::Null, span),
+        BVal::Bool(b) => Expr::Lit(Val::Bool(*b), span),
+        BVal::Int(i) => Expr::Lit(Val::Int(Arc::new(i.clone())), span),
+        BVal::Float(f) => Expr::Lit(Val::Float(Arc::new(f.clone())), span),
+        BVal::String(s) => Expr::Lit(Val::Str(s.as_str().into()), span),
+        BVal::Bytes(b) => Expr::Lit(Val::Bytes(b.clone().into()), span),
+        BVal::List(xs) => Expr::List(Arc::new(ListLit {
+            elems: xs
+                .iter()
+                .map(|x| ListElemC::Expr(data_to_expr(x, span)))
+                .collect(),
+            ellipsis: None,
+            span,
+        })),
+        BVal::Struct(fs) => Expr::Struct(Arc::new(StructLit {
+            fields: fs
+                .iter()
+                .map(|(k, x)| FieldDecl {
+                    label: LabelExpr::Fixed(Label::string(k)),
+                    constraint: FieldConstraint::Regular,
+                    value: data_to_expr(x, span),
+                    span,
+                })
+                .collect(),
+            span,
+            ..Default::default()
+        })),
+        BVal::Opaque(v) => Expr::Vertex(*v as VId, span),
+    }
+}
+
+/// Unary-operator helpers re-exported for the builtin module.
+pub(crate) fn unary_bound(op: UnaryOp) -> Option<BoundOp> {
+    Some(match op {
+        UnaryOp::Lt => BoundOp::Lt,
+        UnaryOp::Le => BoundOp::Le,
+        UnaryOp::Gt => BoundOp::Gt,
+        UnaryOp::Ge => BoundOp::Ge,
+        UnaryOp::Ne => BoundOp::Ne,
+        UnaryOp::Match => BoundOp::Match,
+        UnaryOp::NotMatch => BoundOp::NotMatch,
+        _ => return None,
+    })
+}

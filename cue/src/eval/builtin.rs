@@ -1,0 +1,503 @@
+//! Calls: the predeclared builtins of the language (`len close and or div mod quo rem matchN
+//! matchIf error`, spec "Builtin functions") and the bridge to the std library
+//! ([`crate::builtins`]): arguments are converted to concrete data, a call with the subject
+//! omitted becomes a validator checked once the value is concrete.
+
+use super::{data_to_expr, ops, Ev};
+use crate::adt::*;
+use crate::ast::FieldConstraint;
+use crate::builtins::{self, BuiltinError, Host, Member, Val as BVal};
+use crate::source::Span;
+use std::sync::Arc;
+
+fn err(code: ErrorCode, msg: impl Into<String>, span: Span) -> Val {
+    Val::Bottom(Bottom::new(code, msg, span))
+}
+
+/// Resolves `pkg.name`.
+pub fn pkg_member(ev: &mut Ev, pkg: &str, name: &str, span: Span) -> Val {
+    match builtins::lookup(pkg, name) {
+        Some(Member::Func(b)) => Val::StdFunc(b),
+        Some(Member::Const(c)) => data_value(ev, &c, span),
+        None => err(
+            ErrorCode::Eval,
+            format!("undefined builtin {pkg}.{name} (package or member not provided)"),
+            span,
+        ),
+    }
+}
+
+fn data_value(ev: &mut Ev, d: &BVal, span: Span) -> Val {
+    match d {
+        BVal::List(_) | BVal::Struct(_) => {
+            let a = ev.anon(None, data_to_expr(d, span));
+            ev.vertex_value(a, span)
+        }
+        BVal::Opaque(v) => Val::Vertex(*v as VId),
+        other => match data_to_expr(other, span) {
+            Expr::Lit(v, _) => v,
+            _ => Val::Top,
+        },
+    }
+}
+
+/// A snapshot expression of an evaluated value (without its validators).
+fn snapshot(ev: &mut Ev, s: &Val, span: Span) -> Expr {
+    match s {
+        Val::Vertex(v) => {
+            let v = ev.deref(*v);
+            let vx = &ev.vs[v as usize];
+            if vx.is_list {
+                let elems = vx
+                    .arcs
+                    .values()
+                    .map(|a| ListElemC::Expr(Expr::Vertex(*a, span)))
+                    .collect();
+                return Expr::List(Arc::new(ListLit {
+                    elems,
+                    ellipsis: None,
+                    span,
+                }));
+            }
+            let fields = vx
+                .arcs
+                .iter()
+                .map(|(l, a)| FieldDecl {
+                    label: LabelExpr::Fixed(l.clone()),
+                    constraint: ev.vs[*a as usize]
+                        .constraint
+                        .unwrap_or(FieldConstraint::Regular),
+                    value: Expr::Vertex(*a, span),
+                    span,
+                })
+                .collect();
+            Expr::Struct(Arc::new(StructLit {
+                fields,
+                ellipsis: Some(None),
+                span,
+                ..Default::default()
+            }))
+        }
+        other => Expr::Lit(other.clone(), span),
+    }
+}
+
+/// `true` if `value` unified with schema vertex `schema` has no fatal error.
+fn matches_schema(ev: &mut Ev, schema: &Val, value: &Val, span: Span) -> bool {
+    let snap = snapshot(ev, value, span);
+    let sch = match schema {
+        Val::Vertex(v) => Expr::Vertex(*v, span),
+        other => Expr::Lit(other.clone(), span),
+    };
+    let a = ev.anon(None, Expr::Unify(vec![sch, snap], span));
+    ev.error_deep(a, 0, true).is_none()
+}
+
+/// Checks a validator against a value; returns an error message on failure.
+pub fn check_validator(ev: &mut Ev, v: &Validator, s: &Val) -> Option<String> {
+    match v {
+        Validator::Builtin(b, args) => {
+            let mut errs = Vec::new();
+            let subject = match s {
+                Val::Vertex(w) => ev.to_data(*w, &mut errs, 0)?,
+                other => ops::scalar_to_data(other)?,
+            };
+            let mut all = vec![subject];
+            for a in args {
+                match a {
+                    Val::Vertex(w) => all.push(ev.to_data(*w, &mut errs, 0)?),
+                    other => all.push(ops::scalar_to_data(other)?),
+                }
+            }
+            let mut host = HostImpl { ev };
+            match (b.func)(&mut host, &all) {
+                Ok(BVal::Bool(true)) => None,
+                Ok(_) => Some(format!(
+                    "invalid value {} (does not satisfy {}.{})",
+                    ops::show(s),
+                    b.pkg,
+                    b.name
+                )),
+                Err(e) => Some(format!("{}.{}: {}", b.pkg, b.name, e.message)),
+            }
+        }
+        Validator::MatchN(n, schemas, span) => {
+            let mut count = 0i64;
+            for sc in schemas {
+                if matches_schema(ev, sc, s, *span) {
+                    count += 1;
+                }
+            }
+            let cv = Val::int(count);
+            let ok = match n {
+                Val::Int(_) => ops::value_equal(ev, n, &cv).unwrap_or(false),
+                Val::Bound(op, x) => ops::check_bound(ev, *op, x, &cv).is_none(),
+                _ => false,
+            };
+            if ok {
+                None
+            } else {
+                Some(format!(
+                    "invalid value {} (does not satisfy matchN): {} matched, expected {}",
+                    ops::show(s),
+                    count,
+                    ops::show(n)
+                ))
+            }
+        }
+        Validator::MatchIf(i, t, e, span) => {
+            let ok = if matches_schema(ev, i, s, *span) {
+                matches_schema(ev, t, s, *span)
+            } else {
+                matches_schema(ev, e, s, *span)
+            };
+            if ok {
+                None
+            } else {
+                Some(format!(
+                    "invalid value {} (does not satisfy matchIf)",
+                    ops::show(s)
+                ))
+            }
+        }
+    }
+}
+
+struct HostImpl<'a> {
+    ev: &'a mut Ev,
+}
+
+impl Host for HostImpl<'_> {
+    fn less(&mut self, comparator: &BVal, x: &BVal, y: &BVal) -> Result<bool, BuiltinError> {
+        let span = Span::default();
+        let BVal::Opaque(c) = comparator else {
+            return Err(BuiltinError::new("comparator is not a struct"));
+        };
+        let lit = StructLit {
+            fields: vec![
+                FieldDecl {
+                    label: LabelExpr::Fixed(Label::ident("x")),
+                    constraint: FieldConstraint::Regular,
+                    value: data_to_expr(x, span),
+                    span,
+                },
+                FieldDecl {
+                    label: LabelExpr::Fixed(Label::ident("y")),
+                    constraint: FieldConstraint::Regular,
+                    value: data_to_expr(y, span),
+                    span,
+                },
+            ],
+            ellipsis: Some(None),
+            span,
+            ..Default::default()
+        };
+        let a = self.ev.anon(
+            None,
+            Expr::Unify(
+                vec![Expr::Vertex(*c as VId, span), Expr::Struct(Arc::new(lit))],
+                span,
+            ),
+        );
+        self.ev.eval(a);
+        let a = self.ev.deref(a);
+        let less = self.ev.vs[a as usize]
+            .arcs
+            .get(&Label::ident("less"))
+            .copied();
+        match less {
+            Some(l) => match self.ev.vertex_value(l, span) {
+                Val::Bool(b) => Ok(b),
+                Val::Bottom(b) => Err(BuiltinError {
+                    message: b.msg.clone(),
+                    incomplete: !b.code.is_fatal(),
+                }),
+                other => Err(BuiltinError::incomplete(format!(
+                    "less is not a bool: {}",
+                    ops::show(&other)
+                ))),
+            },
+            None => Err(BuiltinError::new("comparator has no field less")),
+        }
+    }
+
+    fn unifies(&mut self, a: &BVal, b: &BVal) -> Result<bool, BuiltinError> {
+        let span = Span::default();
+        let x = self.ev.anon(
+            None,
+            Expr::Unify(vec![data_to_expr(a, span), data_to_expr(b, span)], span),
+        );
+        Ok(self.ev.fatal_error_deep(x, 0).is_none())
+    }
+}
+
+/// Evaluates a call expression.
+pub fn call(
+    ev: &mut Ev,
+    env: &Option<Arc<super::Env>>,
+    f: &Expr,
+    args: &[Expr],
+    span: Span,
+) -> Val {
+    let fv = ev.eval_expr(env, f);
+    match fv {
+        Val::Builtin(name) => predeclared(ev, env, &name, args, span),
+        Val::StdFunc(b) => std_call(ev, env, b, args, span),
+        Val::Bottom(b) => Val::Bottom(b),
+        other => err(
+            ErrorCode::Eval,
+            format!("cannot call non-function {}", ops::show(&other)),
+            span,
+        ),
+    }
+}
+
+fn list_items(ev: &mut Ev, v: &Val) -> Option<Vec<VId>> {
+    if let Val::Vertex(w) = v {
+        ev.eval(*w);
+        let w = ev.deref(*w);
+        if ev.vs[w as usize].is_list {
+            return Some(ev.vs[w as usize].arcs.values().copied().collect());
+        }
+    }
+    None
+}
+
+fn predeclared(
+    ev: &mut Ev,
+    env: &Option<Arc<super::Env>>,
+    name: &str,
+    args: &[Expr],
+    span: Span,
+) -> Val {
+    let argn = |n: usize| -> Option<Val> {
+        if args.len() != n {
+            Some(err(
+                ErrorCode::Eval,
+                format!("{name}: expected {n} arguments, got {}", args.len()),
+                span,
+            ))
+        } else {
+            None
+        }
+    };
+    match name {
+        "len" => {
+            if let Some(e) = argn(1) {
+                return e;
+            }
+            let v = ev.eval_expr(env, &args[0]);
+            let v = ev.concrete_default(v);
+            match v {
+                Val::Str(s) => Val::int(s.len()),
+                Val::Bytes(b) => Val::int(b.len()),
+                Val::Vertex(w) => {
+                    let w = ev.deref(w);
+                    let vx = &ev.vs[w as usize];
+                    if vx.is_list {
+                        Val::int(vx.arcs.len())
+                    } else {
+                        let arcs: Vec<(Label, VId)> =
+                            vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+                        let mut n = 0usize;
+                        for (l, a) in arcs {
+                            if !l.is_regular() {
+                                continue;
+                            }
+                            ev.eval(a);
+                            if ev.vs[a as usize].constraint == Some(FieldConstraint::Regular) {
+                                n += 1;
+                            }
+                        }
+                        Val::int(n)
+                    }
+                }
+                Val::Bottom(b) => Val::Bottom(b),
+                other if other.is_concrete_scalar() => err(
+                    ErrorCode::Eval,
+                    format!("invalid argument to len: {}", ops::show(&other)),
+                    span,
+                ),
+                other => err(
+                    ErrorCode::Incomplete,
+                    format!("len: non-concrete argument {}", ops::show(&other)),
+                    span,
+                ),
+            }
+        }
+        "close" | "and" | "or" => {
+            if let Some(e) = argn(1) {
+                return e;
+            }
+            let a = ev.anon(
+                env.clone(),
+                Expr::Call(
+                    Box::new(Expr::Lit(Val::Builtin(name.into()), span)),
+                    args.to_vec(),
+                    span,
+                ),
+            );
+            ev.vertex_value(a, span)
+        }
+        "div" | "mod" | "quo" | "rem" => {
+            if let Some(e) = argn(2) {
+                return e;
+            }
+            let a = ev.eval_expr(env, &args[0]);
+            let b = ev.eval_expr(env, &args[1]);
+            let a = ev.concrete_default(a);
+            let b = ev.concrete_default(b);
+            ops::int_div(name, &a, &b, span)
+        }
+        "matchN" => {
+            if let Some(e) = argn(2) {
+                return e;
+            }
+            let n = ev.eval_expr(env, &args[0]);
+            let n = ev.concrete_default(n);
+            if let Val::Bottom(b) = n {
+                return Val::Bottom(b);
+            }
+            let l = ev.eval_expr(env, &args[1]);
+            let Some(items) = list_items(ev, &l) else {
+                return err(
+                    ErrorCode::Eval,
+                    "matchN: second argument must be a list",
+                    span,
+                );
+            };
+            let schemas = items.into_iter().map(Val::Vertex).collect();
+            Val::Validator(Arc::new(Validator::MatchN(n, schemas, span)))
+        }
+        "matchIf" => {
+            if let Some(e) = argn(3) {
+                return e;
+            }
+            let mut vs = Vec::new();
+            for a in args {
+                let x = ev.anon(env.clone(), a.clone());
+                vs.push(Val::Vertex(x));
+            }
+            Val::Validator(Arc::new(Validator::MatchIf(
+                vs[0].clone(),
+                vs[1].clone(),
+                vs[2].clone(),
+                span,
+            )))
+        }
+        "error" => {
+            let msg = match args.first() {
+                Some(a) => {
+                    let v = ev.eval_expr(env, a);
+                    match v {
+                        Val::Str(s) => s.to_string(),
+                        other => ops::show(&other),
+                    }
+                }
+                None => "error".into(),
+            };
+            err(ErrorCode::User, msg, span)
+        }
+        _ => err(ErrorCode::Eval, format!("unknown builtin {name}"), span),
+    }
+}
+
+fn std_call(
+    ev: &mut Ev,
+    env: &Option<Arc<super::Env>>,
+    b: &'static builtins::Builtin,
+    args: &[Expr],
+    span: Span,
+) -> Val {
+    let fits = if b.variadic {
+        args.len() + 1 >= b.arity
+    } else {
+        args.len() == b.arity
+    };
+    // Any bool-returning function may be used as a validator with its subject omitted.
+    let as_validator = !fits && !b.variadic && args.len() + 1 == b.arity;
+    let as_validator = as_validator || (b.validator && b.variadic && args.len() + 1 == b.arity - 1);
+    let mut vals = Vec::new();
+    for a in args {
+        let v = ev.eval_expr(env, a);
+        let v = ev.concrete_default(v);
+        if let Val::Bottom(e) = &v {
+            return Val::Bottom(e.clone());
+        }
+        vals.push(v);
+    }
+    if as_validator {
+        return Val::Validator(Arc::new(Validator::Builtin(b, vals)));
+    }
+    if !fits {
+        return err(
+            ErrorCode::Eval,
+            format!(
+                "{}.{}: expected {} arguments, got {}",
+                b.pkg,
+                b.name,
+                b.arity,
+                args.len()
+            ),
+            span,
+        );
+    }
+    let mut data = Vec::new();
+    for (i, v) in vals.iter().enumerate() {
+        let mut errs = Vec::new();
+        let d = match v {
+            Val::Vertex(w) => {
+                if b.opaque_args.contains(&i) {
+                    let mut scratch = Vec::new();
+                    match ev.to_data(*w, &mut scratch, 0) {
+                        Some(d) if scratch.is_empty() => Some(d),
+                        _ => Some(BVal::Opaque(*w as u64)),
+                    }
+                } else {
+                    ev.to_data(*w, &mut errs, 0)
+                }
+            }
+            other => {
+                if !other.is_concrete_scalar() && b.opaque_args.contains(&i) {
+                    let a = ev.anon(None, Expr::Lit(other.clone(), span));
+                    Some(BVal::Opaque(a as u64))
+                } else {
+                    ops::scalar_to_data(other)
+                }
+            }
+        };
+        match d {
+            Some(d) => data.push(d),
+            None => {
+                if let Some((_, e)) = errs.into_iter().next() {
+                    if e.code.is_fatal() {
+                        return Val::Bottom(e);
+                    }
+                }
+                return err(
+                    ErrorCode::Incomplete,
+                    format!(
+                        "{}.{}: non-concrete argument {}",
+                        b.pkg,
+                        b.name,
+                        ops::show(v)
+                    ),
+                    span,
+                );
+            }
+        }
+    }
+    let mut host = HostImpl { ev };
+    match (b.func)(&mut host, &data) {
+        Ok(r) => data_value(ev, &r, span),
+        Err(e) => err(
+            if e.incomplete {
+                ErrorCode::Incomplete
+            } else {
+                ErrorCode::Eval
+            },
+            format!("error in call to {}.{}: {}", b.pkg, b.name, e.message),
+            span,
+        ),
+    }
+}
