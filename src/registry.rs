@@ -23,6 +23,7 @@ pub mod mapping;
 pub mod modfile;
 pub mod mvs;
 pub mod remote;
+pub mod stage;
 pub mod version;
 pub mod zipfile;
 

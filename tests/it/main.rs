@@ -6,3 +6,4 @@ mod registry;
 mod registry_auth;
 mod registry_bad;
 mod registry_cache;
+mod registry_export;
