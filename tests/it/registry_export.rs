@@ -12,7 +12,7 @@
     reason = "test helpers fail loudly"
 )]
 
-use opm_operator::registry::{stage, zipfile};
+use opm_operator::registry::{stage, zipfile, Location, Mapping, ModuleRegistry, RegistryConfig};
 
 use crate::registry::harness::{fixtures, publish_fixtures, DistRegistry};
 
@@ -20,9 +20,24 @@ use crate::registry::harness::{fixtures, publish_fixtures, DistRegistry};
 fn the_app_fixture_exports_from_registry_modules() {
     let reg = DistRegistry::start();
     publish_fixtures(&["--registry", &reg.mapping()]);
-    let client = reg.client(None);
+    export_and_compare(&reg.client(None));
+}
+
+#[test]
+fn the_app_fixture_exports_from_an_oci_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("layout");
+    publish_fixtures(&["--layout", layout.to_str().unwrap()]);
+    let client = ModuleRegistry::new(RegistryConfig::new(Mapping::single(Location::Layout {
+        dir: layout,
+    })))
+    .unwrap();
+    export_and_compare(&client);
+}
+
+fn export_and_compare(client: &ModuleRegistry) {
     let app = zipfile::collect_module_files(&fixtures().join("app")).unwrap();
-    let (fs, build_list) = stage::vendor_tree(&client, &app).unwrap();
+    let (fs, build_list) = stage::vendor_tree(client, &app).unwrap();
     assert_eq!(
         build_list.into_iter().collect::<Vec<_>>(),
         [
