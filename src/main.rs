@@ -11,22 +11,35 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once at start; boxing buys nothing"
+)]
 enum Command {
-    /// Serve the admission webhooks, probes and metrics.
+    /// Serve the admission webhooks (HTTPS), probes and metrics (plain HTTP).
     Serve(opm_operator::server::ServeArgs),
     /// Print the CustomResourceDefinitions as YAML.
     Crds,
+    /// Print the OpenAPI document of the HTTP API (the content of openapi/openapi.json).
+    Openapi,
     /// Work with CUE modules in OCI registries.
     #[command(subcommand)]
     Module(opm_operator::registry::ModuleCommand),
 }
 
 fn main() -> anyhow::Result<()> {
+    // One process-wide rustls provider (ring), installed before anything touches TLS. An error
+    // means one is installed already, which is fine.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => Ok(opm_operator::server::run(args)?),
         Command::Crds => {
             print!("{}", crds::all_crds_yaml()?);
+            Ok(())
+        }
+        Command::Openapi => {
+            print!("{}", opm_operator::server::openapi::openapi_json()?);
             Ok(())
         }
         Command::Module(cmd) => Ok(opm_operator::registry::run_module_command(cmd)?),

@@ -1,19 +1,444 @@
-//! HTTP server: admission webhooks over rustls, probes and metrics. (Skeleton; see issue #2.)
+//! HTTP server: admission webhooks over rustls, probes and metrics (DESIGN.md §3 "HTTP",
+//! lessons.md §1.8 and rules 17–18, style.md §1.3 and §6 conventions 7–9).
+//!
+//! Rules:
+//! - The webhooks are served over HTTPS on `--webhook-addr` ([`router`]). Probes (`/healthz`,
+//!   `/readyz`) are plain HTTP on `--probe-addr`, and that listener is opened only *after* the TLS
+//!   listener is bound; `/readyz` is 200 only while the webhook listener serves (503 while
+//!   draining). `/metrics` is plain HTTP on `--metrics-addr` (the same listener as the probes when
+//!   both addresses are equal; `--metrics-addr 0` turns it off).
+//! - TLS comes from `--tls-cert`/`--tls-key` (optional `--client-ca` for mTLS) or from
+//!   `--self-signed`, which generates a development CA and serving certificate. The files are watched
+//!   and reloaded without a restart (the `certs` crate; the reload loop never dies).
+//! - SIGTERM/SIGINT: readiness drops to 503, the webhook listener stops accepting and drains
+//!   in-flight requests for up to `--shutdown-grace`, then the probe and metrics listeners stop.
+//! - The rustls `ring` provider is installed by `main` once; every config built here passes the
+//!   provider explicitly anyway.
 
-/// Errors of the server module.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// The server is not built yet.
-    #[error("serve is not built yet")]
-    NotBuilt,
+mod error;
+mod listen;
+mod metrics;
+pub mod openapi;
+mod routes;
+mod state;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use error::{ApiError, Error, ErrorBody, ErrorCode, ErrorDetail};
+pub use metrics::Metrics;
+pub use routes::{
+    metrics_router, probe_and_metrics_router, probe_router, router, PLATFORMS_PATH,
+    TRANSFORMER_REGISTRATIONS_PATH,
+};
+pub use state::{default_concurrency, AppState, Limits, DEFAULT_BODY_LIMIT};
+
+/// Log output format.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One JSON object per line (for log collectors).
+    Json,
+    /// Human-readable lines.
+    Text,
 }
 
-/// Flags of `opm-operator serve` (operator-spec.md §7).
-#[derive(clap::Args, Debug)]
-pub struct ServeArgs {}
+/// Flags of `opm-operator serve` (operator-spec.md §7, the ones that apply to the HTTP server).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Address of the HTTPS listener serving the admission webhooks.
+    #[arg(long, default_value = "0.0.0.0:9443", value_name = "ADDR")]
+    pub webhook_addr: SocketAddr,
 
-/// Runs the server until SIGTERM.
-pub fn run(_args: ServeArgs) -> Result<(), Error> {
-    Err(Error::NotBuilt)
+    /// Address of the plain-HTTP listener serving /healthz and /readyz; opened only after the
+    /// HTTPS listener is bound.
+    #[arg(long, default_value = "0.0.0.0:8081", value_name = "ADDR")]
+    pub probe_addr: SocketAddr,
+
+    /// Address of the plain-HTTP listener serving /metrics (Prometheus text format); `0` disables
+    /// it, and the same address as --probe-addr serves probes and metrics on one listener.
+    #[arg(long, default_value = "0.0.0.0:8080", value_name = "ADDR|0", value_parser = parse_optional_addr)]
+    pub metrics_addr: OptionalAddr,
+
+    /// PEM certificate chain (leaf first) for the HTTPS listener; reloaded when it changes.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_key",
+        conflicts_with = "self_signed"
+    )]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key matching --tls-cert; reloaded when it changes.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_cert",
+        conflicts_with = "self_signed"
+    )]
+    pub tls_key: Option<PathBuf>,
+
+    /// PEM bundle of CAs for client certificates; when set, every webhook client must present a
+    /// certificate signed by one of them (mTLS).
+    #[arg(long, value_name = "FILE")]
+    pub client_ca: Option<PathBuf>,
+
+    /// Generate a development CA and serving certificate instead of reading --tls-cert/--tls-key
+    /// (SANs: localhost, 127.0.0.1, ::1 and the Service DNS names). For development only.
+    #[arg(long)]
+    pub self_signed: bool,
+
+    /// Directory where --self-signed writes ca.crt, tls.crt and tls.key [default: <temp dir>/opm-operator-certs].
+    #[arg(long, value_name = "DIR")]
+    pub self_signed_dir: Option<PathBuf>,
+
+    /// File to which --self-signed also writes the CA bundle (for caBundle or curl --cacert)
+    /// [default: <self-signed dir>/ca.crt only].
+    #[arg(long, value_name = "FILE")]
+    pub ca_bundle_out: Option<PathBuf>,
+
+    /// Service name used for the --self-signed SANs (<name>, <name>.<ns>, <name>.<ns>.svc, ...).
+    #[arg(long, default_value = "opm-operator-webhook", value_name = "NAME")]
+    pub service_name: String,
+
+    /// Service namespace used for the --self-signed SANs.
+    #[arg(long, default_value = "opm-system", value_name = "NAMESPACE")]
+    pub service_namespace: String,
+
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text", value_name = "FORMAT")]
+    pub log_format: LogFormat,
+
+    /// Deadline of one HTTP request (e.g. 5s, 500ms); an admission evaluation gets 80 % of it and is
+    /// denied with a message saying so when it runs over. Keep it below the webhook's timeoutSeconds
+    /// (5 in deploy/webhook.yaml), so the answer arrives before the apiserver gives up.
+    #[arg(long, default_value = "4s", value_parser = parse_duration, value_name = "DURATION")]
+    pub request_timeout: Duration,
+
+    /// How long a shutdown waits for in-flight requests before closing connections.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub shutdown_grace: Duration,
+
+    /// Admission evaluations run at once (further requests wait for a permit) [default: CPUs].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_concurrent_reviews: Option<u16>,
+
+    /// Interval of the fallback check of the TLS files (file events are watched too).
+    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    pub cert_poll_interval: Duration,
+}
+
+/// An address, or none (`0`, `off`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OptionalAddr(pub Option<SocketAddr>);
+
+fn parse_optional_addr(s: &str) -> Result<OptionalAddr, String> {
+    match s.trim() {
+        "0" | "off" | "" => Ok(OptionalAddr(None)),
+        other => other
+            .parse::<SocketAddr>()
+            .map(|a| OptionalAddr(Some(a)))
+            .map_err(|e| format!("{e} (expected HOST:PORT, or 0 to disable)")),
+    }
+}
+
+/// Parses `500ms`, `5s`, `2m` or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 500ms, 5s, 2m)"))?;
+    let secs = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s or m)")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
+}
+
+/// What [`start`] needs, independent of the command line.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// HTTPS webhook listener address.
+    pub webhook_addr: SocketAddr,
+    /// Plain-HTTP probe listener address.
+    pub probe_addr: SocketAddr,
+    /// Plain-HTTP metrics listener address, if any (shared with probes when equal).
+    pub metrics_addr: Option<SocketAddr>,
+    /// Request limits.
+    pub limits: Limits,
+    /// Drain deadline on shutdown.
+    pub shutdown_grace: Duration,
+}
+
+impl Settings {
+    /// Loopback listeners on free ports with default limits (tests, benchmarks).
+    pub fn loopback() -> Self {
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        Settings {
+            webhook_addr: any,
+            probe_addr: any,
+            metrics_addr: Some(any),
+            limits: Limits::default(),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A started server.
+#[derive(Debug)]
+pub struct Running {
+    /// Bound HTTPS webhook address.
+    pub webhook_addr: SocketAddr,
+    /// Bound probe address.
+    pub probe_addr: SocketAddr,
+    /// Bound metrics address, if any.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Shared handler state.
+    pub state: AppState,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Starts a graceful shutdown: readiness drops, the webhook listener drains, then probes and
+    /// metrics stop. Returns at once; await [`Running::wait`] for the end.
+    pub fn shutdown(&self) {
+        self.state.set_ready(false);
+        self.stop.send_replace(true);
+    }
+
+    /// Waits until every listener has stopped.
+    pub async fn wait(self) -> Result<(), Error> {
+        for task in self.tasks {
+            task.await.map_err(|e| Error::Task(e.to_string()))?;
+        }
+        Ok(())
+    }
+}
+
+async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, Error> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| Error::Bind { what, addr, source })
+}
+
+fn local_addr(what: &'static str, l: &TcpListener, addr: SocketAddr) -> Result<SocketAddr, Error> {
+    l.local_addr()
+        .map_err(|source| Error::Bind { what, addr, source })
+}
+
+/// Binds the listeners and serves until [`Running::shutdown`].
+pub async fn start(settings: Settings, store: Arc<certs::CertStore>) -> Result<Running, Error> {
+    let state = AppState::new(settings.limits.clone(), Some(store.clone()));
+    let (stop, stop_rx) = watch::channel(false);
+    let (drained, drained_rx) = watch::channel(false);
+
+    let webhook = bind("webhook", settings.webhook_addr).await?;
+    let webhook_addr = local_addr("webhook", &webhook, settings.webhook_addr)?;
+    let app = router(state.clone());
+    let grace = settings.shutdown_grace;
+    let webhook_task = tokio::spawn(async move {
+        listen::serve("webhook", webhook, Some(store), app, stop_rx, grace).await;
+        drained.send_replace(true);
+    });
+    let mut tasks = vec![webhook_task];
+
+    // The probe port opens only now that TLS is bound (a failure below stops the webhook again).
+    let side = async {
+        let probe = bind("probe", settings.probe_addr).await?;
+        let probe_addr = local_addr("probe", &probe, settings.probe_addr)?;
+        let shared =
+            settings.metrics_addr == Some(settings.probe_addr) && settings.probe_addr.port() != 0;
+        let probe_app = if shared {
+            probe_and_metrics_router(state.clone())
+        } else {
+            probe_router(state.clone())
+        };
+        let side_grace = Duration::from_secs(1);
+        let rx = drained_rx.clone();
+        let mut side_tasks = vec![tokio::spawn(listen::serve(
+            "probe", probe, None, probe_app, rx, side_grace,
+        ))];
+        let metrics_addr = match settings.metrics_addr {
+            Some(_) if shared => Some(probe_addr),
+            Some(addr) => {
+                let l = bind("metrics", addr).await?;
+                let bound = local_addr("metrics", &l, addr)?;
+                side_tasks.push(tokio::spawn(listen::serve(
+                    "metrics",
+                    l,
+                    None,
+                    metrics_router(state.clone()),
+                    drained_rx.clone(),
+                    side_grace,
+                )));
+                Some(bound)
+            }
+            None => None,
+        };
+        Ok::<_, Error>((probe_addr, metrics_addr, side_tasks))
+    };
+    match side.await {
+        Ok((probe_addr, metrics_addr, side_tasks)) => {
+            tasks.extend(side_tasks);
+            state.set_ready(true);
+            Ok(Running {
+                webhook_addr,
+                probe_addr,
+                metrics_addr,
+                state,
+                stop,
+                tasks,
+            })
+        }
+        Err(e) => {
+            stop.send_replace(true);
+            Err(e)
+        }
+    }
+}
+
+fn init_logging(format: LogFormat) -> Result<(), Error> {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi);
+    let result = match format {
+        LogFormat::Json => builder.json().with_current_span(true).try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+    result.map_err(|e| Error::Logging(e.to_string()))
+}
+
+/// Resolves the TLS files: the given pair, or a freshly bootstrapped self-signed one.
+pub fn resolve_tls(args: &ServeArgs) -> Result<(certs::TlsPaths, Option<PathBuf>), Error> {
+    if args.self_signed {
+        let dir = args
+            .self_signed_dir
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join("opm-operator-certs"));
+        let sans = certs::self_signed::default_sans(&args.service_name, &args.service_namespace);
+        let b = certs::self_signed::bootstrap(&dir, &sans, args.ca_bundle_out.as_deref())?;
+        let bundle = b.ca_bundle.clone().unwrap_or_else(|| b.ca.clone());
+        return Ok((
+            certs::TlsPaths {
+                cert: b.cert,
+                key: b.key,
+                client_ca: args.client_ca.clone(),
+            },
+            Some(bundle),
+        ));
+    }
+    match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Ok((
+            certs::TlsPaths {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: args.client_ca.clone(),
+            },
+            None,
+        )),
+        _ => Err(Error::NoTls),
+    }
+}
+
+async fn shutdown_signal() -> Result<&'static str, Error> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).map_err(Error::Signal)?;
+    tokio::select! {
+        _ = term.recv() => Ok("SIGTERM"),
+        r = tokio::signal::ctrl_c() => r.map(|()| "SIGINT").map_err(Error::Signal),
+    }
+}
+
+async fn serve(args: ServeArgs) -> Result<(), Error> {
+    let (paths, ca_bundle) = resolve_tls(&args)?;
+    let store = certs::CertStore::load(paths)?;
+    let info = store.info();
+    tracing::info!(serial = %info.serial, sans = ?info.sans, not_after = info.not_after_unix, "loaded the TLS certificate");
+    let _watcher = certs::watch(store.clone(), args.cert_poll_interval)?;
+    let concurrency = args
+        .max_concurrent_reviews
+        .map_or_else(default_concurrency, usize::from);
+    let settings = Settings {
+        webhook_addr: args.webhook_addr,
+        probe_addr: args.probe_addr,
+        metrics_addr: args.metrics_addr.0,
+        limits: Limits::with_timeout(args.request_timeout, concurrency),
+        shutdown_grace: args.shutdown_grace,
+    };
+    let running = start(settings, store).await?;
+    tracing::info!(
+        webhook = %running.webhook_addr,
+        probe = %running.probe_addr,
+        metrics = ?running.metrics_addr,
+        "serving"
+    );
+    if let Some(bundle) = &ca_bundle {
+        tracing::info!(
+            ca_bundle = %bundle.display(),
+            "self-signed development certificate; try: curl --cacert {} https://localhost:{}{} -H 'Content-Type: application/json' -d @review.json",
+            bundle.display(),
+            running.webhook_addr.port(),
+            PLATFORMS_PATH
+        );
+    }
+    let signal = shutdown_signal().await?;
+    tracing::info!(
+        signal,
+        grace_ms = args.shutdown_grace.as_millis() as u64,
+        "shutting down"
+    );
+    running.shutdown();
+    running.wait().await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Runs the server until SIGTERM or SIGINT.
+pub fn run(args: ServeArgs) -> Result<(), Error> {
+    init_logging(args.log_format)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)?;
+    runtime.block_on(serve(args))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("5s").unwrap(), Duration::from_secs(5));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert!(parse_duration("5h").is_err());
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn metrics_addr_zero_disables() {
+        assert_eq!(parse_optional_addr("0").unwrap(), OptionalAddr(None));
+        assert_eq!(
+            parse_optional_addr("127.0.0.1:9").unwrap(),
+            OptionalAddr(Some(SocketAddr::from(([127, 0, 0, 1], 9))))
+        );
+        assert!(parse_optional_addr("nope").is_err());
+    }
 }

@@ -7,3 +7,4 @@ mod registry_auth;
 mod registry_bad;
 mod registry_cache;
 mod registry_export;
+mod server;

@@ -1,0 +1,528 @@
+//! Routers and handlers.
+//!
+//! Rules:
+//! - [`router`] is the HTTPS webhook router, shared by `main` and the tests. It serves
+//!   `POST /validate/transformerregistrations` and `POST /validate/platforms`; any other path is a
+//!   404 and any other method a 405, both with the JSON error shape.
+//! - A review is answered 200 with an AdmissionReview whenever the body is a judgeable v1 review
+//!   (allowed or denied, `response.uid` = `request.uid`). Bodies that cannot be judged get a 400
+//!   error body; over 3 MiB a 413; a present non-JSON `Content-Type` a 415.
+//! - Parsing runs on the async thread (bounded by the body limit). Evaluation takes a semaphore
+//!   permit and runs in `spawn_blocking` with the request span re-entered, because evaluation will
+//!   run CUE. An evaluation over `eval_timeout` is answered as a denial that says it timed out;
+//!   a panic inside it is a 500.
+//! - Layers, outermost first: trace (one `request` span per request, with `uid`, `kind`,
+//!   `namespace`, `name`, `operation`, `allowed` recorded after parsing), metrics, panic catcher,
+//!   request timeout.
+//! - [`probe_router`] (`/healthz`, `/readyz`) and [`metrics_router`] (`/metrics`) are plain HTTP.
+
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use http_body_util::{BodyExt as _, LengthLimitError, Limited};
+use kube_core::admission::{AdmissionResponse, Operation};
+use serde::Serialize;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::TraceLayer;
+use tracing::field::Empty;
+use tracing::Span;
+use webhooks::WebhookKind;
+
+use super::error::{json_response, ApiError, ErrorBody, ErrorCode};
+use super::metrics::{HttpLabels, ListenerLabels, ReviewLabels};
+use super::state::AppState;
+
+/// Route of the TransformerRegistration webhook.
+pub const TRANSFORMER_REGISTRATIONS_PATH: &str = "/validate/transformerregistrations";
+/// Route of the Platform webhook.
+pub const PLATFORMS_PATH: &str = "/validate/platforms";
+
+/// The HTTPS router of the admission webhooks.
+pub fn router(state: AppState) -> Router {
+    let routes = Router::new()
+        .route(
+            TRANSFORMER_REGISTRATIONS_PATH,
+            post(validate_transformer_registrations).fallback(method_not_allowed),
+        )
+        .route(
+            PLATFORMS_PATH,
+            post(validate_platforms).fallback(method_not_allowed),
+        )
+        .fallback(not_found);
+    with_layers(routes, state, "webhook")
+}
+
+/// The plain-HTTP probe router: `/healthz` and `/readyz`.
+pub fn probe_router(state: AppState) -> Router {
+    let routes = Router::new()
+        .route("/healthz", get(healthz).fallback(method_not_allowed))
+        .route("/readyz", get(readyz).fallback(method_not_allowed))
+        .fallback(not_found);
+    with_layers(routes, state, "probe")
+}
+
+/// The plain-HTTP metrics router: `/metrics`.
+pub fn metrics_router(state: AppState) -> Router {
+    let routes = Router::new()
+        .route("/metrics", get(metrics).fallback(method_not_allowed))
+        .fallback(not_found);
+    with_layers(routes, state, "metrics")
+}
+
+/// Probes and metrics on one listener (when `--metrics-addr` equals `--probe-addr`).
+pub fn probe_and_metrics_router(state: AppState) -> Router {
+    let routes = Router::new()
+        .route("/healthz", get(healthz).fallback(method_not_allowed))
+        .route("/readyz", get(readyz).fallback(method_not_allowed))
+        .route("/metrics", get(metrics).fallback(method_not_allowed))
+        .fallback(not_found);
+    with_layers(routes, state, "probe")
+}
+
+fn with_layers(routes: Router<AppState>, state: AppState, listener: &'static str) -> Router {
+    let timeout = state.limits.request_timeout;
+    // `Router::layer` wraps each route, so the innermost layer is applied first: timeout, then
+    // panic catching, then metrics (which thus see timeouts and panics as their 408/500), then trace.
+    routes
+        .layer(middleware::from_fn(move |req: Request, next: Next| {
+            request_timeout(timeout, req, next)
+        }))
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(middleware::from_fn_with_state(
+            (state.clone(), listener),
+            track_http,
+        ))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(make_span)
+                .on_request(())
+                .on_response(on_response)
+                .on_failure(()),
+        )
+        .with_state(state)
+}
+
+fn make_span(req: &Request) -> Span {
+    tracing::info_span!(
+        "request",
+        method = %req.method(),
+        path = %req.uri().path(),
+        status = Empty,
+        uid = Empty,
+        kind = Empty,
+        namespace = Empty,
+        name = Empty,
+        operation = Empty,
+        allowed = Empty,
+    )
+}
+
+fn on_response(resp: &Response, latency: Duration, span: &Span) {
+    span.record("status", resp.status().as_u16());
+    tracing::debug!(latency_us = latency.as_micros() as u64, "answered");
+}
+
+fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let detail = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_string());
+    ApiError::internal(format!("handler panicked: {detail}")).into_response()
+}
+
+async fn request_timeout(timeout: Duration, req: Request, next: Next) -> Response {
+    match tokio::time::timeout(timeout, next.run(req)).await {
+        Ok(resp) => resp,
+        Err(_) => ApiError::new(
+            ErrorCode::RequestTimeout,
+            format!(
+                "the request did not complete within {} ms",
+                timeout.as_millis()
+            ),
+        )
+        .into_response(),
+    }
+}
+
+/// Every route template, so metric labels are static strings (no allocation per request, and a
+/// bounded label space).
+const ROUTES: [&str; 5] = [
+    TRANSFORMER_REGISTRATIONS_PATH,
+    PLATFORMS_PATH,
+    "/healthz",
+    "/readyz",
+    "/metrics",
+];
+
+fn route_label(req: &Request) -> &'static str {
+    req.extensions()
+        .get::<MatchedPath>()
+        .and_then(|p| ROUTES.iter().find(|r| **r == p.as_str()).copied())
+        .unwrap_or("unmatched")
+}
+
+fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+async fn track_http(
+    State((state, listener)): State<(AppState, &'static str)>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let route = route_label(&req);
+    let method = method_label(req.method());
+    let in_flight = state
+        .metrics
+        .http_in_flight
+        .get_or_create(&ListenerLabels { listener })
+        .clone();
+    in_flight.inc();
+    let start = Instant::now();
+    let resp = next.run(req).await;
+    in_flight.dec();
+    let labels = HttpLabels {
+        listener,
+        route,
+        method,
+        status: resp.status().as_u16(),
+    };
+    state.metrics.http_requests.get_or_create(&labels).inc();
+    state
+        .metrics
+        .http_duration
+        .get_or_create(&labels)
+        .observe(start.elapsed().as_secs_f64());
+    resp
+}
+
+async fn not_found(req: Request) -> ApiError {
+    ApiError::new(
+        ErrorCode::NotFound,
+        format!("no route for {}", req.uri().path()),
+    )
+}
+
+async fn method_not_allowed(req: Request) -> ApiError {
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        format!("{} is not allowed on {}", req.method(), req.uri().path()),
+    )
+}
+
+/// Body of the probe endpoints.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ProbeStatus {
+    /// `ok` (healthz) or `ready` (readyz).
+    pub status: &'static str,
+}
+
+/// Liveness: 200 while the process runs.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "probes",
+    responses((status = 200, description = "The process is alive", body = ProbeStatus))
+)]
+pub async fn healthz() -> Response {
+    json_response(StatusCode::OK, &ProbeStatus { status: "ok" })
+}
+
+/// Readiness: 200 once the HTTPS listener is bound, 503 before and while draining.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "probes",
+    responses(
+        (status = 200, description = "The webhook listener is serving", body = ProbeStatus),
+        (status = 503, description = "Starting or draining", body = ErrorBody)
+    )
+)]
+pub async fn readyz(State(state): State<AppState>) -> Response {
+    if state.is_ready() {
+        json_response(StatusCode::OK, &ProbeStatus { status: "ready" })
+    } else {
+        ApiError::new(ErrorCode::NotReady, "the webhook listener is not serving").into_response()
+    }
+}
+
+/// Prometheus metrics in the text exposition format 0.0.4.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "metrics",
+    responses((status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain; version=0.0.4"))
+)]
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    match state.metrics.encode() {
+        Ok(text) => {
+            let mut resp = (StatusCode::OK, text).into_response();
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            resp
+        }
+        Err(e) => ApiError::internal(format!("encoding metrics: {e}")).into_response(),
+    }
+}
+
+/// Validates a TransformerRegistration claim.
+#[utoipa::path(
+    post,
+    path = "/validate/transformerregistrations",
+    tag = "webhooks",
+    request_body(content = super::openapi::AdmissionReviewDoc, content_type = "application/json",
+        description = "An admission.k8s.io/v1 AdmissionReview with a request"),
+    responses(
+        (status = 200, description = "The review, allowed or denied; response.uid echoes request.uid", body = super::openapi::AdmissionReviewDoc),
+        (status = 400, description = "Not a judgeable v1 AdmissionReview (malformed JSON, wrong apiVersion/kind, no request or uid)", body = ErrorBody),
+        (status = 404, description = "Unknown path", body = ErrorBody),
+        (status = 405, description = "Method other than POST", body = ErrorBody),
+        (status = 408, description = "The request did not complete in time", body = ErrorBody),
+        (status = 413, description = "Body over 3 MiB", body = ErrorBody),
+        (status = 415, description = "Content-Type present and not application/json", body = ErrorBody),
+        (status = 500, description = "Internal error (details are logged)", body = ErrorBody)
+    )
+)]
+pub async fn validate_transformer_registrations(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    review(state, WebhookKind::TransformerRegistration, headers, body).await
+}
+
+/// Validates the Platform singleton.
+#[utoipa::path(
+    post,
+    path = "/validate/platforms",
+    tag = "webhooks",
+    request_body(content = super::openapi::AdmissionReviewDoc, content_type = "application/json",
+        description = "An admission.k8s.io/v1 AdmissionReview with a request"),
+    responses(
+        (status = 200, description = "The review, allowed or denied; response.uid echoes request.uid", body = super::openapi::AdmissionReviewDoc),
+        (status = 400, description = "Not a judgeable v1 AdmissionReview (malformed JSON, wrong apiVersion/kind, no request or uid)", body = ErrorBody),
+        (status = 404, description = "Unknown path", body = ErrorBody),
+        (status = 405, description = "Method other than POST", body = ErrorBody),
+        (status = 408, description = "The request did not complete in time", body = ErrorBody),
+        (status = 413, description = "Body over 3 MiB", body = ErrorBody),
+        (status = 415, description = "Content-Type present and not application/json", body = ErrorBody),
+        (status = 500, description = "Internal error (details are logged)", body = ErrorBody)
+    )
+)]
+pub async fn validate_platforms(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    review(state, WebhookKind::Platform, headers, body).await
+}
+
+fn operation_str(op: &Operation) -> &'static str {
+    match op {
+        Operation::Create => "CREATE",
+        Operation::Update => "UPDATE",
+        Operation::Delete => "DELETE",
+        Operation::Connect => "CONNECT",
+    }
+}
+
+fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let mime = value
+        .to_str()
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if mime == "application/json" || mime.ends_with("+json") {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            format!("Content-Type must be application/json, found {mime:?}"),
+        ))
+    }
+}
+
+async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<bytes::Bytes, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("the request body is larger than {limit} bytes"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<LengthLimitError>() => Err(too_large()),
+        Err(e) => Err(ApiError::new(
+            ErrorCode::BadRequest,
+            format!("reading the request body: {e}"),
+        )),
+    }
+}
+
+async fn review(state: AppState, kind: WebhookKind, headers: HeaderMap, body: Body) -> Response {
+    let start = Instant::now();
+    let (result, resp) = match judge(&state, kind, &headers, body).await {
+        Ok((result, resp)) => (result, resp),
+        Err(e) => ("error", e.into_response()),
+    };
+    let labels = ReviewLabels {
+        webhook: kind.plural(),
+        result,
+    };
+    state.metrics.reviews.get_or_create(&labels).inc();
+    state
+        .metrics
+        .review_duration
+        .get_or_create(&labels)
+        .observe(start.elapsed().as_secs_f64());
+    resp
+}
+
+async fn judge(
+    state: &AppState,
+    kind: WebhookKind,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(&'static str, Response), ApiError> {
+    check_content_type(headers)?;
+    let bytes = read_body(headers, body, state.limits.body_limit).await?;
+    let req = webhooks::parse_request(&bytes)?;
+    let span = Span::current();
+    span.record("uid", req.uid.as_str());
+    span.record("kind", req.kind.kind.as_str());
+    span.record("name", req.name.as_str());
+    if let Some(ns) = &req.namespace {
+        span.record("namespace", ns.as_str());
+    }
+    let operation = operation_str(&req.operation);
+    span.record("operation", operation);
+
+    let on_timeout = AdmissionResponse::from(&req);
+    let eval_timeout = state.limits.eval_timeout;
+    let semaphore = state.semaphore.clone();
+    let gauge = state.metrics.in_flight.clone();
+    gauge.inc();
+    let eval_span = span.clone();
+    let evaluation = async move {
+        let permit = semaphore
+            .acquire_owned()
+            .await
+            .map_err(|e| ApiError::internal(format!("evaluation semaphore: {e}")))?;
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            eval_span.in_scope(|| kind.validate(&req))
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("admission evaluation failed: {e}")))
+    };
+    let outcome = tokio::time::timeout(eval_timeout, evaluation).await;
+    gauge.dec();
+    let (result, response) = match outcome {
+        Ok(Ok(response)) => {
+            let result = if response.allowed {
+                "allowed"
+            } else {
+                "denied"
+            };
+            (result, response)
+        }
+        Ok(Err(e)) => return Err(e),
+        Err(_) => {
+            tracing::warn!(
+                timeout_ms = eval_timeout.as_millis() as u64,
+                "admission evaluation timed out"
+            );
+            let message = format!(
+                "opm-operator webhook: evaluating this {} {} timed out after {} ms; \
+                 the request was denied by the webhook's own timeout, not by a policy — retry, and \
+                 report it if it persists",
+                kind.resource_kind(),
+                operation,
+                eval_timeout.as_millis()
+            );
+            ("timeout", on_timeout.deny(message))
+        }
+    };
+    span.record("allowed", response.allowed);
+    Ok((
+        result,
+        json_response(StatusCode::OK, &response.into_review()),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tower::ServiceExt as _;
+
+    async fn panics() -> Response {
+        panic!("boom")
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_is_a_500_with_the_json_error_shape() {
+        let state = AppState::new(super::super::Limits::default(), None);
+        let app = with_layers(
+            Router::new().route("/panic", get(panics)),
+            state.clone(),
+            "webhook",
+        );
+        let resp = app
+            .oneshot(
+                axum::http::Request::get("/panic")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["error"]["code"], "internal");
+        assert_eq!(
+            v["error"]["message"], "internal server error",
+            "no panic detail leaks"
+        );
+        let text = state.metrics.encode().unwrap();
+        assert!(
+            text.contains(r#"http_requests_total{listener="webhook",route="unmatched",method="GET",status="500"} 1"#),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,97 @@
+//! Shared state of the HTTP handlers: limits, the evaluation semaphore, readiness and metrics.
+//!
+//! `AppState` is a cheap `Arc` clone (crates.io pattern); every router gets the same one, so the
+//! probe port reports readiness of the webhook port and `/metrics` sees every listener's counters.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+
+use super::metrics::Metrics;
+
+/// The apiserver's own request body limit (3 MiB); a larger AdmissionReview cannot exist.
+pub const DEFAULT_BODY_LIMIT: usize = 3 * 1024 * 1024;
+
+/// Request limits of the webhook listener.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Largest accepted request body in bytes (413 above).
+    pub body_limit: usize,
+    /// Deadline of a whole request, including reading the body (408 after).
+    pub request_timeout: Duration,
+    /// Deadline of one admission evaluation, including the wait for a permit; a review over it is
+    /// denied with a message saying so (never an opaque 500).
+    pub eval_timeout: Duration,
+    /// Evaluations running at once (the semaphore size).
+    pub max_concurrent_reviews: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::with_timeout(Duration::from_secs(5), default_concurrency())
+    }
+}
+
+impl Limits {
+    /// Limits for a request timeout: evaluation gets 80 % of it, so its denial still arrives in time.
+    pub fn with_timeout(request_timeout: Duration, max_concurrent_reviews: usize) -> Self {
+        Limits {
+            body_limit: DEFAULT_BODY_LIMIT,
+            request_timeout,
+            eval_timeout: request_timeout.mul_f64(0.8),
+            max_concurrent_reviews: max_concurrent_reviews.max(1),
+        }
+    }
+}
+
+/// The number of CPUs, the default evaluation concurrency.
+pub fn default_concurrency() -> usize {
+    std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
+}
+
+/// State shared by all handlers.
+#[derive(Clone, Debug)]
+pub struct AppState(Arc<Inner>);
+
+/// The contents of [`AppState`].
+#[derive(Debug)]
+pub struct Inner {
+    /// Request limits.
+    pub limits: Limits,
+    /// Permits for evaluations.
+    pub semaphore: Arc<Semaphore>,
+    /// Metric families.
+    pub metrics: Metrics,
+    ready: AtomicBool,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl AppState {
+    /// New state; `certs` adds the certificate metrics.
+    pub fn new(limits: Limits, certs: Option<Arc<certs::CertStore>>) -> Self {
+        AppState(Arc::new(Inner {
+            semaphore: Arc::new(Semaphore::new(limits.max_concurrent_reviews)),
+            limits,
+            metrics: Metrics::new(certs),
+            ready: AtomicBool::new(false),
+        }))
+    }
+
+    /// Whether `/readyz` answers 200.
+    pub fn is_ready(&self) -> bool {
+        self.0.ready.load(Ordering::SeqCst)
+    }
+
+    /// Sets readiness (true once TLS is bound, false again while draining).
+    pub fn set_ready(&self, ready: bool) {
+        self.0.ready.store(ready, Ordering::SeqCst);
+    }
+}
