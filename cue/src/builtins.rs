@@ -11,6 +11,10 @@
 //! - A builtin with [`Builtin::validator`] set returns `Val::Bool` and may be used as a validator
 //!   with its first parameter omitted: `strings.MinRunes(3)` constrains the value it is unified with;
 //!   the evaluator calls `func(&[value, 3])` once that value is concrete.
+//!   As upstream, every builtin whose result is a bool has the flag (`strings.HasPrefix("x")`,
+//!   `list.IsSorted(list.Ascending)`, `net.IPv4`). A validator answers `false` when the value does
+//!   not satisfy it; an `Err` means the check itself failed (`uuid.Valid` and `net.IPCIDR` report
+//!   their parse error this way, as upstream does).
 //! - Builtins never panic; bad input is a [`BuiltinError`]. Every builtin checks its argument count
 //!   and kinds itself (see [`args`]), with messages such as
 //!   `invalid argument 0 to strings.ToUpper: expected string, found int`.
@@ -27,14 +31,30 @@
 //! `rem`, `matchN`, ...) are the evaluator's, not in here.
 
 pub mod args;
-mod json;
+mod base64;
+mod bits;
+mod crypto;
+mod csv;
+mod hex;
+mod html;
+pub mod json;
 pub mod list;
+mod math;
+mod net;
 pub mod num;
+mod path;
+mod regexp;
 mod strconv;
 mod strings;
+mod structs;
+mod template;
 #[cfg(test)]
 mod testing;
+mod time;
+pub mod toml;
+mod uuid;
 mod value;
+pub mod yaml;
 
 pub use value::{BuiltinError, Host, Val};
 
@@ -90,10 +110,6 @@ impl Builtin {
     }
 
     /// The same builtin with its last parameter variadic.
-    #[allow(
-        dead_code,
-        reason = "kept for variadic builtins; none is registered today"
-    )]
     pub(crate) const fn variadic(self) -> Builtin {
         Builtin {
             variadic: true,
@@ -150,7 +166,27 @@ static ALL: &[Package] = &[
     strings::PACKAGE,
     list::PACKAGE,
     strconv::PACKAGE,
+    math::PACKAGE,
+    uuid::PACKAGE,
+    crypto::SHA256,
+    crypto::SHA1,
+    crypto::SHA512,
+    crypto::MD5,
+    crypto::HMAC,
+    hex::PACKAGE,
+    base64::PACKAGE,
     json::PACKAGE,
+    yaml::PACKAGE,
+    toml::PACKAGE,
+    csv::PACKAGE,
+    structs::PACKAGE,
+    regexp::PACKAGE,
+    path::PACKAGE,
+    bits::PACKAGE,
+    html::PACKAGE,
+    net::PACKAGE,
+    time::PACKAGE,
+    template::PACKAGE,
 ];
 
 /// `true` if `pkg` is a std package this crate provides.
@@ -185,7 +221,32 @@ pub fn package_cue(pkg: &str) -> Option<&'static str> {
 }
 
 /// The std packages provided.
-pub const PACKAGES: &[&str] = &["strings", "list", "strconv", "encoding/json"];
+pub const PACKAGES: &[&str] = &[
+    "strings",
+    "list",
+    "strconv",
+    "math",
+    "uuid",
+    "crypto/sha256",
+    "crypto/sha1",
+    "crypto/sha512",
+    "crypto/md5",
+    "crypto/hmac",
+    "encoding/hex",
+    "encoding/base64",
+    "encoding/json",
+    "encoding/yaml",
+    "encoding/toml",
+    "encoding/csv",
+    "struct",
+    "regexp",
+    "path",
+    "math/bits",
+    "html",
+    "net",
+    "time",
+    "text/template",
+];
 
 #[cfg(test)]
 mod tests {
@@ -217,6 +278,57 @@ mod tests {
             let n = names.len();
             names.dedup();
             assert_eq!(n, names.len(), "duplicate in {}", p.path);
+        }
+    }
+
+    #[test]
+    fn random_arguments_never_panic() {
+        // Every builtin gets random values of every kind, including small ints that hit index
+        // and count edge cases, and strings full of special characters.
+        let mut rng = testing::Rng(0xdead_beef);
+        let mut host = testing::TestHost;
+        for p in ALL {
+            for b in p.funcs {
+                for _ in 0..60 {
+                    let args: Vec<Val> = (0..b.arity)
+                        .map(|_| match rng.below(4) {
+                            0 => Val::Int(num_bigint::BigInt::from(rng.below(7) as i64 - 3)),
+                            1 => Val::String(rng.string()),
+                            2 => Val::List(
+                                (0..rng.below(4))
+                                    .map(|_| Val::Int((rng.below(300) as i64).into()))
+                                    .collect(),
+                            ),
+                            _ => rng.json_val(2),
+                        })
+                        .collect();
+                    let _ = (b.func)(&mut host, &args);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn deep_values_are_bounded_not_a_stack_overflow() {
+        // Nesting beyond the encoders' limit (1000) is an error; within it, it works. (Values
+        // much deeper than that overflow a test thread's stack in `Clone`/`Drop` alone, so the
+        // evaluator's depth limit has to stop them before they reach a builtin.)
+        for (depth, ok) in [(900usize, true), (1_100, false)] {
+            let mut v = Val::Int(1.into());
+            for _ in 0..depth {
+                v = Val::List(vec![v]);
+            }
+            assert_eq!(json::to_json(&v).is_ok(), ok, "json {depth}");
+            assert_eq!(yaml::to_yaml(&v).is_ok(), ok, "yaml {depth}");
+            let s = Val::Struct(vec![("a".into(), v.clone())]);
+            assert_eq!(toml::to_toml(&s).is_ok(), ok, "toml {depth}");
+            let mut host = testing::TestHost;
+            let flat = (lookup("list", "FlattenN").map(|m| match m {
+                Member::Func(b) => b.func,
+                Member::Const(_) => unreachable!(),
+            }))
+            .unwrap();
+            assert!(flat(&mut host, &[v, Val::Int((-1).into())]).is_ok());
         }
     }
 

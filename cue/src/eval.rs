@@ -926,6 +926,12 @@ impl Ev {
                 self.vm(v).bounds.push(Val::Validator(x));
             }
             Val::Vertex(_) => {}
+            Val::StdFunc(b) if b.arity == 1 || (b.variadic && b.arity == 2) => {
+                // A std function used as a value is a validator on its only argument.
+                self.vm(v)
+                    .bounds
+                    .push(Val::Validator(Arc::new(Validator::Builtin(b, Vec::new()))));
+            }
             Val::Builtin(_) | Val::StdFunc(_) => {
                 self.set_err(
                     v,
@@ -1772,6 +1778,13 @@ impl Ev {
                     let mut ch = base_choice.clone();
                     ch.push(i);
                     let cid = self.make_clone(v, ch);
+                    let undefined = self.vx(cid).incomplete.as_ref().is_some_and(|b| {
+                        b.msg.starts_with("undefined field")
+                            || b.msg.starts_with("cannot reference optional")
+                    }) && self.vx(cid).scalar.is_none();
+                    if undefined {
+                        continue;
+                    }
                     if let Some(e) = self.fatal_error_deep(cid, 0) {
                         if first_err.is_none() {
                             first_err = Some(e);
@@ -2044,8 +2057,21 @@ impl Ev {
                     )));
                 };
                 let vid = en.vertex;
-                match self.vx(vid).arcs.get(label) {
-                    Some(&a) => Res::V(a),
+                match self.vx(vid).arcs.get(label).copied() {
+                    Some(a) => {
+                        // A reference to an optional field that is not present is incomplete.
+                        if self.vx(vid).status != Status::Fresh
+                            && self.vx(a).constraint == Some(FieldConstraint::Optional)
+                            && !label.is_def()
+                        {
+                            return Res::A(Val::Bottom(Bottom::new(
+                                ErrorCode::Incomplete,
+                                format!("cannot reference optional field: {}", label.path_text()),
+                                *span,
+                            )));
+                        }
+                        Res::V(a)
+                    }
                     None => {
                         // The field may not be declared in this conjunct of the vertex (a
                         // disjunction clone, or a let at file level); look it up by value.

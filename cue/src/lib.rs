@@ -657,6 +657,8 @@ pub fn export_args(
     config: Config,
 ) -> Result<String, String> {
     let rt = Runtime::new(config);
+    let dot = [".".to_string()];
+    let args = if args.is_empty() { &dot[..] } else { args };
     let root = rt.build_args(fs, args).map_err(|d| rt.render(&d))?;
     let v = match expr {
         Some(e) => rt.compile_expr(&root, e).map_err(|d| rt.render(&d))?,

@@ -2,6 +2,13 @@
 //! a [`FileSystem`], dependency modules through a [`Registry`] (render-spec.md §2). The operator's
 //! `registry` module implements [`Registry`] over OCI; tests use in-memory implementations.
 
+mod file;
+mod load;
 mod registry;
+pub mod semver;
 
+pub use file::{
+    check_module_path, parse_module_file, split_major, Dep, ModuleFile, ModuleFileError, SourceKind,
+};
+pub use load::{load, mvs, Instance, LoadError, LoadedBuild, LoadedFile, Target};
 pub use registry::{FileSystem, FsEntry, FsError, MemFs, ModuleVersion, Registry, RegistryError};

@@ -116,7 +116,6 @@ fn unary_op(k: T) -> Option<UnaryOp> {
         T::Gtr => UnaryOp::Gt,
         T::Geq => UnaryOp::Ge,
         T::Neq => UnaryOp::Ne,
-        T::Eql => UnaryOp::Eq,
         T::Mat => UnaryOp::Match,
         T::Nmat => UnaryOp::NotMatch,
         _ => return None,
@@ -293,6 +292,15 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// `true` if a `for`/`if` keyword followed by token `n` is an identifier instead (a label,
+    /// an alias or an embedded reference), as upstream decides.
+    fn keyword_is_ident(&mut self, n: usize) -> bool {
+        matches!(
+            self.peek(n).kind,
+            T::Colon | T::Assign | T::Option | T::Comma | T::Eof | T::RBrace | T::RBrack
+        ) || self.is_field_marker(n)
+    }
+
     /// `true` if the tokens from `n` on are a field marker: `:`, `?:`, `!:`.
     fn is_field_marker(&mut self, n: usize) -> bool {
         match self.peek(n).kind {
@@ -318,17 +326,29 @@ impl<'a> Parser<'a> {
                 _ => break,
             }
         }
+        let mut decls = Vec::new();
         if self.is_kw("package") && self.peek(1).kind == T::Ident {
             self.bump();
             package = self.ident();
             self.end_of_decl("package clause");
+            // Attributes between the package clause and the imports are declarations.
+            loop {
+                match self.tok.kind {
+                    T::Comma => self.bump(),
+                    T::Attribute => {
+                        let a = self.attribute();
+                        decls.push(Decl::Attribute(a));
+                    }
+                    _ => break,
+                }
+            }
         }
         while self.is_kw("import") && matches!(self.peek(1).kind, T::String | T::LParen | T::Ident)
         {
             self.import_decl(&mut imports);
             self.end_of_decl("import declaration");
         }
-        let decls = self.decl_list(T::Eof, "file");
+        decls.extend(self.decl_list(T::Eof, "file"));
         File {
             span: Span::new(self.file, 0, self.src.len() as u32),
             attrs,
@@ -508,7 +528,7 @@ impl<'a> Parser<'a> {
                         None => Decl::Bad(self.span_from(start)),
                     };
                 }
-                if (kw == "for" || kw == "if") && !self.is_field_marker(1) {
+                if (kw == "for" || kw == "if") && !self.keyword_is_ident(1) {
                     return match self.comprehension() {
                         Some(c) => Decl::Comprehension(c),
                         None => Decl::Bad(self.span_from(start)),
@@ -525,7 +545,10 @@ impl<'a> Parser<'a> {
             }
         } else {
             if let Some(a) = alias {
-                self.error(a.span, "alias must be followed by a field label and ':'");
+                self.error(
+                    a.span,
+                    "old-style alias; use \"let X = expr\" instead (an alias must be followed by a field label and ':')",
+                );
             }
             match head {
                 Head::Expr(e) => Decl::Embed(e),
@@ -563,7 +586,7 @@ impl<'a> Parser<'a> {
         }
         self.bump();
         let simple = !(matches!(self.tok.kind, T::RBrack | T::Ellipsis)
-            || ((self.is_kw("for") || self.is_kw("if")) && self.peek(1).kind != T::Comma));
+            || ((self.is_kw("for") || self.is_kw("if")) && !self.keyword_is_ident(1)));
         if !simple {
             let list = self.list_rest(start, Vec::new());
             self.leave();
@@ -608,7 +631,25 @@ impl<'a> Parser<'a> {
             }))
         };
         match e {
-            Expr::Ident(id) => Some(Label::Ident(id)),
+            Expr::Ident(id) => {
+                if id.name.starts_with("__") {
+                    self.error(id.span, "identifiers starting with '__' are reserved");
+                }
+                Some(Label::Ident(id))
+            }
+            Expr::List { mut elems, span } => {
+                if elems.len() == 1 {
+                    if let Some(ListElem::Expr(e)) = elems.pop() {
+                        return Some(Label::Pattern {
+                            alias: None,
+                            expr: Box::new(e),
+                            span,
+                        });
+                    }
+                }
+                self.error(span, "square bracket must have exactly one element");
+                None
+            }
             Expr::Null(_) => kw("null"),
             Expr::Bool(true, _) => kw("true"),
             Expr::Bool(false, _) => kw("false"),
@@ -777,11 +818,8 @@ impl<'a> Parser<'a> {
             } else {
                 break;
             }
-            // Clauses may be split over lines.
-            if self.tok.kind == T::Comma && self.tok.inserted && {
-                let next = self.peek(1);
-                next.kind == T::Ident && matches!(self.text(next), "for" | "if" | "let")
-            } {
+            // A comma may follow each clause (so clauses and the body may be split over lines).
+            if self.tok.kind == T::Comma {
                 self.bump();
             }
         }
@@ -901,7 +939,12 @@ impl<'a> Parser<'a> {
                     self.bump();
                     let sel = match self.tok.kind {
                         T::Ident => self.ident(),
-                        T::String => {
+                        T::String
+                            if {
+                                let t = self.text(self.tok);
+                                t.starts_with('"') && !t.starts_with("\"\"")
+                            } =>
+                        {
                             let span = self.tok.span;
                             match self.string_lit() {
                                 Expr::Str {
@@ -1130,9 +1173,16 @@ impl<'a> Parser<'a> {
                     expr,
                     span: self.span_from(estart),
                 });
-            } else if (self.is_kw("for") || self.is_kw("if"))
-                && !matches!(self.peek(1).kind, T::Comma | T::RBrack)
-            {
+                self.list_separator();
+                if !matches!(self.tok.kind, T::RBrack | T::Eof | T::RBrace | T::RParen) {
+                    let msg = format!(
+                        "expected ']' after '...' (an ellipsis must be the last element of a list), found {}",
+                        self.found()
+                    );
+                    self.error(self.tok.span, msg);
+                }
+                continue;
+            } else if (self.is_kw("for") || self.is_kw("if")) && !self.keyword_is_ident(1) {
                 match self.comprehension() {
                     Some(c) => elems.push(ListElem::Comprehension(c)),
                     None => {
@@ -1193,6 +1243,19 @@ impl<'a> Parser<'a> {
         if first.kind == T::String {
             self.bump();
             let (off, raw) = segment_content(text, SegKind::Whole, shape);
+            if !shape.multiline && !raw.contains(['\\', '\r']) {
+                // Fast path: nothing to decode.
+                let part = if shape.is_bytes() {
+                    StrPart::Bytes(raw.as_bytes().to_vec())
+                } else {
+                    StrPart::Text(raw.to_string())
+                };
+                return Expr::Str {
+                    parts: vec![part],
+                    bytes: shape.is_bytes(),
+                    span: first.span,
+                };
+            }
             let (mut vals, errs) = decode_segments(&[raw], shape);
             self.report_decode(&[(first.span, off)], errs);
             let v = vals.pop().unwrap_or_default();
@@ -1219,7 +1282,7 @@ impl<'a> Parser<'a> {
                 self.bump();
             }
             if !matches!(self.tok.kind, T::InterpMid | T::InterpEnd) {
-                self.error_expected("')' closing interpolation");
+                self.error_expected("')' for string interpolation");
                 // Skip to this literal's next segment.
                 let mut nest = 0u32;
                 loop {

@@ -33,7 +33,7 @@ pub(crate) const PACKAGE: Package = Package {
 };
 
 static FUNCS: &[Builtin] = &[
-    Builtin::f(P, "Valid", 1, valid),
+    Builtin::v(P, "Valid", 1, valid),
     Builtin::f(P, "Compact", 1, compact),
     Builtin::f(P, "Indent", 3, indent),
     Builtin::f(P, "HTMLEscape", 1, html_escape),

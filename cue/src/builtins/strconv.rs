@@ -38,7 +38,7 @@ fn consts(name: &str) -> Option<Val> {
 
 static FUNCS: &[Builtin] = &[
     Builtin::f(P, "Unquote", 1, unquote),
-    Builtin::f(P, "ParseBool", 1, parse_bool),
+    Builtin::v(P, "ParseBool", 1, parse_bool),
     Builtin::f(P, "ParseFloat", 2, parse_float),
     Builtin::f(P, "ParseUint", 3, parse_uint),
     Builtin::f(P, "ParseInt", 3, parse_int),
@@ -54,9 +54,9 @@ static FUNCS: &[Builtin] = &[
     Builtin::f(P, "QuoteRune", 1, quote_rune),
     Builtin::f(P, "QuoteRuneToASCII", 1, quote_rune_to_ascii),
     Builtin::f(P, "QuoteRuneToGraphic", 1, quote_rune_to_graphic),
-    Builtin::f(P, "IsPrint", 1, is_print),
-    Builtin::f(P, "IsGraphic", 1, is_graphic),
-    Builtin::f(P, "CanBackquote", 1, can_backquote),
+    Builtin::v(P, "IsPrint", 1, is_print),
+    Builtin::v(P, "IsGraphic", 1, is_graphic),
+    Builtin::v(P, "CanBackquote", 1, can_backquote),
 ];
 
 fn syntax(func: &str, s: &str) -> BuiltinError {
@@ -583,7 +583,7 @@ builtin! {
 /// Go's `strconv.Unquote`.
 pub(crate) fn go_unquote(s: &str) -> Option<String> {
     let q = s.chars().next()?;
-    if s.len() < 2 || !s.ends_with(q) {
+    if !matches!(q, '"' | '\'' | '`') || s.len() < 2 || !s.ends_with(q) {
         return None;
     }
     let body = &s[1..s.len() - 1];
@@ -679,6 +679,7 @@ mod tests {
                 (r#"Unquote("'x'")"#, r#""x""#),
                 (r#"Unquote("\"\\u263a\"")"#, r#""☺""#),
                 (r#"Unquote("abc")"#, "!invalid syntax"),
+                (r#"Unquote("éé")"#, "!invalid syntax"),
                 (r#"Unquote("'ab'")"#, "!invalid syntax"),
                 (r#"ParseBool("T")"#, "true"),
                 (r#"ParseBool("0")"#, "false"),

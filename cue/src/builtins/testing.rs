@@ -122,6 +122,8 @@ impl Reader<'_> {
                 b't' => out.push(b'\t'),
                 b'r' => out.push(b'\r'),
                 b'0' => out.push(0),
+                b'b' => out.push(8),
+                b'f' => out.push(12),
                 b'x' => {
                     let h = std::str::from_utf8(&self.s[self.pos..self.pos + 2]).unwrap();
                     out.push(u8::from_str_radix(h, 16).unwrap());
@@ -351,7 +353,8 @@ impl Rng {
             1 => Val::Bool(self.below(2) == 1),
             2 => Val::Int(BigInt::from(self.next() as i64 >> self.below(60))),
             3 => {
-                let m = (self.next() as i64 >> self.below(50)) | 1;
+                // At most ten significant digits, so YAML's trip through a double is exact.
+                let m = (((self.next() >> 30) as i64) - (1 << 33)) >> self.below(30) | 1;
                 let scale = 1 + self.below(6) as i64;
                 Val::Float(BigDecimal::new(m.into(), scale))
             }

@@ -31,6 +31,15 @@ pub enum Number {
 
 /// Decodes a number token's text.
 pub fn decode_number(text: &str) -> Result<Number, String> {
+    // Fast path: a plain decimal integer.
+    if text.len() < 19
+        && text.bytes().all(|b| b.is_ascii_digit())
+        && (text.len() == 1 || !text.starts_with('0'))
+    {
+        if let Ok(n) = text.parse::<u64>() {
+            return Ok(Number::Int(BigInt::from(n)));
+        }
+    }
     let clean: String = text.chars().filter(|&c| c != '_').collect();
     let lower = clean.to_ascii_lowercase();
     for (prefix, radix) in [("0x", 16), ("0o", 8), ("0b", 2)] {

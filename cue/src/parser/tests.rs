@@ -300,6 +300,15 @@ fn constructs() {
         ("a: {b: 1, c: 2,}", "a: {b: 1, c: 2}"),
         ("a!: string\nb?: X=int", "a!: string; b?: X=int"),
         ("x: for: 1", "x: {:for: 1}"),
+        ("if x\n{a: 1}", "(if x){a: 1}"),
+        ("for x in y\nif x {a: 1}", "(for x y)(if x){a: 1}"),
+        ("for, if", "for; if"),
+        ("{for}", "{for}"),
+        ("package _\na: 1", "package _; a: 1"),
+        (
+            "package p\n@attr(1)\nimport \"s\"\na: 1",
+            "package p; import \"s\"; @attr(1); a: 1",
+        ),
     ];
     for (src, want) in cases {
         assert_eq!(parse_ok(src), *want, "source: {src:?}");
@@ -447,7 +456,7 @@ parse_err! {
     number_label, "1: 2", "invalid label";
     missing_in, "for x y {}", "expected 'in'";
     comprehension_no_body, "for x in y", "expected '{'";
-    bad_interp, "a: \"\\(1 2)\"", "expected ')' closing interpolation";
+    bad_interp, "a: \"\\(1 2)\"", "expected ')' for string interpolation";
     multiline_bad_close, "a: \"\"\"\n  x\"\"\"", "closing quote of multiline string";
     multiline_bad_indent, "a: \"\"\"\n  x\n y\n  \"\"\"", "invalid whitespace";
     multiline_no_newline, "a: \"\"\"x\n\"\"\"", "expected newline after multiline quote";
@@ -455,7 +464,11 @@ parse_err! {
     hex_in_string, "a: \"\\x41\"", "only allowed in bytes";
     bad_hex, "a: 0x", "illegal hexadecimal number";
     bad_exponent, "a: 1e", "exponent has no digits";
-    alias_on_embed, "X=1", "alias must be followed by a field label";
+    alias_on_embed, "X=1", "old-style alias";
+    unary_eq, "a: ==1", "expected operand";
+    ellipsis_not_last, "a: [..., 1]", "expected ']'";
+    pattern_two_elems, "[a, b]: 1", "square bracket must have exactly one element";
+    reserved_ident, "__x: 1", "identifiers starting with '__' are reserved";
     attr_unclosed, "a: 1 @x(", "attribute missing ')'";
     selector_missing, "a: b.", "expected selector";
     number_selector, "x: a.5", "expected selector, found 5";
@@ -650,5 +663,84 @@ fn deep_nesting_fits_a_small_stack() {
             .join()
             .unwrap();
         assert!(n > 0 || open == "a: ", "{open}");
+    }
+}
+
+#[test]
+fn string_forms() {
+    let cases: &[(&str, &str)] = &[
+        ("#\"\"\"\n  a\\(b)\n  \"\"\"#", r#""a\\(b)""#),
+        ("'''\n  a\\(b)\\x41\n  '''", r#"(interp b"a" \(b) b"A")"#),
+        ("\"\"\"\n\t\ta\n\n\t\tb\n\t\t\"\"\"", r#""a\n\nb""#),
+        (r#""a\\b""#, r#""a\\b""#),
+        (r#""""#, r#""""#),
+        (r#""\(a)""#, r#"(interp \(a))"#),
+        (r#""x\(a)""#, r#"(interp "x" \(a))"#),
+        ("1.5Mi", "1572864"),
+        ("0X1f", "31"),
+        ("1e-2", "0.01f"),
+    ];
+    for (src, want) in cases {
+        assert_eq!(expr_ok(src), *want, "source: {src:?}");
+    }
+}
+
+/// Shapes taken from the OPM feature inventory (render-spec.md §3).
+#[test]
+fn opm_shapes() {
+    let cases: &[(&str, &str)] = &[
+        (
+            r#"matchLabels: "core.opmodel.dev/workload-type"!: "stateless" | "stateful""#,
+            r#"matchLabels: {:"core.opmodel.dev/workload-type"!: (| "stateless" "stateful")}"#,
+        ),
+        (
+            "(v.$secretName): (v.$dataKey): v",
+            "((. v $secretName)): {:((. v $dataKey)): v}",
+        ),
+        (
+            "_prefix=#instancePrefix?: string",
+            "_prefix=#instancePrefix?: string",
+        ),
+        ("x: [if c {a}, b][0]", "x: (idx [(if c){a}, b] 0)"),
+        (
+            "if s.scaling != _|_ if s.scaling.auto == _|_ {a: 1}",
+            "(if (!= (. s scaling) _|_))(if (== (. (. s scaling) auto) _|_)){a: 1}",
+        ),
+        (
+            "output: [for _, cm in _configMaps let _n = \"x\" {name: _n}]",
+            "output: [(for _ cm _configMaps)(let _n \"x\"){name: _n}]",
+        ),
+        (
+            "ports?: [portName=string]: #PortSchema & {name: portName}",
+            "ports?: {:[portName=string]: (& #PortSchema {name: portName})}",
+        ),
+        (
+            "port: int & >0 & <=65535 | *8080",
+            "port: (| (& (& int (> 0)) (<= 65535)) (* 8080))",
+        ),
+        (
+            "r: =~#\"^([0-9]+(\\.[0-9]+)?|[0-9]+m)$\"#",
+            r#"r: (=~ "^([0-9]+(\\.[0-9]+)?|[0-9]+m)$")"#,
+        ),
+        (
+            "a: matchN(1, [{x!: _}, {y!: _}])",
+            "a: (call matchN 1 [{x!: _}, {y!: _}])",
+        ),
+        (
+            "h: sha256.Sum256(s)[:5]",
+            "h: (slice (call (. sha256 Sum256) s) - 5)",
+        ),
+        (
+            "spec: close({_allFields})",
+            "spec: (call close {_allFields})",
+        ),
+        (
+            "for k, v in m {(k): \"\\(v)\"}",
+            "(for k v m){(k): (interp \\(v))}",
+        ),
+        ("X=\"in\": string", "X=\"in\": string"),
+    ];
+    for (src, want) in cases {
+        assert_eq!(parse_ok(src), *want, "source: {src:?}");
     }
 }
