@@ -2,4 +2,9 @@
 
 mod platform_crash;
 mod platform_stress;
+mod registry;
+mod registry_auth;
+mod registry_bad;
+mod registry_cache;
+mod registry_export;
 mod server;
