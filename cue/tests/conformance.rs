@@ -1,4 +1,4 @@
-//! Conformance: every case of `../shared/conformance/cases/public` (when present) and every
+//! Conformance: every case of `../shared/conformance/cases/public` (beside the project root) (when present) and every
 //! golden `testdata/*.txtar`, run in-process on a 64 MiB-stack thread with the wall-time limit.
 //!
 //! Corpus rules (as `run.py`): an `expect.json` case must export the same JSON value (object key
@@ -355,7 +355,7 @@ fn main() {
     // `CUE_CORPUS` overrides the corpus location (e.g. a worktree without `shared/`).
     let corpus = std::env::var_os("CUE_CORPUS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("../shared/conformance/cases/public"));
+        .unwrap_or_else(|| root.join("../../shared/conformance/cases/public"));
     if corpus.is_dir() {
         let mut cases: Vec<PathBuf> = std::fs::read_dir(&corpus)
             .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())

@@ -549,8 +549,8 @@ fn garbage_terminates() {
 /// Parses every `.cue` file of the conformance corpus.
 #[test]
 fn conformance_corpus_parses() {
-    let root =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/cases/public");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/conformance/cases/public");
     let root = if root.exists() {
         root
     } else {
