@@ -1,11 +1,71 @@
-//! Helpers shared by both webhooks: the request-kind guard, typed field access on a
-//! `DynamicObject`, and Kubernetes name checks (DNS-1123 label and subdomain).
+//! Helpers shared by both webhooks: the admission skeleton ([`validate`]), the request-kind guard,
+//! typed field access on a `DynamicObject`, and Kubernetes name checks (DNS-1123 label and
+//! subdomain).
 
-use kube_core::admission::AdmissionRequest;
+use kube_core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube_core::DynamicObject;
 use serde_json::Value;
 
 use crate::violations::Findings;
+
+/// The per-kind rules plugged into [`validate`].
+pub(crate) struct Rules {
+    /// The kind validated (`Platform`, `TransformerRegistration`).
+    pub kind: &'static str,
+    /// Checks one object as a whole (CREATE, and the new object of an UPDATE).
+    pub check_object: fn(&DynamicObject, &mut Findings),
+    /// Checks what an UPDATE may change (`old`, `new`).
+    pub check_update: fn(&DynamicObject, &DynamicObject, &mut Findings),
+    /// Adds warnings for a DELETE (deletes are always allowed).
+    pub on_delete: fn(&AdmissionRequest<DynamicObject>, &mut Findings),
+}
+
+/// The admission skeleton both webhooks share: kind guard; status-subresource writes allowed
+/// unchecked; CREATE checks the object; an UPDATE that leaves `spec` unchanged is allowed with the
+/// stored object's faults as warnings (so a legacy object never gets stuck); any other UPDATE checks
+/// the object and the update rules; DELETE is allowed with warnings; CONNECT is allowed.
+pub(crate) fn validate(req: &AdmissionRequest<DynamicObject>, rules: &Rules) -> AdmissionResponse {
+    let mut f = Findings::for_request(req);
+    let resp = AdmissionResponse::from(req);
+    if !check_kind(req, rules.kind, &mut f) {
+        return f.respond(resp);
+    }
+    if req.sub_resource.is_some() {
+        return resp;
+    }
+    match req.operation {
+        Operation::Create => {
+            match &req.object {
+                Some(obj) => (rules.check_object)(obj, &mut f),
+                None => f.deny("request.object", "a CREATE request must carry the object"),
+            }
+            f.respond(resp)
+        }
+        Operation::Update => {
+            let (Some(new), Some(old)) = (&req.object, &req.old_object) else {
+                f.deny(
+                    "request.oldObject",
+                    "an UPDATE request must carry the object and the old object",
+                );
+                return f.respond(resp);
+            };
+            if spec(new) == spec(old) {
+                let mut stored = Findings::default();
+                (rules.check_object)(new, &mut stored);
+                f.ratchet(stored);
+                return f.respond(resp);
+            }
+            (rules.check_object)(new, &mut f);
+            (rules.check_update)(old, new, &mut f);
+            f.respond(resp)
+        }
+        Operation::Delete => {
+            (rules.on_delete)(req, &mut f);
+            f.respond(resp)
+        }
+        Operation::Connect => resp,
+    }
+}
 
 /// Denies a request whose `request.kind` is not `opmodel.dev/<kind>` (a misrouted webhook call);
 /// returns whether the kind is right.

@@ -40,7 +40,7 @@
 
 use std::collections::BTreeMap;
 
-use kube_core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube_core::admission::{AdmissionRequest, AdmissionResponse};
 use kube_core::DynamicObject;
 use serde_json::{Map, Value};
 
@@ -50,51 +50,24 @@ use crate::violations::Findings;
 /// The kind this module validates.
 pub const KIND: &str = "Platform";
 
+const RULES: crate::common::Rules = crate::common::Rules {
+    kind: KIND,
+    check_object,
+    check_update,
+    on_delete,
+};
+
 /// Validates a Platform admission request (see the module doc for the rules).
 pub fn validate_platform(req: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
-    let mut f = Findings::for_request(req);
-    let resp = AdmissionResponse::from(req);
-    if !crate::common::check_kind(req, KIND, &mut f) {
-        return f.respond(resp);
-    }
-    if req.sub_resource.is_some() {
-        return resp;
-    }
-    match req.operation {
-        Operation::Create => {
-            match &req.object {
-                Some(obj) => check_object(obj, &mut f),
-                None => f.deny("request.object", "a CREATE request must carry the object"),
-            }
-            f.respond(resp)
-        }
-        Operation::Update => {
-            let (Some(new), Some(old)) = (&req.object, &req.old_object) else {
-                f.deny(
-                    "request.oldObject",
-                    "an UPDATE request must carry the object and the old object",
-                );
-                return f.respond(resp);
-            };
-            if crate::common::spec(new) == crate::common::spec(old) {
-                let mut stored = Findings::default();
-                check_object(new, &mut stored);
-                f.ratchet(stored);
-                return f.respond(resp);
-            }
-            check_object(new, &mut f);
-            check_update(old, new, &mut f);
-            f.respond(resp)
-        }
-        Operation::Delete => {
-            f.warn(
-                "metadata.name",
-                "deleting the Platform stops all rendering: every ModuleInstance and ModulePackage reports PlatformNotReady; workloads are frozen, not torn down",
-            );
-            f.respond(resp)
-        }
-        Operation::Connect => resp,
-    }
+    crate::common::validate(req, &RULES)
+}
+
+/// Warnings for a DELETE (always allowed).
+fn on_delete(_req: &AdmissionRequest<DynamicObject>, f: &mut Findings) {
+    f.warn(
+        "metadata.name",
+        "deleting the Platform stops all rendering: every ModuleInstance and ModulePackage reports PlatformNotReady; workloads are frozen, not torn down",
+    );
 }
 
 /// One parsed registry entry, for the update comparisons.

@@ -47,7 +47,7 @@
 
 use std::collections::BTreeSet;
 
-use kube_core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube_core::admission::{AdmissionRequest, AdmissionResponse};
 use kube_core::DynamicObject;
 use serde_json::Value;
 
@@ -57,77 +57,53 @@ use crate::violations::Findings;
 /// The kind this module validates.
 pub const KIND: &str = "TransformerRegistration";
 
+const RULES: crate::common::Rules = crate::common::Rules {
+    kind: KIND,
+    check_object,
+    check_update,
+    on_delete,
+};
+
 /// Validates a TransformerRegistration admission request (see the module doc for the rules).
 pub fn validate_transformer_registration(
     req: &AdmissionRequest<DynamicObject>,
 ) -> AdmissionResponse {
-    let mut f = Findings::for_request(req);
-    let resp = AdmissionResponse::from(req);
-    if !crate::common::check_kind(req, KIND, &mut f) {
-        return f.respond(resp);
-    }
-    if req.sub_resource.is_some() {
-        return resp;
-    }
-    match req.operation {
-        Operation::Create => {
-            match &req.object {
-                Some(obj) => check_object(obj, &mut f),
-                None => f.deny("request.object", "a CREATE request must carry the object"),
-            }
-            f.respond(resp)
+    crate::common::validate(req, &RULES)
+}
+
+/// Warnings for a DELETE (always allowed).
+fn on_delete(req: &AdmissionRequest<DynamicObject>, f: &mut Findings) {
+    if let Some(old) = &req.old_object {
+        let active =
+            old.data.get("status").and_then(|s| s.get("active")) == Some(&Value::Bool(true));
+        if active {
+            f.warn(
+                "status.active",
+                format!(
+                    "{} is an active claim: once released, its catalog {} leaves the platform",
+                    old.metadata.name.as_deref().unwrap_or(""),
+                    crate::common::spec(old)
+                        .and_then(|s| s.get("catalog"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                ),
+            );
         }
-        Operation::Update => {
-            let (Some(new), Some(old)) = (&req.object, &req.old_object) else {
-                f.deny(
-                    "request.oldObject",
-                    "an UPDATE request must carry the object and the old object",
-                );
-                return f.respond(resp);
-            };
-            if crate::common::spec(new) == crate::common::spec(old) {
-                let mut stored = Findings::default();
-                check_object(new, &mut stored);
-                f.ratchet(stored);
-                return f.respond(resp);
-            }
-            check_object(new, &mut f);
-            check_update(old, new, &mut f);
-            f.respond(resp)
+        let guarded = old
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|fs| fs.iter().any(|x| x == crds::FINALIZER_DEPENDENTS));
+        if guarded {
+            f.warn(
+                "metadata.finalizers",
+                format!(
+                    "{} holds the {} finalizer: deletion completes only once no ModuleInstance demands a contract it provides",
+                    old.metadata.name.as_deref().unwrap_or(""),
+                    crds::FINALIZER_DEPENDENTS
+                ),
+            );
         }
-        Operation::Delete => {
-            if let Some(old) = &req.old_object {
-                let active = old.data.get("status").and_then(|s| s.get("active"))
-                    == Some(&Value::Bool(true));
-                if active {
-                    f.warn(
-                        "status.active",
-                        format!(
-                            "{} is an active claim: once released, its catalog {} leaves the platform",
-                            old.metadata.name.as_deref().unwrap_or(""),
-                            crate::common::spec(old).and_then(|s| s.get("catalog")).and_then(Value::as_str).unwrap_or("")
-                        ),
-                    );
-                }
-                let guarded = old
-                    .metadata
-                    .finalizers
-                    .as_ref()
-                    .is_some_and(|fs| fs.iter().any(|x| x == crds::FINALIZER_DEPENDENTS));
-                if guarded {
-                    f.warn(
-                        "metadata.finalizers",
-                        format!(
-                            "{} holds the {} finalizer: deletion completes only once no ModuleInstance demands a contract it provides",
-                            old.metadata.name.as_deref().unwrap_or(""),
-                            crds::FINALIZER_DEPENDENTS
-                        ),
-                    );
-                }
-            }
-            f.respond(resp)
-        }
-        Operation::Connect => resp,
     }
 }
 
