@@ -279,6 +279,8 @@ pub struct Ev {
     /// Loaded non-std packages by import path (without version/qualifier).
     pub packages: HashMap<String, VId>,
     in_progress: Vec<VId>,
+    /// `(target, source)` pairs whose conjuncts are being copied right now (embedding cycles).
+    inlining: Vec<(VId, VId)>,
     tainted: Vec<(VId, VId)>,
     regex_cache: HashMap<String, Result<Arc<regex::Regex>, String>>,
     stack_base: usize,
@@ -332,6 +334,7 @@ impl Ev {
             let_cache: HashMap::new(),
             packages: HashMap::new(),
             in_progress: Vec::new(),
+            inlining: Vec::new(),
             tainted: Vec::new(),
             regex_cache: HashMap::new(),
             stack_base: 0,
@@ -882,6 +885,32 @@ impl Ev {
             }
             return;
         }
+        // Copying `w` into `v` while the same copy is already under way further up is an
+        // embedding or reference cycle (`#A: {#B}`, `#B: {#A}`): its conjuncts are already being
+        // added, so the inner copy adds nothing.
+        if self.inlining.contains(&(v, w)) {
+            return;
+        }
+        if self.inlining.len() >= self.config.max_depth || !self.stack_ok() {
+            let b = Bottom::new(
+                ErrorCode::Eval,
+                format!(
+                    "evaluation depth limit ({}) exceeded",
+                    self.config.max_depth
+                ),
+                span,
+            );
+            self.limit_err.get_or_insert(b.clone());
+            self.set_err(v, b);
+            return;
+        }
+        self.inlining.push((v, w));
+        self.copy_conjuncts(v, w, c);
+        self.inlining.pop();
+    }
+
+    /// Processes the conjuncts of `w` into `v`, carrying the closedness of the referring conjunct.
+    fn copy_conjuncts(&mut self, v: VId, w: VId, c: &Conj) {
         let conjs = self.vx(w).conjuncts.clone();
         let w_def_close = self.vx(w).def_close;
         for mut cj in conjs {
