@@ -120,7 +120,7 @@ impl<'a> Scanner<'a> {
     }
 
     fn peek_char(&self) -> Option<char> {
-        self.src[self.pos..].chars().next()
+        self.src.get(self.pos..).and_then(|s| s.chars().next())
     }
 
     fn char_at(&self, at: usize) -> Option<char> {
@@ -128,7 +128,7 @@ impl<'a> Scanner<'a> {
     }
 
     fn starts_with(&self, s: &str) -> bool {
-        self.src[self.pos..].starts_with(s)
+        self.src.get(self.pos..).is_some_and(|r| r.starts_with(s))
     }
 
     /// Scans the next token. After the end of input it keeps returning [`TokenKind::Eof`].
@@ -532,12 +532,18 @@ impl<'a> Scanner<'a> {
                 b'"' | b'\'' => {
                     self.pos += 1;
                     while let Some(&c) = bytes.get(self.pos) {
-                        if c == b'\\' {
-                            self.pos += 1;
-                        } else if c == b || c == b'\n' {
+                        if c == b || c == b'\n' {
                             break;
                         }
-                        self.pos += 1;
+                        if c == b'\\' {
+                            self.pos += 1;
+                        }
+                        // Whole characters only: an escape may precede a multi-byte one, and
+                        // a trailing `\` must not step past the end.
+                        match self.char_at(self.pos) {
+                            Some(ch) => self.pos += ch.len_utf8(),
+                            None => break,
+                        }
                     }
                     if bytes.get(self.pos) != Some(&b) {
                         self.error(start, self.pos, "string literal not terminated");

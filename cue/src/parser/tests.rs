@@ -744,3 +744,29 @@ fn opm_shapes() {
         assert_eq!(parse_ok(src), *want, "source: {src:?}");
     }
 }
+
+#[test]
+fn fuzz_regression_scanner_escape_mid_char() {
+    // Found by the eval fuzz target: the scanner sliced the source inside a multi-byte character.
+    let data = include_bytes!("../../fuzz/regressions/eval/scanner_escape_mid_char.cue");
+    let src = String::from_utf8_lossy(data);
+    let (_, errs) = crate::parser::parse_file(crate::source::FileId(0), &src);
+    assert!(!errs.is_empty());
+}
+
+#[test]
+fn attribute_string_ending_in_a_backslash_or_escaping_a_multibyte_char() {
+    // Unterminated: an error, not a slice past the end or inside a character.
+    for src in ["x: 1 @a(\"\\", "@e(\"\\\u{fffd}\u{fffd}\\"] {
+        let (_, errs) = crate::parser::parse_file(crate::source::FileId(0), src);
+        assert!(
+            errs.iter()
+                .any(|e| e.message.contains("not terminated") || e.message.contains("missing")),
+            "{src:?}: {errs:?}"
+        );
+    }
+    let (f, errs) =
+        crate::parser::parse_file(crate::source::FileId(0), "x: 1 @a('\\\u{e9}')\ny: 2");
+    assert!(errs.is_empty(), "{errs:?}");
+    assert_eq!(f.decls.len(), 2);
+}
