@@ -23,7 +23,6 @@ pub mod mapping;
 pub mod modfile;
 pub mod mvs;
 pub mod remote;
-pub mod stage;
 pub mod version;
 pub mod zipfile;
 

@@ -2,9 +2,6 @@
 //! a child process (this binary re-invoked with `--one DIR`) so that `VmHWM` from
 //! `/proc/self/status` is that case's peak resident memory.
 
-#[path = "../tests/support/diskfs.rs"]
-mod diskfs;
-
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -35,7 +32,7 @@ fn one(dir: PathBuf) {
     let r = std::thread::Builder::new()
         .stack_size(64 << 20)
         .spawn(move || {
-            let fs = diskfs::DiskFs { root: dir };
+            let fs = cue::module::DirFs::new(dir);
             cue::export_args(&fs, &args, None, false, cue::Config::default()).is_ok()
         })
         .ok()

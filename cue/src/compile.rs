@@ -38,6 +38,12 @@ pub struct Compiler {
     pub errors: Vec<Arc<Bottom>>,
     /// Errors that make the package invalid (imported and not used).
     pub fatal: Vec<Arc<Bottom>>,
+    /// The package's hidden-field scope: hidden labels (`_x`, `_#x`) of different packages are
+    /// different labels even when spelled alike (0 is the main package).
+    pub hidden_scope: usize,
+    /// Import path as written → the key the loaded instance is registered under; paths not listed
+    /// keep their own key (std packages, or builds without a loader).
+    pub import_keys: HashMap<String, String>,
 }
 
 /// The local name an import path binds by default (`encoding/json` → `json`, `a/b@v1:c` → `c`).
@@ -89,12 +95,20 @@ fn label_name_of(label: &ast::Label) -> Option<(String, bool)> {
     }
 }
 
-fn fixed_label(name: &str, is_ident: bool) -> Label {
+fn fixed_label(name: &str, is_ident: bool, scope: usize) -> Label {
     if is_ident {
-        Label::ident(name)
+        scoped(Label::ident(name), scope)
     } else {
         Label::string(name)
     }
+}
+
+/// Puts a hidden label into package scope `scope` (its `index`, unused for field labels).
+pub fn scoped(mut l: Label, scope: usize) -> Label {
+    if l.is_hidden() {
+        l.index = scope;
+    }
+    l
 }
 
 /// Predeclared identifiers.
@@ -179,7 +193,15 @@ impl Compiler {
             used_imports: std::collections::HashSet::new(),
             errors: Vec::new(),
             fatal: Vec::new(),
+            hidden_scope: 0,
+            import_keys: HashMap::new(),
         }
+    }
+
+    /// The import expression for an import path as written.
+    fn import_expr(&self, path: &str, span: Span) -> Expr {
+        let key = self.import_keys.get(path).map_or(path, |k| k.as_str());
+        Expr::Import(key.into(), span)
     }
 
     /// Compiles the files of a package. Returns one struct literal per file (all conjuncts of the
@@ -188,7 +210,7 @@ impl Compiler {
         let mut pkg_fields = HashMap::new();
         for f in files {
             for d in &f.decls {
-                collect_field_name(d, &mut pkg_fields);
+                collect_field_name(d, &mut pkg_fields, self.hidden_scope);
             }
         }
         let mut out = Vec::new();
@@ -228,7 +250,7 @@ impl Compiler {
         let mut pkg_fields = HashMap::new();
         for f in files {
             for d in &f.decls {
-                collect_field_name(d, &mut pkg_fields);
+                collect_field_name(d, &mut pkg_fields, self.hidden_scope);
             }
         }
         self.imports.clear();
@@ -261,7 +283,7 @@ impl Compiler {
             Some(f) => fields = f,
             None => {
                 for d in decls {
-                    collect_field_name(d, &mut fields);
+                    collect_field_name(d, &mut fields, self.hidden_scope);
                 }
             }
         }
@@ -275,7 +297,7 @@ impl Compiler {
             if let ast::Decl::Field(f) = d {
                 // Label and value aliases name the field itself.
                 if let Some((name, is_ident)) = label_name_of(&f.label) {
-                    let lab = fixed_label(&name, is_ident);
+                    let lab = fixed_label(&name, is_ident, self.hidden_scope);
                     if let Some(a) = &f.label_alias {
                         fields.insert(a.name.clone(), lab.clone());
                     }
@@ -364,7 +386,7 @@ impl Compiler {
             ast::Label::Ident(i) => {
                 let value = self.expr(&f.value);
                 lit.fields.push(FieldDecl {
-                    label: LabelExpr::Fixed(Label::ident(&i.name)),
+                    label: LabelExpr::Fixed(scoped(Label::ident(&i.name), self.hidden_scope)),
                     constraint: f.constraint,
                     value,
                     span: f.span,
@@ -438,7 +460,7 @@ impl Compiler {
                     if depth + 1 == self.scopes.len() {
                         if let Some(path) = self.imports.get(name) {
                             self.used_imports.insert(name.to_string());
-                            return Expr::Import(path.as_str().into(), span);
+                            return self.import_expr(path, span);
                         }
                     }
                     if let Some(l) = fields.get(name) {
@@ -462,7 +484,7 @@ impl Compiler {
         }
         if let Some(path) = self.imports.get(name) {
             self.used_imports.insert(name.to_string());
-            return Expr::Import(path.as_str().into(), span);
+            return self.import_expr(path, span);
         }
         if let Some(e) = predeclared(name, span) {
             return e;
@@ -614,7 +636,11 @@ impl Compiler {
                         );
                     }
                 }
-                Expr::Selector(Box::new(base), Label::ident(&sel.name), *span)
+                Expr::Selector(
+                    Box::new(base),
+                    scoped(Label::ident(&sel.name), self.hidden_scope),
+                    *span,
+                )
             }
             ast::Expr::Index { expr, index, span } => {
                 let a = self.expr(expr);
@@ -678,10 +704,10 @@ fn is_known_std(p: &str) -> bool {
     !p.contains('.') && !p.starts_with('/')
 }
 
-fn collect_field_name(d: &ast::Decl, out: &mut HashMap<String, Label>) {
+fn collect_field_name(d: &ast::Decl, out: &mut HashMap<String, Label>, scope: usize) {
     if let ast::Decl::Field(f) = d {
         if let Some((name, is_ident)) = label_name_of(&f.label) {
-            out.insert(name.clone(), fixed_label(&name, is_ident));
+            out.insert(name.clone(), fixed_label(&name, is_ident, scope));
         }
     }
 }

@@ -6,7 +6,7 @@
 //! `file:line:col` line per position.
 
 use crate::adt::{Bottom, ErrorCode};
-use crate::source::{FileId, Span};
+use crate::source::Span;
 
 /// Stable diagnostic classes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -118,36 +118,7 @@ pub enum Error {
     Diagnostics(Vec<Diagnostic>),
 }
 
-/// File names, texts and line indexes, for rendering positions.
-#[derive(Clone, Debug, Default)]
-pub struct SourceMap {
-    files: Vec<(String, Vec<u32>)>,
-}
-
-impl SourceMap {
-    /// Adds a file; returns its id.
-    pub fn add(&mut self, name: &str, text: &str) -> FileId {
-        let mut lines = vec![0u32];
-        for (i, b) in text.bytes().enumerate() {
-            if b == b'\n' {
-                lines.push(i as u32 + 1);
-            }
-        }
-        self.files.push((name.to_string(), lines));
-        FileId(self.files.len() as u32 - 1)
-    }
-
-    /// `(file name, line, column)` of a span's start, 1-based.
-    pub fn position(&self, span: Span) -> Option<(&str, usize, usize)> {
-        let (name, lines) = self.files.get(span.file.0 as usize)?;
-        let line = match lines.binary_search(&span.start) {
-            Ok(i) => i,
-            Err(i) => i.saturating_sub(1),
-        };
-        let col = span.start - lines.get(line).copied().unwrap_or(0);
-        Some((name, line + 1, col as usize + 1))
-    }
-}
+pub use crate::source::SourceMap;
 
 /// Renders diagnostics the way `cue` does.
 pub fn render(diags: &[Diagnostic], map: &SourceMap) -> String {

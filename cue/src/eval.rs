@@ -2312,7 +2312,13 @@ impl Ev {
                 Res::V(a)
             }
             None => {
-                let code = if bx.is_struct {
+                // An imported package is complete: a member it lacks is an error, not
+                // something a later conjunct could still add.
+                let is_package =
+                    bx.status == Status::Done && self.packages.values().any(|&p| p == bd);
+                let code = if is_package {
+                    ErrorCode::Eval
+                } else if bx.is_struct {
                     ErrorCode::Incomplete
                 } else if bx.scalar.is_some() || bx.is_list {
                     ErrorCode::Eval

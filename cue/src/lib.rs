@@ -34,6 +34,8 @@ struct Inner {
     map: SourceMap,
     files: Vec<Arc<ast::File>>,
     lits: Vec<Arc<adt::StructLit>>,
+    /// Instances built from loaded builds so far (keys and hidden scopes are numbered by it).
+    loaded: usize,
 }
 
 /// An evaluation context: source files, the evaluator and its limits.
@@ -71,6 +73,7 @@ impl Runtime {
                 map: SourceMap::default(),
                 files: Vec::new(),
                 lits: Vec::new(),
+                loaded: 0,
             })),
         }
     }
@@ -82,7 +85,7 @@ impl Runtime {
         let mut diags = Vec::new();
         let mut asts = Vec::new();
         for (name, src) in files {
-            let id = g.map.add(name, src);
+            let id = g.map.add(name.as_str(), src.as_str());
             let (f, errs) = parser::parse_file(id, src);
             for e in errs {
                 diags.push(Diagnostic {
@@ -234,6 +237,124 @@ impl Runtime {
             }
         }
         Ok(())
+    }
+
+    /// Loads a package of the main module `fs` with [`module::load`] (dependency modules come
+    /// from `registry`) and builds it with [`Runtime::build_loaded`].
+    pub fn build_module(
+        &self,
+        fs: &dyn module::FileSystem,
+        target: &module::Target,
+        registry: Option<&dyn module::Registry>,
+    ) -> Result<Value, Vec<Diagnostic>> {
+        self.build_loaded(module::load(fs, target, registry))
+    }
+
+    /// Builds every instance of a loaded build and returns the main one.
+    ///
+    /// Rules: each instance is compiled and evaluated once and shared by all its importers
+    /// (imports resolve to instances by the loader's links, not by path, so two majors of one
+    /// module are two packages); hidden fields (`_x`, `_#x`) are scoped to their package, so a
+    /// package cannot see or clash with another's; any load error fails the build with all of
+    /// them, positioned where the loader knows the import spec.
+    pub fn build_loaded(&self, build: module::LoadedBuild) -> Result<Value, Vec<Diagnostic>> {
+        let mut g = lock(&self.inner);
+        let module::LoadedBuild {
+            instances,
+            root,
+            mut sources,
+            errors,
+            ..
+        } = build;
+        // File ids of the loaded trees index `sources`: adopt it when this runtime has no files
+        // yet, otherwise re-parse each file under a fresh id of the runtime's map.
+        let adopt = g.map.is_empty();
+        if adopt {
+            std::mem::swap(&mut g.map, &mut sources);
+        }
+        if !errors.is_empty() {
+            return Err(errors
+                .iter()
+                .map(|e| {
+                    let mut d = Diagnostic::load(e.to_string());
+                    if adopt {
+                        d.span = e.span();
+                    }
+                    d
+                })
+                .collect());
+        }
+        let base = g.loaded;
+        g.loaded += instances.len();
+        let key = |i: usize| format!("/loaded/{}", base + i);
+        let mut diags = Vec::new();
+        let mut roots = Vec::with_capacity(instances.len());
+        for (i, inst) in instances.iter().enumerate() {
+            let asts: Vec<Arc<ast::File>> = if adopt {
+                inst.files.iter().map(|f| Arc::new(f.ast.clone())).collect()
+            } else {
+                let mut out = Vec::new();
+                for f in &inst.files {
+                    let text = sources.text(f.id).to_string();
+                    let id = g.map.add(f.name.clone(), text.clone());
+                    let (ast, errs) = parser::parse_file(id, &text);
+                    diags.extend(errs.into_iter().map(|e| Diagnostic {
+                        code: DiagCode::Syntax,
+                        path: String::new(),
+                        message: e.message,
+                        span: Some(e.span),
+                        related: Vec::new(),
+                    }));
+                    out.push(Arc::new(ast));
+                }
+                out
+            };
+            let refs: Vec<&ast::File> = asts.iter().map(|f| f.as_ref()).collect();
+            let mut c = compile::Compiler::new();
+            c.hidden_scope = if i == root { 0 } else { base + i + 1 };
+            c.import_keys = inst
+                .imports
+                .iter()
+                .map(|(path, &j)| (path.clone(), key(j)))
+                .collect();
+            let lits = c.compile_package(&refs);
+            diags.extend(
+                c.fatal
+                    .iter()
+                    .map(|b| Diagnostic::from_bottom(String::new(), b)),
+            );
+            let v = g.ev.new_vertex(None, Label::internal("root"));
+            for l in &lits {
+                g.ev.add_conj(
+                    v,
+                    Conj {
+                        env: None,
+                        expr: Expr::Struct(l.clone()),
+                        close: None,
+                        embed: None,
+                        outer: None,
+                    },
+                );
+            }
+            g.ev.packages.insert(key(i), v);
+            if i == root {
+                g.files.extend(asts);
+            }
+            g.lits.extend(lits);
+            roots.push(v);
+        }
+        if !diags.is_empty() {
+            return Err(diags);
+        }
+        let v = roots
+            .get(root)
+            .copied()
+            .ok_or_else(|| vec![Diagnostic::load("the build has no main instance")])?;
+        drop(g);
+        Ok(Value {
+            inner: self.inner.clone(),
+            v,
+        })
     }
 
     /// Builds the package in directory `dir` of a file system (its `.cue` files, skipping those
@@ -646,6 +767,25 @@ impl Value {
     }
 }
 
+/// The load target of command-line style arguments: one directory (`.` or `./dir`) names a
+/// package; anything else is a list of files.
+pub fn target_of_args(args: &[String]) -> module::Target {
+    let clean = |a: &str| {
+        let a = a.trim_end_matches('/');
+        let a = a.strip_prefix("./").unwrap_or(a);
+        if a.is_empty() || a == "." {
+            String::new()
+        } else {
+            a.to_string()
+        }
+    };
+    match args {
+        [] => module::Target::Dir(String::new()),
+        [one] if !one.ends_with(".cue") => module::Target::Dir(clean(one)),
+        many => module::Target::Files(many.iter().map(|a| clean(a)).collect()),
+    }
+}
+
 /// What `cue export` does: build the package named by `args` (files or directories of `fs`),
 /// fail on any error in it, and print the value (or `expr` evaluated in it) as JSON or YAML.
 /// Returns the output, or the rendered diagnostics.
@@ -659,7 +799,9 @@ pub fn export_args(
     let rt = Runtime::new(config);
     let dot = [".".to_string()];
     let args = if args.is_empty() { &dot[..] } else { args };
-    let root = rt.build_args(fs, args).map_err(|d| rt.render(&d))?;
+    let root = rt
+        .build_module(fs, &target_of_args(args), None)
+        .map_err(|d| rt.render(&d))?;
     let v = match expr {
         Some(e) => rt.compile_expr(&root, e).map_err(|d| rt.render(&d))?,
         None => {

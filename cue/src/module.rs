@@ -3,6 +3,7 @@
 //! `registry` module implements [`Registry`] over OCI; tests use in-memory implementations.
 
 mod file;
+mod fs;
 mod load;
 mod registry;
 pub mod semver;
@@ -10,5 +11,6 @@ pub mod semver;
 pub use file::{
     check_module_path, parse_module_file, split_major, Dep, ModuleFile, ModuleFileError, SourceKind,
 };
+pub use fs::{DirFs, OverlayFs};
 pub use load::{load, mvs, Instance, LoadError, LoadedBuild, LoadedFile, Target};
 pub use registry::{FileSystem, FsEntry, FsError, MemFs, ModuleVersion, Registry, RegistryError};

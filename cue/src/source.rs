@@ -102,6 +102,31 @@ impl SourceMap {
             .unwrap_or("")
     }
 
+    /// `(file name, line, byte column)` of a span's start, 1-based, as `cue` prints positions
+    /// (Go's `token.Position` counts columns in bytes); `None` for an unknown file.
+    pub fn position(&self, span: Span) -> Option<(&str, usize, usize)> {
+        let f = self.files.get(span.file.0 as usize)?;
+        let offset = (span.start as usize).min(f.text.len());
+        let lines = self.lines(f);
+        let line = lines.partition_point(|&s| s as usize <= offset).max(1);
+        let start = lines.get(line - 1).copied().unwrap_or(0) as usize;
+        Some((&f.name, line, offset - start + 1))
+    }
+
+    fn lines<'a>(&self, f: &'a SourceFile) -> &'a [u32] {
+        f.lines.get_or_init(|| {
+            let mut v = vec![0u32];
+            v.extend(
+                f.text
+                    .bytes()
+                    .enumerate()
+                    .filter(|(_, b)| *b == b'\n')
+                    .map(|(i, _)| i as u32 + 1),
+            );
+            v
+        })
+    }
+
     /// The line and column of a span's start. Offsets past the end clamp to the end of the file.
     pub fn line_col(&self, span: Span) -> LineCol {
         self.offset_line_col(span.file, span.start)
@@ -112,17 +137,7 @@ impl SourceMap {
         let Some(f) = self.files.get(file.0 as usize) else {
             return LineCol { line: 1, col: 1 };
         };
-        let lines = f.lines.get_or_init(|| {
-            let mut v = vec![0u32];
-            v.extend(
-                f.text
-                    .bytes()
-                    .enumerate()
-                    .filter(|(_, b)| *b == b'\n')
-                    .map(|(i, _)| i as u32 + 1),
-            );
-            v
-        });
+        let lines = self.lines(f);
         let mut offset = (offset as usize).min(f.text.len());
         while !f.text.is_char_boundary(offset) {
             offset -= 1;

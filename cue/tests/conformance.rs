@@ -10,9 +10,6 @@
 //! Goldens: `-- in.cue --` (and other files) plus `-- out/export.json --` or
 //! `-- out/errors.txt --`; `UPDATE_EXPECT=1 cargo test -p cue` rewrites the expected sections.
 
-#[path = "support/diskfs.rs"]
-mod diskfs;
-
 use bigdecimal::BigDecimal;
 use libtest_mimic::{Arguments, Failed, Trial};
 use std::collections::HashMap;
@@ -241,7 +238,7 @@ fn run_case(dir: PathBuf) -> Result<(), String> {
                 .collect()
         })
         .unwrap_or_default();
-    let fs = diskfs::DiskFs { root: dir.clone() };
+    let fs = cue::module::DirFs::new(dir.clone());
     let got = on_big_stack(move || cue::export_args(&fs, &args, None, false, config()))?;
     let exp_json = dir.join("expect.json");
     if !exp_json.exists() {

@@ -1,9 +1,7 @@
-//! End to end: the fixture modules published to the real registry by the CLI, the app's build
-//! list selected by MVS over the module files, every dependency fetched and verified, staged for
-//! the evaluator, and the app exported by `cue` to exactly the hand-written JSON.
-//!
-//! `cue` does not resolve imports through a `Registry` yet; the dependencies reach it as vendored
-//! packages (`cue.mod/pkg`, see `registry::stage`).
+//! End to end: the fixture modules published to the real registry by the CLI, the app loaded by
+//! `cue` from its directory with the operator's `ModuleRegistry` as its `cue::module::Registry`
+//! (imports without a major resolve through `default: true`; every module fetched and verified
+//! once), and exported to exactly the hand-written JSON. The same from an OCI layout directory.
 
 #![allow(
     clippy::unwrap_used,
@@ -12,7 +10,9 @@
     reason = "test helpers fail loudly"
 )]
 
-use opm_operator::registry::{stage, zipfile, Location, Mapping, ModuleRegistry, RegistryConfig};
+use opm_operator::registry::{
+    modfile::ModuleFile, mvs, Location, Mapping, ModuleRegistry, RegistryConfig,
+};
 
 use crate::registry::harness::{fixtures, publish_fixtures, DistRegistry};
 
@@ -36,17 +36,24 @@ fn the_app_fixture_exports_from_an_oci_layout() {
 }
 
 fn export_and_compare(client: &ModuleRegistry) {
-    let app = zipfile::collect_module_files(&fixtures().join("app")).unwrap();
-    let (fs, build_list) = stage::vendor_tree(client, &app).unwrap();
+    let app_dir = fixtures().join("app");
+    // The build list MVS selects from the module files is what the loader fetches.
+    let main =
+        ModuleFile::parse(&std::fs::read(app_dir.join("cue.mod/module.cue")).unwrap()).unwrap();
     assert_eq!(
-        build_list.into_iter().collect::<Vec<_>>(),
+        mvs::select(&main, client)
+            .unwrap()
+            .into_iter()
+            .collect::<Vec<_>>(),
         [
             ("fixtures.test/lib@v0".to_string(), "v0.1.0".to_string()),
             ("fixtures.test/schema@v0".to_string(), "v0.1.0".to_string())
         ]
     );
     let rt = cue::Runtime::new(cue::Config::default());
-    let v = match rt.build_args(&fs, &[".".to_string()]) {
+    let fs = cue::module::DirFs::new(&app_dir);
+    let target = cue::module::Target::Dir(String::new());
+    let v = match rt.build_module(&fs, &target, Some(client)) {
         Ok(v) => v,
         Err(d) => panic!("build failed:\n{}", rt.render(&d)),
     };

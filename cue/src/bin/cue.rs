@@ -4,9 +4,6 @@
 
 use std::process::ExitCode;
 
-#[path = "../../tests/support/diskfs.rs"]
-mod diskfs;
-
 struct Args {
     cmd: String,
     out: String,
@@ -46,9 +43,7 @@ fn parse_args() -> Result<Args, String> {
 fn run() -> Result<String, String> {
     let a = parse_args()?;
     let rt = cue::Runtime::new(cue::Config::default());
-    let fs = diskfs::DiskFs {
-        root: std::env::current_dir().map_err(|e| e.to_string())?,
-    };
+    let fs = cue::module::DirFs::new(std::env::current_dir().map_err(|e| e.to_string())?);
     if a.cmd == "export" {
         return cue::export_args(
             &fs,
@@ -58,7 +53,9 @@ fn run() -> Result<String, String> {
             cue::Config::default(),
         );
     }
-    let root = rt.build_args(&fs, &a.inputs).map_err(|d| rt.render(&d))?;
+    let root = rt
+        .build_module(&fs, &cue::target_of_args(&a.inputs), None)
+        .map_err(|d| rt.render(&d))?;
     let v = match &a.expr {
         Some(e) => rt.compile_expr(&root, e).map_err(|d| rt.render(&d))?,
         None => root.clone(),

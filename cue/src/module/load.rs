@@ -798,6 +798,12 @@ impl<'a> Loader<'a> {
         }
         let last = path.rsplit('/').next().unwrap_or(path);
         let package = match qual {
+            // `_` names the anonymous package, which cannot be imported.
+            Some("_") => {
+                self.errors
+                    .push(invalid("_ is not a valid import path qualifier".into()));
+                return Resolved::Failed;
+            }
             Some(q) if is_ident(q) => q.to_string(),
             Some(q) => {
                 self.errors
