@@ -288,11 +288,11 @@ impl Compiler {
             }
         }
         let mut lets = HashMap::new();
-        let mut let_list = Vec::new();
+        let mut let_list: Vec<(&str, &ast::Expr)> = Vec::new();
         for d in decls {
             if let ast::Decl::Let(l) = d {
                 lets.insert(l.name.name.clone(), let_list.len() as u32);
-                let_list.push(l);
+                let_list.push((l.name.name.as_str(), &l.expr));
             }
             if let ast::Decl::Field(f) = d {
                 // Label and value aliases name the field itself.
@@ -304,6 +304,14 @@ impl Compiler {
                     if let Some(a) = &f.value_alias {
                         fields.insert(a.name.clone(), lab);
                     }
+                } else if !matches!(f.label, ast::Label::Pattern { .. }) {
+                    // A dynamic field's label is known only at evaluation time: its alias is
+                    // bound to the field's own value, like a `let` (conjuncts the field gets
+                    // from elsewhere are not seen through the alias).
+                    for a in [&f.label_alias, &f.value_alias].into_iter().flatten() {
+                        lets.insert(a.name.clone(), let_list.len() as u32);
+                        let_list.push((a.name.as_str(), &f.value));
+                    }
                 }
             }
         }
@@ -312,9 +320,9 @@ impl Compiler {
             span,
             ..Default::default()
         };
-        for l in &let_list {
-            let e = self.expr(&l.expr);
-            lit.lets.push((l.name.name.as_str().into(), e));
+        for (name, expr) in &let_list {
+            let e = self.expr(expr);
+            lit.lets.push((Arc::from(*name), e));
         }
         for d in decls {
             match d {

@@ -208,6 +208,7 @@ pub struct Vertex {
     maybe_struct: bool,
     nosplit: bool,
     comps: Vec<PendingComp>,
+    dyn_fields: Vec<PendingField>,
     patterns: Vec<(VId, Conj, Option<Arc<Env>>)>,
     groups: Vec<Group>,
     group_of: HashMap<u32, usize>,
@@ -244,6 +245,7 @@ impl Vertex {
             maybe_struct: false,
             nosplit: false,
             comps: Vec::new(),
+            dyn_fields: Vec::new(),
             patterns: Vec::new(),
             groups: Vec::new(),
             group_of: HashMap::new(),
@@ -252,6 +254,25 @@ impl Vertex {
             dirty: false,
         }
     }
+}
+
+/// A field with a dynamic label, added once all conjuncts of its struct are in: the literal and
+/// index of the field, its struct's environment and the closedness context of `expand_struct`.
+#[derive(Clone, Debug)]
+struct PendingField {
+    lit: Arc<StructLit>,
+    index: usize,
+    env: Arc<Env>,
+    ctx: FieldCtx,
+}
+
+/// Where `expand_struct` records a field's label and which closedness its value carries.
+#[derive(Clone, Debug)]
+struct FieldCtx {
+    group: Option<usize>,
+    outer_groups: Vec<usize>,
+    child_outer: Option<Arc<[u32]>>,
+    child_close: Option<u32>,
 }
 
 /// The result of resolving a reference.
@@ -553,6 +574,7 @@ impl Ev {
         vert.nest = 0;
         vert.maybe_struct = false;
         vert.comps.clear();
+        vert.dyn_fields.clear();
         vert.patterns.clear();
         vert.groups.clear();
         vert.group_of.clear();
@@ -591,7 +613,17 @@ impl Ev {
             }
             i += 1;
         }
-        self.run_comprehensions(v);
+        loop {
+            let dynamic = self.run_dynamic_fields(v);
+            let comps = !self.vx(v).comps.is_empty();
+            self.run_comprehensions(v);
+            if !dynamic && !comps {
+                break;
+            }
+            if self.limit_err.is_some() {
+                break;
+            }
+        }
         self.finish(v);
         if !self.vx(v).pending_disj.is_empty() && !self.vx(v).nosplit && self.limit_err.is_none() {
             self.resolve_disjunctions(v);
@@ -1129,6 +1161,111 @@ impl Ev {
         true
     }
 
+    /// Evaluates the labels of the pending dynamic fields of `v` (all against the same state:
+    /// a dynamic label does not see fields other dynamic labels of this round add), then adds
+    /// the fields. Returns whether any were pending.
+    fn run_dynamic_fields(&mut self, v: VId) -> bool {
+        let pending = std::mem::take(&mut self.vm(v).dyn_fields);
+        if pending.is_empty() {
+            return false;
+        }
+        let mut ready = Vec::with_capacity(pending.len());
+        for p in pending {
+            let Some(f) = p.lit.fields.get(p.index) else {
+                continue;
+            };
+            let LabelExpr::Dynamic(e) = &f.label else {
+                continue;
+            };
+            let lv = self.eval_expr(&Some(p.env.clone()), e);
+            let lv = self.concrete_default(lv);
+            match lv {
+                Val::Str(s) => ready.push((p, Label::string(&s))),
+                Val::Bottom(b) => self.set_err(v, b),
+                other => {
+                    let code = if other.is_concrete_scalar() {
+                        ErrorCode::Eval
+                    } else {
+                        ErrorCode::Incomplete
+                    };
+                    self.set_err(
+                        v,
+                        Bottom::new(
+                            code,
+                            format!(
+                                "invalid label: expected string, found {}",
+                                ops::show(&other)
+                            ),
+                            f.span,
+                        ),
+                    );
+                }
+            }
+        }
+        for (p, label) in ready {
+            if let Some(f) = p.lit.fields.get(p.index) {
+                self.add_field(v, &p.env, f, label, &p.ctx);
+            }
+        }
+        true
+    }
+
+    /// Adds field `f` of a struct literal under `label` to `v`.
+    fn add_field(&mut self, v: VId, env: &Arc<Env>, f: &FieldDecl, label: Label, ctx: &FieldCtx) {
+        if let Some(g) = ctx.group {
+            self.vm(v).groups[g].labels.insert(label.clone());
+        }
+        for &g in &ctx.outer_groups {
+            self.vm(v).groups[g].labels.insert(label.clone());
+        }
+        let a = self.arc(v, &label);
+        let mut fouter = ctx.child_outer.clone();
+        let cc = if label.is_def() {
+            let id = match self.vx(a).def_close {
+                Some(id) => id,
+                None => {
+                    let id = self.new_close();
+                    self.vm(a).def_close = Some(id);
+                    id
+                }
+            };
+            if let Some(cc) = ctx.child_close {
+                let mut o: Vec<u32> = fouter.as_ref().map(|x| x.to_vec()).unwrap_or_default();
+                if !o.contains(&cc) {
+                    o.push(cc);
+                }
+                fouter = Some(o.into());
+            }
+            Some(id)
+        } else {
+            ctx.child_close
+        };
+        let ax = self.vm(a);
+        ax.constraint = Some(match (ax.constraint, f.constraint) {
+            (None, x) => x,
+            (Some(FieldConstraint::Regular), _) | (_, FieldConstraint::Regular) => {
+                FieldConstraint::Regular
+            }
+            (Some(FieldConstraint::Required), _) | (_, FieldConstraint::Required) => {
+                FieldConstraint::Required
+            }
+            _ => FieldConstraint::Optional,
+        });
+        if ax.conjuncts.is_empty() {
+            ax.span = f.span;
+        }
+        self.add_conj(
+            a,
+            Conj {
+                env: Some(env.clone()),
+                expr: f.value.clone(),
+                close: cc,
+                embed: None,
+                outer: fouter,
+            },
+        );
+    }
+
     fn expand_struct(&mut self, v: VId, c: &Conj, lit: &Arc<StructLit>) {
         let has_fields = lit.fields.iter().any(|f| match &f.label {
             LabelExpr::Fixed(l) => l.is_regular(),
@@ -1177,91 +1314,24 @@ impl Ev {
             }
         }
         let child_close = self.child_close(c);
-        for f in &lit.fields {
-            let label = match &f.label {
-                LabelExpr::Fixed(l) => l.clone(),
-                LabelExpr::Dynamic(e) => {
-                    let lv = self.eval_expr(&Some(env.clone()), e);
-                    match lv {
-                        Val::Str(s) => Label::string(&s),
-                        Val::Bottom(b) => {
-                            self.set_err(v, b);
-                            continue;
-                        }
-                        other => {
-                            let code = if other.is_concrete_scalar() {
-                                ErrorCode::Eval
-                            } else {
-                                ErrorCode::Incomplete
-                            };
-                            self.set_err(
-                                v,
-                                Bottom::new(
-                                    code,
-                                    format!(
-                                        "invalid label: expected string, found {}",
-                                        ops::show(&other)
-                                    ),
-                                    f.span,
-                                ),
-                            );
-                            continue;
-                        }
-                    }
-                }
-            };
-            if let Some(g) = gi {
-                self.vm(v).groups[g].labels.insert(label.clone());
+        let ctx = FieldCtx {
+            group: gi,
+            outer_groups: ogs.clone(),
+            child_outer: child_outer.clone(),
+            child_close,
+        };
+        for (index, f) in lit.fields.iter().enumerate() {
+            match &f.label {
+                LabelExpr::Fixed(l) => self.add_field(v, &env, f, l.clone(), &ctx),
+                // A dynamic label may refer to fields declared later or contributed by other
+                // conjuncts: it is evaluated once the vertex has all its conjuncts.
+                LabelExpr::Dynamic(_) => self.vm(v).dyn_fields.push(PendingField {
+                    lit: lit.clone(),
+                    index,
+                    env: env.clone(),
+                    ctx: ctx.clone(),
+                }),
             }
-            for &g in &ogs {
-                self.vm(v).groups[g].labels.insert(label.clone());
-            }
-            let a = self.arc(v, &label);
-            let mut fouter = child_outer.clone();
-            let cc = if label.is_def() {
-                let id = match self.vx(a).def_close {
-                    Some(id) => id,
-                    None => {
-                        let id = self.new_close();
-                        self.vm(a).def_close = Some(id);
-                        id
-                    }
-                };
-                if let Some(cc) = child_close {
-                    let mut o: Vec<u32> = fouter.as_ref().map(|x| x.to_vec()).unwrap_or_default();
-                    if !o.contains(&cc) {
-                        o.push(cc);
-                    }
-                    fouter = Some(o.into());
-                }
-                Some(id)
-            } else {
-                child_close
-            };
-            let ax = self.vm(a);
-            ax.constraint = Some(match (ax.constraint, f.constraint) {
-                (None, x) => x,
-                (Some(FieldConstraint::Regular), _) | (_, FieldConstraint::Regular) => {
-                    FieldConstraint::Regular
-                }
-                (Some(FieldConstraint::Required), _) | (_, FieldConstraint::Required) => {
-                    FieldConstraint::Required
-                }
-                _ => FieldConstraint::Optional,
-            });
-            if ax.conjuncts.is_empty() {
-                ax.span = f.span;
-            }
-            self.add_conj(
-                a,
-                Conj {
-                    env: Some(env.clone()),
-                    expr: f.value.clone(),
-                    close: cc,
-                    embed: None,
-                    outer: fouter,
-                },
-            );
         }
         for p in &lit.patterns {
             let fv = self.anon(Some(env.clone()), p.filter.clone());

@@ -111,9 +111,10 @@ pub fn format_float(d: &BigDecimal) -> String {
     let neg = m.is_negative();
     let digits = m.abs().to_string();
     let exp = digits.len() as i64 - 1 - s;
+    // apd's form: `1E+2`, `1.5E+3` (no `.0` when there is no fraction).
     let (a, b) = digits.split_at(1);
-    let b = if b.is_empty() { "0" } else { b };
-    format!("{}{a}.{b}E+{exp}", if neg { "-" } else { "" })
+    let dot = if b.is_empty() { "" } else { "." };
+    format!("{}{a}{dot}{b}E+{exp}", if neg { "-" } else { "" })
 }
 
 /// A value as CUE would print it in a message.
@@ -645,9 +646,11 @@ pub fn slice(ev: &mut Ev, b: Val, lo: Option<Val>, hi: Option<Val>, span: Span) 
     }
 }
 
-/// Decodes UTF-8 replacing each invalid byte by U+FFFD (as Go does).
+/// Decodes UTF-8, replacing each run of invalid bytes by one U+FFFD (Go's
+/// `strings.ToValidUTF8`, which CUE applies to bytes interpolated into a string).
 pub fn lossy_utf8(mut b: &[u8]) -> String {
     let mut out = String::new();
+    let mut in_bad_run = false;
     loop {
         match std::str::from_utf8(b) {
             Ok(s) => {
@@ -656,11 +659,15 @@ pub fn lossy_utf8(mut b: &[u8]) -> String {
             }
             Err(e) => {
                 let (ok, rest) = b.split_at(e.valid_up_to());
-                out.push_str(std::str::from_utf8(ok).unwrap_or(""));
-                let n = e.error_len().unwrap_or(rest.len()).max(1);
-                for _ in 0..n {
-                    out.push('\u{FFFD}');
+                if !ok.is_empty() {
+                    out.push_str(std::str::from_utf8(ok).unwrap_or(""));
+                    in_bad_run = false;
                 }
+                if !in_bad_run {
+                    out.push('\u{FFFD}');
+                    in_bad_run = true;
+                }
+                let n = e.error_len().unwrap_or(rest.len()).max(1);
                 b = &rest[n.min(rest.len())..];
             }
         }
