@@ -1759,7 +1759,20 @@ impl Ev {
             for b in bounds {
                 if let Val::Validator(_) = &b {
                     if let Some(e) = self.check_bound(&b, &Val::Vertex(v)) {
-                        self.set_err(v, Bottom::new(ErrorCode::Eval, e, span));
+                        // A struct or list that is not yet concrete (a schema, a definition)
+                        // may still come to satisfy the validator: the failure is incomplete.
+                        // So is one inside a definition, which is never final.
+                        let mut errs = Vec::new();
+                        let in_def = self.path(v).iter().any(|l| l.is_def());
+                        let code = if in_def
+                            || (self.to_data(v, &mut errs, 0).is_none()
+                                && errs.iter().all(|(_, b)| !b.code.is_fatal()))
+                        {
+                            ErrorCode::Incomplete
+                        } else {
+                            ErrorCode::Eval
+                        };
+                        self.set_err(v, Bottom::new(code, e, span));
                         return;
                     }
                 }
