@@ -23,7 +23,7 @@
 //!   makes every further result a fatal error.
 
 mod builtin;
-mod ops;
+pub(crate) mod ops;
 
 pub use ops::{format_float, value_equal};
 
@@ -2763,6 +2763,14 @@ pub fn data_to_expr(d: &BVal, span: Span) -> Expr {
         BVal::Null => Expr::Lit(Val::Null, span),
         BVal::Bool(b) => Expr::Lit(Val::Bool(*b), span),
         BVal::Int(i) => Expr::Lit(Val::Int(Arc::new(i.clone())), span),
+        BVal::Float(f) if !ops::exponent_in_range(f) => Expr::Lit(
+            Val::Bottom(Bottom::new(
+                ErrorCode::Eval,
+                "float exponent out of range",
+                span,
+            )),
+            span,
+        ),
         BVal::Float(f) => Expr::Lit(Val::Float(Arc::new(f.clone())), span),
         BVal::String(s) => Expr::Lit(Val::Str(s.as_str().into()), span),
         BVal::Bytes(b) => Expr::Lit(Val::Bytes(b.clone().into()), span),

@@ -18,6 +18,51 @@ use std::sync::Arc;
 
 const PREC: u64 = 34;
 
+/// The largest decimal exponent a float may have (apd's `MaxExponent`, which CUE uses); beyond
+/// it a value is an error, which also bounds the cost of aligning operands.
+pub const MAX_EXPONENT: i64 = 100_000;
+
+/// The exponent of the most significant digit (`1.5E+3` → 3; zero → 0).
+pub fn adjusted_exponent(d: &BigDecimal) -> i64 {
+    let (m, scale) = d.as_bigint_and_exponent();
+    if m.is_zero() {
+        return 0;
+    }
+    d.digits() as i64 - 1 - scale
+}
+
+/// `true` if `d`'s exponent is within ±[`MAX_EXPONENT`].
+pub fn exponent_in_range(d: &BigDecimal) -> bool {
+    (-MAX_EXPONENT..=MAX_EXPONENT).contains(&adjusted_exponent(d))
+}
+
+/// Orders decimals without aligning operands of very different magnitude.
+pub fn dec_cmp(a: &BigDecimal, b: &BigDecimal) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (sa, sb) = (a.sign(), b.sign());
+    if sa != sb {
+        let rank = |s: Sign| match s {
+            Sign::Minus => 0,
+            Sign::NoSign => 1,
+            Sign::Plus => 2,
+        };
+        return rank(sa).cmp(&rank(sb));
+    }
+    if sa == Sign::NoSign {
+        return Ordering::Equal;
+    }
+    let (ea, eb) = (adjusted_exponent(a), adjusted_exponent(b));
+    if ea != eb {
+        let by_magnitude = ea.cmp(&eb);
+        return if sa == Sign::Minus {
+            by_magnitude.reverse()
+        } else {
+            by_magnitude
+        };
+    }
+    a.cmp(b)
+}
+
 fn round34(d: BigDecimal) -> BigDecimal {
     match NonZeroU64::new(PREC) {
         Some(p) => {
@@ -153,7 +198,7 @@ pub fn scalar_identical(a: &Val, b: &Val) -> bool {
 fn num_cmp(a: &Val, b: &Val) -> Option<std::cmp::Ordering> {
     match (a, b) {
         (Val::Int(x), Val::Int(y)) => Some(x.cmp(y)),
-        _ => Some(to_dec(a)?.cmp(&to_dec(b)?)),
+        _ => Some(dec_cmp(&to_dec(a)?, &to_dec(b)?)),
     }
 }
 
@@ -161,7 +206,7 @@ fn num_cmp(a: &Val, b: &Val) -> Option<std::cmp::Ordering> {
 pub fn data_equal(a: &BVal, b: &BVal) -> bool {
     match (a, b) {
         (BVal::Int(x), BVal::Float(y)) | (BVal::Float(y), BVal::Int(x)) => {
-            BigDecimal::new(x.clone(), 0) == *y
+            dec_cmp(&BigDecimal::new(x.clone(), 0), y) == std::cmp::Ordering::Equal
         }
         (BVal::List(x), BVal::List(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(p, q)| data_equal(p, q))
@@ -349,12 +394,19 @@ pub fn binary(ev: &mut Ev, op: BinaryOp, a: Val, b: Val, span: Span) -> Val {
                     let (Some(x), Some(y)) = (to_dec(&a), to_dec(&b)) else {
                         return mismatch(&a, &b);
                     };
+                    if !exponent_in_range(&x) || !exponent_in_range(&y) {
+                        return err(ErrorCode::Eval, "float exponent out of range", span);
+                    }
                     let r = match op {
                         BinaryOp::Add => x + y,
                         BinaryOp::Sub => x - y,
                         _ => x * y,
                     };
-                    return Val::Float(Arc::new(round34(r)));
+                    let r = round34(r);
+                    if !exponent_in_range(&r) {
+                        return err(ErrorCode::Eval, "float exponent out of range", span);
+                    }
+                    return Val::Float(Arc::new(r));
                 }
                 _ => {}
             }

@@ -69,9 +69,14 @@ pub fn decode_number(text: &str) -> Result<Number, String> {
         };
         let s = s.replace(".e", ".0e").replace(".E", ".0E");
         let s = s.strip_suffix('.').map(str::to_string).unwrap_or(s);
-        return BigDecimal::from_str(&s)
-            .map(Number::Float)
-            .map_err(|_| format!("invalid number literal {text}"));
+        let d = BigDecimal::from_str(&s).map_err(|_| format!("invalid number literal {text}"))?;
+        if !crate::eval::ops::exponent_in_range(&d) {
+            return Err(format!(
+                "number literal {text}: exponent out of range (at most {})",
+                crate::eval::ops::MAX_EXPONENT
+            ));
+        }
+        return Ok(Number::Float(d));
     }
     if clean.len() > 1 && clean.starts_with('0') {
         return Err(format!(
