@@ -1,11 +1,13 @@
 //! `cue`: a CUE evaluator written in Rust, targeting the semantics of CUE v0.16–v0.17.
 //!
 //! Architecture invariants:
-//! - No I/O except through [`module::FileSystem`] and [`module::Registry`]; no async, no network.
+//! - No I/O except through [`module::FileSystem`] and [`module::Registry`]; no async, no network
+//!   ([`module::DirFs`] is the only file system that touches the disk).
 //! - Parsing never fails: it returns a tree plus positioned errors.
 //! - Evaluation is synchronous, bounded by `Config` limits, and never panics on any input.
 //!
-//! The public entry points are [`Runtime`] (build a package from files or a [`module::FileSystem`])
+//! The public entry points are [`Runtime`] (build a package from files, or a module and its
+//! imports with [`Runtime::build_module`] over a [`module::FileSystem`] and a [`module::Registry`])
 //! and [`Value`] (lookup, iteration, unification, validation, export). Values are `Send`: they
 //! share the evaluator through an `Arc<Mutex<_>>`.
 
@@ -56,12 +58,6 @@ fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
         Ok(g) => g,
         Err(p) => p.into_inner(),
     }
-}
-
-/// Does `name` end in `.cue` and not start with `_` or `.` (files a package consists of)?
-pub fn is_package_file(name: &str) -> bool {
-    let base = name.rsplit('/').next().unwrap_or(name);
-    base.ends_with(".cue") && !base.starts_with('_') && !base.starts_with('.')
 }
 
 impl Runtime {
@@ -146,97 +142,6 @@ impl Runtime {
             inner: self.inner.clone(),
             v: root,
         })
-    }
-
-    /// Builds the package given by command-line style arguments (files or directories, relative
-    /// to the file system's root), resolving imports of packages of the main module
-    /// (`cue.mod/module.cue`) through `fs`; std imports resolve to builtins.
-    pub fn build_args(
-        &self,
-        fs: &dyn module::FileSystem,
-        args: &[String],
-    ) -> Result<Value, Vec<Diagnostic>> {
-        let mut files = Vec::new();
-        for a in args {
-            let a = a.trim_end_matches('/');
-            let a = a.strip_prefix("./").unwrap_or(a);
-            let a = if a.is_empty() { "." } else { a };
-            match fs.read_dir(if a == "." { "" } else { a }) {
-                Ok(_) => files.extend(read_pkg_dir(fs, a, None)?),
-                Err(_) => {
-                    let data = fs
-                        .read_file(a)
-                        .map_err(|e| vec![Diagnostic::load(format!("cannot read {a}: {e}"))])?;
-                    files.push((a.to_string(), String::from_utf8_lossy(&data).into_owned()));
-                }
-            }
-        }
-        if files.is_empty() {
-            return Err(vec![Diagnostic::load("no CUE files found")]);
-        }
-        let module = fs
-            .read_file("cue.mod/module.cue")
-            .ok()
-            .and_then(|d| module_path_of(&String::from_utf8_lossy(&d)));
-        let mut seen = std::collections::HashSet::new();
-        self.load_imports(fs, &files, module.as_deref(), &mut seen)?;
-        self.build_files(&files)
-    }
-
-    fn load_imports(
-        &self,
-        fs: &dyn module::FileSystem,
-        files: &[(String, String)],
-        module: Option<&str>,
-        seen: &mut std::collections::HashSet<String>,
-    ) -> Result<(), Vec<Diagnostic>> {
-        for (_, src) in files {
-            let (f, _) = parser::parse_file(source::FileId(u32::MAX), src);
-            for imp in &f.imports {
-                let key = compile::import_key(&imp.path);
-                let base = compile::import_base(&imp.path);
-                if builtins::is_std_package(&base) || !base.contains('.') {
-                    continue;
-                }
-                if !seen.insert(key.clone()) {
-                    continue;
-                }
-                let m = module.map(|m| m.split('@').next().unwrap_or(m));
-                let mut rel = match m {
-                    Some(m) if base == m => Some(".".to_string()),
-                    Some(m) => base.strip_prefix(&format!("{m}/")).map(|r| r.to_string()),
-                    None => None,
-                };
-                if rel.is_none() {
-                    // Vendored packages (`cue.mod/pkg`, `gen`, `usr`).
-                    for d in ["pkg", "gen", "usr"] {
-                        let cand = format!("cue.mod/{d}/{base}");
-                        if fs.read_dir(&cand).is_ok() {
-                            rel = Some(cand);
-                            break;
-                        }
-                    }
-                }
-                let Some(rel) = rel else {
-                    return Err(vec![Diagnostic::load(format!(
-                        "cannot find package {:?} (not in the main module and no registry)",
-                        imp.path
-                    ))]);
-                };
-                let name = compile::import_name(&imp.path);
-                let pfiles = read_pkg_dir(fs, &rel, Some(&name))?;
-                if pfiles.is_empty() {
-                    return Err(vec![Diagnostic::load(format!(
-                        "cannot find package {:?}",
-                        imp.path
-                    ))]);
-                }
-                self.load_imports(fs, &pfiles, module, seen)?;
-                let v = self.build_files(&pfiles)?;
-                lock(&self.inner).ev.packages.insert(key, v.v);
-            }
-        }
-        Ok(())
     }
 
     /// Loads a package of the main module `fs` with [`module::load`] (dependency modules come
@@ -357,38 +262,6 @@ impl Runtime {
         })
     }
 
-    /// Builds the package in directory `dir` of a file system (its `.cue` files, skipping those
-    /// starting with `_` or `.`).
-    pub fn build_dir(
-        &self,
-        fs: &dyn module::FileSystem,
-        dir: &str,
-    ) -> Result<Value, Vec<Diagnostic>> {
-        let entries = fs
-            .read_dir(dir)
-            .map_err(|e| vec![Diagnostic::load(format!("cannot read {dir}: {e}"))])?;
-        let mut files = Vec::new();
-        for e in entries {
-            if e.is_dir || !is_package_file(&e.name) {
-                continue;
-            }
-            let path = if dir.is_empty() || dir == "." {
-                e.name.clone()
-            } else {
-                format!("{}/{}", dir.trim_end_matches('/'), e.name)
-            };
-            let data = fs
-                .read_file(&path)
-                .map_err(|err| vec![Diagnostic::load(format!("cannot read {path}: {err}"))])?;
-            files.push((path, String::from_utf8_lossy(&data).into_owned()));
-        }
-        files.sort();
-        if files.is_empty() {
-            return Err(vec![Diagnostic::load(format!("no CUE files in {dir}"))]);
-        }
-        self.build_files(&files)
-    }
-
     /// Compiles an expression in the scope of a built package (`cue export -e`).
     pub fn compile_expr(&self, pkg: &Value, src: &str) -> Result<Value, Vec<Diagnostic>> {
         let mut g = lock(&self.inner);
@@ -436,48 +309,6 @@ impl Default for Runtime {
     fn default() -> Self {
         Runtime::new(Config::default())
     }
-}
-
-fn module_path_of(src: &str) -> Option<String> {
-    let i = src.find("module:")?;
-    let rest = &src[i + 7..];
-    let a = rest.find('"')?;
-    let b = rest[a + 1..].find('"')?;
-    Some(rest[a + 1..a + 1 + b].to_string())
-}
-
-fn read_pkg_dir(
-    fs: &dyn module::FileSystem,
-    dir: &str,
-    pkg: Option<&str>,
-) -> Result<Vec<(String, String)>, Vec<Diagnostic>> {
-    let entries = fs
-        .read_dir(if dir == "." { "" } else { dir })
-        .map_err(|e| vec![Diagnostic::load(format!("cannot read {dir}: {e}"))])?;
-    let mut out = Vec::new();
-    for e in entries {
-        if e.is_dir || !is_package_file(&e.name) {
-            continue;
-        }
-        let path = if dir == "." {
-            e.name.clone()
-        } else {
-            format!("{dir}/{}", e.name)
-        };
-        let data = fs
-            .read_file(&path)
-            .map_err(|err| vec![Diagnostic::load(format!("cannot read {path}: {err}"))])?;
-        let text = String::from_utf8_lossy(&data).into_owned();
-        if let Some(p) = pkg {
-            let (f, _) = parser::parse_file(source::FileId(u32::MAX), &text);
-            if f.package.as_ref().map(|i| i.name.as_str()) != Some(p) {
-                continue;
-            }
-        }
-        out.push((path, text));
-    }
-    out.sort();
-    Ok(out)
 }
 
 fn parse_path(path: &str) -> Vec<String> {
