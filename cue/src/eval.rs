@@ -1898,10 +1898,16 @@ impl Ev {
                         continue;
                     }
                     if let Some(e) = self.fatal_error_deep(cid, 0) {
-                        if first_err.is_none() {
-                            first_err = Some(e);
+                        // A field the struct does not allow yet may be allowed by an embedded
+                        // disjunction still to be split: such a state is judged at the end.
+                        let later = !self.vx(cid).pending_disj.is_empty()
+                            && e.msg.starts_with("field not allowed");
+                        if !later {
+                            if first_err.is_none() {
+                                first_err = Some(e);
+                            }
+                            continue;
                         }
-                        continue;
                     }
                     let class: u8 = if !has_marks {
                         0
