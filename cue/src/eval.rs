@@ -2080,7 +2080,14 @@ impl Ev {
             s.push_str(&ops::show(b));
         }
         if vx.is_struct || vx.is_list {
-            let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+            let mut arcs: Vec<(Label, VId)> =
+                vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+            // Equal values whatever order their fields arrived in (field order is not identity).
+            if vx.is_struct {
+                arcs.sort_by(|x, y| {
+                    (x.0.kind, &x.0.name, x.0.index).cmp(&(y.0.kind, &y.0.name, y.0.index))
+                });
+            }
             let closed = vx.groups.iter().any(|g| g.closing && !g.open);
             s.push(if closed { '#' } else { '{' });
             for (l, a) in arcs {
