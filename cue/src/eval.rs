@@ -2075,9 +2075,12 @@ impl Ev {
         } else {
             s.push_str(&kind_name(vx.kinds));
         }
-        for b in &vx.bounds {
-            s.push('&');
-            s.push_str(&ops::show(b));
+        // A concrete scalar has passed its bounds: they do not tell equal values apart.
+        if vx.scalar.is_none() {
+            for b in &vx.bounds {
+                s.push('&');
+                s.push_str(&ops::show(b));
+            }
         }
         if vx.is_struct || vx.is_list {
             let mut arcs: Vec<(Label, VId)> =
