@@ -215,6 +215,17 @@ pub struct Vertex {
     list: Option<ListState>,
     not_allowed: bool,
     dirty: bool,
+    /// Struct or list vertices whose conjuncts were copied into this one (structural cycles).
+    inlined: Vec<VId>,
+    /// Copies held back because an ancestor already holds that vertex: made once the other
+    /// conjuncts are in, if they gave this vertex any value of its own (see `flush_cyclic`).
+    cyc_pending: Vec<(VId, Conj, Span)>,
+    /// Vertices copied in here although nothing else fed this vertex (see `flush_cyclic`).
+    suspect: Vec<VId>,
+    /// For a disjunct: the vertex it is a choice of.
+    clone_of: Option<VId>,
+    /// A struct or list literal was processed here, even one holding nothing but embeddings.
+    literal: bool,
 }
 
 impl Vertex {
@@ -252,6 +263,11 @@ impl Vertex {
             list: None,
             not_allowed: false,
             dirty: false,
+            inlined: Vec::new(),
+            cyc_pending: Vec::new(),
+            suspect: Vec::new(),
+            clone_of: None,
+            literal: false,
         }
     }
 }
@@ -580,6 +596,10 @@ impl Ev {
         vert.group_of.clear();
         vert.list = None;
         vert.dirty = false;
+        vert.inlined.clear();
+        vert.cyc_pending.clear();
+        vert.suspect.clear();
+        vert.literal = false;
     }
 
     fn expand(&mut self, v: VId) {
@@ -613,6 +633,7 @@ impl Ev {
             }
             i += 1;
         }
+        self.flush_cyclic(v);
         loop {
             let dynamic = self.run_dynamic_fields(v);
             let comps = !self.vx(v).comps.is_empty();
@@ -624,6 +645,7 @@ impl Ev {
                 break;
             }
         }
+        self.flush_cyclic(v);
         self.finish(v);
         if !self.vx(v).pending_disj.is_empty() && !self.vx(v).nosplit && self.limit_err.is_none() {
             self.resolve_disjunctions(v);
@@ -675,10 +697,12 @@ impl Ev {
             }
             Expr::Struct(lit) => {
                 let lit = lit.clone();
+                self.vm(v).literal = true;
                 self.expand_struct(v, &c, &lit);
             }
             Expr::List(lit) => {
                 let lit = lit.clone();
+                self.vm(v).literal = true;
                 self.expand_list(v, &c, &lit);
             }
             Expr::Unify(xs, _) => {
@@ -835,7 +859,8 @@ impl Ev {
             && !self.vx(v).label.is_def();
         let mut n = 0;
         while let Some(p) = cur {
-            if p == anc {
+            // A disjunct stands for the vertex it is a choice of (`c: 1 | {d: c}`).
+            if p == anc || self.vx(p).clone_of == Some(anc) {
                 return Some(all_regular);
             }
             let px = self.vx(p);
@@ -923,6 +948,122 @@ impl Ev {
         if self.inlining.contains(&(v, w)) {
             return;
         }
+        if self.vx(v).status == Status::Expanding && self.inlined_above(v, w) {
+            self.vm(v).cyc_pending.push((w, c.clone(), span));
+            return;
+        }
+        self.inline(v, w, c, span);
+    }
+
+    /// Whether a strict ancestor of `v` already holds a copy of `w`: copying `w` into `v` then
+    /// repeats the structure one level down (`#T: ["a", #T]`, `#L: {next?: #L}`).
+    fn inlined_above(&self, v: VId, w: VId) -> bool {
+        let mut cur = self.vx(v).parent;
+        let mut n = 0;
+        while let Some(p) = cur {
+            if self.vx(p).inlined.contains(&w) {
+                return true;
+            }
+            cur = self.vx(p).parent;
+            n += 1;
+            if n > 10_000 {
+                break;
+            }
+        }
+        false
+    }
+
+    /// Whether a strict ancestor of `v` holds an unfed copy of `w` (see `flush_cyclic`).
+    fn suspect_above(&self, v: VId, w: VId) -> bool {
+        let mut cur = self.vx(v).parent;
+        let mut n = 0;
+        while let Some(p) = cur {
+            if self.vx(p).suspect.contains(&w) {
+                return true;
+            }
+            cur = self.vx(p).parent;
+            n += 1;
+            if n > 10_000 {
+                break;
+            }
+        }
+        false
+    }
+
+    /// Whether `v` or an ancestor up to the root is an optional field or a definition.
+    fn under_optional(&self, v: VId) -> bool {
+        let mut cur = Some(v);
+        let mut n = 0;
+        while let Some(p) = cur {
+            let px = self.vx(p);
+            if px.constraint == Some(FieldConstraint::Optional) || px.label.is_def() {
+                return true;
+            }
+            cur = px.parent;
+            n += 1;
+            if n > 10_000 {
+                break;
+            }
+        }
+        false
+    }
+
+    /// Makes the copies `unify_vertex` held back (structural-cycle rule, after upstream's
+    /// "a cycle is only an error if the node has no non-cyclic conjuncts"): if the other conjuncts
+    /// gave `v` a value of its own (a struct or list literal, a scalar, a kind or bound), the
+    /// recursion is fed by data and may end, so the copies are made. Otherwise the copy is made
+    /// once more on trust (the copied value may stop by itself, its recursion being behind
+    /// optional fields or patterns: `a: b?: c: a`), and `v` is marked suspect for `w`; meeting the
+    /// same unfed copy again below a suspect is a structural cycle: an error for a regular field,
+    /// nothing at all in an optional field or a definition, which are only evaluated on demand.
+    fn flush_cyclic(&mut self, v: VId) {
+        let mut rounds = 0;
+        while !self.vx(v).cyc_pending.is_empty() {
+            rounds += 1;
+            let pending = std::mem::take(&mut self.vm(v).cyc_pending);
+            let vx = self.vx(v);
+            if vx.err.is_some() || rounds > 64 {
+                return;
+            }
+            let has_data = vx.literal
+                || vx.is_struct
+                || vx.is_list
+                || vx.scalar.is_some()
+                || vx.kinds != K_TOP
+                || !vx.bounds.is_empty()
+                || !vx.arcs.is_empty();
+            if !has_data {
+                let mut cycle = None;
+                let mut copied = false;
+                for (w, c, span) in pending {
+                    // A disjunct is given no extra round: its cycle eliminates it.
+                    let disjunct = self.vx(v).nosplit && !self.vx(v).choice.is_empty();
+                    if disjunct || self.suspect_above(v, w) {
+                        cycle.get_or_insert(span);
+                    } else if !self.vx(v).inlined.contains(&w) {
+                        self.vm(v).suspect.push(w);
+                        self.inline(v, w, &c, span);
+                        copied = true;
+                    }
+                }
+                if let Some(span) = cycle {
+                    if !copied && !self.under_optional(v) {
+                        let b = Bottom::new(ErrorCode::StructuralCycle, "structural cycle", span);
+                        self.set_err(v, b);
+                    }
+                }
+                continue;
+            }
+            for (w, c, span) in pending {
+                if !self.vx(v).inlined.contains(&w) {
+                    self.inline(v, w, &c, span);
+                }
+            }
+        }
+    }
+
+    /// Copies the conjuncts of the struct or list vertex `w` into `v`.
+    fn inline(&mut self, v: VId, w: VId, c: &Conj, span: Span) {
         if self.inlining.len() >= self.config.max_depth || !self.stack_ok() {
             let b = Bottom::new(
                 ErrorCode::Eval,
@@ -937,6 +1078,9 @@ impl Ev {
             return;
         }
         self.inlining.push((v, w));
+        if !self.vx(v).inlined.contains(&w) {
+            self.vm(v).inlined.push(w);
+        }
         self.copy_conjuncts(v, w, c);
         self.inlining.pop();
     }
@@ -1841,6 +1985,7 @@ impl Ev {
         clone.not_allowed = vert.not_allowed;
         clone.choice = choice;
         clone.nosplit = true;
+        clone.clone_of = Some(vert.clone_of.unwrap_or(v));
         let cid = self.vs.len() as VId;
         self.vs.push(clone);
         self.eval(cid);
@@ -2095,7 +2240,15 @@ impl Ev {
             s.push(if closed { '#' } else { '{' });
             for (l, a) in arcs {
                 let c = self.vx(a).constraint;
-                let f = self.fingerprint(a, depth + 1);
+                // An optional field is identified by where its conjuncts come from, without
+                // evaluating it (as upstream compares the struct literals declaring optional
+                // fields): evaluating would recurse forever on recursive schemas such as
+                // `#S: {items?: #S | [...#S]}`, where every disjunct holds the next level.
+                let f = if c == Some(FieldConstraint::Optional) {
+                    self.source_fingerprint(a)
+                } else {
+                    self.fingerprint(a, depth + 1)
+                };
                 s.push_str(&format!(
                     "{}{}:{},",
                     l.name,
@@ -2109,6 +2262,27 @@ impl Ev {
             }
             s.push('}');
         }
+        s
+    }
+
+    /// The sources of an unevaluated field: the sorted spans of its conjuncts.
+    fn source_fingerprint(&self, v: VId) -> String {
+        let mut spans: Vec<(u32, u32, u32)> = self
+            .vx(v)
+            .conjuncts
+            .iter()
+            .map(|c| {
+                let s = c.expr.span();
+                (s.file.0, s.start, s.end)
+            })
+            .collect();
+        spans.sort_unstable();
+        spans.dedup();
+        let mut s = String::from("src(");
+        for (f, a, b) in spans {
+            s.push_str(&format!("{f}:{a}-{b};"));
+        }
+        s.push(')');
         s
     }
 
