@@ -2,6 +2,7 @@
 //! Exit status 1 on any error, with diagnostics on stderr. Evaluation runs on a thread with a
 //! 64 MiB stack so deep inputs hit the configured depth limit, not the stack.
 
+use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 
 struct Args {
@@ -40,10 +41,69 @@ fn parse_args() -> Result<Args, String> {
     Ok(a)
 }
 
+/// Lexically normalises `p` (absolute or relative to `cwd`): `.` dropped, `..` applied.
+fn normalise(cwd: &Path, p: &str) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in cwd.join(p).components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The directory the command reads from and the inputs relative to it. Like upstream, the main
+/// module is the nearest directory at or above the working directory holding `cue.mod`; without
+/// one, the deepest directory holding the working directory and every input. Inputs may be
+/// absolute or reach up with `..`, but must stay inside the main module.
+fn root_and_inputs(inputs: &[String]) -> Result<(PathBuf, Vec<String>), String> {
+    let cwd = std::env::current_dir().map_err(|e| format!("working directory: {e}"))?;
+    let abs: Vec<PathBuf> = inputs.iter().map(|i| normalise(&cwd, i)).collect();
+    let module = cwd.ancestors().find(|d| d.join("cue.mod").is_dir());
+    let root = match module {
+        Some(m) => m.to_path_buf(),
+        None => {
+            let mut root = cwd.clone();
+            for a in &abs {
+                let dir = if a.is_dir() {
+                    a.as_path()
+                } else {
+                    a.parent().unwrap_or(a)
+                };
+                while !dir.starts_with(&root) {
+                    if !root.pop() {
+                        break;
+                    }
+                }
+            }
+            root
+        }
+    };
+    let mut rel = Vec::new();
+    for (a, i) in abs.iter().zip(inputs) {
+        let r = a
+            .strip_prefix(&root)
+            .map_err(|_| format!("{i}: outside the main module {}", root.display()))?;
+        let r = r.to_string_lossy();
+        rel.push(if r.is_empty() {
+            ".".to_string()
+        } else {
+            r.into_owned()
+        });
+    }
+    Ok((root, rel))
+}
+
 fn run() -> Result<String, String> {
-    let a = parse_args()?;
+    let mut a = parse_args()?;
     let rt = cue::Runtime::new(cue::Config::default());
-    let fs = cue::module::DirFs::new(std::env::current_dir().map_err(|e| e.to_string())?);
+    let (root, inputs) = root_and_inputs(&a.inputs)?;
+    a.inputs = inputs;
+    let fs = cue::module::DirFs::new(root);
     if a.cmd == "export" {
         return cue::export_args(
             &fs,

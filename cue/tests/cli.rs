@@ -1,0 +1,108 @@
+//! The `cue` command line: where it reads from. Inputs may be absolute or reach up with `..`; the
+//! main module is the nearest directory at or above the working directory holding `cue.mod`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+type R<T = ()> = Result<T, Box<dyn std::error::Error>>;
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct Tmp(PathBuf);
+
+impl Tmp {
+    fn new(name: &str) -> R<Tmp> {
+        let p = std::env::temp_dir().join(format!("cue-cli-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p)?;
+        Ok(Tmp(p))
+    }
+    fn write(&self, rel: &str, text: &str) -> R<PathBuf> {
+        let p = self.0.join(rel);
+        std::fs::create_dir_all(p.parent().ok_or("no parent")?)?;
+        std::fs::write(&p, text)?;
+        Ok(p)
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn cue(cwd: &Path, args: &[&str]) -> R<Output> {
+    Ok(Command::new(env!("CARGO_BIN_EXE_cue"))
+        .args(args)
+        .current_dir(cwd)
+        .output()?)
+}
+
+/// The JSON printed by a successful run, without white space.
+fn stdout(o: R<Output>) -> R<String> {
+    let o = o?;
+    if !o.status.success() {
+        return Err(format!("cue failed: {}", String::from_utf8_lossy(&o.stderr)).into());
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).replace([' ', '\n'], ""))
+}
+
+#[test]
+fn absolute_and_parent_relative_files() -> R {
+    let t = Tmp::new("abs")?;
+    let f = t.write("a/x.cue", "x: 1 + 1\n")?;
+    t.write("b/.keep", "")?;
+    let abs = f.to_string_lossy().into_owned();
+    assert_eq!(
+        stdout(cue(&t.0.join("b"), &["export", &abs]))?,
+        r#"{"x":2}"#
+    );
+    assert_eq!(
+        stdout(cue(&t.0.join("b"), &["export", "../a/x.cue"]))?,
+        r#"{"x":2}"#
+    );
+    assert_eq!(
+        stdout(cue(&t.0.join("a"), &["export", "x.cue"]))?,
+        r#"{"x":2}"#
+    );
+    Ok(())
+}
+
+#[test]
+fn module_root_is_found_above_the_working_directory() -> R {
+    let t = Tmp::new("mod")?;
+    t.write(
+        "cue.mod/module.cue",
+        "module: \"example.test/m@v0\"\nlanguage: version: \"v0.9.0\"\n",
+    )?;
+    t.write("lib/lib.cue", "package lib\n\nname: \"lib\"\n")?;
+    t.write(
+        "app/app.cue",
+        "package app\n\nimport \"example.test/m/lib\"\n\nout: lib.name\n",
+    )?;
+    assert_eq!(
+        stdout(cue(&t.0.join("app"), &["export", "."]))?,
+        r#"{"out":"lib"}"#
+    );
+    // A file outside the main module is refused with a message, not read.
+    let other = Tmp::new("other")?;
+    let f = other.write("y.cue", "y: 1\n")?;
+    let o = cue(&t.0.join("app"), &["export", &f.to_string_lossy()])?;
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("outside the main module"));
+    Ok(())
+}
+
+#[test]
+fn errors_exit_non_zero_with_positions() -> R {
+    let t = Tmp::new("err")?;
+    t.write("e.cue", "a: 1\na: 2\n")?;
+    let o = cue(&t.0, &["export", "e.cue"])?;
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("a: conflicting values"), "{err}");
+    assert!(
+        err.contains("e.cue:1:4") && err.contains("e.cue:2:4"),
+        "{err}"
+    );
+    Ok(())
+}
