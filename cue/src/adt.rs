@@ -102,6 +102,9 @@ pub struct Bottom {
     pub span: Span,
     /// Other positions involved (the other side of a conflict, ...).
     pub related: Vec<Span>,
+    /// For an empty disjunction: the error of each disjunct, with its path below the
+    /// disjunction's (`.a.b`, empty for the disjunction itself).
+    pub sub: Vec<(String, Arc<Bottom>)>,
 }
 
 impl Bottom {
@@ -112,6 +115,7 @@ impl Bottom {
             msg: msg.into(),
             span,
             related: Vec::new(),
+            sub: Vec::new(),
         })
     }
 }

@@ -98,6 +98,26 @@ impl Diagnostic {
         }
     }
 
+    /// The diagnostics of an error value at `path`: one, or for an empty disjunction a header
+    /// (`N errors in empty disjunction`) followed by each disjunct's error at its own path.
+    pub fn from_error(path: &str, b: &Bottom) -> Vec<Diagnostic> {
+        if b.sub.is_empty() {
+            return vec![Diagnostic::from_bottom(path.to_string(), b)];
+        }
+        let mut out = Vec::new();
+        for (suffix, e) in &b.sub {
+            let p = format!("{path}{suffix}");
+            let p = p.strip_prefix('.').map(str::to_string).unwrap_or(p);
+            out.extend(Diagnostic::from_error(&p, e));
+        }
+        if b.sub.len() > 1 {
+            let mut head = Diagnostic::from_bottom(path.to_string(), b);
+            head.code = out.first().map(|d| d.code).unwrap_or(head.code);
+            out.insert(0, head);
+        }
+        out
+    }
+
     /// A load error.
     pub fn load(message: impl Into<String>) -> Diagnostic {
         Diagnostic {

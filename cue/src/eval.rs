@@ -1167,6 +1167,7 @@ impl Ev {
                                 msg,
                                 span,
                                 related: vec![self.vx(v).span],
+                                sub: Vec::new(),
                             };
                             b.related.retain(|x| *x != span);
                             self.set_err(v, Arc::new(b));
@@ -2005,7 +2006,8 @@ impl Ev {
         let mut frontier: Vec<(VId, Hist)> = vec![(v, Vec::new())];
         let mut finals: Vec<(VId, Hist)> = Vec::new();
         let mut keep_marks: HashSet<(u32, u32, u32)> = HashSet::new();
-        let mut first_err: Option<Arc<Bottom>> = None;
+        // The error of every eliminated disjunct, with its path below `v`.
+        let mut errs: Vec<(String, Arc<Bottom>)> = Vec::new();
         let mut rounds = 0;
         while !frontier.is_empty() {
             rounds += 1;
@@ -2042,15 +2044,14 @@ impl Ev {
                     if undefined {
                         continue;
                     }
-                    if let Some(e) = self.fatal_error_deep(cid, 0) {
+                    let mut at = Vec::new();
+                    if let Some(e) = self.error_deep_at(cid, 0, false, &mut at) {
                         // A field the struct does not allow yet may be allowed by an embedded
                         // disjunction still to be split: such a state is judged at the end.
                         let later = !self.vx(cid).pending_disj.is_empty()
                             && e.msg.starts_with("field not allowed");
                         if !later {
-                            if first_err.is_none() {
-                                first_err = Some(e);
-                            }
+                            errs.push((labels_text(&at), e));
                             continue;
                         }
                     }
@@ -2131,10 +2132,8 @@ impl Ev {
         let vert = self.vm(v);
         vert.pending_disj.clear();
         if uniq.is_empty() {
-            let e = first_err.unwrap_or_else(|| {
-                Bottom::new(ErrorCode::Eval, "empty disjunction", Span::default())
-            });
-            vert.err = Some(e);
+            let span = vert.span;
+            vert.err = Some(empty_disjunction(errs, span));
             return;
         }
         if uniq.len() == 1 {
@@ -2158,6 +2157,17 @@ impl Ev {
 
     /// Like [`Ev::fatal_error_deep`]; with `strict`, missing required fields count as errors.
     pub fn error_deep(&mut self, v: VId, depth: usize, strict: bool) -> Option<Arc<Bottom>> {
+        self.error_deep_at(v, depth, strict, &mut Vec::new())
+    }
+
+    /// Like [`Ev::error_deep`], leaving in `at` the labels from `v` down to the failing field.
+    fn error_deep_at(
+        &mut self,
+        v: VId,
+        depth: usize,
+        strict: bool,
+        at: &mut Vec<Label>,
+    ) -> Option<Arc<Bottom>> {
         if depth > 64 || self.limit_err.is_some() || !self.stack_ok() {
             return self.limit_err.clone();
         }
@@ -2175,22 +2185,26 @@ impl Ev {
             if !(l.is_regular() || l.kind == LabelKind::Index) {
                 continue;
             }
+            at.push(l.clone());
             if self.vx(a).constraint == Some(FieldConstraint::Optional) {
                 if self.vx(a).not_allowed {
                     return self.vx(a).err.clone();
                 }
+                at.pop();
                 continue;
             }
             if self.in_progress.contains(&a) {
+                at.pop();
                 continue;
             }
             if strict && self.vx(a).constraint == Some(FieldConstraint::Required) {
                 let span = self.vx(a).span;
                 return Some(Bottom::new(ErrorCode::Eval, "required field missing", span));
             }
-            if let Some(e) = self.error_deep(a, depth + 1, strict) {
+            if let Some(e) = self.error_deep_at(a, depth + 1, strict, at) {
                 return Some(e);
             }
+            at.pop();
         }
         None
     }
@@ -2990,6 +3004,58 @@ pub fn data_to_expr(d: &BVal, span: Span) -> Expr {
 }
 
 /// Unary-operator helpers re-exported for the builtin module.
+/// Labels as a path suffix (`.a.b.0`), empty for none.
+fn labels_text(labels: &[Label]) -> String {
+    let mut s = String::new();
+    for l in labels {
+        s.push('.');
+        if l.kind == LabelKind::Index {
+            s.push_str(&l.name);
+        } else {
+            s.push_str(&l.path_text());
+        }
+    }
+    s
+}
+
+/// The error of a disjunction none of whose disjuncts survived (upstream: "N errors in empty
+/// disjunction", then each disjunct's error at its own path). A single failing disjunct is its
+/// error, at its path; errors repeated by several disjuncts are listed once.
+fn empty_disjunction(errs: Vec<(String, Arc<Bottom>)>, span: Span) -> Arc<Bottom> {
+    let mut uniq: Vec<(String, Arc<Bottom>)> = Vec::new();
+    for (p, e) in errs {
+        if !uniq
+            .iter()
+            .any(|(q, f)| *q == p && f.msg == e.msg && f.span == e.span)
+        {
+            uniq.push((p, e));
+        }
+    }
+    match uniq.len() {
+        0 => Bottom::new(ErrorCode::Eval, "empty disjunction", span),
+        1 if uniq[0].0.is_empty() => uniq.remove(0).1,
+        n => {
+            let code = if uniq.iter().all(|(_, e)| !e.code.is_fatal()) {
+                ErrorCode::Incomplete
+            } else {
+                ErrorCode::Eval
+            };
+            let msg = if n == 1 {
+                uniq[0].1.msg.clone()
+            } else {
+                format!("{n} errors in empty disjunction")
+            };
+            Arc::new(Bottom {
+                code,
+                msg,
+                span: if n == 1 { uniq[0].1.span } else { span },
+                related: Vec::new(),
+                sub: uniq,
+            })
+        }
+    }
+}
+
 pub(crate) fn unary_bound(op: UnaryOp) -> Option<BoundOp> {
     Some(match op {
         UnaryOp::Lt => BoundOp::Lt,

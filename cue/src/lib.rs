@@ -522,8 +522,10 @@ impl Value {
                 continue;
             }
             let path = ev.path_text(at);
-            if seen.insert((path.clone(), b.msg.clone())) {
-                diags.push(Diagnostic::from_bottom(path, &b));
+            for d in Diagnostic::from_error(&path, &b) {
+                if seen.insert((d.path.clone(), d.message.clone())) {
+                    diags.push(d);
+                }
             }
         }
         (data, diags)
