@@ -73,6 +73,10 @@ pub struct Builtin {
     pub validator: bool,
     /// Indices of parameters that may be non-concrete ([`Val::Opaque`]).
     pub opaque_args: &'static [usize],
+    /// `true` for functions that only move list elements around (`list.Repeat`, `Concat`):
+    /// the elements of their list arguments may be non-concrete and are passed as
+    /// [`Val::Opaque`] (lists of lists are opened one level further, for `Concat`).
+    pub opaque_elems: bool,
     /// The implementation.
     pub func: fn(&mut dyn Host, &[Val]) -> Result<Val, BuiltinError>,
 }
@@ -92,6 +96,7 @@ impl Builtin {
             variadic: false,
             validator: false,
             opaque_args: &[],
+            opaque_elems: false,
             func,
         }
     }
@@ -121,6 +126,14 @@ impl Builtin {
     pub(crate) const fn opaque(self, opaque_args: &'static [usize]) -> Builtin {
         Builtin {
             opaque_args,
+            ..self
+        }
+    }
+
+    /// The same builtin with non-concrete list elements allowed (see [`Builtin::opaque_elems`]).
+    pub(crate) const fn structural(self) -> Builtin {
+        Builtin {
+            opaque_elems: true,
             ..self
         }
     }

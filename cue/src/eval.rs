@@ -3003,7 +3003,6 @@ pub fn data_to_expr(d: &BVal, span: Span) -> Expr {
     }
 }
 
-/// Unary-operator helpers re-exported for the builtin module.
 /// Labels as a path suffix (`.a.b.0`), empty for none.
 fn labels_text(labels: &[Label]) -> String {
     let mut s = String::new();
@@ -3056,6 +3055,7 @@ fn empty_disjunction(errs: Vec<(String, Arc<Bottom>)>, span: Span) -> Arc<Bottom
     }
 }
 
+/// Unary-operator helpers re-exported for the builtin module.
 pub(crate) fn unary_bound(op: UnaryOp) -> Option<BoundOp> {
     Some(match op {
         UnaryOp::Lt => BoundOp::Lt,

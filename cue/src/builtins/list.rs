@@ -71,10 +71,10 @@ fn consts(name: &str) -> Option<Val> {
 }
 
 static FUNCS: &[Builtin] = &[
-    Builtin::f(P, "Drop", 2, drop),
-    Builtin::f(P, "FlattenN", 2, flatten_n),
-    Builtin::f(P, "Take", 2, take),
-    Builtin::f(P, "Slice", 3, slice),
+    Builtin::f(P, "Drop", 2, drop).structural(),
+    Builtin::f(P, "FlattenN", 2, flatten_n).structural(),
+    Builtin::f(P, "Take", 2, take).structural(),
+    Builtin::f(P, "Slice", 3, slice).structural(),
     Builtin::v(P, "MinItems", 2, min_items),
     Builtin::v(P, "MaxItems", 2, max_items),
     Builtin::v(P, "UniqueItems", 1, unique_items),
@@ -91,9 +91,9 @@ static FUNCS: &[Builtin] = &[
     Builtin::f(P, "SortStrings", 1, sort_strings),
     Builtin::v(P, "IsSorted", 2, is_sorted).opaque(&[1]),
     Builtin::v(P, "IsSortedStrings", 1, is_sorted_strings),
-    Builtin::f(P, "Repeat", 2, repeat),
-    Builtin::f(P, "Concat", 1, concat),
-    Builtin::f(P, "Reverse", 1, reverse),
+    Builtin::f(P, "Repeat", 2, repeat).structural(),
+    Builtin::f(P, "Concat", 1, concat).structural(),
+    Builtin::f(P, "Reverse", 1, reverse).structural(),
 ];
 
 /// Upper bound on the length of a list a builtin builds (`Repeat`, `Range`).

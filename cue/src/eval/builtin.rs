@@ -402,6 +402,35 @@ fn predeclared(
     }
 }
 
+/// A list argument of a structural builtin: concrete data where it is concrete, its elements
+/// otherwise, each as data or as [`BVal::Opaque`] (nested lists opened `levels - 1` further).
+/// `None` for anything but a list without errors.
+fn open_list(ev: &mut Ev, w: VId, levels: u32) -> Option<BVal> {
+    let mut scratch = Vec::new();
+    if let Some(d) = ev.to_data(w, &mut scratch, 0) {
+        if scratch.is_empty() {
+            return Some(d);
+        }
+    }
+    ev.eval(w);
+    let d = ev.deref(w);
+    let vx = &ev.vs[d as usize];
+    if levels == 0 || !vx.is_list || vx.err.is_some() || vx.disj.is_some() {
+        return None;
+    }
+    let arcs: Vec<VId> = vx.arcs.values().copied().collect();
+    let mut out = Vec::with_capacity(arcs.len());
+    for a in arcs {
+        ev.eval(a);
+        let ad = ev.deref(a);
+        if ev.vs[ad as usize].err.is_some() {
+            return None;
+        }
+        out.push(open_list(ev, a, levels - 1).unwrap_or(BVal::Opaque(a as u64)));
+    }
+    Some(BVal::List(out))
+}
+
 fn std_call(
     ev: &mut Ev,
     env: &Option<Arc<super::Env>>,
@@ -452,6 +481,11 @@ fn std_call(
                     match ev.to_data(*w, &mut scratch, 0) {
                         Some(d) if scratch.is_empty() => Some(d),
                         _ => Some(BVal::Opaque(*w as u64)),
+                    }
+                } else if b.opaque_elems {
+                    match open_list(ev, *w, 2) {
+                        Some(d) => Some(d),
+                        None => ev.to_data(*w, &mut errs, 0),
                     }
                 } else {
                     ev.to_data(*w, &mut errs, 0)
