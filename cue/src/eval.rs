@@ -313,6 +313,9 @@ pub struct Ev {
     weak_ids: HashSet<u32>,
     nonrec_ids: HashSet<u32>,
     let_cache: HashMap<(u64, u32), VId>,
+    /// The list argument of an `and`/`or` call, by environment and call position: each disjunct
+    /// of a vertex processes the call again, and must not rebuild a long list every time.
+    call_list_cache: HashMap<(u64, u32, u32, u32), Val>,
     /// Loaded non-std packages by import path (without version/qualifier).
     pub packages: HashMap<String, VId>,
     in_progress: Vec<VId>,
@@ -369,6 +372,7 @@ impl Ev {
             weak_ids: HashSet::new(),
             nonrec_ids: HashSet::new(),
             let_cache: HashMap::new(),
+            call_list_cache: HashMap::new(),
             packages: HashMap::new(),
             in_progress: Vec::new(),
             inlining: Vec::new(),
@@ -776,7 +780,7 @@ impl Ev {
                         return;
                     }
                     if &**name == "and" && args.len() == 1 {
-                        let lv = self.eval_expr(&c.env, &args[0]);
+                        let lv = self.call_list(&c.env, &args[0], *span);
                         if let Val::Vertex(l) = lv {
                             self.eval(l);
                             let l = self.deref(l);
@@ -793,7 +797,7 @@ impl Ev {
                         return;
                     }
                     if &**name == "or" && args.len() == 1 {
-                        let lv = self.eval_expr(&c.env, &args[0]);
+                        let lv = self.call_list(&c.env, &args[0], *span);
                         if let Val::Vertex(l) = lv {
                             self.eval(l);
                             let l = self.deref(l);
@@ -843,6 +847,24 @@ impl Ev {
                 self.add_value(v, val, &c, span);
             }
         }
+    }
+
+    /// The evaluated list argument of an `and`/`or` call, once per environment and position.
+    fn call_list(&mut self, env: &Option<Arc<Env>>, arg: &Expr, span: Span) -> Val {
+        let key = (
+            env.as_ref().map_or(0, |e| e.id),
+            span.file.0,
+            span.start,
+            span.end,
+        );
+        if let Some(v) = self.call_list_cache.get(&key) {
+            return v.clone();
+        }
+        let v = self.eval_expr(env, arg);
+        if matches!(v, Val::Vertex(_)) {
+            self.call_list_cache.insert(key, v.clone());
+        }
+        v
     }
 
     fn add_value(&mut self, v: VId, val: Val, c: &Conj, span: Span) {
