@@ -122,19 +122,7 @@ impl Runtime {
                 .map(|b| Diagnostic::from_bottom(String::new(), b))
                 .collect());
         }
-        let root = g.ev.new_vertex(None, Label::internal("root"));
-        for l in &lits {
-            g.ev.add_conj(
-                root,
-                Conj {
-                    env: None,
-                    expr: Expr::Struct(l.clone()),
-                    close: None,
-                    embed: None,
-                    outer: None,
-                },
-            );
-        }
+        let root = package_root(&mut g.ev, &lits);
         g.files.extend(asts);
         g.lits.extend(lits);
         drop(g);
@@ -228,19 +216,7 @@ impl Runtime {
                     .iter()
                     .map(|b| Diagnostic::from_bottom(String::new(), b)),
             );
-            let v = g.ev.new_vertex(None, Label::internal("root"));
-            for l in &lits {
-                g.ev.add_conj(
-                    v,
-                    Conj {
-                        env: None,
-                        expr: Expr::Struct(l.clone()),
-                        close: None,
-                        embed: None,
-                        outer: None,
-                    },
-                );
-            }
+            let v = package_root(&mut g.ev, &lits);
             g.ev.packages.insert(key(i), v);
             if i == root {
                 g.files.extend(asts);
@@ -598,6 +574,24 @@ impl Value {
     pub fn path(&self) -> String {
         self.with(|ev, v| ev.path_text(v))
     }
+}
+
+/// The root vertex of a package: one conjunct per file's struct literal.
+fn package_root(ev: &mut Ev, lits: &[Arc<adt::StructLit>]) -> VId {
+    let root = ev.new_vertex(None, Label::internal("root"));
+    for l in lits {
+        ev.add_conj(
+            root,
+            Conj {
+                env: None,
+                expr: Expr::Struct(l.clone()),
+                close: None,
+                embed: None,
+                outer: None,
+            },
+        );
+    }
+    root
 }
 
 /// The load target of command-line style arguments: one directory (`.` or `./dir`) names a

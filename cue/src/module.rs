@@ -13,4 +13,6 @@ pub use file::{
 };
 pub use fs::{DirFs, OverlayFs};
 pub use load::{load, mvs, Instance, LoadError, LoadedBuild, LoadedFile, Target};
-pub use registry::{FileSystem, FsEntry, FsError, MemFs, ModuleVersion, Registry, RegistryError};
+pub use registry::{
+    FileSystem, FsEntry, FsError, MemFs, MemRegistry, ModuleVersion, Registry, RegistryError,
+};

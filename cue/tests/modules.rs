@@ -2,54 +2,7 @@
 //! are evaluated once each, imports bind by the loader's links, hidden fields are per package, and
 //! load errors come back as positioned diagnostics.
 
-use cue::module::{semver, FileSystem, MemFs, ModuleVersion, Registry, RegistryError, Target};
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-
-/// An in-memory registry that records every fetch.
-#[derive(Default)]
-struct MemRegistry {
-    modules: BTreeMap<ModuleVersion, Arc<MemFs>>,
-    fetches: Mutex<Vec<String>>,
-}
-
-impl MemRegistry {
-    fn with(mut self, path: &str, version: &str, fs: MemFs) -> Self {
-        let mv = ModuleVersion {
-            path: path.into(),
-            version: version.into(),
-        };
-        self.modules.insert(mv, Arc::new(fs));
-        self
-    }
-}
-
-impl Registry for MemRegistry {
-    fn fetch(&self, module: &ModuleVersion) -> Result<Arc<dyn FileSystem>, RegistryError> {
-        match self.fetches.lock() {
-            Ok(mut f) => f.push(module.to_string()),
-            Err(p) => p.into_inner().push(module.to_string()),
-        }
-        match self.modules.get(module) {
-            Some(fs) => Ok(fs.clone() as Arc<dyn FileSystem>),
-            None => Err(RegistryError::NotFound {
-                module: module.to_string(),
-                available: self.versions(&module.path)?,
-            }),
-        }
-    }
-
-    fn versions(&self, path: &str) -> Result<Vec<String>, RegistryError> {
-        let mut v: Vec<String> = self
-            .modules
-            .keys()
-            .filter(|m| m.path == path)
-            .map(|m| m.version.clone())
-            .collect();
-        v.sort_by(|a, b| semver::compare(a, b));
-        Ok(v)
-    }
-}
+use cue::module::{MemFs, MemRegistry, Target};
 
 fn module_file(path: &str, deps: &str) -> String {
     format!("module: \"{path}\"\nlanguage: version: \"v0.16.0\"\ndeps: {{{deps}}}\n")
@@ -155,7 +108,7 @@ v2: s2.#Name
         })
     );
     // Each module version is fetched once.
-    let mut fetches = reg.fetches.lock().unwrap().clone();
+    let mut fetches = reg.fetches();
     fetches.sort();
     assert_eq!(
         fetches,

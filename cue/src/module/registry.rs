@@ -5,7 +5,7 @@
 //! containing `..` (callers normalise; implementations must refuse anything else).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// One directory entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -220,5 +220,71 @@ mod tests {
             version: "v1.2.3".into(),
         };
         assert_eq!(m.to_string(), "example.com/lib@v1.2.3");
+    }
+}
+
+/// An in-memory [`Registry`] (for tests, and for callers holding module trees already): module
+/// path with major + version → tree. It records every fetch, so tests can check that a module
+/// was fetched once.
+#[derive(Debug, Default)]
+pub struct MemRegistry {
+    modules: BTreeMap<ModuleVersion, Arc<MemFs>>,
+    fetches: Mutex<Vec<String>>,
+}
+
+impl MemRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds or replaces module `path` (with its major, `example.com/m@v0`) at `version`.
+    pub fn insert(&mut self, path: &str, version: &str, fs: MemFs) {
+        let mv = ModuleVersion {
+            path: path.into(),
+            version: version.into(),
+        };
+        self.modules.insert(mv, Arc::new(fs));
+    }
+
+    /// Builder form of [`MemRegistry::insert`].
+    pub fn with(mut self, path: &str, version: &str, fs: MemFs) -> Self {
+        self.insert(path, version, fs);
+        self
+    }
+
+    /// The modules fetched so far (`path@version`), in order.
+    pub fn fetches(&self) -> Vec<String> {
+        match self.fetches.lock() {
+            Ok(f) => f.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+}
+
+impl Registry for MemRegistry {
+    fn fetch(&self, module: &ModuleVersion) -> Result<Arc<dyn FileSystem>, RegistryError> {
+        match self.fetches.lock() {
+            Ok(mut f) => f.push(module.to_string()),
+            Err(p) => p.into_inner().push(module.to_string()),
+        }
+        match self.modules.get(module) {
+            Some(fs) => Ok(fs.clone() as Arc<dyn FileSystem>),
+            None => Err(RegistryError::NotFound {
+                module: module.to_string(),
+                available: self.versions(&module.path)?,
+            }),
+        }
+    }
+
+    fn versions(&self, path: &str) -> Result<Vec<String>, RegistryError> {
+        let mut v: Vec<String> = self
+            .modules
+            .keys()
+            .filter(|m| m.path == path)
+            .map(|m| m.version.clone())
+            .collect();
+        v.sort_by(|a, b| super::semver::compare(a, b));
+        Ok(v)
     }
 }

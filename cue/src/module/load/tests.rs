@@ -1,52 +1,7 @@
 //! Loader tests over in-memory modules.
 
 use super::*;
-use crate::module::MemFs;
-use std::sync::Mutex;
-
-/// An in-memory registry: `path@vN` + version → module tree; counts fetches.
-#[derive(Default)]
-struct MemRegistry {
-    modules: BTreeMap<ModuleVersion, Arc<MemFs>>,
-    fetches: Mutex<Vec<String>>,
-}
-
-impl MemRegistry {
-    fn with(mut self, path: &str, version: &str, fs: MemFs) -> Self {
-        self.modules.insert(
-            ModuleVersion {
-                path: path.into(),
-                version: version.into(),
-            },
-            Arc::new(fs),
-        );
-        self
-    }
-}
-
-impl Registry for MemRegistry {
-    fn fetch(&self, module: &ModuleVersion) -> Result<Arc<dyn FileSystem>, RegistryError> {
-        self.fetches.lock().unwrap().push(module.to_string());
-        match self.modules.get(module) {
-            Some(fs) => Ok(fs.clone() as Arc<dyn FileSystem>),
-            None => Err(RegistryError::NotFound {
-                module: module.to_string(),
-                available: self.versions(&module.path).unwrap_or_default(),
-            }),
-        }
-    }
-
-    fn versions(&self, path: &str) -> Result<Vec<String>, RegistryError> {
-        let mut v: Vec<String> = self
-            .modules
-            .keys()
-            .filter(|m| m.path == path)
-            .map(|m| m.version.clone())
-            .collect();
-        v.sort_by(|a, b| semver::compare(a, b));
-        Ok(v)
-    }
-}
+use crate::module::{MemFs, MemRegistry};
 
 fn schema_module() -> MemFs {
     MemFs::new()
@@ -155,7 +110,7 @@ fn loads_three_modules_sharing_instances() {
     assert_eq!(sub.version, None);
     // 5 instances: main, lib, schema, types, sub; each module fetched once.
     assert_eq!(b.instances.len(), 5);
-    let fetches = reg.fetches.lock().unwrap().clone();
+    let fetches = reg.fetches();
     assert_eq!(fetches.len(), 2, "{fetches:?}");
     // The file ids map back to names and text.
     let f = &sub.files[0];
