@@ -359,6 +359,10 @@ impl Compiler {
                 if let Some(a) = alias {
                     names.insert(a.name.clone(), 0);
                 }
+                // `[string]: X={...}`: the value alias names the matched field (binding 1).
+                if let Some(a) = &f.value_alias {
+                    names.insert(a.name.clone(), 1);
+                }
                 self.scopes.push(Scope::Bind(names));
                 let value = self.expr(&f.value);
                 self.scopes.pop();

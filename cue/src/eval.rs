@@ -224,8 +224,6 @@ pub struct Vertex {
     suspect: Vec<VId>,
     /// For a disjunct: the vertex it is a choice of.
     clone_of: Option<VId>,
-    /// A struct or list literal was processed here, even one holding nothing but embeddings.
-    literal: bool,
 }
 
 impl Vertex {
@@ -267,7 +265,6 @@ impl Vertex {
             cyc_pending: Vec::new(),
             suspect: Vec::new(),
             clone_of: None,
-            literal: false,
         }
     }
 }
@@ -603,7 +600,6 @@ impl Ev {
         vert.inlined.clear();
         vert.cyc_pending.clear();
         vert.suspect.clear();
-        vert.literal = false;
     }
 
     fn expand(&mut self, v: VId) {
@@ -701,12 +697,10 @@ impl Ev {
             }
             Expr::Struct(lit) => {
                 let lit = lit.clone();
-                self.vm(v).literal = true;
                 self.expand_struct(v, &c, &lit);
             }
             Expr::List(lit) => {
                 let lit = lit.clone();
-                self.vm(v).literal = true;
                 self.expand_list(v, &c, &lit);
             }
             Expr::Unify(xs, _) => {
@@ -1031,13 +1025,13 @@ impl Ev {
     }
 
     /// Makes the copies `unify_vertex` held back (structural-cycle rule, after upstream's
-    /// "a cycle is only an error if the node has no non-cyclic conjuncts"): if the other conjuncts
-    /// gave `v` a value of its own (a struct or list literal, a scalar, a kind or bound), the
-    /// recursion is fed by data and may end, so the copies are made. Otherwise the copy is made
-    /// once more on trust (the copied value may stop by itself, its recursion being behind
-    /// optional fields or patterns: `a: b?: c: a`), and `v` is marked suspect for `w`; meeting the
-    /// same unfed copy again below a suspect is a structural cycle: an error for a regular field,
-    /// nothing at all in an optional field or a definition, which are only evaluated on demand.
+    /// "a cycle is only an error if the node has no non-cyclic conjuncts"): if `v` has a conjunct
+    /// from outside the repeated structures (data: `l: #List & {next: {...}}`), the recursion is
+    /// fed and may end, so the copies are made. Otherwise the copy is made once more on trust
+    /// (the copied value may stop by itself, its recursion being behind optional fields or
+    /// patterns: `a: b?: c: a`), and `v` is marked suspect for `w`; meeting the same unfed copy
+    /// again below a suspect is a structural cycle: an error for a regular field, nothing at all
+    /// in an optional field or a definition, which are only evaluated on demand.
     fn flush_cyclic(&mut self, v: VId) {
         let mut rounds = 0;
         while !self.vx(v).cyc_pending.is_empty() {
@@ -1047,13 +1041,23 @@ impl Ev {
             if vx.err.is_some() || rounds > 64 {
                 return;
             }
-            let has_data = vx.literal
-                || vx.is_struct
-                || vx.is_list
-                || vx.scalar.is_some()
-                || vx.kinds != K_TOP
-                || !vx.bounds.is_empty()
-                || !vx.arcs.is_empty();
+            // Data counts only if it does not come from the repeated structure itself: a field
+            // of `#T: {[string]: #T, b: {}}` is fed by `b: {}`, which `#T` brings along at every
+            // level (upstream's self-feeding cycle).
+            let decls: Vec<Span> = pending
+                .iter()
+                .flat_map(|(w, _, _)| self.vx(*w).conjuncts.iter().map(|c| c.expr.span()))
+                .collect();
+            let inside = |s: Span| {
+                decls
+                    .iter()
+                    .any(|d| d.file == s.file && d.start <= s.start && s.end <= d.end)
+            };
+            // A `let` or inline value (`let subs = #sub & {#p: x}`) is fed by the expression
+            // that made it, which differs at every level (upstream: inline structs are not
+            // rooted in the tree).
+            let has_data = vx.label.kind == LabelKind::Internal
+                || vx.conjuncts.iter().any(|c| !inside(c.expr.span()));
             if !has_data {
                 let mut cycle = None;
                 let mut copied = false;
@@ -1277,7 +1281,10 @@ impl Ev {
         let env = self.new_env(
             penv,
             a,
-            EnvKind::Bind(vec![Binding::Val(Val::str(&label.name))]),
+            EnvKind::Bind(vec![
+                Binding::Val(Val::str(&label.name)),
+                Binding::Vertex(a),
+            ]),
         );
         self.add_conj(
             a,
