@@ -24,6 +24,7 @@
 
 mod builtin;
 pub(crate) mod ops;
+mod print;
 
 pub use ops::{format_float, value_equal};
 

@@ -553,6 +553,28 @@ impl Value {
         })
     }
 
+    /// The value as CUE text, concrete or not (what `cue eval` prints): regular fields,
+    /// required and optional fields and definitions, disjunctions with their defaults, kinds and
+    /// bounds; errors inline as `_|_ // message`. The root of a package prints as a file's
+    /// declarations. Never fails: use [`Value::validate`] to learn about errors.
+    pub fn to_cue(&self) -> String {
+        let mut g = lock(&self.inner);
+        g.ev.reset_limits();
+        let root =
+            g.ev.vs
+                .get(self.v as usize)
+                .is_some_and(|x| x.parent.is_none());
+        let mut s = if root {
+            g.ev.print_cue_file(self.v)
+        } else {
+            g.ev.print_cue(self.v)
+        };
+        if !s.ends_with('\n') {
+            s.push('\n');
+        }
+        s
+    }
+
     /// YAML export.
     pub fn to_yaml(&self) -> Result<String, Vec<Diagnostic>> {
         let d = self.to_data()?;

@@ -106,3 +106,80 @@ fn errors_exit_non_zero_with_positions() -> R {
     );
     Ok(())
 }
+
+#[test]
+fn eval_prints_cue_that_reads_back() -> R {
+    let t = Tmp::new("eval")?;
+    t.write(
+        "c.cue",
+        r#"#Config: {
+	image!:   string
+	replicas: *1 | int & >=1 & <=10
+	port?:    int
+	tags: [...string]
+	mode: "a" | "b"
+	_hidden: 1
+}
+v: #Config & {image: "nginx", tags: ["x"], mode: "a"}
+n: {a: null, b: true, f: 1.5, s: "q\"", by: 'x\n'}
+"#,
+    )?;
+    let o = cue(&t.0, &["eval", "c.cue"])?;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout)?;
+    let want = r#"#Config: {
+    image!: string
+    replicas: *1 | int & >=1 & <=10
+    port?: int
+    tags: [...string]
+    mode: "a" | "b"
+}
+v: {
+    image: "nginx"
+    replicas: *1 | int & >=1 & <=10
+    port?: int
+    tags: [
+        "x",
+    ]
+    mode: "a"
+}
+n: {
+    a: null
+    b: true
+    f: 1.5
+    s: "q\""
+    by: 'x\n'
+}
+"#;
+    assert_eq!(text, want);
+    // The printed value is CUE: exported, it gives what the original exports.
+    t.write("printed/p.cue", &text)?;
+    let a = stdout(cue(&t.0, &["export", "c.cue"]))?;
+    let b = stdout(cue(&t.0, &["export", "printed/p.cue"]))?;
+    assert_eq!(a, b);
+    // `-e` prints one value; `--out json` asks for JSON instead.
+    let r = cue(&t.0, &["eval", "-e", "v.replicas", "c.cue"])?;
+    assert_eq!(String::from_utf8(r.stdout)?, "*1 | int & >=1 & <=10\n");
+    assert_eq!(
+        stdout(cue(
+            &t.0,
+            &["eval", "--out", "json", "-e", "v.tags", "c.cue"]
+        ))?,
+        r#"["x"]"#
+    );
+    Ok(())
+}
+
+#[test]
+fn eval_fails_on_errors_and_concrete_asks_for_data() -> R {
+    let t = Tmp::new("evalerr")?;
+    t.write("e.cue", "a: 1 & 2\n")?;
+    let o = cue(&t.0, &["eval", "e.cue"])?;
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("a: conflicting values"));
+    t.write("i.cue", "a: int\n")?;
+    assert_eq!(stdout(cue(&t.0, &["eval", "i.cue"]))?, "a:int");
+    let o = cue(&t.0, &["eval", "-c", "i.cue"])?;
+    assert_eq!(o.status.code(), Some(1));
+    Ok(())
+}

@@ -1,6 +1,7 @@
-//! Fuzz target `eval`: parse, evaluate and export any input (lossily decoded as UTF-8). Nothing
-//! may panic, hang or overflow the stack; errors are fine. Limits are lowered so that every input
-//! finishes quickly, and evaluation runs on a 64 MiB thread as the CLI does.
+//! Fuzz target `eval`: parse, evaluate, export and print (as `cue eval` does) any input (lossily
+//! decoded as UTF-8). Nothing may panic, hang or overflow the stack; errors are fine. Limits are
+//! lowered so that every input finishes quickly, and evaluation runs on a 64 MiB thread as the
+//! CLI does.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -20,6 +21,8 @@ fuzz_target!(|data: &[u8]| {
             let rt = cue::Runtime::new(config);
             if let Ok(v) = rt.build_files(&[("fuzz.cue".to_string(), src)]) {
                 let _ = v.to_json();
+                // What `cue eval` prints, for any value, concrete or not.
+                let _ = v.to_cue();
             }
         });
     if let Ok(handle) = worker {

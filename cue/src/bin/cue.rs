@@ -2,6 +2,7 @@
 //! Exit status 1 on any error, with diagnostics on stderr. Evaluation runs on a thread with a
 //! 64 MiB stack so deep inputs hit the configured depth limit, not the stack.
 
+use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 
@@ -10,6 +11,8 @@ struct Args {
     out: String,
     expr: Option<String>,
     concrete: bool,
+    /// `--out` was given (for `eval`, whose default output is CUE).
+    out_given: bool,
     inputs: Vec<String>,
 }
 
@@ -23,14 +26,21 @@ fn parse_args() -> Result<Args, String> {
         out: "json".into(),
         expr: None,
         concrete: false,
+        out_given: false,
         inputs: Vec::new(),
     };
     while let Some(x) = it.next() {
         match x.as_str() {
-            "--out" => a.out = it.next().ok_or("--out needs a value")?,
+            "--out" => {
+                a.out = it.next().ok_or("--out needs a value")?;
+                a.out_given = true;
+            }
             "-e" | "--expression" => a.expr = Some(it.next().ok_or("-e needs a value")?),
             "-c" | "--concrete" => a.concrete = true,
-            s if s.starts_with("--out=") => a.out = s[6..].to_string(),
+            s if s.starts_with("--out=") => {
+                a.out = s[6..].to_string();
+                a.out_given = true;
+            }
             s if s.starts_with('-') && s.len() > 1 => {}
             _ => a.inputs.push(x),
         }
@@ -127,10 +137,13 @@ fn run() -> Result<String, String> {
         }
         "eval" => {
             v.validate(false).map_err(|d| rt.render(&d))?;
-            match v.to_json() {
-                Ok(s) => Ok(s),
-                Err(_) => Ok(String::new()),
+            if a.concrete {
+                v.validate(true).map_err(|d| rt.render(&d))?;
             }
+            if a.out == "json" && a.out_given {
+                return v.to_json().map_err(|d| rt.render(&d));
+            }
+            Ok(v.to_cue())
         }
         other => Err(format!("unknown command {other:?}")),
     }
@@ -147,7 +160,9 @@ fn main() -> ExitCode {
     };
     match r {
         Ok(out) => {
-            print!("{out}");
+            // A closed pipe (`cue eval | head`) is not an error worth a panic.
+            let mut so = std::io::stdout().lock();
+            let _ = so.write_all(out.as_bytes()).and_then(|()| so.flush());
             ExitCode::SUCCESS
         }
         Err(e) => {
