@@ -37,6 +37,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Most errors collected from one value ([`Ev::to_data`]); the rest are not looked for.
+pub const MAX_ERRORS: usize = 1000;
+
 /// Evaluation limits.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -2843,6 +2846,11 @@ impl Ev {
         errs: &mut Vec<(VId, Arc<Bottom>)>,
         depth: usize,
     ) -> Option<BVal> {
+        // Past a limit, or with enough errors found, the rest is not looked at: reporting
+        // every failing field of a huge value would take longer than evaluating it.
+        if errs.len() >= MAX_ERRORS {
+            return None;
+        }
         if depth > self.config.max_depth {
             errs.push((
                 v,
@@ -2852,7 +2860,9 @@ impl Ev {
         }
         if !self.step() {
             if let Some(b) = self.limit_err.clone() {
-                errs.push((v, b));
+                if !errs.iter().any(|(_, e)| Arc::ptr_eq(e, &b)) {
+                    errs.push((v, b));
+                }
             }
             return None;
         }
@@ -2960,7 +2970,7 @@ impl Ev {
         depth: usize,
         inside: bool,
     ) {
-        if depth > 40 || self.limit_err.is_some() || !self.stack_ok() {
+        if depth > 40 || errs.len() >= MAX_ERRORS || self.limit_err.is_some() || !self.stack_ok() {
             return;
         }
         self.eval(v);

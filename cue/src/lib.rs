@@ -491,6 +491,7 @@ impl Value {
         let mut errs = Vec::new();
         let data = ev.to_data(v, &mut errs, 0);
         ev.collect_fatal_hidden(v, &mut errs, 0, false);
+        let truncated = errs.len() >= eval::MAX_ERRORS;
         let mut diags = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for (at, b) in errs {
@@ -503,6 +504,18 @@ impl Value {
                     diags.push(d);
                 }
             }
+        }
+        if truncated {
+            diags.push(Diagnostic {
+                code: DiagCode::Limit,
+                path: String::new(),
+                message: format!(
+                    "too many errors: only the first {} looked at",
+                    eval::MAX_ERRORS
+                ),
+                span: None,
+                related: Vec::new(),
+            });
         }
         (data, diags)
     }
@@ -706,5 +719,22 @@ mod tests {
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].path, "c");
         assert_eq!(errs[0].code, DiagCode::Incomplete);
+    }
+
+    /// Regression (eval fuzz target, 2026-12-03): lists that hold each other grow without end;
+    /// evaluation stops at a limit, and reporting stops after `MAX_ERRORS` errors instead of
+    /// printing (and computing the path of) every one of the failing fields.
+    #[test]
+    fn runaway_values_report_a_bounded_number_of_errors() {
+        let rt = Runtime::new(Config {
+            max_depth: 300,
+            ..Config::default()
+        });
+        let src = "f: [g, g, g, g, g, g, g]\ng: [h, h, h, h, h, h, h]\n\
+                   h: [i, i, i, i, l, i, i]\ni: [j, g, g, g, g, j, j]\nj: 1\n";
+        let v = rt.build_files(&[("in.cue".into(), src.into())]).unwrap();
+        let errs = v.validate(true).unwrap_err();
+        assert!(errs.len() <= eval::MAX_ERRORS + 1, "{} errors", errs.len());
+        assert!(errs.iter().any(|d| d.code == DiagCode::Limit), "{errs:?}");
     }
 }
