@@ -228,6 +228,10 @@ pub struct Vertex {
     suspect: Vec<VId>,
     /// For a disjunct: the vertex it is a choice of.
     clone_of: Option<VId>,
+    /// Where the concrete scalar came from.
+    scalar_span: Span,
+    /// Where each of `bounds` came from (same order).
+    bound_spans: Vec<Span>,
 }
 
 impl Vertex {
@@ -269,6 +273,8 @@ impl Vertex {
             cyc_pending: Vec::new(),
             suspect: Vec::new(),
             clone_of: None,
+            scalar_span: Span::default(),
+            bound_spans: Vec::new(),
         }
     }
 }
@@ -583,6 +589,8 @@ impl Ev {
         vert.kinds = K_TOP;
         vert.scalar = None;
         vert.bounds.clear();
+        vert.bound_spans.clear();
+        vert.scalar_span = Span::default();
         vert.err = None;
         vert.incomplete = None;
         vert.is_struct = false;
@@ -1156,16 +1164,20 @@ impl Ev {
                 let vert = self.vm(v);
                 vert.kinds &= k;
                 vert.bounds.push(Val::Bound(op, x));
+                vert.bound_spans.push(span);
             }
             Val::Validator(x) => {
-                self.vm(v).bounds.push(Val::Validator(x));
+                let vert = self.vm(v);
+                vert.bounds.push(Val::Validator(x));
+                vert.bound_spans.push(span);
             }
             Val::Vertex(_) => {}
             Val::StdFunc(b) if b.arity == 1 || (b.variadic && b.arity == 2) => {
                 // A std function used as a value is a validator on its only argument.
-                self.vm(v)
-                    .bounds
+                let vert = self.vm(v);
+                vert.bounds
                     .push(Val::Validator(Arc::new(Validator::Builtin(b, Vec::new()))));
+                vert.bound_spans.push(span);
             }
             Val::Builtin(_) | Val::StdFunc(_) => {
                 self.set_err(
@@ -1203,7 +1215,11 @@ impl Ev {
                             self.set_err(v, Arc::new(b));
                         }
                     }
-                    None => self.vm(v).scalar = Some(s),
+                    None => {
+                        let vert = self.vm(v);
+                        vert.scalar = Some(s);
+                        vert.scalar_span = span;
+                    }
                 }
             }
         }
@@ -1926,9 +1942,28 @@ impl Ev {
                 return;
             }
             let bounds = vert.bounds.clone();
-            for b in bounds {
-                if let Some(e) = self.check_bound(&b, &s) {
-                    self.set_err(v, Bottom::new(ErrorCode::Eval, e, span));
+            let (sspan, bspans) = (vert.scalar_span, vert.bound_spans.clone());
+            for (i, b) in bounds.iter().enumerate() {
+                if let Some(e) = self.check_bound(b, &s) {
+                    // Both sides, as upstream prints them: the bound, then the value.
+                    let primary = bspans.get(i).copied().unwrap_or(span);
+                    let value = if sspan == Span::default() {
+                        span
+                    } else {
+                        sspan
+                    };
+                    let mut related = vec![value];
+                    related.retain(|x| *x != primary && *x != Span::default());
+                    self.set_err(
+                        v,
+                        Arc::new(Bottom {
+                            code: ErrorCode::Eval,
+                            msg: e,
+                            span: primary,
+                            related,
+                            sub: Vec::new(),
+                        }),
+                    );
                     return;
                 }
             }
