@@ -716,10 +716,13 @@ fn is_known_std(p: &str) -> bool {
     !p.contains('.') && !p.starts_with('/')
 }
 
+/// Adds the field `d` declares to the scope, if it can be referred to: only a field whose label
+/// is an identifier can (spec: a quoted label `"s": s` declares no identifier, so that `s` is the
+/// enclosing one; aliases name quoted fields).
 fn collect_field_name(d: &ast::Decl, out: &mut HashMap<String, Label>, scope: usize) {
     if let ast::Decl::Field(f) = d {
-        if let Some((name, is_ident)) = label_name_of(&f.label) {
-            out.insert(name.clone(), fixed_label(&name, is_ident, scope));
+        if let Some((name, true)) = label_name_of(&f.label) {
+            out.insert(name.clone(), fixed_label(&name, true, scope));
         }
     }
 }
