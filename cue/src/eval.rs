@@ -983,57 +983,28 @@ impl Ev {
         self.inline(v, w, c, span);
     }
 
+    /// The strict ancestors of `v`, nearest first (at most 10,000: a guard, not a limit).
+    fn ancestors(&self, v: VId) -> impl Iterator<Item = VId> + '_ {
+        std::iter::successors(self.vx(v).parent, |p| self.vx(*p).parent).take(10_000)
+    }
+
     /// Whether a strict ancestor of `v` already holds a copy of `w`: copying `w` into `v` then
     /// repeats the structure one level down (`#T: ["a", #T]`, `#L: {next?: #L}`).
     fn inlined_above(&self, v: VId, w: VId) -> bool {
-        let mut cur = self.vx(v).parent;
-        let mut n = 0;
-        while let Some(p) = cur {
-            if self.vx(p).inlined.contains(&w) {
-                return true;
-            }
-            cur = self.vx(p).parent;
-            n += 1;
-            if n > 10_000 {
-                break;
-            }
-        }
-        false
+        self.ancestors(v).any(|p| self.vx(p).inlined.contains(&w))
     }
 
     /// Whether a strict ancestor of `v` holds an unfed copy of `w` (see `flush_cyclic`).
     fn suspect_above(&self, v: VId, w: VId) -> bool {
-        let mut cur = self.vx(v).parent;
-        let mut n = 0;
-        while let Some(p) = cur {
-            if self.vx(p).suspect.contains(&w) {
-                return true;
-            }
-            cur = self.vx(p).parent;
-            n += 1;
-            if n > 10_000 {
-                break;
-            }
-        }
-        false
+        self.ancestors(v).any(|p| self.vx(p).suspect.contains(&w))
     }
 
     /// Whether `v` or an ancestor up to the root is an optional field or a definition.
     fn under_optional(&self, v: VId) -> bool {
-        let mut cur = Some(v);
-        let mut n = 0;
-        while let Some(p) = cur {
+        std::iter::once(v).chain(self.ancestors(v)).any(|p| {
             let px = self.vx(p);
-            if px.constraint == Some(FieldConstraint::Optional) || px.label.is_def() {
-                return true;
-            }
-            cur = px.parent;
-            n += 1;
-            if n > 10_000 {
-                break;
-            }
-        }
-        false
+            px.constraint == Some(FieldConstraint::Optional) || px.label.is_def()
+        })
     }
 
     /// Makes the copies `unify_vertex` held back (structural-cycle rule, after upstream's
