@@ -221,8 +221,8 @@ pub struct Vertex {
     dirty: bool,
     /// Struct or list vertices whose conjuncts were copied into this one (structural cycles).
     inlined: Vec<VId>,
-    /// Copies held back because an ancestor already holds that vertex: made once the other
-    /// conjuncts are in, if they gave this vertex any value of its own (see `flush_cyclic`).
+    /// Copies held back because an ancestor already holds that vertex: decided once the other
+    /// conjuncts are in, by whether any of them feeds this vertex from outside (`flush_cyclic`).
     cyc_pending: Vec<(VId, Conj, Span)>,
     /// Vertices copied in here although nothing else fed this vertex (see `flush_cyclic`).
     suspect: Vec<VId>,
@@ -1044,9 +1044,9 @@ impl Ev {
             if !has_data {
                 let mut cycle = None;
                 let mut copied = false;
+                // A disjunct is given no extra round: its cycle eliminates it.
+                let disjunct = vx.nosplit && !vx.choice.is_empty();
                 for (w, c, span) in pending {
-                    // A disjunct is given no extra round: its cycle eliminates it.
-                    let disjunct = self.vx(v).nosplit && !self.vx(v).choice.is_empty();
                     if disjunct || self.suspect_above(v, w) {
                         cycle.get_or_insert(span);
                     } else if !self.vx(v).inlined.contains(&w) {
