@@ -228,6 +228,10 @@ pub struct Vertex {
     suspect: Vec<VId>,
     /// For a disjunct: the vertex it is a choice of.
     clone_of: Option<VId>,
+    /// Embedded references that gave atoms, processed again once all conjuncts are in.
+    late_atoms: Vec<Conj>,
+    /// `late_atoms` were processed again: embeddings from now on are final.
+    late_done: bool,
     /// Where the concrete scalar came from.
     scalar_span: Span,
     /// Where each of `bounds` came from (same order).
@@ -273,6 +277,8 @@ impl Vertex {
             cyc_pending: Vec::new(),
             suspect: Vec::new(),
             clone_of: None,
+            late_atoms: Vec::new(),
+            late_done: false,
             scalar_span: Span::default(),
             bound_spans: Vec::new(),
         }
@@ -590,6 +596,8 @@ impl Ev {
         vert.scalar = None;
         vert.bounds.clear();
         vert.bound_spans.clear();
+        vert.late_atoms.clear();
+        vert.late_done = false;
         vert.scalar_span = Span::default();
         vert.err = None;
         vert.incomplete = None;
@@ -644,6 +652,13 @@ impl Ev {
                 self.process(v, c);
             }
             i += 1;
+        }
+        // Embedded references that gave atoms, again now that every conjunct of `v` is in:
+        // resolved anew, as the fields they name may have been rebuilt since.
+        let late = std::mem::take(&mut self.vm(v).late_atoms);
+        self.vm(v).late_done = true;
+        for c in late {
+            self.process(v, c);
         }
         self.flush_cyclic(v);
         loop {
@@ -765,7 +780,12 @@ impl Ev {
                 let span = c.expr.span();
                 match self.resolve(&c.env, &c.expr) {
                     Res::V(w) => self.unify_vertex(v, w, &c, span),
-                    Res::A(a) => self.add_atom(v, a, span),
+                    Res::A(a) => {
+                        if c.embed.is_some() {
+                            self.late_embed(v, &c);
+                        }
+                        self.add_atom(v, a, span)
+                    }
                 }
             }
             Expr::Call(f, args, span) => {
@@ -841,6 +861,9 @@ impl Ev {
                     }
                 }
                 let val = self.eval_expr(&c.env, &c.expr);
+                if !final_atom(&val) {
+                    self.late_embed(v, &c);
+                }
                 self.add_value(v, val, &c, *span);
             }
             Expr::Bad(b) => {
@@ -850,6 +873,9 @@ impl Ev {
             _ => {
                 let span = c.expr.span();
                 let val = self.eval_expr(&c.env, &c.expr);
+                if !final_atom(&val) {
+                    self.late_embed(v, &c);
+                }
                 self.add_value(v, val, &c, span);
             }
         }
@@ -871,6 +897,17 @@ impl Ev {
             self.call_list_cache.insert(key, v.clone());
         }
         v
+    }
+
+    /// Records an embedded expression of `v` that gave a scalar constraint or an incomplete
+    /// value while `v` is still taking its conjuncts (`#twice: {#n: int, #n * 2}` used as
+    /// `#twice & {#n: 21}`): it is processed again once all are in.
+    fn late_embed(&mut self, v: VId, c: &Conj) {
+        let literal = matches!(c.expr, Expr::Struct(_) | Expr::List(_) | Expr::Lit(..));
+        let vx = self.vx(v);
+        if !literal && c.embed.is_some() && vx.status == Status::Expanding && !vx.late_done {
+            self.vm(v).late_atoms.push(c.clone());
+        }
     }
 
     fn add_value(&mut self, v: VId, val: Val, c: &Conj, span: Span) {
@@ -936,12 +973,20 @@ impl Ev {
         let wr = self.deref_redirect(w);
         let wx = self.vx(w);
         let rx = self.vx(wr);
+        // A scalar with fields of its own (`#fn: {#in: c: string, #in.c}`) is copied as a
+        // struct: its embedding is evaluated again where it is used, where `#in` may be more
+        // specific (`x: #fn & {#in: c: "V"}`).
         let structural = if wx.redirect.is_some() {
-            rx.is_struct || rx.is_list || rx.disj.is_some()
+            rx.is_struct || rx.is_list || rx.disj.is_some() || !rx.arcs.is_empty()
         } else {
-            wx.is_struct || wx.is_list || wx.disj.is_some()
+            wx.is_struct || wx.is_list || wx.disj.is_some() || !wx.arcs.is_empty()
         };
-        let wx = rx;
+        if !structural && self.is_ancestor_regular(v, w).is_some() {
+            // `x: {#in: c: string, #in.c}` embeds a field of itself, which may still grow
+            // from conjuncts of `x` not added yet: taken again once all are in.
+            self.late_embed(v, c);
+        }
+        let wx = self.vx(wr);
         if !structural {
             // A scalar-only vertex: take its atoms.
             let atoms: Vec<Val> = {
@@ -2894,7 +2939,13 @@ impl Ev {
             return None;
         }
         if vx.is_list {
-            let arcs: Vec<VId> = vx.arcs.values().copied().collect();
+            // A list's elements: its index arcs (a list embedded in a struct keeps hidden fields).
+            let arcs: Vec<VId> = vx
+                .arcs
+                .iter()
+                .filter(|(l, _)| l.kind == LabelKind::Index)
+                .map(|(_, a)| *a)
+                .collect();
             let mut out = Vec::new();
             let mut ok = true;
             for a in arcs {
@@ -3046,6 +3097,15 @@ pub fn data_to_expr(d: &BVal, span: Span) -> Expr {
             ..Default::default()
         })),
         BVal::Opaque(v) => Expr::Vertex(*v as VId, span),
+    }
+}
+
+/// Whether an embedded value can no longer change: a concrete scalar or a fatal error.
+fn final_atom(v: &Val) -> bool {
+    match v {
+        Val::Bottom(b) => b.code.is_fatal(),
+        Val::Vertex(_) => true,
+        other => other.is_concrete_scalar(),
     }
 }
 
