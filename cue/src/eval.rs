@@ -239,6 +239,16 @@ pub struct Vertex {
 }
 
 impl Vertex {
+    /// A list's elements: its index arcs, in order (a list embedded in a struct keeps that
+    /// struct's hidden fields and definitions as arcs too; they are not elements).
+    pub(crate) fn elements(&self) -> Vec<VId> {
+        self.arcs
+            .iter()
+            .filter(|(l, _)| l.kind == LabelKind::Index)
+            .map(|(_, a)| *a)
+            .collect()
+    }
+
     fn new(parent: Option<VId>, label: Label) -> Vertex {
         Vertex {
             parent,
@@ -2939,13 +2949,7 @@ impl Ev {
             return None;
         }
         if vx.is_list {
-            // A list's elements: its index arcs (a list embedded in a struct keeps hidden fields).
-            let arcs: Vec<VId> = vx
-                .arcs
-                .iter()
-                .filter(|(l, _)| l.kind == LabelKind::Index)
-                .map(|(_, a)| *a)
-                .collect();
+            let arcs = vx.elements();
             let mut out = Vec::new();
             let mut ok = true;
             for a in arcs {

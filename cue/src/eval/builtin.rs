@@ -295,12 +295,7 @@ fn predeclared(
                     let w = ev.deref(w);
                     let vx = &ev.vs[w as usize];
                     if vx.is_list {
-                        Val::int(
-                            vx.arcs
-                                .keys()
-                                .filter(|l| l.kind == LabelKind::Index)
-                                .count(),
-                        )
+                        Val::int(vx.elements().len())
                     } else {
                         let arcs: Vec<(Label, VId)> =
                             vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
@@ -423,13 +418,7 @@ fn open_list(ev: &mut Ev, w: VId, levels: u32) -> Option<BVal> {
     if levels == 0 || !vx.is_list || vx.err.is_some() || vx.disj.is_some() {
         return None;
     }
-    // A list's elements: its index arcs (a list embedded in a struct keeps hidden fields).
-    let arcs: Vec<VId> = vx
-        .arcs
-        .iter()
-        .filter(|(l, _)| l.kind == LabelKind::Index)
-        .map(|(_, a)| *a)
-        .collect();
+    let arcs = vx.elements();
     let mut out = Vec::with_capacity(arcs.len());
     for a in arcs {
         ev.eval(a);

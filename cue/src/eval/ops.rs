@@ -670,12 +670,7 @@ pub fn slice(ev: &mut Ev, b: Val, lo: Option<Val>, hi: Option<Val>, span: Span) 
         Val::Vertex(w) => {
             ev.eval(w);
             let w = ev.deref(w);
-            let arcs: Vec<VId> = ev.vs[w as usize]
-                .arcs
-                .iter()
-                .filter(|(l, _)| l.kind == LabelKind::Index)
-                .map(|(_, a)| *a)
-                .collect();
+            let arcs = ev.vs[w as usize].elements();
             if !ev.vs[w as usize].is_list {
                 return err(ErrorCode::Eval, "cannot slice a struct", span);
             }

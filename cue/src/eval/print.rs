@@ -69,13 +69,7 @@ impl Ev {
             return;
         }
         if vx.is_list {
-            // A list's elements: its index arcs (a list embedded in a struct keeps hidden fields).
-            let arcs: Vec<VId> = vx
-                .arcs
-                .iter()
-                .filter(|(l, _)| l.kind == LabelKind::Index)
-                .map(|(_, a)| *a)
-                .collect();
+            let arcs = vx.elements();
             let open = vx.list.as_ref().is_some_and(|l| l.closed_len.is_none());
             let tails: Vec<_> = vx
                 .list
