@@ -37,6 +37,15 @@ fn cue(cwd: &Path, args: &[&str]) -> R<Output> {
         .output()?)
 }
 
+/// The exit code and stderr of a run expected to fail.
+fn failure(o: R<Output>) -> R<(Option<i32>, String)> {
+    let o = o?;
+    Ok((
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    ))
+}
+
 /// The JSON printed by a successful run, without white space.
 fn stdout(o: R<Output>) -> R<String> {
     let o = o?;
@@ -86,9 +95,9 @@ fn module_root_is_found_above_the_working_directory() -> R {
     // A file outside the main module is refused with a message, not read.
     let other = Tmp::new("other")?;
     let f = other.write("y.cue", "y: 1\n")?;
-    let o = cue(&t.0.join("app"), &["export", &f.to_string_lossy()])?;
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("outside the main module"));
+    let (code, err) = failure(cue(&t.0.join("app"), &["export", &f.to_string_lossy()]))?;
+    assert_ne!(code, Some(0));
+    assert!(err.contains("outside the main module"));
     Ok(())
 }
 
@@ -96,9 +105,8 @@ fn module_root_is_found_above_the_working_directory() -> R {
 fn errors_exit_non_zero_with_positions() -> R {
     let t = Tmp::new("err")?;
     t.write("e.cue", "a: 1\na: 2\n")?;
-    let o = cue(&t.0, &["export", "e.cue"])?;
-    assert_eq!(o.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let (code, err) = failure(cue(&t.0, &["export", "e.cue"]))?;
+    assert_eq!(code, Some(1));
     assert!(err.contains("a: conflicting values"), "{err}");
     assert!(
         err.contains("e.cue:1:4") && err.contains("e.cue:2:4"),
@@ -174,12 +182,12 @@ n: {
 fn eval_fails_on_errors_and_concrete_asks_for_data() -> R {
     let t = Tmp::new("evalerr")?;
     t.write("e.cue", "a: 1 & 2\n")?;
-    let o = cue(&t.0, &["eval", "e.cue"])?;
-    assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("a: conflicting values"));
+    let (code, err) = failure(cue(&t.0, &["eval", "e.cue"]))?;
+    assert_eq!(code, Some(1));
+    assert!(err.contains("a: conflicting values"));
     t.write("i.cue", "a: int\n")?;
     assert_eq!(stdout(cue(&t.0, &["eval", "i.cue"]))?, "a:int");
-    let o = cue(&t.0, &["eval", "-c", "i.cue"])?;
-    assert_eq!(o.status.code(), Some(1));
+    let (code, _) = failure(cue(&t.0, &["eval", "-c", "i.cue"]))?;
+    assert_eq!(code, Some(1));
     Ok(())
 }
