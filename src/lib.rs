@@ -7,7 +7,9 @@
 //! - `platform` owns the process-local platform store and its on-disk layout.
 //! - `registry` implements `cue::module::Registry` over OCI registries and OCI layout directories.
 //! - `server` hosts the admission webhooks, probes and metrics.
+//! - `kernel` is the seam between the render kernel and its callers (reconcilers, REST API, CLI).
 
+pub mod kernel;
 pub mod platform;
 pub mod registry;
 pub mod server;
