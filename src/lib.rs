@@ -7,9 +7,11 @@
 //! - `platform` owns the process-local platform store and its on-disk layout.
 //! - `registry` implements `cue::module::Registry` over OCI registries and OCI layout directories.
 //! - `server` hosts the admission webhooks, probes and metrics.
+//! - `controller` holds the reconcilers and the frame they share.
 //! - `inventory` holds the inventory model, the stale set and the reconcile digests.
 //! - `kernel` is the seam between the render kernel and its callers (reconcilers, REST API, CLI).
 
+pub mod controller;
 pub mod inventory;
 pub mod kernel;
 pub mod platform;
