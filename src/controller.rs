@@ -2,8 +2,9 @@
 //!
 //! This session lands the pure part of the frame: reconcile outcomes, their metric labels and
 //! requeue intervals, and the classification of kernel errors into condition reasons
-//! ([`outcome`]) and the Platform contract gate ([`platform_gate`]). The kube-runtime controllers, the status patcher, the event recorder, the
+//! ([`outcome`]) the Platform contract gate ([`platform_gate`]) and event deduplication ([`events`]). The kube-runtime controllers, the status patcher, the event recorder, the
 //! manager with leader election and the four reconcilers build on it (issues 15 and 17).
 
+pub mod events;
 pub mod outcome;
 pub mod platform_gate;
