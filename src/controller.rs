@@ -9,5 +9,6 @@
 
 pub mod claims;
 pub mod events;
+pub mod metrics;
 pub mod outcome;
 pub mod platform_gate;
