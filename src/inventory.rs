@@ -199,26 +199,9 @@ fn encode_entries(entries: &[&InventoryEntry]) -> String {
     out
 }
 
-/// Appends `s` as a Go `encoding/json` string literal (HTML-safe escaping).
+/// Appends `s` as a Go `encoding/json` string literal (HTML-safe escaping; cue's escaper).
 fn go_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    cue::export::json_str(s, out);
 }
 
 /// Appends `v` as Go's `encoding/json` encodes an unstructured value (`map[string]any` with sorted

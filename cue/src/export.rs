@@ -5,7 +5,10 @@
 use crate::builtins::Val;
 use crate::eval::format_float;
 
-fn json_str(s: &str, out: &mut String) {
+/// Appends `s` as a JSON string literal escaped exactly as Go's `encoding/json` escapes it
+/// (`<`, `>`, `&`, U+2028, U+2029 and control characters as `\u00xx`). The one string escaper of
+/// the project: export, and the operator's Go-compatible digests, use it.
+pub fn json_str(s: &str, out: &mut String) {
     out.push('"');
     for c in s.chars() {
         match c {
