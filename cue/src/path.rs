@@ -189,8 +189,7 @@ impl Path {
                             at: i,
                         })?;
                         sels.push(Selector::Index(n));
-                    } else if is_ident(word) || word.strip_prefix("_#").is_some_and(|r| is_ident(r))
-                    {
+                    } else if is_ident(word) || word.strip_prefix("_#").is_some_and(is_ident) {
                         sels.push(Selector::ident(word));
                     } else {
                         return Err(PathError::NotIdent {
