@@ -10,6 +10,10 @@
 //! imports with [`Runtime::build_module`] over a [`module::FileSystem`] and a [`module::Registry`])
 //! and [`Value`] (lookup, iteration, unification, validation, export). Values are `Send`: they
 //! share the evaluator through an `Arc<Mutex<_>>`.
+//!
+//! The render kernel's facade (module `facade`, re-exported here): values addressed by [`Path`],
+//! [`Value::fields_where`], data in with [`Runtime::value_from_json`] and [`Value::fill_path`],
+//! data out with [`Value::to_json_value`] and [`Value::decode`], and [`Runtime::reports`].
 
 pub mod adt;
 pub mod ast;
@@ -18,17 +22,21 @@ pub mod compile;
 pub mod errors;
 pub mod eval;
 pub mod export;
+mod facade;
 pub mod module;
 pub mod parser;
+pub mod path;
 pub mod scanner;
 pub mod source;
 pub mod token;
 
 use adt::{Expr, Kinds, Label, LabelKind, VId};
-pub use errors::{DiagCode, Error};
-use errors::{Diagnostic, SourceMap};
+use errors::SourceMap;
+pub use errors::{DiagCode, Diagnostic, Error};
 pub use eval::Config;
 use eval::{Conj, Ev};
+pub use facade::{DecodeError, DiagnosticReport, Field, FieldConstraint, FieldFilter, Position};
+pub use path::{Path, PathError, Selector};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 struct Inner {

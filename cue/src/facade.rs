@@ -1,0 +1,401 @@
+//! The facade the render kernel uses beside the original [`Value`] API: values addressed by
+//! [`Path`], field iteration with a filter, data in and out as `serde_json::Value`, typed
+//! decoding, and diagnostics as JSON-serialisable reports.
+//!
+//! Rules (render-spec §1.3–§1.8; style.md §2, §5; CUE `doc/ref/spec.md`):
+//! - values enter as data, never as text: [`Runtime::value_from_json`] builds the value from the
+//!   `serde_json::Value` tree (object keys are regular fields, in the object's order; integers are
+//!   CUE `int`, other numbers CUE `float`), so no CUE syntax in the data is ever interpreted;
+//! - [`Value::fill_path`] unifies the value with the data placed at the path (an index selector
+//!   places it in an open list, so the list keeps its other elements); the result is a new value,
+//!   the receiver is unchanged;
+//! - [`Value::to_json_value`] exports what [`Value::to_json`] exports (regular fields, defaults
+//!   taken, CUE's field order, bytes as standard base64), as a `serde_json::Value`; a number
+//!   outside what `serde_json` holds (integers beyond `i64`/`u64`, floats beyond `f64`) is a
+//!   [`DiagCode::Limit`] diagnostic at its path, never a silent rounding of an integer;
+//! - [`Value::decode`] is `to_json_value` followed by `serde_json::from_value`;
+//! - [`Value::fields_where`] yields the arcs the [`FieldFilter`] admits, in CUE's order, with
+//!   their [`Selector`] and [`FieldConstraint`]; pattern constraints (`[string]: T`) are not arcs
+//!   and are not yielded (a known gap: the facade has no value for a pattern yet);
+//! - [`Runtime::reports`] turns diagnostics into [`DiagnosticReport`]s with file:line:col
+//!   positions (1-based, byte columns as `cue` prints them) that a JSON API returns as they are.
+
+use crate::adt::{self, Expr, Label, LabelKind, VId};
+use crate::builtins;
+use crate::errors::{DiagCode, Diagnostic};
+use crate::path::{Path, Selector};
+use crate::source::Span;
+use crate::{lock, Runtime, Value};
+use base64::Engine as _;
+use bigdecimal::BigDecimal;
+use num_bigint::BigInt;
+use num_traits::ToPrimitive;
+use std::str::FromStr;
+use std::sync::Arc;
+
+pub use crate::ast::FieldConstraint;
+
+/// Which arcs [`Value::fields_where`] yields. A field is yielded when its label class is
+/// selected (`fields`, `definitions`, `hidden`) and its constraint is: regular fields of a
+/// selected class always, `?` fields if `optional`, `!` fields if `required`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FieldFilter {
+    /// Regular-label fields and list elements.
+    pub fields: bool,
+    /// Definitions (`#D`).
+    pub definitions: bool,
+    /// Hidden fields and hidden definitions (`_x`, `_#x`).
+    pub hidden: bool,
+    /// Also optional (`a?:`) fields of the selected classes.
+    pub optional: bool,
+    /// Also required (`a!:`) fields of the selected classes.
+    pub required: bool,
+}
+
+impl FieldFilter {
+    /// What export sees: regular fields with a regular constraint.
+    pub fn data() -> FieldFilter {
+        FieldFilter {
+            fields: true,
+            ..FieldFilter::default()
+        }
+    }
+
+    /// Definitions only, whatever their constraint.
+    pub fn definitions() -> FieldFilter {
+        FieldFilter {
+            definitions: true,
+            optional: true,
+            required: true,
+            ..FieldFilter::default()
+        }
+    }
+
+    /// Every arc.
+    pub fn all() -> FieldFilter {
+        FieldFilter {
+            fields: true,
+            definitions: true,
+            hidden: true,
+            optional: true,
+            required: true,
+        }
+    }
+}
+
+/// One arc yielded by [`Value::fields_where`].
+#[derive(Clone, Debug)]
+pub struct Field {
+    /// The selector of the arc under its parent.
+    pub selector: Selector,
+    /// `a:`, `a?:` or `a!:` (list elements are regular).
+    pub constraint: FieldConstraint,
+    /// The arc's value.
+    pub value: Value,
+}
+
+/// A file position as `cue` prints it: `file:line:col`, 1-based, byte columns.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Position {
+    /// The file name as given to the runtime.
+    pub file: String,
+    /// The line.
+    pub line: usize,
+    /// The byte column.
+    pub column: usize,
+}
+
+impl std::fmt::Display for Position {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+/// A [`Diagnostic`] with its positions resolved, ready to serialise as JSON.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DiagnosticReport {
+    /// The class ([`DiagCode::as_str`]).
+    pub code: String,
+    /// The value path, as [`Path`] prints and parses it; empty for the root or load errors.
+    pub path: String,
+    /// The message.
+    pub message: String,
+    /// The primary position, if known.
+    pub primary: Option<Position>,
+    /// The other positions involved (both sides of a conflict).
+    pub related: Vec<Position>,
+}
+
+/// Why [`Value::decode`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// The value has errors or is not concrete.
+    #[error("value does not export: {}", .0.first().map_or("", |d| d.message.as_str()))]
+    Eval(Vec<Diagnostic>),
+    /// The data does not have the shape of the target type.
+    #[error("value does not decode: {0}")]
+    Shape(#[from] serde_json::Error),
+}
+
+fn data_of_json(j: &serde_json::Value) -> builtins::Val {
+    use builtins::Val as B;
+    match j {
+        serde_json::Value::Null => B::Null,
+        serde_json::Value::Bool(b) => B::Bool(*b),
+        serde_json::Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                B::Int(BigInt::from(i))
+            } else if let Some(u) = n.as_u64() {
+                B::Int(BigInt::from(u))
+            } else {
+                // serde_json prints a finite f64 in a form BigDecimal reads; it never holds NaN
+                // or infinities.
+                match BigDecimal::from_str(&n.to_string()) {
+                    Ok(d) => B::Float(d),
+                    Err(_) => B::Float(BigDecimal::from(0)),
+                }
+            }
+        }
+        serde_json::Value::String(s) => B::String(s.clone()),
+        serde_json::Value::Array(xs) => B::List(xs.iter().map(data_of_json).collect()),
+        serde_json::Value::Object(m) => B::Struct(
+            m.iter()
+                .map(|(k, v)| (k.clone(), data_of_json(v)))
+                .collect(),
+        ),
+    }
+}
+
+fn limit(path: &Path, message: String) -> Diagnostic {
+    Diagnostic {
+        code: DiagCode::Limit,
+        path: path.to_string(),
+        message,
+        span: None,
+        related: Vec::new(),
+    }
+}
+
+fn json_of_data(d: &builtins::Val, at: &Path) -> Result<serde_json::Value, Diagnostic> {
+    use builtins::Val as B;
+    Ok(match d {
+        B::Null => serde_json::Value::Null,
+        B::Bool(b) => serde_json::Value::Bool(*b),
+        B::Int(i) => {
+            if let Some(x) = i.to_i64() {
+                serde_json::Value::from(x)
+            } else if let Some(x) = i.to_u64() {
+                serde_json::Value::from(x)
+            } else {
+                return Err(limit(
+                    at,
+                    format!("integer {i} is outside the 64-bit range of a JSON value"),
+                ));
+            }
+        }
+        B::Float(f) => {
+            let x = f.to_string().parse::<f64>().ok().filter(|x| x.is_finite());
+            match x.and_then(serde_json::Number::from_f64) {
+                Some(n) => serde_json::Value::Number(n),
+                None => {
+                    return Err(limit(
+                        at,
+                        format!("float {f} is outside the range of a JSON value"),
+                    ))
+                }
+            }
+        }
+        B::String(s) => serde_json::Value::String(s.clone()),
+        B::Bytes(b) => {
+            serde_json::Value::String(base64::engine::general_purpose::STANDARD.encode(b))
+        }
+        B::List(xs) => {
+            let mut out = Vec::with_capacity(xs.len());
+            for (i, x) in xs.iter().enumerate() {
+                out.push(json_of_data(x, &at.child(Selector::Index(i)))?);
+            }
+            serde_json::Value::Array(out)
+        }
+        B::Struct(fs) => {
+            let mut m = serde_json::Map::with_capacity(fs.len());
+            for (k, x) in fs {
+                let v = json_of_data(x, &at.child(Selector::Field(k.clone())))?;
+                m.insert(k.clone(), v);
+            }
+            serde_json::Value::Object(m)
+        }
+        B::Opaque(_) => {
+            return Err(Diagnostic {
+                code: DiagCode::Incomplete,
+                path: at.to_string(),
+                message: "value is not concrete".into(),
+                span: None,
+                related: Vec::new(),
+            })
+        }
+    })
+}
+
+impl std::fmt::Debug for Value {
+    /// The value's path from its package root (`Value(a.b)`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Value({})", self.path())
+    }
+}
+
+impl Runtime {
+    /// A value of this runtime built from JSON data (see the module rules).
+    pub fn value_from_json(&self, data: &serde_json::Value) -> Value {
+        let expr = crate::eval::data_to_expr(&data_of_json(data), Span::default());
+        let v = lock(&self.inner).ev.anon(None, expr);
+        Value {
+            inner: self.inner.clone(),
+            v,
+        }
+    }
+
+    /// Diagnostics with resolved file positions, serialisable as JSON.
+    pub fn reports(&self, diags: &[Diagnostic]) -> Vec<DiagnosticReport> {
+        let g = lock(&self.inner);
+        let pos = |s: Span| {
+            g.map.position(s).map(|(file, line, column)| Position {
+                file: file.to_string(),
+                line,
+                column,
+            })
+        };
+        diags
+            .iter()
+            .map(|d| DiagnosticReport {
+                code: d.code.as_str().to_string(),
+                path: d.path.clone(),
+                message: d.message.clone(),
+                primary: d.span.and_then(pos),
+                related: d.related.iter().filter_map(|&s| pos(s)).collect(),
+            })
+            .collect()
+    }
+}
+
+impl Value {
+    /// Looks up a [`Path`]; `None` if a selector names no arc (an index selects only in a
+    /// list).
+    pub fn lookup_path(&self, path: &Path) -> Option<Value> {
+        let mut cur = self.clone();
+        for s in path.selectors() {
+            let label = s.label();
+            let next = cur.with(|ev, v| {
+                ev.eval(v);
+                let v = ev.deref(v);
+                let x = &ev.vs[v as usize];
+                if label.kind == LabelKind::Index && !x.is_list {
+                    return None;
+                }
+                let a = x.arcs.get(&label).copied()?;
+                ev.eval(a);
+                Some(a)
+            })?;
+            cur = cur.wrap(next);
+        }
+        Some(cur)
+    }
+
+    /// The arcs the filter admits, in CUE's order (see [`FieldFilter`]).
+    pub fn fields_where(&self, filter: FieldFilter) -> Vec<Field> {
+        let picked = self.with(|ev, v| {
+            ev.eval(v);
+            let v = ev.deref(v);
+            let arcs: Vec<(Label, VId)> = ev.vs[v as usize]
+                .arcs
+                .iter()
+                .map(|(l, a)| (l.clone(), *a))
+                .collect();
+            let mut out = Vec::new();
+            for (l, a) in arcs {
+                let class = match l.kind {
+                    LabelKind::Regular | LabelKind::Index => filter.fields,
+                    LabelKind::Def => filter.definitions,
+                    LabelKind::Hidden | LabelKind::HiddenDef => filter.hidden,
+                    LabelKind::Internal => false,
+                };
+                if !class {
+                    continue;
+                }
+                ev.eval(a);
+                let c = ev.vs[a as usize]
+                    .constraint
+                    .unwrap_or(FieldConstraint::Regular);
+                let ok = match c {
+                    FieldConstraint::Regular => true,
+                    FieldConstraint::Optional => filter.optional,
+                    FieldConstraint::Required => filter.required,
+                };
+                if let (true, Some(s)) = (ok, Selector::of_label(&l)) {
+                    out.push((s, c, a));
+                }
+            }
+            out
+        });
+        picked
+            .into_iter()
+            .map(|(selector, constraint, a)| Field {
+                selector,
+                constraint,
+                value: self.wrap(a),
+            })
+            .collect()
+    }
+
+    /// The value unified with `data` placed at `path` (see the module rules). The receiver is
+    /// unchanged.
+    pub fn fill_path(&self, path: &Path, data: &serde_json::Value) -> Value {
+        let span = Span::default();
+        let mut e = crate::eval::data_to_expr(&data_of_json(data), span);
+        for s in path.selectors().iter().rev() {
+            e = match s {
+                Selector::Index(i) => {
+                    let mut elems: Vec<adt::ListElemC> = (0..*i)
+                        .map(|_| adt::ListElemC::Expr(Expr::Lit(adt::Val::Top, span)))
+                        .collect();
+                    elems.push(adt::ListElemC::Expr(e));
+                    Expr::List(Arc::new(adt::ListLit {
+                        elems,
+                        ellipsis: Some(None),
+                        span,
+                    }))
+                }
+                s => Expr::Struct(Arc::new(adt::StructLit {
+                    fields: vec![adt::FieldDecl {
+                        label: adt::LabelExpr::Fixed(s.label()),
+                        constraint: FieldConstraint::Regular,
+                        value: e,
+                        span,
+                    }],
+                    ..Default::default()
+                })),
+            };
+        }
+        let a = self.v;
+        let u = self.with(|ev, _| {
+            let b = ev.anon(None, e);
+            ev.anon(
+                None,
+                Expr::Unify(vec![Expr::Vertex(a, span), Expr::Vertex(b, span)], span),
+            )
+        });
+        self.wrap(u)
+    }
+
+    /// The exported data as a `serde_json::Value` in CUE's field order (see the module rules).
+    pub fn to_json_value(&self) -> Result<serde_json::Value, Vec<Diagnostic>> {
+        let d = self.to_data()?;
+        let at = Path::parse(&self.path()).unwrap_or_default();
+        json_of_data(&d, &at).map_err(|e| vec![e])
+    }
+
+    /// The exported data decoded into `T`.
+    pub fn decode<T: serde::de::DeserializeOwned>(&self) -> Result<T, DecodeError> {
+        let j = self.to_json_value().map_err(DecodeError::Eval)?;
+        Ok(serde_json::from_value(j)?)
+    }
+}

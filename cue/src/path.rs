@@ -1,0 +1,366 @@
+//! Value paths: [`Path`] and [`Selector`], the addresses the facade takes and diagnostics print.
+//!
+//! Rules (render-spec §1.3–§1.8 address values by path; CUE `doc/ref/spec.md`, "Field
+//! declarations" and "Identifiers"):
+//! - a path is a sequence of selectors separated by `.`; a selector is a regular field (an
+//!   identifier, or a quoted string when the label is not an identifier), a definition (`#D`), a
+//!   hidden field (`_x`, `_#x`) or a list index;
+//! - an index is written `.N` (as the evaluator prints it in diagnostics: `a.b.0`) or `[N]`
+//!   (`a.b[0]`); both parse to [`Selector::Index`], and [`Path`]'s `Display` prints the
+//!   diagnostics form, so `Path::parse(&d.path)` of any diagnostic gives back the same path;
+//! - a quoted label takes JSON escapes and the `\u{…}` escape the evaluator prints;
+//! - an unquoted digit string is an index: a regular field named `0` is written `"0"`;
+//! - hidden fields are those of the package the path is applied to (the main package of a
+//!   build); hidden fields of an imported package are not addressable by path (a known gap: CUE
+//!   scopes them by package and the facade has no package qualifier yet);
+//! - the empty string is the empty path (the value itself).
+
+use crate::adt::{is_ident, Label};
+use std::fmt;
+
+/// One step of a [`Path`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Selector {
+    /// A regular field, by its label (unquoted).
+    Field(String),
+    /// A definition, by its identifier including `#` (`#Def`).
+    Definition(String),
+    /// A hidden field or hidden definition of the main package, including `_` (`_x`, `_#x`).
+    Hidden(String),
+    /// A list element.
+    Index(usize),
+}
+
+impl Selector {
+    /// A selector for an identifier as written: `#a` is a definition, `_a` hidden, anything
+    /// else (including a label that is not an identifier) a regular field.
+    pub fn ident(name: &str) -> Selector {
+        if name.starts_with('#') {
+            Selector::Definition(name.to_string())
+        } else if name.starts_with('_') && name.len() > 1 {
+            Selector::Hidden(name.to_string())
+        } else {
+            Selector::Field(name.to_string())
+        }
+    }
+
+    /// The evaluator's label for this selector.
+    pub(crate) fn label(&self) -> Label {
+        match self {
+            Selector::Field(s) => Label::string(s),
+            Selector::Definition(s) | Selector::Hidden(s) => Label::ident(s),
+            Selector::Index(i) => Label::index(*i),
+        }
+    }
+
+    /// The selector of an evaluator label; `None` for internal slots.
+    pub(crate) fn of_label(l: &Label) -> Option<Selector> {
+        use crate::adt::LabelKind as K;
+        match l.kind {
+            K::Regular => Some(Selector::Field(l.name.to_string())),
+            K::Def => Some(Selector::Definition(l.name.to_string())),
+            K::Hidden | K::HiddenDef => Some(Selector::Hidden(l.name.to_string())),
+            K::Index => Some(Selector::Index(l.index)),
+            K::Internal => None,
+        }
+    }
+}
+
+impl fmt::Display for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Selector::Field(s) if is_ident(s) && !s.starts_with(['#', '_']) => f.write_str(s),
+            Selector::Field(s) => write!(f, "{s:?}"),
+            Selector::Definition(s) | Selector::Hidden(s) => f.write_str(s),
+            Selector::Index(i) => write!(f, "{i}"),
+        }
+    }
+}
+
+/// A value path: selectors from a value down to one of its descendants.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Path {
+    selectors: Vec<Selector>,
+}
+
+/// Why a path text does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    /// A selector is empty (`a..b`, a leading or trailing `.`).
+    #[error("path {path:?}: empty selector at byte {at}")]
+    Empty {
+        /// The path text.
+        path: String,
+        /// Byte offset.
+        at: usize,
+    },
+    /// An unquoted selector is not an identifier or an index.
+    #[error("path {path:?}: {selector:?} is neither an identifier nor an index (quote it)")]
+    NotIdent {
+        /// The path text.
+        path: String,
+        /// The selector text.
+        selector: String,
+    },
+    /// A quoted label is not closed or has a bad escape.
+    #[error("path {path:?}: bad quoted label at byte {at}")]
+    BadQuote {
+        /// The path text.
+        path: String,
+        /// Byte offset.
+        at: usize,
+    },
+    /// A `[...]` index is not a decimal number or is not closed.
+    #[error("path {path:?}: bad index at byte {at}")]
+    BadIndex {
+        /// The path text.
+        path: String,
+        /// Byte offset.
+        at: usize,
+    },
+}
+
+impl Path {
+    /// The empty path.
+    pub fn root() -> Path {
+        Path::default()
+    }
+
+    /// A path of the given selectors.
+    pub fn new(selectors: Vec<Selector>) -> Path {
+        Path { selectors }
+    }
+
+    /// The selectors.
+    pub fn selectors(&self) -> &[Selector] {
+        &self.selectors
+    }
+
+    /// This path followed by `s`.
+    pub fn child(&self, s: Selector) -> Path {
+        let mut p = self.clone();
+        p.selectors.push(s);
+        p
+    }
+
+    /// `true` for the empty path.
+    pub fn is_root(&self) -> bool {
+        self.selectors.is_empty()
+    }
+
+    /// Parses a path as written in diagnostics (`a.b.0`, `a."x-y".#D`) or with bracketed
+    /// indices (`a.b[0]`). See the module docs for the rules.
+    pub fn parse(text: &str) -> Result<Path, PathError> {
+        let b = text.as_bytes();
+        let mut sels = Vec::new();
+        let mut i = 0;
+        if text.is_empty() {
+            return Ok(Path::root());
+        }
+        loop {
+            // One selector starts at `i`.
+            match b.get(i) {
+                None | Some(b'.') => {
+                    return Err(PathError::Empty {
+                        path: text.into(),
+                        at: i,
+                    })
+                }
+                Some(b'"') => {
+                    let (s, next) = unquote(text, i).ok_or_else(|| PathError::BadQuote {
+                        path: text.into(),
+                        at: i,
+                    })?;
+                    sels.push(Selector::Field(s));
+                    i = next;
+                }
+                Some(_) => {
+                    let end = text[i..].find(['.', '[']).map_or(text.len(), |k| i + k);
+                    let word = &text[i..end];
+                    if word.is_empty() {
+                        return Err(PathError::Empty {
+                            path: text.into(),
+                            at: i,
+                        });
+                    }
+                    if word.bytes().all(|c| c.is_ascii_digit()) {
+                        let n = word.parse::<usize>().map_err(|_| PathError::BadIndex {
+                            path: text.into(),
+                            at: i,
+                        })?;
+                        sels.push(Selector::Index(n));
+                    } else if is_ident(word) || word.strip_prefix("_#").is_some_and(is_ident) {
+                        sels.push(Selector::ident(word));
+                    } else {
+                        return Err(PathError::NotIdent {
+                            path: text.into(),
+                            selector: word.into(),
+                        });
+                    }
+                    i = end;
+                }
+            }
+            // Bracketed indices after the selector.
+            while b.get(i) == Some(&b'[') {
+                let close = text[i..].find(']').map(|k| i + k);
+                let n = close
+                    .and_then(|c| {
+                        let d = &text[i + 1..c];
+                        (!d.is_empty() && d.bytes().all(|x| x.is_ascii_digit()))
+                            .then(|| d.parse::<usize>().ok())
+                            .flatten()
+                    })
+                    .ok_or_else(|| PathError::BadIndex {
+                        path: text.into(),
+                        at: i,
+                    })?;
+                sels.push(Selector::Index(n));
+                i = close.map_or(text.len(), |c| c + 1);
+            }
+            match b.get(i) {
+                None => break,
+                Some(b'.') => i += 1,
+                Some(_) => {
+                    return Err(PathError::NotIdent {
+                        path: text.into(),
+                        selector: text[i..].into(),
+                    })
+                }
+            }
+        }
+        Ok(Path { selectors: sels })
+    }
+}
+
+/// Reads a quoted label starting at byte `at` (the opening quote); returns the label and the
+/// byte after the closing quote.
+fn unquote(text: &str, at: usize) -> Option<(String, usize)> {
+    let mut out = String::new();
+    let mut chars = text.get(at + 1..)?.char_indices();
+    while let Some((k, c)) = chars.next() {
+        match c {
+            '"' => return Some((out, at + 1 + k + 1)),
+            '\\' => {
+                let (_, e) = chars.next()?;
+                match e {
+                    '"' => out.push('"'),
+                    '\\' => out.push('\\'),
+                    '/' => out.push('/'),
+                    '\'' => out.push('\''),
+                    'n' => out.push('\n'),
+                    't' => out.push('\t'),
+                    'r' => out.push('\r'),
+                    'b' => out.push('\u{8}'),
+                    'f' => out.push('\u{c}'),
+                    '0' => out.push('\0'),
+                    'u' => {
+                        let rest = chars.as_str();
+                        let (hex, used) = if let Some(r) = rest.strip_prefix('{') {
+                            let close = r.find('}')?;
+                            (&r[..close], close + 2)
+                        } else {
+                            (rest.get(..4)?, 4)
+                        };
+                        let cp = u32::from_str_radix(hex, 16).ok()?;
+                        out.push(char::from_u32(cp)?);
+                        for _ in 0..used {
+                            chars.next()?;
+                        }
+                    }
+                    _ => return None,
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    None
+}
+
+impl fmt::Display for Path {
+    /// Prints as diagnostics do: selectors joined by `.`, indices as `.N`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (k, s) in self.selectors.iter().enumerate() {
+            if k > 0 {
+                f.write_str(".")?;
+            }
+            write!(f, "{s}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for Path {
+    type Err = PathError;
+    fn from_str(s: &str) -> Result<Path, PathError> {
+        Path::parse(s)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_selector_form() {
+        let p = Path::parse(r#"a."x-y".#D._h._#g.0[2]"#).unwrap();
+        assert_eq!(
+            p.selectors(),
+            &[
+                Selector::Field("a".into()),
+                Selector::Field("x-y".into()),
+                Selector::Definition("#D".into()),
+                Selector::Hidden("_h".into()),
+                Selector::Hidden("_#g".into()),
+                Selector::Index(0),
+                Selector::Index(2),
+            ]
+        );
+        assert_eq!(p.to_string(), r#"a."x-y".#D._h._#g.0.2"#);
+        assert_eq!(Path::parse(&p.to_string()).unwrap(), p);
+    }
+
+    #[test]
+    fn quoted_labels_round_trip() {
+        for label in [
+            "0",
+            "a.b",
+            "with \"quote\"",
+            "tab\there",
+            "é",
+            "#notdef",
+            "_",
+            "",
+        ] {
+            let p = Path::root().child(Selector::Field(label.into()));
+            assert_eq!(Path::parse(&p.to_string()).unwrap(), p, "{label:?} -> {p}");
+        }
+        assert_eq!(
+            Path::parse(r#""\u00e9\u{1F600}""#).unwrap().selectors(),
+            &[Selector::Field("é😀".into())]
+        );
+    }
+
+    #[test]
+    fn bad_paths_are_typed_errors() {
+        assert!(matches!(Path::parse("a..b"), Err(PathError::Empty { .. })));
+        assert!(matches!(Path::parse("a."), Err(PathError::Empty { .. })));
+        assert!(matches!(
+            Path::parse("a-b"),
+            Err(PathError::NotIdent { .. })
+        ));
+        assert!(matches!(
+            Path::parse("\"a"),
+            Err(PathError::BadQuote { .. })
+        ));
+        assert!(matches!(
+            Path::parse("a[x]"),
+            Err(PathError::BadIndex { .. })
+        ));
+        assert!(matches!(
+            Path::parse("a[1"),
+            Err(PathError::BadIndex { .. })
+        ));
+        assert_eq!(Path::parse("").unwrap(), Path::root());
+    }
+}

@@ -1,0 +1,324 @@
+//! Tests of the public facade of `cue` (render-spec §1.3–§1.8): paths, filtered field iteration,
+//! data in and out as `serde_json::Value`, decoding, diagnostic reports, and a render-shaped
+//! workload on 8 threads at once.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use cue::{
+    Config, DecodeError, DiagCode, FieldConstraint, FieldFilter, Path, Runtime, Selector, Value,
+};
+use serde_json::json;
+
+fn build(rt: &Runtime, src: &str) -> Value {
+    rt.build_files(&[("in.cue".into(), src.into())])
+        .unwrap_or_else(|d| panic!("{}", rt.render(&d)))
+}
+
+fn p(s: &str) -> Path {
+    Path::parse(s).unwrap()
+}
+
+#[test]
+fn diagnostic_paths_parse_back_to_the_failing_value() {
+    let rt = Runtime::default();
+    let v = build(
+        &rt,
+        "a: \"x-y\": list: [1, 2 & 3]\n#D: {b: int}\nd: #D & {b: \"s\"}\n_h: {c: 1 & 2}\n",
+    );
+    let diags = v.validate(false).unwrap_err();
+    assert!(diags.len() >= 2, "{diags:?}");
+    for d in &diags {
+        let path = Path::parse(&d.path).unwrap();
+        assert_eq!(path.to_string(), d.path);
+        let at = v.lookup_path(&path).expect(&d.path);
+        assert!(at.is_bottom(), "{} is not an error", d.path);
+        assert_eq!(at.path(), d.path);
+    }
+    let paths: Vec<&str> = diags.iter().map(|d| d.path.as_str()).collect();
+    assert!(paths.contains(&"a.\"x-y\".list.1"), "{paths:?}");
+    assert!(paths.contains(&"d.b"), "{paths:?}");
+    // Brackets select the same element.
+    assert_eq!(
+        v.lookup_path(&p("a.\"x-y\".list[0]"))
+            .unwrap()
+            .to_json_value()
+            .unwrap(),
+        json!(1)
+    );
+    // An index selects only in a list, a missing label nothing.
+    assert!(v.lookup_path(&p("d.0")).is_none());
+    assert!(v.lookup_path(&p("a.nope")).is_none());
+    assert!(v.lookup_path(&Path::root()).is_some());
+}
+
+#[test]
+fn fields_where_selects_by_class_and_constraint() {
+    let rt = Runtime::default();
+    let v = build(
+        &rt,
+        "r: 1\no?: 2\nq!: int\n#D: {x: 1}\n#E?: {y: 1}\n_h: 3\n_#H: {z: 1}\n\"x-y\": 4\n",
+    );
+    let sels = |f: FieldFilter| -> Vec<String> {
+        v.fields_where(f)
+            .into_iter()
+            .map(|f| f.selector.to_string())
+            .collect()
+    };
+    assert_eq!(sels(FieldFilter::data()), ["r", "\"x-y\""]);
+    assert_eq!(sels(FieldFilter::definitions()), ["#D", "#E"]);
+    assert_eq!(
+        sels(FieldFilter::all()),
+        ["r", "o", "q", "#D", "#E", "_h", "_#H", "\"x-y\""]
+    );
+    let hidden = v.fields_where(FieldFilter {
+        hidden: true,
+        ..FieldFilter::default()
+    });
+    assert_eq!(hidden.len(), 2);
+    assert_eq!(hidden[0].selector, Selector::Hidden("_h".into()));
+    assert_eq!(hidden[0].value.to_json_value().unwrap(), json!(3));
+    let opt = v.fields_where(FieldFilter {
+        fields: true,
+        optional: true,
+        required: true,
+        ..FieldFilter::default()
+    });
+    let cons: Vec<FieldConstraint> = opt.iter().map(|f| f.constraint).collect();
+    assert_eq!(
+        cons,
+        [
+            FieldConstraint::Regular,
+            FieldConstraint::Optional,
+            FieldConstraint::Required,
+            FieldConstraint::Regular
+        ]
+    );
+    // List elements are regular fields with index selectors.
+    let l = build(&rt, "l: [10, 20]\n").lookup_path(&p("l")).unwrap();
+    let els = l.fields_where(FieldFilter::data());
+    assert_eq!(els[1].selector, Selector::Index(1));
+    assert_eq!(els[1].value.to_json_value().unwrap(), json!(20));
+}
+
+#[test]
+fn data_goes_in_as_data_and_comes_out_in_field_order() {
+    let rt = Runtime::default();
+    // CUE syntax inside data is a string, never evaluated.
+    let data = json!({"z": 1, "a": "\\(x)", "m": {"#d": true, "n": null}, "f": 1.5, "l": [3, 2]});
+    let v = rt.value_from_json(&data);
+    let out = v.to_json_value().unwrap();
+    assert_eq!(out, data);
+    let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["z", "a", "m", "f", "l"]);
+    assert_eq!(v.lookup_path(&p("f")).unwrap().kind(), cue::adt::K_FLOAT);
+    assert_eq!(v.lookup_path(&p("z")).unwrap().kind(), cue::adt::K_INT);
+    // Field order is CUE's: declaration order, then data filled in later.
+    let s = build(&rt, "b: int\na: string\n");
+    let filled = s.fill_path(&Path::root(), &json!({"c": true, "a": "x", "b": 2}));
+    assert_eq!(
+        serde_json::to_string(&filled.to_json_value().unwrap()).unwrap(),
+        r#"{"b":2,"a":"x","c":true}"#
+    );
+}
+
+#[test]
+fn fill_path_unifies_at_fields_definitions_and_indices() {
+    let rt = Runtime::default();
+    let v = build(
+        &rt,
+        "#In: {name: string, replicas: *1 | int}\nout: {n: #In.name, r: #In.replicas}\napp: #In\nl: [{a: 1}, {a: 2}]\n",
+    );
+    let f = v.fill_path(&p("#In"), &json!({"name": "web"}));
+    assert_eq!(
+        f.lookup_path(&p("out")).unwrap().to_json_value().unwrap(),
+        json!({"n": "web", "r": 1})
+    );
+    // The receiver is unchanged.
+    assert!(v.lookup_path(&p("out")).unwrap().to_json_value().is_err());
+    // A field closed by a definition rejects data it does not allow (filling the definition
+    // itself adds a conjunct to it, as in CUE).
+    let bad = v.fill_path(&p("app"), &json!({"name": "web", "extra": 1}));
+    let d = bad.validate(false).unwrap_err();
+    assert_eq!(d[0].path, "app.extra");
+    assert_eq!(d[0].code, DiagCode::NotAllowed);
+    // Into a list element: the other elements stay.
+    let l = v.fill_path(&p("l[1]"), &json!({"b": 3}));
+    assert_eq!(
+        l.lookup_path(&p("l")).unwrap().to_json_value().unwrap(),
+        json!([{"a": 1}, {"a": 2, "b": 3}])
+    );
+    // A conflict at a filled path is reported at that path.
+    let c = v.fill_path(&p("l.0.a"), &json!(5));
+    let d = c.validate(false).unwrap_err();
+    assert_eq!(d[0].path, "l.0.a");
+    assert_eq!(d[0].code, DiagCode::Conflict);
+}
+
+#[derive(serde::Deserialize, Debug, PartialEq)]
+struct Deployment {
+    name: String,
+    replicas: u32,
+    ports: Vec<u16>,
+}
+
+#[test]
+fn decode_into_types_and_report_both_failures() {
+    let rt = Runtime::default();
+    let v = build(&rt, "d: {name: \"web\", replicas: 2, ports: [80, 443]}\ne: {name: 1}\ni: int\nbig: 1180591620717411303424\nb: 'hi'\n");
+    let d: Deployment = v.lookup_path(&p("d")).unwrap().decode().unwrap();
+    assert_eq!(
+        d,
+        Deployment {
+            name: "web".into(),
+            replicas: 2,
+            ports: vec![80, 443]
+        }
+    );
+    let e = v.lookup_path(&p("e")).unwrap().decode::<Deployment>();
+    assert!(matches!(e, Err(DecodeError::Shape(_))), "{e:?}");
+    let i = v.lookup_path(&p("i")).unwrap().decode::<u32>();
+    assert!(matches!(i, Err(DecodeError::Eval(_))), "{i:?}");
+    let big = v
+        .lookup_path(&p("big"))
+        .unwrap()
+        .to_json_value()
+        .unwrap_err();
+    assert_eq!(big[0].code, DiagCode::Limit);
+    assert_eq!(big[0].path, "big");
+    assert_eq!(
+        v.lookup_path(&p("b")).unwrap().to_json_value().unwrap(),
+        json!("aGk=")
+    );
+}
+
+#[test]
+fn reports_carry_positions_and_serialise_as_json() {
+    let rt = Runtime::default();
+    let v = build(&rt, "a: 1\na: 2\n");
+    let diags = v.validate(false).unwrap_err();
+    let reports = rt.reports(&diags);
+    assert_eq!(reports.len(), diags.len());
+    let r = &reports[0];
+    assert_eq!(r.code, "conflict");
+    assert_eq!(r.path, "a");
+    let mut all: Vec<String> = r.primary.iter().map(|p| p.to_string()).collect();
+    all.extend(r.related.iter().map(|p| p.to_string()));
+    assert!(all.contains(&"in.cue:1:4".to_string()), "{all:?}");
+    assert!(all.contains(&"in.cue:2:4".to_string()), "{all:?}");
+    let j = serde_json::to_value(&reports).unwrap();
+    assert_eq!(j[0]["code"], "conflict");
+    assert!(j[0]["related"].is_array());
+    let back: Vec<cue::DiagnosticReport> = serde_json::from_value(j).unwrap();
+    assert_eq!(back, reports);
+    // Syntax errors have positions too.
+    let e = rt
+        .build_files(&[("bad.cue".into(), "a: {\n".into())])
+        .unwrap_err();
+    let r = rt.reports(&e);
+    assert_eq!(r[0].code, "syntax");
+    assert_eq!(r[0].primary.as_ref().unwrap().file, "bad.cue");
+}
+
+const CATALOG: &str = r#"
+#Meta: {name: string & =~"^[a-z][a-z0-9-]*$", namespace: *"default" | string}
+#Container: {image: string, port?: int & >0 & <65536}
+#WebApp: {
+	#in: {meta: #Meta, container: #Container, replicas: *1 | int & >=1}
+	out: {
+		apiVersion: "apps/v1"
+		kind:       "Deployment"
+		metadata: {name: #in.meta.name, namespace: #in.meta.namespace}
+		spec: {
+			replicas: #in.replicas
+			template: spec: containers: [{name: #in.meta.name, image: #in.container.image}]
+		}
+	}
+}
+#Service: {
+	#in: {meta: #Meta, container: #Container}
+	out: {
+		apiVersion: "v1"
+		kind:       "Service"
+		metadata: name: #in.meta.name
+		spec: ports: [{port: #in.container.port}]
+	}
+}
+"#;
+
+/// One render as the kernel does it: build the catalog, iterate its definitions, fill each
+/// one's `#in` with data, look `out` up by path and export it to `serde_json::Value`.
+fn render(n: usize) -> Vec<serde_json::Value> {
+    let rt = Runtime::new(Config::default());
+    let cat = build(&rt, CATALOG);
+    let input = json!({
+        "meta": {"name": format!("app-{n}")},
+        "container": {"image": format!("reg/app:{n}"), "port": 8000 + n},
+        "replicas": n % 3 + 1,
+    });
+    let mut out = Vec::new();
+    for def in cat.fields_where(FieldFilter::definitions()) {
+        let has_in = def
+            .value
+            .fields_where(FieldFilter::definitions())
+            .iter()
+            .any(|f| f.selector == Selector::Definition("#in".into()));
+        if !has_in {
+            continue;
+        }
+        let mut data = input.clone();
+        if def.selector == Selector::Definition("#Service".into()) {
+            data.as_object_mut().unwrap().remove("replicas");
+        }
+        let filled = def.value.fill_path(&p("#in"), &data);
+        let res = filled
+            .lookup_path(&p("out"))
+            .unwrap()
+            .to_json_value()
+            .unwrap_or_else(|d| panic!("{}: {}", def.selector, rt.render(&d)));
+        out.push(res);
+    }
+    out
+}
+
+#[test]
+fn render_shaped_workload_on_8_threads() {
+    let handles: Vec<_> = (0..8)
+        .map(|t| {
+            std::thread::spawn(move || {
+                (0..5)
+                    .map(|k| {
+                        let n = t * 10 + k;
+                        (n, render(n))
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for h in handles {
+        for (n, objs) in h.join().unwrap() {
+            assert_eq!(objs.len(), 2);
+            assert_eq!(
+                objs[0],
+                json!({
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "metadata": {"name": format!("app-{n}"), "namespace": "default"},
+                    "spec": {
+                        "replicas": n % 3 + 1,
+                        "template": {"spec": {"containers": [
+                            {"name": format!("app-{n}"), "image": format!("reg/app:{n}")}
+                        ]}}
+                    }
+                })
+            );
+            assert_eq!(
+                objs[1],
+                json!({
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "metadata": {"name": format!("app-{n}")},
+                    "spec": {"ports": [{"port": 8000 + n}]}
+                })
+            );
+        }
+    }
+}
