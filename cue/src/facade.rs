@@ -20,7 +20,7 @@
 //! - [`Runtime::reports`] turns diagnostics into [`DiagnosticReport`]s with file:line:col
 //!   positions (1-based, byte columns as `cue` prints them) that a JSON API returns as they are.
 
-use crate::adt::{self, Expr, Label, LabelKind, VId};
+use crate::adt::{self, Expr, LabelKind, VId};
 use crate::builtins;
 use crate::errors::{DiagCode, Diagnostic};
 use crate::path::{Path, Selector};
@@ -302,40 +302,26 @@ impl Value {
 
     /// The arcs the filter admits, in CUE's order (see [`FieldFilter`]).
     pub fn fields_where(&self, filter: FieldFilter) -> Vec<Field> {
-        let picked = self.with(|ev, v| {
-            ev.eval(v);
-            let v = ev.deref(v);
-            let arcs: Vec<(Label, VId)> = ev.vs[v as usize]
-                .arcs
-                .iter()
-                .map(|(l, a)| (l.clone(), *a))
-                .collect();
-            let mut out = Vec::new();
-            for (l, a) in arcs {
-                let class = match l.kind {
+        let picked: Vec<(Selector, FieldConstraint, VId)> = self
+            .pick_arcs(
+                |l| match l.kind {
                     LabelKind::Regular | LabelKind::Index => filter.fields,
                     LabelKind::Def => filter.definitions,
                     LabelKind::Hidden | LabelKind::HiddenDef => filter.hidden,
                     LabelKind::Internal => false,
-                };
-                if !class {
-                    continue;
-                }
-                ev.eval(a);
-                let c = ev.vs[a as usize]
-                    .constraint
-                    .unwrap_or(FieldConstraint::Regular);
-                let ok = match c {
+                },
+                |c| match c.unwrap_or(FieldConstraint::Regular) {
                     FieldConstraint::Regular => true,
                     FieldConstraint::Optional => filter.optional,
                     FieldConstraint::Required => filter.required,
-                };
-                if let (true, Some(s)) = (ok, Selector::of_label(&l)) {
-                    out.push((s, c, a));
-                }
-            }
-            out
-        });
+                },
+            )
+            .into_iter()
+            .filter_map(|(l, c, a)| {
+                let s = Selector::of_label(&l)?;
+                Some((s, c.unwrap_or(FieldConstraint::Regular), a))
+            })
+            .collect();
         picked
             .into_iter()
             .map(|(selector, constraint, a)| Field {

@@ -318,6 +318,38 @@ impl Value {
         f(&mut g.ev, self.v)
     }
 
+    /// The arcs of this struct, in CUE's order, whose label `keep_label` admits (internal arcs
+    /// never) and whose constraint `keep_constraint` admits. An arc is evaluated only after its
+    /// label is admitted, so unselected hidden fields (catalog `_test*` data) cost nothing. The
+    /// one arc walk behind [`Value::fields`] and [`Value::fields_where`].
+    pub(crate) fn pick_arcs(
+        &self,
+        keep_label: impl Fn(&Label) -> bool,
+        keep_constraint: impl Fn(Option<ast::FieldConstraint>) -> bool,
+    ) -> Vec<(Label, Option<ast::FieldConstraint>, VId)> {
+        self.with(|ev, v| {
+            ev.eval(v);
+            let v = ev.deref(v);
+            let arcs: Vec<(Label, VId)> = ev.vs[v as usize]
+                .arcs
+                .iter()
+                .map(|(l, a)| (l.clone(), *a))
+                .collect();
+            let mut out = Vec::new();
+            for (l, a) in arcs {
+                if matches!(l.kind, LabelKind::Internal) || !keep_label(&l) {
+                    continue;
+                }
+                ev.eval(a);
+                let c = ev.vs[a as usize].constraint;
+                if keep_constraint(c) {
+                    out.push((l, c, a));
+                }
+            }
+            out
+        })
+    }
+
     fn wrap(&self, v: VId) -> Value {
         Value {
             inner: self.inner.clone(),
@@ -363,31 +395,14 @@ impl Value {
     /// The fields of a struct: regular ones, plus optional ones if asked, plus definitions and
     /// hidden fields if asked. Labels are returned as written.
     pub fn fields(&self, optional: bool, defs_and_hidden: bool) -> Vec<(String, Value)> {
-        let ids = self.with(|ev, v| {
-            ev.eval(v);
-            let v = ev.deref(v);
-            let arcs: Vec<(Label, VId)> = ev.vs[v as usize]
-                .arcs
-                .iter()
-                .map(|(l, a)| (l.clone(), *a))
-                .collect();
-            let mut out = Vec::new();
-            for (l, a) in arcs {
-                if matches!(l.kind, LabelKind::Internal) {
-                    continue;
-                }
-                if !(defs_and_hidden || l.is_regular() || l.kind == LabelKind::Index) {
-                    continue;
-                }
-                ev.eval(a);
-                let c = ev.vs[a as usize].constraint;
-                if !optional && c != Some(ast::FieldConstraint::Regular) {
-                    continue;
-                }
-                out.push((l.name.to_string(), a));
-            }
-            out
-        });
+        let arcs = self.pick_arcs(
+            |l| defs_and_hidden || l.is_regular() || l.kind == LabelKind::Index,
+            |c| optional || c == Some(ast::FieldConstraint::Regular),
+        );
+        let ids: Vec<(String, VId)> = arcs
+            .into_iter()
+            .map(|(l, _, a)| (l.name.to_string(), a))
+            .collect();
         ids.into_iter().map(|(n, a)| (n, self.wrap(a))).collect()
     }
 
