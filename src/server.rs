@@ -19,6 +19,7 @@ mod error;
 mod listen;
 mod metrics;
 pub mod openapi;
+pub mod render_api;
 mod routes;
 mod state;
 
@@ -31,7 +32,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use error::{ApiError, Error, ErrorBody, ErrorCode, ErrorDetail};
+pub use error::{ApiError, Error, ErrorBody, ErrorCode, ErrorDetail, ErrorProblem};
 pub use metrics::Metrics;
 pub use routes::{
     metrics_router, probe_and_metrics_router, probe_router, router, PLATFORMS_PATH,
@@ -179,6 +180,8 @@ pub struct Settings {
     pub limits: Limits,
     /// Drain deadline on shutdown.
     pub shutdown_grace: Duration,
+    /// The REST render API's backend (`None`: the route answers 503 `render_unavailable`).
+    pub render: Option<render_api::RenderBackend>,
 }
 
 impl Settings {
@@ -191,6 +194,7 @@ impl Settings {
             metrics_addr: Some(any),
             limits: Limits::default(),
             shutdown_grace: Duration::from_secs(10),
+            render: None,
         }
     }
 }
@@ -240,7 +244,11 @@ fn local_addr(what: &'static str, l: &TcpListener, addr: SocketAddr) -> Result<S
 
 /// Binds the listeners and serves until [`Running::shutdown`].
 pub async fn start(settings: Settings, store: Arc<certs::CertStore>) -> Result<Running, Error> {
-    let state = AppState::new(settings.limits.clone(), Some(store.clone()));
+    let state = AppState::with_render(
+        settings.limits.clone(),
+        Some(store.clone()),
+        settings.render.clone(),
+    );
     let (stop, stop_rx) = watch::channel(false);
     let (drained, drained_rx) = watch::channel(false);
 
@@ -379,6 +387,7 @@ async fn serve(args: ServeArgs) -> Result<(), Error> {
         metrics_addr: args.metrics_addr.0,
         limits: Limits::with_timeout(args.request_timeout, concurrency),
         shutdown_grace: args.shutdown_grace,
+        render: None,
     };
     let running = start(settings, store).await?;
     tracing::info!(

@@ -36,6 +36,7 @@ use webhooks::WebhookKind;
 
 use super::error::{json_response, ApiError, ErrorBody, ErrorCode};
 use super::metrics::{HttpLabels, ListenerLabels, ReviewLabels};
+use super::render_api::RENDER_PATH;
 use super::state::AppState;
 
 /// Route of the TransformerRegistration webhook.
@@ -53,6 +54,10 @@ pub fn router(state: AppState) -> Router {
         .route(
             PLATFORMS_PATH,
             post(validate_platforms).fallback(method_not_allowed),
+        )
+        .route(
+            RENDER_PATH,
+            post(super::render_api::render).fallback(method_not_allowed),
         )
         .fallback(not_found);
     with_layers(routes, state, "webhook")
@@ -153,9 +158,10 @@ async fn request_timeout(timeout: Duration, req: Request, next: Next) -> Respons
 
 /// Every route template, so metric labels are static strings (no allocation per request, and a
 /// bounded label space).
-const ROUTES: [&str; 5] = [
+const ROUTES: [&str; 6] = [
     TRANSFORMER_REGISTRATIONS_PATH,
     PLATFORMS_PATH,
+    RENDER_PATH,
     "/healthz",
     "/readyz",
     "/metrics",
@@ -345,7 +351,7 @@ fn operation_str(op: &Operation) -> &'static str {
     }
 }
 
-fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+pub(super) fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(value) = headers.get(header::CONTENT_TYPE) else {
         return Ok(());
     };
@@ -367,7 +373,7 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-async fn read_body(
+pub(super) async fn read_body(
     headers: &HeaderMap,
     body: Body,
     limit: usize,
