@@ -10,7 +10,8 @@
 //!   500 `InternalError` or 409 `Conflict`, as the apiserver would send them), then retires.
 //!   Rules are checked in installation order; the first live matching rule answers.
 //! - Every faulted request is counted (`Emulator::faults_fired`), so tests can prove the fault
-//!   actually happened.
+//!   actually happened; every request at all is counted too (`Emulator::requests_served`, for
+//!   request-cost benchmarks).
 
 use http::Method;
 use parking_lot::Mutex;
@@ -82,10 +83,11 @@ impl FaultRule {
     }
 }
 
-/// The installed rules and the count of faults fired.
+/// The installed rules, the count of faults fired, and the count of requests seen.
 #[derive(Debug, Default)]
 pub struct Faults {
     inner: Mutex<(Vec<FaultRule>, usize)>,
+    requests: std::sync::atomic::AtomicUsize,
 }
 
 impl Faults {
@@ -104,8 +106,16 @@ impl Faults {
         self.inner.lock().1
     }
 
+    /// How many requests the server has received (faulted or not).
+    pub fn requests(&self) -> usize {
+        self.requests.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The fault answering this request, if any (consumes one use of the matching rule).
+    /// Every call counts one request.
     pub fn check(&self, method: &Method, path: &str, dry_run: bool) -> Option<ApiError> {
+        self.requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut g = self.inner.lock();
         let (rules, fired) = &mut *g;
         let rule = rules

@@ -182,6 +182,11 @@ impl Emulator {
         self.shared.faults.fired()
     }
 
+    /// How many HTTP requests the emulator has received so far.
+    pub fn requests_served(&self) -> usize {
+        self.shared.faults.requests()
+    }
+
     /// The client configuration (cluster-admin) that [`Emulator::client`] uses, for callers that
     /// build their own clients from it (e.g. impersonating ones).
     pub fn config(&self) -> Result<kube::Config, Error> {
