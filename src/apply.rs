@@ -25,6 +25,9 @@
 //!   the guards of [`prune`]; the new inventory is returned only when apply and prune both
 //!   succeeded, so a failure keeps the previous inventory (nothing of a failed apply is
 //!   recorded, nothing is pruned after it).
+//! - **Health** ([`health`]): with [`ApplyOptions::wait`], every applied object except those
+//!   annotated [`WAIT_ANNOTATION`]` = "disabled"` is waited for after the last stage (kstatus,
+//!   fail fast, deadline, cancellation).
 //! - **Identity** ([`impersonate`]): an engine built over an impersonating client records the
 //!   user, so a 403 is [`Error::Forbidden`] with `impersonated: Some(..)`.
 //!
@@ -57,6 +60,10 @@ use resolve::{Resolved, Resolver};
 
 /// The SSA field manager and event reporter of the operator.
 pub const FIELD_MANAGER: &str = "opm-controller";
+
+/// Per-object wait opt-out: an object annotated `opm.dev/wait: "disabled"` is not waited for
+/// by the final health wait (lessons rule 7). Stage-0 waits (CRDs, Namespaces) always run.
+pub const WAIT_ANNOTATION: &str = "opm.dev/wait";
 
 /// Engine-wide settings.
 #[derive(Debug, Clone)]
@@ -312,7 +319,17 @@ impl Engine {
             }
         }
         if opts.wait {
-            let refs: Vec<ObjectRef> = prepared.iter().map(|p| p.r.clone()).collect();
+            let refs: Vec<ObjectRef> = prepared
+                .iter()
+                .filter(|p| {
+                    p.body
+                        .pointer("/metadata/annotations")
+                        .and_then(|a| a.get(WAIT_ANNOTATION))
+                        .and_then(Value::as_str)
+                        != Some("disabled")
+                })
+                .map(|p| p.r.clone())
+                .collect();
             self.wait_refs(&refs, opts.wait_timeout, opts.cancel.clone())
                 .await?;
         }
@@ -396,7 +413,12 @@ impl Engine {
         previous: &[InventoryEntry],
         opts: &SyncOptions,
     ) -> Result<SyncResult, SyncError> {
-        let fail = |phase, error| SyncError { phase, error };
+        let fail = |phase, error| SyncError {
+            phase,
+            error,
+            changes: None,
+            pruned: None,
+        };
         let desired = crate::inventory::entries_of(objects).map_err(|e| {
             fail(
                 Phase::Plan,
@@ -423,14 +445,16 @@ impl Engine {
         let mut pruned = None;
         if opts.prune {
             let stale = crate::inventory::stale(previous, &desired);
-            let result = self.prune(&stale, &opts.prune_options).await;
-            if let Some(e) = Error::collect(result.errors) {
-                return Err(fail(Phase::Prune, e));
+            let mut result = self.prune(&stale, &opts.prune_options).await;
+            if let Some(e) = Error::collect(std::mem::take(&mut result.errors)) {
+                return Err(SyncError {
+                    phase: Phase::Prune,
+                    error: e,
+                    changes: Some(changes),
+                    pruned: Some(result),
+                });
             }
-            pruned = Some(prune::PruneResult {
-                errors: Vec::new(),
-                ..result
-            });
+            pruned = Some(result);
         }
         Ok(SyncResult {
             changes,
@@ -498,6 +522,11 @@ pub struct SyncError {
     /// Why.
     #[source]
     pub error: Error,
+    /// The apply's change set when apply succeeded and prune failed (the reconciler still
+    /// emits `Applied` for it, §2.2 phase 5).
+    pub changes: Option<ChangeSet>,
+    /// What prune did before failing (deleted and skipped entries; the errors are in `error`).
+    pub pruned: Option<prune::PruneResult>,
 }
 
 pub(crate) fn to_value(o: &DynamicObject, r: &ObjectRef) -> Result<Value, Error> {

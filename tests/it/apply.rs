@@ -517,6 +517,31 @@ async fn health_wait_times_out_succeeds_and_cancels() {
     );
     let r = ObjectRef::of(&d).unwrap();
 
+    // A per-object opt-out skips the final wait for that object.
+    let mut quiet = deployment("default", "quiet");
+    quiet["metadata"]["annotations"] = json!({"opm.dev/wait": "disabled"});
+    let cs = eng.apply_all_staged(&[quiet], &opts).await.unwrap();
+    assert_eq!(cs.count(Action::Created), 1);
+
+    // An apply waiting for health is cancelled when a newer desired state arrives.
+    let (handle, cancel) = Cancel::pair();
+    let waiting = ApplyOptions {
+        wait: true,
+        wait_timeout: Duration::from_secs(30),
+        cancel,
+        ..ApplyOptions::default()
+    };
+    let eng1 = eng.clone();
+    let d1 = d.clone();
+    let applying = tokio::spawn(async move { eng1.apply_all_staged(&[d1], &waiting).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    handle.cancel();
+    let res = tokio::time::timeout(Duration::from_secs(5), applying)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(res, Err(Error::Cancelled)), "{res:?}");
+
     // Cancellation (a newer desired state) ends the wait at once.
     let (handle, cancel) = Cancel::pair();
     let eng2 = eng.clone();

@@ -128,6 +128,47 @@ async fn failed_apply_adds_nothing_and_prunes_nothing() {
 }
 
 #[tokio::test]
+async fn a_failed_prune_keeps_the_inventory_and_reports_the_apply() {
+    let emu = emu().await;
+    let eng = engine(&emu);
+    let client = emu.client().unwrap();
+    let first = eng
+        .sync(&set(&["a", "b", "c"], "1"), &[], &opts())
+        .await
+        .unwrap();
+    emu.inject_fault(
+        FaultRule::any(1, FaultKind::Internal)
+            .method(Method::DELETE)
+            .path_contains("/configmaps/b"),
+    );
+    let err = eng
+        .sync(&set(&["a"], "2"), &first.inventory, &opts())
+        .await
+        .unwrap_err();
+    assert_eq!(err.phase, Phase::Prune);
+    // The apply happened and is reported; every stale entry was tried (fail-slow).
+    assert_eq!(err.changes.as_ref().map(|c| c.changes.len()), Some(2));
+    let pruned = err.pruned.unwrap();
+    assert_eq!(
+        pruned
+            .deleted
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        vec!["ConfigMap/app/c"]
+    );
+    assert!(live_cm(&client, "app", "b").await.is_some());
+    // The retry (with the old inventory kept) finishes the prune.
+    let ok = eng
+        .sync(&set(&["a"], "2"), &first.inventory, &opts())
+        .await
+        .unwrap();
+    assert!(live_cm(&client, "app", "b").await.is_none());
+    assert_eq!(ok.inventory.len(), 2);
+    emu.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_storm_of_500_and_409_converges_after_retries() {
     let emu = emu().await;
     let eng = engine(&emu);
