@@ -14,12 +14,21 @@
 //!   [`DriftOutcome::Unknown`], never "in sync".
 //! - Correction is opt-in ([`DriftOptions::correct`]): drifted objects are re-applied.
 
+use futures::stream::{self, StreamExt};
 use kube::api::{Patch, PatchParams};
 use serde_json::{Map, Value};
 
 use super::error::Error;
 use super::object::{self, ObjectRef};
 use super::Engine;
+
+/// The outcome of checking one object (`r` is the default ref when the object is invalid).
+struct Check {
+    r: ObjectRef,
+    valid: bool,
+    verdict: Result<Option<bool>, Error>,
+    corrected: Option<Result<(), Error>>,
+}
 
 /// One ignore rule.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -206,38 +215,64 @@ pub fn differs(
 }
 
 impl Engine {
-    /// Checks `objects` for drift (see the module rules).
+    /// Checks `objects` for drift (see the module rules), with the engine's bounded
+    /// concurrency; the report lists objects in render order.
     pub async fn drift(&self, objects: &[Value], opts: &DriftOptions) -> DriftReport {
+        let checks: Vec<Check> = stream::iter(objects)
+            .map(|o| self.check_one(o, opts))
+            .buffered(self.opts.concurrency.max(1))
+            .collect()
+            .await;
         let mut report = DriftReport::default();
-        for o in objects {
-            let r = match ObjectRef::of(o) {
-                Ok(r) => r,
-                Err(e) => {
-                    report.errors.push((ObjectRef::default(), e));
-                    continue;
-                }
-            };
-            report.checked += 1;
-            let body = object::prepare(o, &self.opts.runtime_name, None);
-            match self.drift_one(&r, &body, opts).await {
+        for Check {
+            r,
+            valid,
+            verdict,
+            corrected,
+        } in checks
+        {
+            if valid {
+                report.checked += 1;
+            }
+            match verdict {
                 Ok(None) => {}
                 Ok(Some(true)) => report.missing.push(r.clone()),
                 Ok(Some(false)) => report.drifted.push(r.clone()),
-                Err(e) => {
-                    report.errors.push((r, e));
-                    continue;
-                }
+                Err(e) => report.errors.push((r.clone(), e)),
             }
-            if opts.correct
-                && (report.drifted.last() == Some(&r) || report.missing.last() == Some(&r))
-            {
-                match self.correct(&r, &body, opts.force).await {
-                    Ok(()) => report.corrected.push(r),
-                    Err(e) => report.errors.push((r, e)),
-                }
+            match corrected {
+                Some(Ok(())) => report.corrected.push(r),
+                Some(Err(e)) => report.errors.push((r, e)),
+                None => {}
             }
         }
         report
+    }
+
+    async fn check_one(&self, o: &Value, opts: &DriftOptions) -> Check {
+        let r = match ObjectRef::of(o) {
+            Ok(r) => r,
+            Err(e) => {
+                return Check {
+                    r: ObjectRef::default(),
+                    valid: false,
+                    verdict: Err(e),
+                    corrected: None,
+                }
+            }
+        };
+        let body = object::prepare(o, &self.opts.runtime_name, None);
+        let verdict = self.drift_one(&r, &body, opts).await;
+        let corrected = match verdict {
+            Ok(Some(_)) if opts.correct => Some(self.correct(&r, &body, opts.force).await),
+            _ => None,
+        };
+        Check {
+            r,
+            valid: true,
+            verdict,
+            corrected,
+        }
     }
 
     /// `None`: in sync; `Some(true)`: missing; `Some(false)`: drifted.

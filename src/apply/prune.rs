@@ -12,7 +12,10 @@
 //! 5. Live annotation [`PRUNE_ANNOTATION`] = `"disabled"` → skipped (per-object opt-out).
 //! 6. DELETE (background propagation); NotFound → success; an error → collected, continue
 //!    (fail-slow: every entry is tried and every error reported).
+//!
+//! Entries are processed with the engine's bounded concurrency; results keep the entry order.
 
+use futures::stream::{self, StreamExt};
 use kube::api::DeleteParams;
 use serde_json::Value;
 
@@ -98,10 +101,18 @@ pub fn is_protected(r: &ObjectRef) -> bool {
 impl Engine {
     /// Prunes `stale` entries with the guards of the module docs.
     pub async fn prune(&self, stale: &[InventoryEntry], opts: &PruneOptions) -> PruneResult {
+        let results: Vec<(ObjectRef, Result<Option<SkipReason>, Error>)> =
+            stream::iter(stale.iter().map(ObjectRef::of_entry))
+                .map(|r| async move {
+                    let res = self.prune_one(&r, opts).await;
+                    (r, res)
+                })
+                .buffered(self.opts.concurrency.max(1))
+                .collect()
+                .await;
         let mut out = PruneResult::default();
-        for e in stale {
-            let r = ObjectRef::of_entry(e);
-            match self.prune_one(&r, opts).await {
+        for (r, res) in results {
+            match res {
                 Ok(None) => out.deleted.push(r),
                 Ok(Some(why)) => out.skipped.push((r, why)),
                 Err(err) => out.errors.push(err),
