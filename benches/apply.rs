@@ -1,13 +1,15 @@
 //! The apply engine against kube-emu: 1,000 objects (500 ConfigMaps + 500 Deployments) applied
 //! in one staged pass, then re-applied unchanged (the no-op cost), then with every ConfigMap
-//! changed. Prints wall time, HTTP requests per object (counted by the emulator) and objects per
-//! second for each pass. Emulator and engine share one process (and the machine's cores).
+//! changed, then drift-checked, then pruned entirely. Prints wall time, HTTP requests per object
+//! (counted by the emulator) and objects per second for each pass. Emulator and engine share one process (and the machine's cores).
 //!
 //! Run: `cargo bench -p opm-operator --bench apply` (prints figures; asserts nothing).
 //! Optional argument: the number of objects (default 1000, half of each kind).
 
 use std::time::{Duration, Instant};
 
+use opm_operator::apply::drift::DriftOptions;
+use opm_operator::apply::prune::PruneOptions;
 use opm_operator::apply::{Action, ApplyOptions, ChangeSet, Engine, EngineOptions};
 use serde_json::{json, Value};
 
@@ -81,6 +83,35 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     pass(&emu, &eng, &first, "no-op re-apply").await?;
     let second = objects(n, "2");
     pass(&emu, &eng, &second, "half changed (ConfigMaps)").await?;
+
+    let before = emu.requests_served();
+    let start = Instant::now();
+    let report = eng.drift(&second, &DriftOptions::default()).await;
+    let took = start.elapsed();
+    println!(
+        "{:<28} {:>8.2} s  {:>7.0} obj/s  {:>5.2} req/obj  ({:?})",
+        "drift check (in sync)",
+        took.as_secs_f64(),
+        second.len() as f64 / took.as_secs_f64().max(f64::EPSILON),
+        (emu.requests_served() - before) as f64 / second.len() as f64,
+        report.outcome(),
+    );
+
+    let inventory = opm_operator::inventory::entries_of(&second)?;
+    let before = emu.requests_served();
+    let start = Instant::now();
+    let pruned = eng.prune(&inventory, &PruneOptions::default()).await;
+    let took = start.elapsed();
+    println!(
+        "{:<28} {:>8.2} s  {:>7.0} obj/s  {:>5.2} req/obj  ({} deleted, {} skipped, {} errors)",
+        "prune everything",
+        took.as_secs_f64(),
+        inventory.len() as f64 / took.as_secs_f64().max(f64::EPSILON),
+        (emu.requests_served() - before) as f64 / inventory.len() as f64,
+        pruned.deleted.len(),
+        pruned.skipped.len(),
+        pruned.errors.len(),
+    );
     emu.shutdown().await;
     Ok(())
 }

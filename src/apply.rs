@@ -257,12 +257,28 @@ impl Engine {
     fn prepare_all(&self, objects: &[Value], opts: &ApplyOptions) -> Result<Vec<Prepared>, Error> {
         let mut out = Vec::with_capacity(objects.len());
         let mut errors = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for o in objects {
             match ObjectRef::of(o) {
-                Ok(r) => out.push(Prepared {
-                    r,
-                    body: object::prepare(o, &self.opts.runtime_name, opts.instance.as_ref()),
-                }),
+                Ok(r) => {
+                    let identity = (
+                        r.group.clone(),
+                        r.kind.clone(),
+                        r.namespace.clone(),
+                        r.name.clone(),
+                    );
+                    if !seen.insert(identity) {
+                        errors.push(Error::InvalidObject {
+                            object: r.to_string(),
+                            reason: "the render contains this object more than once".into(),
+                        });
+                        continue;
+                    }
+                    out.push(Prepared {
+                        body: object::prepare(o, &self.opts.runtime_name, opts.instance.as_ref()),
+                        r,
+                    })
+                }
                 Err(e) => errors.push(e),
             }
         }

@@ -275,6 +275,21 @@ async fn unknown_kind_and_invalid_objects_are_typed_errors() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::InvalidObject { .. }), "{err:?}");
+    let twice = vec![
+        cm("default", "dup", json!({"k": "1"})),
+        cm("default", "dup", json!({"k": "2"})),
+    ];
+    let err = eng
+        .apply_all_staged(&twice, &ApplyOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidObject { ref object, .. } if object == "ConfigMap/default/dup"),
+        "{err:?}"
+    );
+    assert!(live_cm(&emu.client().unwrap(), "default", "dup")
+        .await
+        .is_none());
     let no_ns = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}});
     let err = eng
         .apply_all_staged(&[no_ns], &ApplyOptions::default())
