@@ -31,6 +31,23 @@
 //! - **Identity** ([`impersonate`]): an engine built over an impersonating client records the
 //!   user, so a 403 is [`Error::Forbidden`] with `impersonated: Some(..)`.
 //!
+//! How a reconciler uses it (ModuleInstance, §2.2 phases 3–6 and §2.4):
+//!
+//! ```text
+//! let engine = Engine::new(controller_client, EngineOptions::default());   // once, shared
+//! // phase 3: drift with the identity the spec asks for; DriftOutcome::Unknown → drift counter +1
+//! let report = engine.drift(&objects, &DriftOptions::default()).await;
+//! // phase 4: identity (ServiceAccountNotFound / Forbidden → Stalled ImpersonationFailed)
+//! let eng = engine.impersonating(&controller_config, &mi_namespace, &sa).await?;
+//! // phases 5–6: on Ok record r.inventory (revision+1) and emit r.changes.applied_message();
+//! // on Err keep the old inventory; err.phase says ApplyFailed / PruneFailed, and
+//! // err.error.is_impersonation_forbidden() says Stalled ImpersonationFailed.
+//! let r = eng.sync(&objects, &status.inventory.entries, &SyncOptions { prune: spec.prune,
+//!     prune_options: PruneOptions { owner_uuid }, apply: ApplyOptions { force, instance, .. }, .. }).await;
+//! // §2.4: deletion::decide(prune, inventory.len(), Some(&identity), annotation), then
+//! // eng.delete_all(&entries, &opts): keep the finalizer unless DeleteResult::complete().
+//! ```
+//!
 //! Known gap: objects created by an apply whose later stage failed are live but not in the
 //! inventory until a later successful apply records them (as in fluxcd/pkg/ssa); if the desired
 //! set drops them before that, they are not pruned.
