@@ -239,14 +239,6 @@ async fn an_engine_dropped_after_stage_one_converges_when_run_again() {
         let crd_ref = opm_operator::apply::object::ObjectRef::of(&crd()).unwrap();
         assert!(eng.get_live(&crd_ref).await.unwrap().is_some());
     }
-    // A task that is aborted while applying: the drop must leave nothing the rerun cannot fix.
-    let eng = engine(&emu);
-    let d2 = desired.clone();
-    let task = tokio::spawn(async move { eng.sync(&d2, &[], &opts()).await.map(|r| r.inventory) });
-    tokio::time::sleep(Duration::from_millis(5)).await;
-    task.abort();
-    let _ = task.await;
-
     let eng = engine(&emu);
     let r = eng.sync(&desired, &[], &opts()).await.unwrap();
     assert_eq!(r.inventory.len(), 5);
@@ -259,5 +251,29 @@ async fn an_engine_dropped_after_stage_one_converges_when_run_again() {
         again.changes.count(opm_operator::apply::Action::Unchanged),
         5
     );
+
+    // Engines aborted at different points of a pass (a process killed mid-reconcile): each
+    // partial state converges on the next run, in a fresh namespace each time.
+    for (i, delay) in [0u64, 1, 3, 8, 15, 30].into_iter().enumerate() {
+        let space = format!("abort-{i}");
+        let mut objs = vec![crd(), ns(&space), widget(&space, "w", 2)];
+        objs.extend((0..6).map(|j| cm(&space, &format!("c{j}"), json!({"j": j.to_string()}))));
+        let eng = engine(&emu);
+        let o2 = objs.clone();
+        let task =
+            tokio::spawn(async move { eng.sync(&o2, &[], &opts()).await.map(|r| r.inventory) });
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        task.abort();
+        let _ = task.await;
+        let eng = engine(&emu);
+        let r = eng.sync(&objs, &[], &opts()).await.unwrap();
+        assert_eq!(r.inventory.len(), objs.len());
+        for j in 0..6 {
+            let live = crate::apply::live_cm(&client, &space, &format!("c{j}"))
+                .await
+                .unwrap();
+            assert_eq!(live["data"]["j"], j.to_string());
+        }
+    }
     emu.shutdown().await;
 }
