@@ -8,7 +8,8 @@
 //!   ServiceAccounts/Roles, then the rest. Stage 0 is waited for (CRD `Established`, Namespace
 //!   active) and followed by a discovery refresh, so a module shipping a CRD and its CRs applies
 //!   in one pass. Within a stage, each object is first applied with `dryRun=All`; the result is
-//!   compared with the live object (ignoring `managedFields`, `resourceVersion`, `generation`),
+//!   compared with the live object (ignoring `managedFields`, `resourceVersion`, `generation`
+//!   and `status`),
 //!   and only created or configured objects are applied for real. At most
 //!   [`EngineOptions::concurrency`] requests run at once. A kind still not served after the
 //!   refresh is [`Error::UnknownKind`] (no dry-run is attempted for it). Every object of a
@@ -570,8 +571,14 @@ pub(crate) fn to_value(o: &DynamicObject, r: &ObjectRef) -> Result<Value, Error>
 }
 
 /// The object with the fields that change on every write removed (for change detection).
+/// `status` is not compared: apply never sends it (it is stripped), so a status difference
+/// between the dry-run answer and the live object (a controller's or the server's timestamps)
+/// is never a change of ours.
 fn comparable(o: &Value) -> Value {
     let mut o = o.clone();
+    if let Some(m) = o.as_object_mut() {
+        m.remove("status");
+    }
     if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("managedFields");
         m.remove("resourceVersion");
