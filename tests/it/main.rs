@@ -1,5 +1,6 @@
 //! Integration tests of the root package: one binary, one module per area.
 
+mod controller;
 mod platform_crash;
 mod platform_stress;
 mod registry;

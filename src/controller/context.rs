@@ -1,0 +1,130 @@
+//! What the Platform and TransformerRegistration reconcilers share (operator-spec.md §2.0, §5,
+//! §7.1 startup order).
+//!
+//! Rules:
+//! - One process-wide store and layout; the Platform reconciler is the only writer of both
+//!   (`set_generated`, `clear`, `ensure`, `prune`), everyone else leases.
+//! - The kernel reaches the reconcilers only through the traits of `crate::kernel`
+//!   ([`PlatformBuilder`], [`CatalogAcquirer`]); tests pass fakes.
+//! - Every cluster read and write goes through the one controller client.
+//! - Each time the Platform reconciler records a package it bumps [`Context::recorded`]; the
+//!   TransformerRegistration controller re-judges every claim on that signal, so claims deferred
+//!   with `PlatformNotReady` (after a restart the store is empty) recover as soon as a package is
+//!   recorded, even when the Platform's status did not change (§4.5, restart recovery).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::frame::Events;
+use super::metrics::ControllerMetrics;
+use super::outcome::Outcome;
+use crate::kernel::{BuiltPlatform, CatalogAcquirer, PlatformBuilder};
+use crate::platform::{Layout, Store};
+
+/// The shared state of the reconcilers.
+pub struct Context {
+    /// The controller identity's client.
+    pub client: kube::Client,
+    /// The platform store (process-local).
+    pub store: Store<BuiltPlatform>,
+    /// The owner of `--platform-dir`.
+    pub layout: Arc<Layout>,
+    /// Platform generation and build.
+    pub builder: Arc<dyn PlatformBuilder>,
+    /// Catalog acquisition for claims.
+    pub acquirer: Arc<dyn CatalogAcquirer>,
+    /// The event recorder.
+    pub events: Events,
+    /// Controller metrics, when registered.
+    pub metrics: Option<ControllerMetrics>,
+    /// The operator version written to `status.operatorVersion`.
+    pub operator_version: String,
+    /// Bumped each time a package is recorded.
+    pub recorded: watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("store", &self.store)
+            .field("layout", &self.layout)
+            .field("operator_version", &self.operator_version)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The version string `v<crate version>` stamped into `status.operatorVersion`.
+pub fn operator_version() -> String {
+    format!("v{}", env!("CARGO_PKG_VERSION"))
+}
+
+impl Context {
+    /// A context; `instance` names this process in events.
+    pub fn new(
+        client: kube::Client,
+        store: Store<BuiltPlatform>,
+        layout: Arc<Layout>,
+        builder: Arc<dyn PlatformBuilder>,
+        acquirer: Arc<dyn CatalogAcquirer>,
+        instance: &str,
+    ) -> Self {
+        let (recorded, _) = watch::channel(0);
+        Context {
+            events: super::frame::Events::new(client.clone(), instance),
+            client,
+            store,
+            layout,
+            builder,
+            acquirer,
+            metrics: None,
+            operator_version: operator_version(),
+            recorded,
+        }
+    }
+
+    /// Records a reconcile's metrics (when registered).
+    pub fn observe(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        outcome: Option<Outcome>,
+        started: Instant,
+    ) {
+        let Some(m) = &self.metrics else { return };
+        let took = started.elapsed();
+        match outcome {
+            Some(o) => m.record_reconcile(kind, namespace, name, o, took),
+            None => m.observe_duration(kind, namespace, name, took),
+        }
+    }
+
+    /// Signals that a package was recorded.
+    pub fn notify_recorded(&self) {
+        self.recorded.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+/// What one reconcile decided: when to run again and the outcome for the metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reconciled {
+    /// Requeue after this interval (`None`: wait for a watch event).
+    pub requeue: Option<Duration>,
+    /// The outcome (`None`: a path without an outcome, e.g. ignored or deleted objects).
+    pub outcome: Option<Outcome>,
+    /// The condition reason the reconcile ended with, if it wrote one (for logs and tests).
+    pub reason: Option<&'static str>,
+}
+
+impl Reconciled {
+    /// Nothing to do, no requeue.
+    pub fn done() -> Self {
+        Reconciled {
+            requeue: None,
+            outcome: None,
+            reason: None,
+        }
+    }
+}
