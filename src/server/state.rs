@@ -77,10 +77,19 @@ impl std::ops::Deref for AppState {
 impl AppState {
     /// New state; `certs` adds the certificate metrics.
     pub fn new(limits: Limits, certs: Option<Arc<certs::CertStore>>) -> Self {
+        Self::new_with(limits, certs, |_| {})
+    }
+
+    /// Like [`AppState::new`]; `register` adds further metric families to the served registry.
+    pub fn new_with(
+        limits: Limits,
+        certs: Option<Arc<certs::CertStore>>,
+        register: impl FnOnce(&mut prometheus_client::registry::Registry),
+    ) -> Self {
         AppState(Arc::new(Inner {
             semaphore: Arc::new(Semaphore::new(limits.max_concurrent_reviews)),
             limits,
-            metrics: Metrics::new(certs),
+            metrics: Metrics::new_with(certs, register),
             ready: AtomicBool::new(false),
         }))
     }
