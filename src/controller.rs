@@ -12,6 +12,8 @@
 //! - [`claims`] and [`registration`]: the TransformerRegistration reconciler (§4).
 //! - [`leader`] and [`manager`]: Lease-based leader election and the kube-runtime controllers
 //!   with their watches and predicates (§3.7, §4.6, §7.1).
+//! - [`serve`]: the controller flags of `opm-operator serve`, boot (registry, `--platform-dir`
+//!   reset) and the sidecar the HTTP server runs.
 //!
 //! The ModuleInstance and ModulePackage reconcilers (issue 17) build on the same frame.
 
@@ -26,3 +28,4 @@ pub mod outcome;
 pub mod platform;
 pub mod platform_gate;
 pub mod registration;
+pub mod serve;

@@ -5,3 +5,4 @@ mod common;
 mod manager;
 mod platform;
 mod registration;
+mod serve;
