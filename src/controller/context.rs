@@ -12,7 +12,8 @@
 //!   with `PlatformNotReady` (after a restart the store is empty) recover as soon as a package is
 //!   recorded, even when the Platform's status did not change (§4.5, restart recovery).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -43,6 +44,8 @@ pub struct Context {
     pub operator_version: String,
     /// Bumped each time a package is recorded.
     pub recorded: watch::Sender<u64>,
+    /// Consecutive reconcile errors per object key (`Kind/name`), for the error backoff.
+    failures: FailureCounts,
 }
 
 impl std::fmt::Debug for Context {
@@ -81,6 +84,7 @@ impl Context {
             metrics: None,
             operator_version: operator_version(),
             recorded,
+            failures: FailureCounts::default(),
         }
     }
 
@@ -99,6 +103,17 @@ impl Context {
             Some(o) => m.record_reconcile(kind, namespace, name, o, took),
             None => m.observe_duration(kind, namespace, name, took),
         }
+    }
+
+    /// Counts a reconcile error of `key` and returns the number of errors before this one (the
+    /// backoff counter: 5 s, 10 s, 20 s, … up to 5 min).
+    pub fn failed(&self, key: &str) -> u32 {
+        self.failures.failed(key)
+    }
+
+    /// Resets the error counter of `key` after a reconcile that returned no error.
+    pub fn succeeded(&self, key: &str) {
+        self.failures.succeeded(key);
     }
 
     /// Signals that a package was recorded.
@@ -126,5 +141,46 @@ impl Reconciled {
             outcome: None,
             reason: None,
         }
+    }
+}
+
+/// Consecutive reconcile errors per object key.
+#[derive(Debug, Default)]
+pub struct FailureCounts(Mutex<HashMap<String, u32>>);
+
+impl FailureCounts {
+    /// Counts an error of `key`; returns the count before it.
+    pub fn failed(&self, key: &str) -> u32 {
+        let mut f = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = f.entry(key.to_owned()).or_insert(0);
+        let before = *n;
+        *n = n.saturating_add(1);
+        before
+    }
+
+    /// Forgets the errors of `key`.
+    pub fn succeeded(&self, key: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::outcome::backoff;
+
+    #[test]
+    fn consecutive_errors_back_off_and_a_success_resets() {
+        let f = FailureCounts::default();
+        let delays: Vec<u64> = (0..4)
+            .map(|_| backoff(f.failed("Platform/cluster")).as_secs())
+            .collect();
+        assert_eq!(delays, vec![5, 10, 20, 40]);
+        assert_eq!(f.failed("TransformerRegistration/x"), 0, "per object");
+        f.succeeded("Platform/cluster");
+        assert_eq!(backoff(f.failed("Platform/cluster")).as_secs(), 5);
     }
 }

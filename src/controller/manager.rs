@@ -48,9 +48,31 @@ fn action(r: Reconciled) -> Action {
     }
 }
 
-fn error_policy<K>(_obj: Arc<K>, err: &Error, _ctx: Arc<Context>) -> Action {
-    tracing::warn!(error = %err, "reconcile failed; retrying");
-    Action::requeue(err.retry_after(0))
+fn key<K: kube::Resource<DynamicType = ()>>(obj: &K) -> String {
+    format!("{}/{}", K::kind(&()), obj.name_any())
+}
+
+/// Errors (API failures, conflicts) requeue with the §2.1 backoff on consecutive errors of the
+/// object; a conflict retries after one second.
+fn error_policy<K: kube::Resource<DynamicType = ()>>(
+    obj: Arc<K>,
+    err: &Error,
+    ctx: Arc<Context>,
+) -> Action {
+    let n = ctx.failed(&key(obj.as_ref()));
+    let after = err.retry_after(n);
+    tracing::warn!(error = %err, retry_ms = after.as_millis() as u64, "reconcile failed; retrying");
+    Action::requeue(after)
+}
+
+fn settle<K: kube::Resource<DynamicType = ()>>(
+    obj: &K,
+    ctx: &Context,
+    r: Result<Reconciled, Error>,
+) -> Result<Action, Error> {
+    let r = r?;
+    ctx.succeeded(&key(obj));
+    Ok(action(r))
 }
 
 fn hash_of<T: Hash>(t: &T) -> u64 {
@@ -209,7 +231,8 @@ pub async fn run_platform(
         .graceful_shutdown_on(stop)
         .run(
             |p: Arc<Platform>, ctx: Arc<Context>| async move {
-                platform::reconcile(&p.name_any(), &ctx).await.map(action)
+                let r = platform::reconcile(&p.name_any(), &ctx).await;
+                settle(p.as_ref(), &ctx, r)
             },
             error_policy,
             ctx,

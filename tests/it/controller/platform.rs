@@ -498,3 +498,150 @@ async fn skip_keyed_on_identity_rebuilds_nothing_and_writes_nothing() {
         .resource_version;
     assert_eq!(rv, rv2, "an unchanged status is not written");
 }
+
+#[tokio::test]
+async fn the_status_patcher_never_overwrites_newer_state() {
+    use opm_operator::controller::frame::{Error, Patcher};
+    let env = env().await;
+    let api = platforms(&env.client);
+    let read = create(&api, plat()).await;
+    let mut patcher = Patcher::new(api.clone(), &read, "Platform cluster").unwrap();
+    // A concurrent writer changes the status after our read.
+    patch_status(
+        &api,
+        "cluster",
+        serde_json::json!({"operatorVersion": "v9"}),
+    )
+    .await;
+    let mut mine = read.clone();
+    mine.status = Some(crds::platform::PlatformStatus {
+        operator_version: Some("v1".into()),
+        ..Default::default()
+    });
+    let err = patcher.patch_status(&mine).await.unwrap_err();
+    assert!(matches!(err, Error::Conflict { .. }), "{err}");
+    let now = api.get("cluster").await.unwrap();
+    assert_eq!(
+        now.status.as_ref().unwrap().operator_version.as_deref(),
+        Some("v9")
+    );
+    // From a fresh read: an unchanged status writes nothing, a change writes only the diff.
+    let mut p2 = Patcher::new(api.clone(), &now, "Platform cluster").unwrap();
+    assert!(!p2.patch_status(&now).await.unwrap());
+    let mut next = now.clone();
+    next.status.as_mut().unwrap().observed_generation = Some(1);
+    assert!(p2.patch_status(&next).await.unwrap());
+    let after = api.get("cluster").await.unwrap().status.unwrap();
+    assert_eq!(
+        (after.observed_generation, after.operator_version.as_deref()),
+        (Some(1), Some("v9"))
+    );
+    // The patcher follows its own writes: a second change does not conflict with the first.
+    next.status.as_mut().unwrap().operator_version = Some("v10".into());
+    assert!(p2.patch_status(&next).await.unwrap());
+}
+
+#[tokio::test]
+async fn reconciles_are_counted_in_the_controller_metrics() {
+    use opm_operator::controller::context::Context;
+    use opm_operator::controller::metrics::ControllerMetrics;
+    let env = env().await;
+    let mut registry = prometheus_client::registry::Registry::default();
+    let dir = tempfile::tempdir().unwrap();
+    let layout = std::sync::Arc::new(opm_operator::platform::Layout::new(dir.path()).unwrap());
+    let mut ctx = Context::new(
+        env.client.clone(),
+        opm_operator::platform::Store::new(),
+        layout,
+        env.builder.clone(),
+        env.acquirer.clone(),
+        "test",
+    );
+    ctx.metrics = Some(ControllerMetrics::register(&mut registry));
+    create(&platforms(&env.client), plat()).await;
+    reconcile("cluster", &ctx).await.unwrap();
+    reconcile("cluster", &ctx).await.unwrap();
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    for series in [
+        r#"opm_controller_reconcile_total{kind="Platform",name="cluster",namespace="",outcome="applied"} 1"#,
+        r#"opm_controller_reconcile_total{kind="Platform",name="cluster",namespace="",outcome="no_op"} 1"#,
+        r#"opm_controller_reconcile_duration_seconds_count{kind="Platform",name="cluster",namespace=""} 2"#,
+    ] {
+        assert!(text.contains(series), "{series} missing:\n{text}");
+    }
+}
+
+/// A stored legacy Platform whose entry has no version (the CRD then did not require it).
+#[tokio::test]
+async fn scenario_18_a_versionless_legacy_subscription_refuses_without_registry_io() {
+    use crds::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let emu = kube_emu::Emulator::start(kube_emu::Options::default())
+        .await
+        .unwrap();
+    let client = emu.client().unwrap();
+    let crds_api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds::all_crds() {
+        let mut v = serde_json::to_value(&crd).unwrap();
+        if crd.spec.names.kind == "Platform" {
+            drop_required_version(&mut v);
+        }
+        let crd: CustomResourceDefinition = serde_json::from_value(v).unwrap();
+        crds_api.create(&Default::default(), &crd).await.unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let builder = FakeBuilder::healthy();
+    let ctx = context(&client, dir.path(), builder.clone(), Default::default());
+    let raw: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource::erase::<Platform>(&()),
+    );
+    let obj: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "opmodel.dev/v1alpha1",
+        "kind": "Platform",
+        "metadata": {"name": "cluster"},
+        "spec": {"type": "kubernetes", "registry": {"x.test/catalogs/legacy@v0": {}}},
+    }))
+    .unwrap();
+    raw.create(&Default::default(), &obj).await.unwrap();
+    let r = reconcile("cluster", &ctx).await.unwrap();
+    assert_eq!(r.requeue, Some(THIRTY_MIN));
+    let s = platforms(&client)
+        .get("cluster")
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(
+        condition(&s.conditions, types::READY),
+        Some((
+            "False".into(),
+            "BuildFailed".into(),
+            "registry entry \"x.test/catalogs/legacy@v0\": version is required (stored object \
+             predates the required field)"
+                .into()
+        ))
+    );
+    assert!(builder.inputs.lock().unwrap().is_empty(), "no registry I/O");
+    assert!(ctx.store.generated().is_none());
+}
+
+use kube::Api;
+
+fn drop_required_version(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            if let Some(serde_json::Value::Array(req)) = m.get_mut("required") {
+                req.retain(|r| r != "version");
+                if req.is_empty() {
+                    m.remove("required");
+                }
+            }
+            for (_, child) in m.iter_mut() {
+                drop_required_version(child);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(drop_required_version),
+        _ => {}
+    }
+}
