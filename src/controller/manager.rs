@@ -2,7 +2,7 @@
 //! reconcilers, run on the elected leader only (operator-spec.md §3.7, §4.6, §7.1).
 //!
 //! Watches and predicates:
-//! - Platform: For(Platform) passes generation changes only. A deleted Platform clears the store
+//! - Platform: For(Platform) passes generation changes (and a newly set deletion timestamp). A deleted Platform clears the store
 //!   at once (the controller cannot reconcile an object gone from its cache). TransformerRegistration
 //!   events enqueue `cluster` when a claim's *contribution* changes ([`ContributionFilter`]):
 //!   create passes iff it contributes, delete iff it contributed, update iff the contributing flag
@@ -30,7 +30,7 @@ use crds::PLATFORM_NAME;
 use futures::{future, Stream, StreamExt, TryStreamExt};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::{predicates, watcher, Controller, WatchStreamExt};
+use kube::runtime::{watcher, Controller, WatchStreamExt};
 use kube::{Api, ResourceExt};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -215,7 +215,7 @@ pub async fn run_platform(
             }
         })
         .applied_objects()
-        .predicate_filter(predicates::generation, Default::default());
+        .predicate_filter(claim_predicate_of::<Platform>, Default::default());
     let mut contributions = ContributionFilter::default();
     let claims = filtered(
         watcher(Api::<TransformerRegistration>::all(client), wc).default_backoff(),
@@ -241,11 +241,14 @@ pub async fn run_platform(
         .await;
 }
 
-/// The For(TR) predicate: generation, and whether a deletion timestamp is set.
-fn claim_predicate(tr: &TransformerRegistration) -> Option<u64> {
+/// The For predicate of both controllers: the generation, and whether a deletion timestamp is
+/// set (a deletion held by a finalizer must wake the reconciler even where the API server does not
+/// bump the generation; our own finalizer and status patches change neither).
+fn claim_predicate_of<K: kube::Resource>(obj: &K) -> Option<u64> {
+    let meta = obj.meta();
     Some(hash_of(&(
-        tr.metadata.generation,
-        tr.metadata.deletion_timestamp.is_some(),
+        meta.generation,
+        meta.deletion_timestamp.is_some(),
     )))
 }
 
@@ -264,7 +267,10 @@ pub async fn run_registrations(
     .default_backoff()
     .reflect(writer)
     .applied_objects()
-    .predicate_filter(claim_predicate, Default::default());
+    .predicate_filter(
+        claim_predicate_of::<TransformerRegistration>,
+        Default::default(),
+    );
     let mut instances = InstanceFilter::default();
     let mis = filtered(
         watcher(Api::<ModuleInstance>::all(client.clone()), wc.clone()).default_backoff(),

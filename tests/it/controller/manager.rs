@@ -346,3 +346,28 @@ async fn namespace_only(client: &kube::Client, name: &str) {
     n.metadata.name = Some(name.into());
     ns.create(&Default::default(), &n).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_platform_held_by_a_foreign_finalizer_clears_the_store_when_deleted() {
+    let env = env().await;
+    let run = start(env.ctx.clone(), None);
+    let mut p = Platform::test().without_catalogs();
+    p.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    create(&platforms(&env.client), p).await;
+    assert!(eventually(10, || async { env.ctx.store.generated().is_some() }).await);
+    platforms(&env.client)
+        .delete("cluster", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        eventually(10, || async { env.ctx.store.generated().is_none() }).await,
+        "the deletion timestamp wakes the reconciler, which clears the store"
+    );
+    assert!(platforms(&env.client)
+        .get_opt("cluster")
+        .await
+        .unwrap()
+        .is_some());
+    run.shutdown.send_replace(true);
+    run.task.await.unwrap();
+}
