@@ -25,6 +25,15 @@ struct Serve {
 
 impl Serve {
     fn start(dir: &Path, kubeconfig: &Path, platform_dir: &Path) -> Serve {
+        Self::start_with_metrics(dir, kubeconfig, platform_dir, "0")
+    }
+
+    fn start_with_metrics(
+        dir: &Path,
+        kubeconfig: &Path,
+        platform_dir: &Path,
+        metrics_addr: &str,
+    ) -> Serve {
         let mut child = Command::new(env!("CARGO_BIN_EXE_opm-operator"))
             .args(["serve", "--self-signed", "--self-signed-dir"])
             .arg(dir.join("certs"))
@@ -34,7 +43,7 @@ impl Serve {
                 "--probe-addr",
                 "127.0.0.1:0",
                 "--metrics-addr",
-                "0",
+                metrics_addr,
                 "--leader-elect-lease-duration",
                 "2s",
                 "--leader-elect-renew-deadline",
@@ -158,7 +167,9 @@ async fn two_replicas_one_leader_and_a_handover() {
     let pa = dir.path().join("platform-a");
     std::fs::create_dir_all(pa.join("gen-9/cue.mod")).unwrap();
     std::fs::write(pa.join("gen-9/platform.cue"), "stale").unwrap();
-    let a = Serve::start(&dir.path().join("a"), &kubeconfig, &pa);
+    let metrics_port = free_port();
+    let metrics_addr = format!("127.0.0.1:{metrics_port}");
+    let a = Serve::start_with_metrics(&dir.path().join("a"), &kubeconfig, &pa, &metrics_addr);
     let b = Serve::start(
         &dir.path().join("b"),
         &kubeconfig,
@@ -176,6 +187,7 @@ async fn two_replicas_one_leader_and_a_handover() {
         "platform dir reset at boot"
     );
     let leader_id = holder(&env.client).await.unwrap();
+    let a_id = a.identity();
     let (mut leader, follower) = if leader_id == a.identity() {
         (a, b)
     } else {
@@ -210,6 +222,23 @@ async fn two_replicas_one_leader_and_a_handover() {
         "{}",
         follower.log()
     );
+    // Replica a's /metrics (the server's registry) carries the controller families; when a leads,
+    // its Platform reconcile is counted there.
+    let text = get_metrics(metrics_port).await;
+    assert!(
+        text.contains("# TYPE opm_controller_reconcile_total counter"),
+        "{text}"
+    );
+    assert!(
+        text.contains("admission_reviews"),
+        "the server's own families: {text}"
+    );
+    if leader_id == a_id {
+        assert!(
+            text.contains(r#"opm_controller_reconcile_total{kind="Platform",name="cluster",namespace="",outcome="failed_stalled"}"#),
+            "{text}"
+        );
+    }
     // A graceful stop releases the lease; the follower takes over within one lease duration.
     let status = leader.terminate().await;
     assert!(status.success(), "{}", leader.log());
@@ -224,4 +253,27 @@ async fn two_replicas_one_leader_and_a_handover() {
     eprintln!("serve handover after SIGTERM: {took:?}");
     assert!(took < Duration::from_secs(2));
     assert!(follower.wait_log("acquired the leader lease", 5).await);
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// GET /metrics over plain HTTP/1.0 (polled until the listener answers).
+async fn get_metrics(port: u16) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+                .await
+                .unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).await.unwrap();
+            return out;
+        }
+        assert!(Instant::now() < deadline, "metrics listener never answered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
