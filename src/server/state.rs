@@ -81,7 +81,7 @@ impl std::ops::Deref for AppState {
 impl AppState {
     /// New state; `certs` adds the certificate metrics.
     pub fn new(limits: Limits, certs: Option<Arc<certs::CertStore>>) -> Self {
-        AppState::with_render(limits, certs, None)
+        Self::new_with(limits, certs, None, |_| {})
     }
 
     /// New state with a render backend (the REST render API answers 503 without one).
@@ -90,10 +90,21 @@ impl AppState {
         certs: Option<Arc<certs::CertStore>>,
         render: Option<RenderBackend>,
     ) -> Self {
+        Self::new_with(limits, certs, render, |_| {})
+    }
+
+    /// Like [`AppState::with_render`]; `register` adds further metric families to the served
+    /// registry.
+    pub fn new_with(
+        limits: Limits,
+        certs: Option<Arc<certs::CertStore>>,
+        render: Option<RenderBackend>,
+        register: impl FnOnce(&mut prometheus_client::registry::Registry),
+    ) -> Self {
         AppState(Arc::new(Inner {
             semaphore: Arc::new(Semaphore::new(limits.max_concurrent_reviews)),
             limits,
-            metrics: Metrics::new(certs),
+            metrics: Metrics::new_with(certs, register),
             render,
             ready: AtomicBool::new(false),
         }))

@@ -4,6 +4,7 @@ mod apply;
 mod apply_faults;
 mod apply_prune;
 mod artifact;
+mod controller;
 mod platform_crash;
 mod platform_stress;
 mod registry;
