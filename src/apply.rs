@@ -243,7 +243,11 @@ impl Engine {
         &self,
         r: &ObjectRef,
     ) -> Result<Option<(Api<DynamicObject>, Resolved)>, Error> {
-        let Some(res) = self.resolver.resolve(&self.client, r).await? else {
+        let Some(res) = self
+            .resolver
+            .resolve(&self.client, r, self.impersonated.as_deref())
+            .await?
+        else {
             return Ok(None);
         };
         let api = if res.namespaced {

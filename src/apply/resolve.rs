@@ -44,7 +44,13 @@ impl Resolver {
     }
 
     /// Resolves the kind of `r` (`None`: not served).
-    pub async fn resolve(&self, client: &Client, r: &ObjectRef) -> Result<Option<Resolved>, Error> {
+    /// `impersonated` is the user the client acts as (for typing a 403).
+    pub async fn resolve(
+        &self,
+        client: &Client,
+        r: &ObjectRef,
+        impersonated: Option<&str>,
+    ) -> Result<Option<Resolved>, Error> {
         let key = (r.group.clone(), r.version.clone(), r.kind.clone());
         let hit = self.cache.lock().ok().and_then(|c| c.get(&key).cloned());
         if let Some(hit) = hit {
@@ -55,13 +61,13 @@ impl Resolver {
                 Ok(g) => g
                     .recommended_kind(&r.kind)
                     .map(|(ar, caps)| (ar, caps.scope)),
-                Err(e) => return miss(e, r),
+                Err(e) => return miss(e, r, impersonated),
             }
         } else {
             let gvk = GroupVersionKind::gvk(&r.group, &r.version, &r.kind);
             match kube::discovery::pinned_kind(client, &gvk).await {
                 Ok((ar, caps)) => Some((ar, caps.scope)),
-                Err(e) => return miss(e, r),
+                Err(e) => return miss(e, r, impersonated),
             }
         };
         let Some((resource, scope)) = found else {
@@ -78,7 +84,11 @@ impl Resolver {
     }
 }
 
-fn miss(e: kube::Error, r: &ObjectRef) -> Result<Option<Resolved>, Error> {
+fn miss(
+    e: kube::Error,
+    r: &ObjectRef,
+    impersonated: Option<&str>,
+) -> Result<Option<Resolved>, Error> {
     match e {
         kube::Error::Discovery(_) => Ok(None),
         e if is_not_found(&e) => Ok(None),
@@ -86,7 +96,7 @@ fn miss(e: kube::Error, r: &ObjectRef) -> Result<Option<Resolved>, Error> {
             e,
             &format!("discovery of {} {}", r.api_version(), r.kind),
             "discover",
-            None,
+            impersonated,
         )),
     }
 }
