@@ -1,6 +1,18 @@
 //! The apply engine against kube-emu: staged SSA (a CRD and its CR in one pass), change-set
 //! counts, conflict semantics with and without force, label stamping, impersonation
 //! (scenario 41), drift (scenario 36) and health waits.
+//!
+//! Operator-spec §8 scenarios → tests:
+//! - 36 (drift, dry-run error counted): `apply::scenario_36_drift_detected_ignored_counted_and_cleared`
+//! - 37 (prune + guards): `apply_prune::scenario_37_prune_deletes_stale_and_honours_every_guard`
+//! - 38 (component move / API version change not stale):
+//!   `apply_prune::scenario_38_component_move_and_version_change_are_not_stale`
+//! - 39 (apply error: no prune, inventory kept): `apply_faults::failed_apply_adds_nothing_and_prunes_nothing`
+//! - 41, 43 (impersonation; 403 typed as an impersonation failure):
+//!   `apply::scenario_41_impersonation_403_typed_and_group_rolebinding_authorises`
+//! - 44 (deletion, fail-slow, finalizer kept until gone):
+//!   `apply_prune::scenario_44_deletion_prunes_all_but_protected_fail_slow_and_waits_for_gone`
+//! - 45 (SA gone on deletion, orphan annotation): `apply_prune::scenario_45_deleting_with_the_sa_gone`
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
