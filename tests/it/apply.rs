@@ -233,10 +233,14 @@ async fn conflict_without_force_is_typed_and_force_takes_ownership() {
         .await
         .unwrap();
     let ours = cm("default", "shared", json!({"k": "ours"}));
+    // A new object in the same stage as the conflicting one is not written either: the stage
+    // is planned (dry-run) as a whole before any of it is applied.
+    let fresh = cm("default", "fresh", json!({"k": "new"}));
     let err = eng
-        .apply_all_staged(std::slice::from_ref(&ours), &ApplyOptions::default())
+        .apply_all_staged(&[fresh, ours.clone()], &ApplyOptions::default())
         .await
         .unwrap_err();
+    assert!(live_cm(&client, "default", "fresh").await.is_none());
     match &err {
         Error::Conflict {
             object,
