@@ -327,6 +327,9 @@ impl Engine {
         opts: &ApplyOptions,
     ) -> Result<ChangeSet, Error> {
         let prepared = self.prepare_all(objects, opts)?;
+        // Discovery is fresh per apply (one request per group-version), so a CRD removed or
+        // changed since the last apply is never served from a stale cache.
+        self.resolver.refresh();
         let mut results: Vec<Option<Action>> = vec![None; prepared.len()];
         for stage in 0..object::STAGES {
             let idx: Vec<usize> = (0..prepared.len())

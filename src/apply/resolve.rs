@@ -5,7 +5,8 @@
 //!   (`/api/v1`, `/apis/<g>/<v>`), one request per group-version, cached. Only successful
 //!   lookups are cached: a kind that is not served yet (a CR whose CRD is being applied in the
 //!   same pass) is looked up again next time, so it becomes resolvable as soon as the CRD is
-//!   established. `refresh` drops the cache (the stage boundary after CRDs).
+//!   established. `refresh` drops the cache (at the start of every apply, and at the stage
+//!   boundary after CRDs).
 //! - A kind the server does not serve resolves to `None` (not an error); discovery transport or
 //!   status errors (other than 404) are errors.
 //! - An inventory entry without a version resolves through the group's preferred version.

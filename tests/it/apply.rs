@@ -126,6 +126,24 @@ async fn crd_and_its_cr_apply_in_one_pass() {
         .await
         .unwrap();
     assert_eq!(cs.count(Action::Unchanged), 3, "{cs:?}");
+
+    // The CRD is removed behind our back: the next apply of the CR sees fresh discovery and
+    // reports the kind as not served (no stale discovery cache).
+    let crds = Api::<DynamicObject>::all_with(
+        emu.client().unwrap(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+            "customresourcedefinitions",
+        ),
+    );
+    crds.delete("widgets.example.dev", &Default::default())
+        .await
+        .unwrap();
+    let err = eng
+        .apply_all_staged(&[widget("shop", "w1", 3)], &ApplyOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::UnknownKind { .. }), "{err:?}");
     emu.shutdown().await;
 }
 
