@@ -410,6 +410,35 @@ impl Engine {
         Ok(ChangeSet { changes })
     }
 
+    /// What applying `objects` would do, without writing anything (GET + server-side dry-run
+    /// per object, all stages at once, no waits): the REST `validate`/`diff` modes and previews
+    /// use it. Objects of a kind not yet served (a CR whose CRD is part of the same set) are
+    /// reported as [`Error::UnknownKind`], since no dry-run can be made for them.
+    pub async fn plan(&self, objects: &[Value], opts: &ApplyOptions) -> Result<ChangeSet, Error> {
+        let prepared = self.prepare_all(objects, opts)?;
+        self.resolver.refresh();
+        let planned: Vec<Result<Plan, Error>> = stream::iter(prepared.iter())
+            .map(|p| self.plan_one(p, opts.force))
+            .buffered(self.opts.concurrency.max(1))
+            .collect()
+            .await;
+        let mut changes = Vec::new();
+        let mut errors = Vec::new();
+        for (p, r) in prepared.into_iter().zip(planned) {
+            match r {
+                Ok(plan) => changes.push(Change {
+                    object: p.r,
+                    action: plan.action,
+                }),
+                Err(e) => errors.push(e),
+            }
+        }
+        match Error::collect(errors) {
+            Some(e) => Err(e),
+            None => Ok(ChangeSet { changes }),
+        }
+    }
+
     /// GET and dry-run one object: what applying it would do.
     async fn plan_one(&self, p: &Prepared, force: bool) -> Result<Plan, Error> {
         let Some((api, _)) = self.api_for(&p.r).await? else {

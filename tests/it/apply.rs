@@ -201,6 +201,35 @@ async fn change_set_counts_created_configured_unchanged() {
 }
 
 #[tokio::test]
+async fn plan_previews_without_writing() {
+    let emu = emu().await;
+    let eng = engine(&emu);
+    let client = emu.client().unwrap();
+    let objects = [cm("default", "a", json!({"k": "1"}))];
+    eng.apply_all_staged(&objects, &ApplyOptions::default())
+        .await
+        .unwrap();
+    let rv = emu.resource_version();
+    let changed = vec![
+        cm("default", "a", json!({"k": "2"})),
+        cm("default", "b", json!({"k": "1"})),
+    ];
+    let cs = eng.plan(&changed, &ApplyOptions::default()).await.unwrap();
+    assert_eq!(
+        cs.changes.iter().map(|c| c.action).collect::<Vec<_>>(),
+        vec![Action::Configured, Action::Created]
+    );
+    assert_eq!(emu.resource_version(), rv, "nothing written");
+    assert!(live_cm(&client, "default", "b").await.is_none());
+    let cs = eng
+        .plan(&objects[..1], &ApplyOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(cs.count(Action::Unchanged), 1);
+    emu.shutdown().await;
+}
+
+#[tokio::test]
 async fn status_and_managed_fields_stripped_and_runtime_labels_stamped() {
     let emu = emu().await;
     let eng = engine(&emu);
