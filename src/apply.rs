@@ -7,13 +7,17 @@
 //!   ([`object::stage_of`]): CRDs/Namespaces/ClusterRoles, then class kinds, then
 //!   ServiceAccounts/Roles, then the rest. Stage 0 is waited for (CRD `Established`, Namespace
 //!   active) and followed by a discovery refresh, so a module shipping a CRD and its CRs applies
-//!   in one pass. Within a stage, each object is first applied with `dryRun=All`; the result is
-//!   compared with the live object (ignoring `managedFields`, `resourceVersion`, `generation`
-//!   and `status`),
-//!   and only created or configured objects are applied for real. At most
+//!   in one pass. Within a stage, every object is first read and applied with `dryRun=All`
+//!   (planned), and only when the whole stage planned without error are the created or
+//!   configured objects applied for real, so a conflict or an invalid object fails its stage
+//!   before any of that stage is written. Change detection compares the dry-run answer with
+//!   the live object, ignoring `managedFields`, `resourceVersion`, `generation` and `status`
+//!   (absent → created; equal → unchanged, not written; else configured). At most
 //!   [`EngineOptions::concurrency`] requests run at once. A kind still not served after the
 //!   refresh is [`Error::UnknownKind`] (no dry-run is attempted for it). Every object of a
-//!   stage is tried; the stage's errors are all reported and the later stages do not run.
+//!   stage is planned; the stage's errors are all reported and the later stages do not run.
+//!   Invalid objects and an object rendered twice (same group, kind, namespace, name) fail the
+//!   apply before any write.
 //! - **Conflict semantics** (lessons §1.9 item 5, rule 5): field manager `opm-controller`;
 //!   without `force` an SSA conflict is [`Error::Conflict`] naming the other manager and the
 //!   fields, and nothing of that object is written; with `force` (`rollout.forceConflicts`) we
@@ -201,6 +205,12 @@ impl std::fmt::Debug for Engine {
     }
 }
 
+/// What applying one object would do, and the API to do it with.
+struct Plan {
+    action: Action,
+    api: Api<DynamicObject>,
+}
+
 /// One prepared object.
 struct Prepared {
     r: ObjectRef,
@@ -243,7 +253,11 @@ impl Engine {
         &self,
         r: &ObjectRef,
     ) -> Result<Option<(Api<DynamicObject>, Resolved)>, Error> {
-        let Some(res) = self.resolver.resolve(&self.client, r).await? else {
+        let Some(res) = self
+            .resolver
+            .resolve(&self.client, r, self.impersonated.as_deref())
+            .await?
+        else {
             return Ok(None);
         };
         let api = if res.namespaced {
@@ -313,6 +327,9 @@ impl Engine {
         opts: &ApplyOptions,
     ) -> Result<ChangeSet, Error> {
         let prepared = self.prepare_all(objects, opts)?;
+        // Discovery is fresh per apply (one request per group-version), so a CRD removed or
+        // changed since the last apply is never served from a stale cache.
+        self.resolver.refresh();
         let mut results: Vec<Option<Action>> = vec![None; prepared.len()];
         for stage in 0..object::STAGES {
             let idx: Vec<usize> = (0..prepared.len())
@@ -321,24 +338,37 @@ impl Engine {
             if idx.is_empty() {
                 continue;
             }
-            let outcomes: Vec<(usize, Result<Action, Error>)> = stream::iter(idx.iter().copied())
+            // Plan the whole stage (GET + dry-run per object) before writing any of it.
+            let planned: Vec<(usize, Result<Plan, Error>)> = stream::iter(idx.iter().copied())
                 .map(|i| {
                     let p = &prepared[i];
-                    async move { (i, self.apply_one(p, opts.force).await) }
+                    async move { (i, self.plan_one(p, opts.force).await) }
                 })
-                .buffer_unordered(self.opts.concurrency.max(1))
+                .buffered(self.opts.concurrency.max(1))
                 .collect()
                 .await;
             let mut errors = Vec::new();
-            let mut sorted = outcomes;
-            sorted.sort_by_key(|(i, _)| *i);
-            for (i, r) in sorted {
+            let mut writes = Vec::new();
+            for (i, r) in planned {
                 match r {
-                    Ok(a) => results[i] = Some(a),
+                    Ok(plan) => {
+                        results[i] = Some(plan.action);
+                        if plan.action != Action::Unchanged {
+                            writes.push((i, plan.api));
+                        }
+                    }
                     Err(e) => errors.push(e),
                 }
             }
             if let Some(e) = Error::collect(errors) {
+                return Err(e);
+            }
+            let written: Vec<Result<(), Error>> = stream::iter(writes)
+                .map(|(i, api)| self.write_one(&prepared[i], api, opts.force))
+                .buffered(self.opts.concurrency.max(1))
+                .collect()
+                .await;
+            if let Some(e) = Error::collect(written.into_iter().filter_map(Result::err).collect()) {
                 return Err(e);
             }
             if stage == 0 {
@@ -380,8 +410,37 @@ impl Engine {
         Ok(ChangeSet { changes })
     }
 
-    /// Dry-run, compare, and apply one object.
-    async fn apply_one(&self, p: &Prepared, force: bool) -> Result<Action, Error> {
+    /// What applying `objects` would do, without writing anything (GET + server-side dry-run
+    /// per object, all stages at once, no waits): the REST `validate`/`diff` modes and previews
+    /// use it. Objects of a kind not yet served (a CR whose CRD is part of the same set) are
+    /// reported as [`Error::UnknownKind`], since no dry-run can be made for them.
+    pub async fn plan(&self, objects: &[Value], opts: &ApplyOptions) -> Result<ChangeSet, Error> {
+        let prepared = self.prepare_all(objects, opts)?;
+        self.resolver.refresh();
+        let planned: Vec<Result<Plan, Error>> = stream::iter(prepared.iter())
+            .map(|p| self.plan_one(p, opts.force))
+            .buffered(self.opts.concurrency.max(1))
+            .collect()
+            .await;
+        let mut changes = Vec::new();
+        let mut errors = Vec::new();
+        for (p, r) in prepared.into_iter().zip(planned) {
+            match r {
+                Ok(plan) => changes.push(Change {
+                    object: p.r,
+                    action: plan.action,
+                }),
+                Err(e) => errors.push(e),
+            }
+        }
+        match Error::collect(errors) {
+            Some(e) => Err(e),
+            None => Ok(ChangeSet { changes }),
+        }
+    }
+
+    /// GET and dry-run one object: what applying it would do.
+    async fn plan_one(&self, p: &Prepared, force: bool) -> Result<Plan, Error> {
         let Some((api, _)) = self.api_for(&p.r).await? else {
             return Err(Error::UnknownKind {
                 object: p.r.to_string(),
@@ -393,9 +452,8 @@ impl Engine {
             Ok(o) => o.map(|o| to_value(&o, &p.r)).transpose()?,
             Err(e) => return Err(self.err(e, &p.r, "get")),
         };
-        let mut params = PatchParams::apply(&self.opts.field_manager);
-        params.force = force;
-        let dry = params.clone().dry_run();
+        let mut dry = PatchParams::apply(&self.opts.field_manager).dry_run();
+        dry.force = force;
         let planned = api
             .patch(&p.r.name, &dry, &Patch::Apply(&p.body))
             .await
@@ -403,13 +461,25 @@ impl Engine {
         let planned = to_value(&planned, &p.r)?;
         let action = match &live {
             None => Action::Created,
-            Some(l) if comparable(l) == comparable(&planned) => return Ok(Action::Unchanged),
+            Some(l) if comparable(l) == comparable(&planned) => Action::Unchanged,
             Some(_) => Action::Configured,
         };
+        Ok(Plan { action, api })
+    }
+
+    /// Applies one object for real.
+    async fn write_one(
+        &self,
+        p: &Prepared,
+        api: Api<DynamicObject>,
+        force: bool,
+    ) -> Result<(), Error> {
+        let mut params = PatchParams::apply(&self.opts.field_manager);
+        params.force = force;
         api.patch(&p.r.name, &params, &Patch::Apply(&p.body))
             .await
             .map_err(|e| self.err(e, &p.r, "apply"))?;
-        Ok(action)
+        Ok(())
     }
 
     /// Waits until every object in `refs` is Current (kstatus), failing fast on a terminal

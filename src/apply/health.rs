@@ -238,9 +238,8 @@ impl Cancel {
 
     /// A signal that never fires.
     pub fn never() -> Cancel {
+        // With the sender dropped the value stays `false` forever.
         let (tx, rx) = tokio::sync::watch::channel(false);
-        // Keep the sender alive for the receiver's lifetime by leaking nothing: a closed
-        // channel simply never changes to `true`.
         drop(tx);
         Cancel(rx)
     }

@@ -5,7 +5,8 @@
 //!   (`/api/v1`, `/apis/<g>/<v>`), one request per group-version, cached. Only successful
 //!   lookups are cached: a kind that is not served yet (a CR whose CRD is being applied in the
 //!   same pass) is looked up again next time, so it becomes resolvable as soon as the CRD is
-//!   established. `refresh` drops the cache (the stage boundary after CRDs).
+//!   established. `refresh` drops the cache (at the start of every apply, and at the stage
+//!   boundary after CRDs).
 //! - A kind the server does not serve resolves to `None` (not an error); discovery transport or
 //!   status errors (other than 404) are errors.
 //! - An inventory entry without a version resolves through the group's preferred version.
@@ -44,7 +45,13 @@ impl Resolver {
     }
 
     /// Resolves the kind of `r` (`None`: not served).
-    pub async fn resolve(&self, client: &Client, r: &ObjectRef) -> Result<Option<Resolved>, Error> {
+    /// `impersonated` is the user the client acts as (for typing a 403).
+    pub async fn resolve(
+        &self,
+        client: &Client,
+        r: &ObjectRef,
+        impersonated: Option<&str>,
+    ) -> Result<Option<Resolved>, Error> {
         let key = (r.group.clone(), r.version.clone(), r.kind.clone());
         let hit = self.cache.lock().ok().and_then(|c| c.get(&key).cloned());
         if let Some(hit) = hit {
@@ -55,13 +62,13 @@ impl Resolver {
                 Ok(g) => g
                     .recommended_kind(&r.kind)
                     .map(|(ar, caps)| (ar, caps.scope)),
-                Err(e) => return miss(e, r),
+                Err(e) => return miss(e, r, impersonated),
             }
         } else {
             let gvk = GroupVersionKind::gvk(&r.group, &r.version, &r.kind);
             match kube::discovery::pinned_kind(client, &gvk).await {
                 Ok((ar, caps)) => Some((ar, caps.scope)),
-                Err(e) => return miss(e, r),
+                Err(e) => return miss(e, r, impersonated),
             }
         };
         let Some((resource, scope)) = found else {
@@ -78,7 +85,11 @@ impl Resolver {
     }
 }
 
-fn miss(e: kube::Error, r: &ObjectRef) -> Result<Option<Resolved>, Error> {
+fn miss(
+    e: kube::Error,
+    r: &ObjectRef,
+    impersonated: Option<&str>,
+) -> Result<Option<Resolved>, Error> {
     match e {
         kube::Error::Discovery(_) => Ok(None),
         e if is_not_found(&e) => Ok(None),
@@ -86,7 +97,7 @@ fn miss(e: kube::Error, r: &ObjectRef) -> Result<Option<Resolved>, Error> {
             e,
             &format!("discovery of {} {}", r.api_version(), r.kind),
             "discover",
-            None,
+            impersonated,
         )),
     }
 }

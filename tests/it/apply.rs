@@ -1,6 +1,18 @@
 //! The apply engine against kube-emu: staged SSA (a CRD and its CR in one pass), change-set
 //! counts, conflict semantics with and without force, label stamping, impersonation
 //! (scenario 41), drift (scenario 36) and health waits.
+//!
+//! Operator-spec §8 scenarios → tests:
+//! - 36 (drift, dry-run error counted): `apply::scenario_36_drift_detected_ignored_counted_and_cleared`
+//! - 37 (prune + guards): `apply_prune::scenario_37_prune_deletes_stale_and_honours_every_guard`
+//! - 38 (component move / API version change not stale):
+//!   `apply_prune::scenario_38_component_move_and_version_change_are_not_stale`
+//! - 39 (apply error: no prune, inventory kept): `apply_faults::failed_apply_adds_nothing_and_prunes_nothing`
+//! - 41, 43 (impersonation; 403 typed as an impersonation failure):
+//!   `apply::scenario_41_impersonation_403_typed_and_group_rolebinding_authorises`
+//! - 44 (deletion, fail-slow, finalizer kept until gone):
+//!   `apply_prune::scenario_44_deletion_prunes_all_but_protected_fail_slow_and_waits_for_gone`
+//! - 45 (SA gone on deletion, orphan annotation): `apply_prune::scenario_45_deleting_with_the_sa_gone`
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -114,6 +126,24 @@ async fn crd_and_its_cr_apply_in_one_pass() {
         .await
         .unwrap();
     assert_eq!(cs.count(Action::Unchanged), 3, "{cs:?}");
+
+    // The CRD is removed behind our back: the next apply of the CR sees fresh discovery and
+    // reports the kind as not served (no stale discovery cache).
+    let crds = Api::<DynamicObject>::all_with(
+        emu.client().unwrap(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+            "customresourcedefinitions",
+        ),
+    );
+    crds.delete("widgets.example.dev", &Default::default())
+        .await
+        .unwrap();
+    let err = eng
+        .apply_all_staged(&[widget("shop", "w1", 3)], &ApplyOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::UnknownKind { .. }), "{err:?}");
     emu.shutdown().await;
 }
 
@@ -171,6 +201,35 @@ async fn change_set_counts_created_configured_unchanged() {
 }
 
 #[tokio::test]
+async fn plan_previews_without_writing() {
+    let emu = emu().await;
+    let eng = engine(&emu);
+    let client = emu.client().unwrap();
+    let objects = [cm("default", "a", json!({"k": "1"}))];
+    eng.apply_all_staged(&objects, &ApplyOptions::default())
+        .await
+        .unwrap();
+    let rv = emu.resource_version();
+    let changed = vec![
+        cm("default", "a", json!({"k": "2"})),
+        cm("default", "b", json!({"k": "1"})),
+    ];
+    let cs = eng.plan(&changed, &ApplyOptions::default()).await.unwrap();
+    assert_eq!(
+        cs.changes.iter().map(|c| c.action).collect::<Vec<_>>(),
+        vec![Action::Configured, Action::Created]
+    );
+    assert_eq!(emu.resource_version(), rv, "nothing written");
+    assert!(live_cm(&client, "default", "b").await.is_none());
+    let cs = eng
+        .plan(&objects[..1], &ApplyOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(cs.count(Action::Unchanged), 1);
+    emu.shutdown().await;
+}
+
+#[tokio::test]
 async fn status_and_managed_fields_stripped_and_runtime_labels_stamped() {
     let emu = emu().await;
     let eng = engine(&emu);
@@ -221,10 +280,14 @@ async fn conflict_without_force_is_typed_and_force_takes_ownership() {
         .await
         .unwrap();
     let ours = cm("default", "shared", json!({"k": "ours"}));
+    // A new object in the same stage as the conflicting one is not written either: the stage
+    // is planned (dry-run) as a whole before any of it is applied.
+    let fresh = cm("default", "fresh", json!({"k": "new"}));
     let err = eng
-        .apply_all_staged(std::slice::from_ref(&ours), &ApplyOptions::default())
+        .apply_all_staged(&[fresh, ours.clone()], &ApplyOptions::default())
         .await
         .unwrap_err();
+    assert!(live_cm(&client, "default", "fresh").await.is_none());
     match &err {
         Error::Conflict {
             object,
