@@ -13,7 +13,8 @@
 //!   platform module: …" with one problem per diagnostic (its value path, e.g.
 //!   `#registry."<path>".version` for the expected-version tripwire, whose message names both
 //!   versions, and its source positions).
-//! - Shape gate: the package must carry `kind: "Platform"` and a concrete `metadata.name`.
+//! - Shape gate: the package must carry `kind: "Platform"` and a concrete `metadata.name`; it is
+//!   checked before the package is validated, so a package of another kind is refused as such.
 //! - Entries are read from `#registry`: `enable` (defaults resolved) and the catalog. In the
 //!   `#CatalogEntry` shape the catalog is the entry's `#catalog`; the key must equal its
 //!   `metadata.modulePath` and the stamped `version` its `metadata.version` (the schema enforces
@@ -167,8 +168,9 @@ fn read_deps(bytes: &[u8]) -> Result<BTreeMap<String, String>, String> {
     Ok(mf.deps.into_iter().map(|(p, d)| (p, d.version)).collect())
 }
 
-/// Loads the root package of the main module in `fs` and evaluates it in `rt`. `what` prefixes
-/// messages ("building platform module", or the catalog coordinate).
+/// Loads the root package of the main module in `fs` and builds it in `rt` (not yet validated:
+/// the shape gate reads `kind` first, so a package of the wrong kind is refused as such even
+/// when it has errors of its own). `what` prefixes messages.
 fn load_root(
     rt: &Runtime,
     fs: &dyn FileSystem,
@@ -194,10 +196,12 @@ fn load_root(
         }
         e
     })?;
-    if let Err(d) = v.validate(false) {
-        return Err(diag_error(rt, what, &d));
-    }
     Ok(v)
+}
+
+/// Validates a built value (non-concretely: definitions and constraints, as a build does).
+fn validate(rt: &Runtime, v: &Value, what: &str) -> Result<(), KernelError> {
+    v.validate(false).map_err(|d| diag_error(rt, what, &d))
 }
 
 fn diag_error(rt: &Runtime, what: &str, diags: &[Diagnostic]) -> KernelError {
@@ -290,6 +294,8 @@ fn build_platform(
             "the package is not a #Platform: metadata.name is not a concrete string",
         ));
     }
+
+    validate(&rt, &v, "building platform module")?;
 
     let reg =
         child(&v, def("registry")).ok_or_else(|| build_err("the platform has no #registry"))?;
@@ -514,6 +520,7 @@ fn load_catalog(
             None => format!("{coord} declares no concrete kind, so it is not a catalog"),
         }));
     }
+    validate(rt, &v, &format!("acquiring catalog {coord}")).map_err(AcquireError::Other)?;
     let meta = child(&v, field("metadata"));
     let declared_path = meta
         .as_ref()

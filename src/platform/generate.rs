@@ -93,9 +93,22 @@ pub struct Generator {
     pub core_version: String,
     /// The `#registry` entry shape.
     pub shape: RegistryShape,
+    /// The core definition the package embeds: `#Platform` (OPM's name in both shapes; the
+    /// fixture core names its alpha.4 shape `#SubscriptionPlatform`).
+    pub definition: String,
 }
 
 impl Generator {
+    /// A generator embedding `core.#Platform`.
+    pub fn new(core_path: &str, core_version: &str, shape: RegistryShape) -> Generator {
+        Generator {
+            core_path: core_path.to_string(),
+            core_version: core_version.to_string(),
+            shape,
+            definition: "#Platform".to_string(),
+        }
+    }
+
     /// Computes the closure through `source` and returns the generated files, sorted by path.
     pub fn generate(
         &self,
@@ -115,6 +128,13 @@ impl Generator {
             return Err(bad("the platform type is empty".into()));
         }
         check_path(&self.core_path).map_err(|e| bad(format!("core module: {e}")))?;
+        let ident = self.definition.strip_prefix('#').unwrap_or("");
+        if ident.is_empty() || !ident.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(bad(format!(
+                "the core definition {:?} is not a definition identifier",
+                self.definition
+            )));
+        }
         let core = ModuleVersion {
             path: self.core_path.clone(),
             version: self.core_version.clone(),
@@ -188,7 +208,7 @@ impl Generator {
         } else {
             let _ = writeln!(p, "import core {}\n", quote(&self.core_path));
         }
-        p.push_str("core.#Platform\n\n");
+        let _ = writeln!(p, "core.{}\n", self.definition);
         let _ = writeln!(p, "metadata: name: {}", quote(PLATFORM_NAME));
         let _ = writeln!(p, "type: {}", quote(&input.platform_type));
         if entries.is_empty() {
@@ -197,10 +217,14 @@ impl Generator {
             p.push_str("#registry: {\n");
             for (i, e) in entries.iter().enumerate() {
                 let _ = writeln!(p, "\t{}: {{", quote(&e.path));
-                let _ = writeln!(p, "\t\tenable:  {}", e.enable);
-                let _ = writeln!(p, "\t\tversion: {}", quote(&e.version));
+                // Values aligned as `cue fmt` aligns consecutive fields.
                 if self.shape == RegistryShape::CatalogEntry {
+                    let _ = writeln!(p, "\t\tenable:   {}", e.enable);
+                    let _ = writeln!(p, "\t\tversion:  {}", quote(&e.version));
                     let _ = writeln!(p, "\t\t#catalog: cat{i}");
+                } else {
+                    let _ = writeln!(p, "\t\tenable:  {}", e.enable);
+                    let _ = writeln!(p, "\t\tversion: {}", quote(&e.version));
                 }
                 p.push_str("\t}\n");
             }
@@ -302,11 +326,7 @@ mod tests {
     }
 
     fn gen(shape: RegistryShape) -> Generator {
-        Generator {
-            core_path: "t.test/core@v0".into(),
-            core_version: "v0.1.0".into(),
-            shape,
-        }
+        Generator::new("t.test/core@v0", "v0.1.0", shape)
     }
 
     fn source() -> Flat {
@@ -368,7 +388,7 @@ mod tests {
             "{p}"
         );
         assert!(
-            p.contains("#registry: {\n\t\"t.test/a@v1\": {\n\t\tenable:  false\n\t\tversion: \"1.0.0\"\n\t\t#catalog: cat0\n\t}\n"),
+            p.contains("#registry: {\n\t\"t.test/a@v1\": {\n\t\tenable:   false\n\t\tversion:  \"1.0.0\"\n\t\t#catalog: cat0\n\t}\n"),
             "{p}"
         );
         // Entry order in the input does not matter.
@@ -392,6 +412,11 @@ mod tests {
         let p = text(&files, PLATFORM_FILE);
         assert!(p.contains("import core \"t.test/core@v0\"\n"), "{p}");
         assert!(!p.contains("#catalog"), "{p}");
+        assert!(p.contains("\ncore.#Platform\n"), "{p}");
+        assert!(
+            p.contains("\t\"t.test/a@v1\": {\n\t\tenable:  true\n\t\tversion: \"1.0.0\"\n\t}\n"),
+            "{p}"
+        );
         let empty = gen(RegistryShape::CatalogEntry)
             .generate(&source(), &input(&[]))
             .unwrap();

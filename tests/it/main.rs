@@ -1,6 +1,7 @@
 //! Integration tests of the root package: one binary, one module per area.
 
 mod platform_crash;
+mod platform_gen;
 mod platform_stress;
 mod registry;
 mod registry_auth;
