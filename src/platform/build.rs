@@ -17,8 +17,11 @@
 //!   checked before the package is validated, so a package of another kind is refused as such.
 //! - Entries are read from `#registry`: `enable` (defaults resolved) and the catalog. In the
 //!   `#CatalogEntry` shape the catalog is the entry's `#catalog`; the key must equal its
-//!   `metadata.modulePath` and the stamped `version` its `metadata.version` (the schema enforces
-//!   both; the build re-checks so the error names the entry even under a core that does not). In
+//!   `metadata.modulePath` and the stamped `version` its `metadata.version` (default resolved).
+//!   The schema enforces both by unification, except when the catalog's version is itself a
+//!   default (`Version: #V | *"0.1.0"`, as OPM's identity packages write it): the stamp then wins
+//!   the disjunction silently, so the build compares the stamp with the default readout and
+//!   refuses with a problem at `#registry."<path>".version` naming both versions. In
 //!   the `#Subscription` shape each enabled entry's catalog is acquired from the registry at
 //!   `"v" + version` (render-spec §1.5: version present, major equal to the key's, identity
 //!   checked).
@@ -328,10 +331,22 @@ fn build_platform(
                     )));
                 }
                 if version.is_none() || version != declared {
-                    return Err(build_err(format!(
-                        "{at}.version: the catalog imported for {key} declares version {} but the platform expects another (stamped) version; the closure selected different bytes than the entry pins",
-                        declared.as_deref().map_or("none".to_string(), label)
-                    )));
+                    // The schema's unification cannot catch a catalog whose version is a
+                    // default (`Version: #V | *"0.2.0"`): the stamp wins the disjunction. The
+                    // default readout here can.
+                    let show = |v: &Option<String>| v.as_deref().map_or("none".to_string(), label);
+                    let message = format!(
+                        "conflicting values {} (the version the operator stamped) and {} (the imported catalog's metadata.version): the closure selected different bytes than the entry pins",
+                        show(&version),
+                        show(&declared)
+                    );
+                    let mut e = build_err(format!("{at}.version: {message}"));
+                    e.problems.push(Problem {
+                        path: format!("{at}.version"),
+                        message,
+                        positions: Vec::new(),
+                    });
+                    return Err(e);
                 }
                 if !enable {
                     entries.push(EntryFacts {

@@ -392,3 +392,64 @@ fn the_acquirer_reads_provides_and_requires_and_types_the_wrong_kind() {
         other => panic!("expected a resolution error, got {other:?}"),
     }
 }
+
+/// The closure selects the highest version any module requires, so an entry pinned lower than a
+/// co-subscribed catalog requires is imported at the higher version, and the stamp trips.
+#[test]
+fn a_closure_that_raises_an_entry_above_its_pin_trips_the_stamp() {
+    let (reg, client) = published();
+    let publisher = reg.client(None);
+    // mini v0.2.0 declares version 0.2.0.
+    let mini2: Vec<(String, Vec<u8>)> = module_files(&opm("mini"))
+        .into_iter()
+        .map(|(p, b)| {
+            let t = String::from_utf8(b).unwrap();
+            let t = if p == "identity/identity.cue" {
+                t.replace("*\"0.1.0\"", "*\"0.2.0\"")
+            } else {
+                t
+            };
+            (p, t.into_bytes())
+        })
+        .collect();
+    publisher.publish_files(&mini2, "v0.2.0").unwrap();
+    // gateway2 v0.2.0 requires mini v0.2.0.
+    let gw2: Vec<(String, Vec<u8>)> = gateway2_files()
+        .into_iter()
+        .map(|(p, b)| {
+            let t = String::from_utf8(b).unwrap();
+            let t = if p == "cue.mod/module.cue" {
+                t.replace(
+                    "\"fixtures.test/catalogs/mini@v0\": {\n\t\tv: \"v0.1.0\"",
+                    "\"fixtures.test/catalogs/mini@v0\": {\n\t\tv: \"v0.2.0\"",
+                )
+            } else {
+                t.replace("0.1.0", "0.2.0")
+            };
+            (p, t.into_bytes())
+        })
+        .collect();
+    publisher.publish_files(&gw2, "v0.2.0").unwrap();
+
+    let k = kernel(&client, RegistryShape::CatalogEntry);
+    let i = input(&[(MINI, "0.1.0", true), (GATEWAY2, "0.2.0", true)]);
+    let root = tempfile::tempdir().unwrap();
+    let dir = generate_into(&k, root.path(), 1, &i);
+    let module = std::fs::read_to_string(dir.join("cue.mod/module.cue")).unwrap();
+    assert!(
+        module.contains("\t\"fixtures.test/catalogs/mini@v0\": {\n\t\tv: \"v0.2.0\"\n"),
+        "{module}"
+    );
+    let e = k.build(&dir).unwrap_err();
+    let at = format!("#registry.\"{MINI}\".version");
+    let p = e
+        .problems
+        .iter()
+        .find(|p| p.path == at)
+        .unwrap_or_else(|| panic!("no problem at {at}: {e}"));
+    assert!(
+        p.message.contains("\"0.1.0\"") && p.message.contains("\"0.2.0\""),
+        "{}",
+        p.message
+    );
+}
