@@ -28,8 +28,11 @@
 //! render's own with a stack sized from the config, so callers may call from `spawn_blocking`.
 //! An exceeded limit anywhere is [`Error::Limit`] (class `Timeout`).
 //!
-//! Known gaps (written down, not hidden): `PackageRenderer` (ModulePackage instance packages) is
-//! not implemented here; the promotion invariant check (an OPM path resolving off the roots) is
+//! ModulePackage renders ([`Renderer::render_package`], `kernel::PackageRenderer`) stage the
+//! authored instance package directory as the main module instead of a pulled module, gate on
+//! `kind: "ModuleInstance"` ([`Error::UnsupportedKind`]), and share steps 3–7.
+//!
+//! Known gaps (written down, not hidden): the promotion invariant check (an OPM path resolving off the roots) is
 //! not checked beyond "the platform wins every shared path"; the context is built the alpha.4 way
 //! (instance and component metadata + runtime name), not by a D12 projection in core.
 
@@ -48,8 +51,8 @@ use cue::{Diagnostic, Runtime, Value};
 pub use error::{Demand, DemandReason, Error, IdentityField, PairFailure};
 
 use crate::kernel::{
-    BuiltPlatform, InstanceRef, KernelError, ModuleRenderer, ModuleRequest, Problem, RenderResult,
-    RenderedObject, SourcePos, RUNTIME_NAME,
+    BuiltPlatform, InstanceRef, KernelError, ModuleRenderer, ModuleRequest, PackageRenderer,
+    Problem, RenderResult, RenderedObject, SourcePos, RUNTIME_NAME,
 };
 use crate::platform::SkewPolicy;
 
@@ -266,6 +269,24 @@ impl Renderer {
         }
 
         mark("gated");
+        self.finish(&staged, &coord, platform, skew, &declared_version)
+    }
+
+    /// The common tail of module and package renders: skew, instance validation, match,
+    /// execute, result.
+    fn finish(
+        &self,
+        staged: &stage::Staged,
+        coord: &str,
+        platform: &BuiltPlatform,
+        skew: SkewPolicy,
+        declared_version: &str,
+    ) -> Result<RenderResult, Error> {
+        let coord = coord.to_string();
+        let rt = &staged.rt;
+        let root = &staged.root;
+        let t0 = std::time::Instant::now();
+        let mark = |what: &str| tracing::debug!(elapsed = ?t0.elapsed(), module = %coord, "render: {what}");
         // Skew.
         let mut warnings = Vec::new();
         let platform_deps = if platform.deps.is_empty() {
@@ -379,7 +400,7 @@ impl Renderer {
                 ("name", meta.name.clone().into()),
                 ("namespace", meta.namespace.clone().into()),
                 ("fqn", meta.fqn.clone().into()),
-                ("version", declared_version.clone().into()),
+                ("version", declared_version.into()),
                 ("uuid", meta.uuid.clone().into()),
             ],
             &meta.labels,
@@ -467,6 +488,86 @@ impl Renderer {
             required_contracts: m.required_contracts,
             digest,
         })
+    }
+}
+
+impl Renderer {
+    /// Renders an authored instance package in `dir` (ModulePackage): gated on
+    /// `kind: "ModuleInstance"` (else [`Error::UnsupportedKind`]), then the common tail.
+    pub fn render_package(
+        &self,
+        dir: &std::path::Path,
+        platform: &BuiltPlatform,
+        skew: SkewPolicy,
+    ) -> Result<RenderResult, Error> {
+        if platform.dir.as_os_str().is_empty() {
+            return Err(Error::PlatformNotReady);
+        }
+        let stack = self.config.max_stack_bytes.saturating_add(8 << 20);
+        std::thread::scope(|s| {
+            let h = std::thread::Builder::new()
+                .name("opm-render".into())
+                .stack_size(stack)
+                .spawn_scoped(s, || self.render_package_here(dir, platform, skew))
+                .map_err(|e| Error::Thread(e.to_string()))?;
+            h.join()
+                .map_err(|_| Error::Thread("the render thread panicked".into()))?
+        })
+    }
+
+    fn render_package_here(
+        &self,
+        dir: &std::path::Path,
+        platform: &BuiltPlatform,
+        skew: SkewPolicy,
+    ) -> Result<RenderResult, Error> {
+        let shown = dir.display().to_string();
+        let staged = stage::stage_package(&self.registry, dir, platform, self.config.clone())?;
+        let instance = staged
+            .root
+            .lookup_path(&Path::new(vec![def("#instance")]))
+            .ok_or_else(|| Error::UnsupportedKind {
+                dir: shown.clone(),
+                message: "the root package is missing".into(),
+            })?;
+        let kind = instance
+            .lookup_path(&Path::new(vec![field("kind")]))
+            .map(|k| k.to_json_value());
+        match kind {
+            Some(Ok(serde_json::Value::String(k))) if k == "ModuleInstance" => {}
+            Some(Ok(other)) => {
+                return Err(Error::UnsupportedKind {
+                    dir: shown,
+                    message: format!("kind is {other}, not \"ModuleInstance\""),
+                })
+            }
+            _ => {
+                return Err(Error::UnsupportedKind {
+                    dir: shown,
+                    message: "kind is missing or not concrete".into(),
+                })
+            }
+        }
+        let version = instance
+            .lookup_path(&Path::new(vec![def("#moduleMetadata"), field("version")]))
+            .and_then(|v| v.to_json_value().ok())
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .ok_or_else(|| Error::UnsupportedKind {
+                dir: shown.clone(),
+                message: "the instance's module has no concrete metadata.version".into(),
+            })?;
+        self.finish(&staged, &shown, platform, skew, &version)
+    }
+}
+
+impl PackageRenderer for Renderer {
+    fn render_package(
+        &self,
+        dir: &std::path::Path,
+        platform: &BuiltPlatform,
+        skew: SkewPolicy,
+    ) -> Result<RenderResult, KernelError> {
+        Renderer::render_package(self, dir, platform, skew).map_err(KernelError::from)
     }
 }
 

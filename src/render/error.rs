@@ -236,6 +236,14 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// The instance package's root is not a `#ModuleInstance` (ModulePackage renders).
+    #[error("{dir}: not an OPM module instance package: {message}")]
+    UnsupportedKind {
+        /// The package directory.
+        dir: String,
+        /// What was found.
+        message: String,
+    },
     /// The render thread could not be started or died.
     #[error("render thread: {0}")]
     Thread(String),
@@ -277,6 +285,7 @@ impl Error {
             | Error::Identity { .. }
             | Error::Resolution { .. } => ErrorClass::Resolution,
             Error::Values { .. } => ErrorClass::Values,
+            Error::UnsupportedKind { .. } => ErrorClass::UnsupportedKind,
             Error::Skew { .. } => ErrorClass::SkewRefused,
             Error::Limit { .. } => ErrorClass::Timeout,
             Error::Platform { .. }

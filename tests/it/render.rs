@@ -561,3 +561,21 @@ fn the_cli_prints_the_same_bytes_from_a_registry_and_an_oci_layout() {
         "{err}"
     );
 }
+
+#[test]
+fn an_instance_package_renders_like_the_module_request() {
+    let reg = DistRegistry::start();
+    publish_all(&["--registry", &reg.mapping()]);
+    let r = renderer(client(&reg));
+    let p = platform("platform/generated");
+    let got = match r.render_package(&opm().join("package/shop"), &p, SkewPolicy::Warn) {
+        Ok(x) => x,
+        Err(e) => panic!("package/shop: {}", KernelError::from(e)),
+    };
+    assert_eq!(without_digest(&got), expected());
+    // A module directory is not an instance package.
+    let e = r
+        .render_package(&opm().join("demo"), &p, SkewPolicy::Warn)
+        .unwrap_err();
+    assert_eq!(e.class(), ErrorClass::UnsupportedKind, "{e}");
+}
