@@ -117,6 +117,20 @@ pub struct Conj {
     pub outer: Option<Arc<[u32]>>,
 }
 
+impl Conj {
+    /// The conjunct `e` in the environment and closedness of `self` (without copying
+    /// `self.expr`, which may be large).
+    pub fn with_expr(&self, e: Expr) -> Conj {
+        Conj {
+            env: self.env.clone(),
+            expr: e,
+            close: self.close,
+            embed: self.embed,
+            outer: self.outer.clone(),
+        }
+    }
+}
+
 /// Evaluation status of a vertex.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
@@ -236,6 +250,39 @@ pub struct Vertex {
     scalar_span: Span,
     /// Where each of `bounds` came from (same order).
     bound_spans: Vec<Span>,
+    /// A validator of this struct or list that is not satisfied yet but may still be once
+    /// missing required fields are set: an incomplete error for concrete uses (export).
+    unmet: Option<Arc<Bottom>>,
+    /// The conjuncts processed into this vertex, by identity (see [`ConjKey`]), with their
+    /// closedness and, for a disjunction, its index among the vertex's disjunctions.
+    seen: HashMap<ConjKey, Vec<SeenConj>>,
+}
+
+/// The identity of a conjunct: what its expression is (a struct or list literal by its node, a
+/// vertex by its id, any other expression by its kind and source position) and the canonical
+/// identity of its environment (see [`Ev::env_canon`]). Two conjuncts with one key denote the
+/// same value in the same vertex.
+type ConjKey = (u8, u64, u64, u64);
+
+/// A processed conjunct: close id, embed group, outer ids, and the index of the disjunction it
+/// is (`usize::MAX` if it is none).
+type SeenConj = (Option<u32>, Option<u32>, Option<Arc<[u32]>>, usize);
+
+/// The canonical identity of an environment: what its scope holds (a struct literal node, or
+/// its bindings), the vertex it is evaluated in and the canonical identity of its parent.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum EnvShape {
+    Struct(u64, VId, usize),
+    Bind(u64, VId, String),
+}
+
+/// Whether the ids of `a` are all in `b`.
+fn outer_subset(a: &Option<Arc<[u32]>>, b: &Option<Arc<[u32]>>) -> bool {
+    match (a, b) {
+        (None, _) => true,
+        (Some(x), None) => x.is_empty(),
+        (Some(x), Some(y)) => x.iter().all(|i| y.contains(i)),
+    }
 }
 
 impl Vertex {
@@ -291,6 +338,8 @@ impl Vertex {
             late_done: false,
             scalar_span: Span::default(),
             bound_spans: Vec::new(),
+            unmet: None,
+            seen: HashMap::new(),
         }
     }
 }
@@ -347,6 +396,13 @@ pub struct Ev {
     tainted: Vec<(VId, VId)>,
     regex_cache: HashMap<String, Result<Arc<regex::Regex>, String>>,
     stack_base: usize,
+    /// Canonical identity of each environment made here, by environment id.
+    env_canon: HashMap<u64, u64>,
+    /// Set by a validator check whose failure is not final (`matchN` over schemas the value
+    /// may still match once its missing required fields are set): the failure is incomplete.
+    pub(crate) validator_incomplete: bool,
+    /// Canonical identities by shape.
+    env_shapes: HashMap<EnvShape, u64>,
 }
 
 /// The enclosing origins of `c` plus its own.
@@ -402,6 +458,9 @@ impl Ev {
             tainted: Vec::new(),
             regex_cache: HashMap::new(),
             stack_base: 0,
+            env_canon: HashMap::new(),
+            env_shapes: HashMap::new(),
+            validator_incomplete: false,
         }
     }
 
@@ -466,12 +525,90 @@ impl Ev {
 
     fn new_env(&mut self, up: Option<Arc<Env>>, vertex: VId, kind: EnvKind) -> Arc<Env> {
         self.next_env += 1;
+        let id = self.next_env;
+        let upc = up.as_ref().map_or(0, |e| self.canon(e));
+        let shape = match &kind {
+            EnvKind::Struct(lit) => EnvShape::Struct(upc, vertex, Arc::as_ptr(lit) as usize),
+            EnvKind::Bind(bs) => {
+                let mut key = String::new();
+                for b in bs {
+                    match b {
+                        Binding::Vertex(w) => key.push_str(&format!("v{w},")),
+                        Binding::Val(x) => key.push_str(&format!("a{},", ops::show(x))),
+                        Binding::Lazy(e, x) => {
+                            let sp = x.span();
+                            key.push_str(&format!(
+                                "l{}:{}:{}:{},",
+                                self.canon(e),
+                                sp.file.0,
+                                sp.start,
+                                sp.end
+                            ));
+                        }
+                    }
+                }
+                EnvShape::Bind(upc, vertex, key)
+            }
+        };
+        let next = self.env_shapes.len() as u64 + 1;
+        let canon = *self.env_shapes.entry(shape).or_insert(next);
+        self.env_canon.insert(id, canon);
         Arc::new(Env {
             up,
             vertex,
             kind,
-            id: self.next_env,
+            id,
         })
+    }
+
+    /// The canonical identity of an environment: equal for two environments with the same
+    /// shape (same scope node or bindings, same vertex, same canonical parent), which resolve
+    /// every reference alike. An environment not made here is only equal to itself.
+    fn canon(&self, e: &Arc<Env>) -> u64 {
+        self.env_canon
+            .get(&e.id)
+            .copied()
+            .unwrap_or(e.id | (1 << 63))
+    }
+
+    /// The identity of conjunct `c` (None for literals atoms, which are cheap to take again,
+    /// and for expressions without a source position).
+    fn conj_key(&self, c: &Conj) -> Option<ConjKey> {
+        let env = c.env.as_ref().map_or(0, |e| self.canon(e));
+        let (tag, a, b) = match &c.expr {
+            Expr::Lit(..) | Expr::Unify(..) | Expr::Bad(_) => return None,
+            Expr::Struct(l) => (1, Arc::as_ptr(l) as usize as u64, 0),
+            Expr::List(l) => (2, Arc::as_ptr(l) as usize as u64, 0),
+            Expr::Vertex(id, _) => (3, u64::from(*id), 0),
+            e => {
+                let sp = e.span();
+                if sp == Span::default() {
+                    return None;
+                }
+                let kind: u8 = match e {
+                    Expr::FieldRef { .. } => 4,
+                    Expr::LetRef { .. } => 5,
+                    Expr::BindRef { .. } => 6,
+                    Expr::Import(..) => 7,
+                    Expr::PkgMember(..) => 8,
+                    Expr::Selector(..) => 9,
+                    Expr::Index(..) => 10,
+                    Expr::Slice(..) => 11,
+                    Expr::Call(..) => 12,
+                    Expr::Unary(..) => 13,
+                    Expr::Binary(..) => 14,
+                    Expr::Disj(..) => 15,
+                    Expr::Interp(..) => 16,
+                    _ => 17,
+                };
+                (
+                    kind,
+                    (u64::from(sp.file.0) << 32) | u64::from(sp.start),
+                    u64::from(sp.end),
+                )
+            }
+        };
+        Some((tag, a, b, env))
     }
 
     fn new_close(&mut self) -> u32 {
@@ -630,6 +767,8 @@ impl Ev {
         vert.inlined.clear();
         vert.cyc_pending.clear();
         vert.suspect.clear();
+        vert.seen.clear();
+        vert.unmet = None;
     }
 
     fn expand(&mut self, v: VId) {
@@ -668,7 +807,7 @@ impl Ev {
         let late = std::mem::take(&mut self.vm(v).late_atoms);
         self.vm(v).late_done = true;
         for c in late {
-            self.process(v, c);
+            self.process_again(v, c);
         }
         self.flush_cyclic(v);
         loop {
@@ -720,10 +859,68 @@ impl Ev {
     }
 
     /// Processes one conjunct into `v`.
+    ///
+    /// Unification is idempotent (spec "Unification"): a conjunct identical to one already
+    /// processed into `v` (same [`ConjKey`], same closedness, outer ids included in the
+    /// earlier one's) adds nothing and is skipped. An identical disjunction that differs only
+    /// in its outer closedness ids is the same disjunction (`D & D == D`): it takes the
+    /// alternative its twin takes and is not split on again. This keeps the conjuncts a
+    /// definition contributes once per vertex however many references bring it there.
     fn process(&mut self, v: VId, c: Conj) {
+        self.process_inner(v, c, true);
+    }
+
+    /// Processes `c` into `v` even if an identical conjunct was processed before (an embedded
+    /// reference taken again once all conjuncts of `v` are in).
+    fn process_again(&mut self, v: VId, c: Conj) {
+        self.process_inner(v, c, false);
+    }
+
+    fn process_inner(&mut self, v: VId, c: Conj, dedup: bool) {
         if !self.step() {
             if let Some(b) = self.limit_err.clone() {
                 self.set_err(v, b);
+            }
+            return;
+        }
+        let key = if dedup { self.conj_key(&c) } else { None };
+        let mut twin: Option<usize> = None;
+        if let Some(k) = &key {
+            if let Some(prev) = self.vx(v).seen.get(k) {
+                for (close, embed, outer, di) in prev {
+                    if *close == c.close && *embed == c.embed {
+                        if outer_subset(&c.outer, outer) {
+                            return;
+                        }
+                        if *di != usize::MAX {
+                            twin = Some(*di);
+                        }
+                    }
+                }
+            }
+        }
+        if let (Some(k), None) = (&key, twin) {
+            // A disjunction takes the next index (the Disj arm below counts every one).
+            let di = if matches!(c.expr, Expr::Disj(..)) {
+                self.vx(v).disj_seen
+            } else {
+                usize::MAX
+            };
+            self.vm(v)
+                .seen
+                .entry(*k)
+                .or_default()
+                .push((c.close, c.embed, c.outer.clone(), di));
+        }
+        if let (Some(ti), Expr::Disj(alts, _)) = (twin, &c.expr) {
+            // The twin of disjunction `ti`: the same choice, or nothing while `ti` is pending.
+            if let Some(&ch) = self.vx(v).choice.get(ti) {
+                if let Some((e, _)) = alts.get(ch) {
+                    let e = e.clone();
+                    self.vm(v).nest += 1;
+                    self.process(v, c.with_expr(e));
+                    self.vm(v).nest -= 1;
+                }
             }
             return;
         }
@@ -740,15 +937,29 @@ impl Ev {
                 let lit = lit.clone();
                 self.expand_list(v, &c, &lit);
             }
-            Expr::Unify(xs, _) => {
-                for x in xs.clone() {
-                    self.process(
-                        v,
-                        Conj {
-                            expr: x,
-                            ..c.clone()
-                        },
-                    );
+            Expr::Unify(..) => {
+                // Taken apart without copying the operands (a long `a & b & ...` would be
+                // copied once per operand otherwise).
+                let Conj {
+                    env,
+                    expr,
+                    close,
+                    embed,
+                    outer,
+                } = c;
+                if let Expr::Unify(xs, _) = expr {
+                    for x in xs {
+                        self.process(
+                            v,
+                            Conj {
+                                env: env.clone(),
+                                expr: x,
+                                close,
+                                embed,
+                                outer: outer.clone(),
+                            },
+                        );
+                    }
                 }
             }
             Expr::Disj(alts, _) => {
@@ -758,23 +969,11 @@ impl Ev {
                 if let Some(&ch) = self.vx(v).choice.get(seen) {
                     if let Some((e, _)) = alts.get(ch) {
                         self.vm(v).nest += 1;
-                        self.process(
-                            v,
-                            Conj {
-                                expr: e.clone(),
-                                ..c.clone()
-                            },
-                        );
+                        self.process(v, c.with_expr(e.clone()));
                         self.vm(v).nest -= 1;
                     }
                 } else if alts.len() == 1 {
-                    self.process(
-                        v,
-                        Conj {
-                            expr: alts[0].0.clone(),
-                            ..c.clone()
-                        },
-                    );
+                    self.process(v, c.with_expr(alts[0].0.clone()));
                 } else {
                     let nested = self.vx(v).nest > 0;
                     self.vm(v).pending_disj.push((c.clone(), alts, nested));
@@ -1498,20 +1697,17 @@ impl Ev {
             self.vm(v).maybe_struct = true;
         }
         let env = self.new_env(c.env.clone(), v, EnvKind::Struct(lit.clone()));
-        // The closedness group this literal records its labels into.
+        // The closedness group this literal records its labels into. A literal holding
+        // embeddings or comprehensions gets a group of its own: what they embed records into
+        // it (spec "Closed structs": values generated by comprehensions are embeddings).
         let target = if let Some(e) = c.embed {
-            if let Some(cl) = c.close {
-                if cl != e {
-                    self.alias_group(v, cl, e);
-                }
-            }
             Some(e)
         } else if let Some(cl) = c.close {
             Some(cl)
         } else if lit.is_file {
             self.weak_ids.insert(u32::MAX);
             Some(u32::MAX)
-        } else if !lit.embeds.is_empty() {
+        } else if !lit.embeds.is_empty() || !lit.comprehensions.is_empty() {
             let id = self.new_close();
             self.weak_ids.insert(id);
             Some(id)
@@ -1520,10 +1716,39 @@ impl Ev {
         };
         let gi = target.map(|t| self.group_idx(v, t));
         let mut ogs = Vec::new();
-        if let Some(o) = &c.outer {
+        if let Some(e) = c.embed {
+            // An embedded value (spec "Embedding"): the closedness it carries (its own origin
+            // and the definitions enclosing it where it was declared) does not close the
+            // embedding struct against the struct's other fields; it joins the embedding's
+            // group, so the struct allows the union of what every embedding declares. An
+            // origin that already has a group of its own here (the embedding sits inside that
+            // same definition: `#C: {a: {v: 1}, s: close({a})}`) records the labels too, as
+            // that definition declares them.
+            let ids = c
+                .close
+                .into_iter()
+                .chain(c.outer.iter().flat_map(|o| o.to_vec()));
+            for id in ids.collect::<Vec<u32>>() {
+                if id == e {
+                    continue;
+                }
+                match self.vx(v).group_of.get(&id).copied() {
+                    Some(g) if Some(g) != gi => {
+                        if !ogs.contains(&g) {
+                            ogs.push(g);
+                        }
+                    }
+                    Some(_) => {}
+                    None => self.alias_group(v, id, e),
+                }
+            }
+        } else if let Some(o) = &c.outer {
             for id in o.iter() {
                 if Some(*id) != target {
-                    ogs.push(self.group_idx(v, *id));
+                    let g = self.group_idx(v, *id);
+                    if !ogs.contains(&g) {
+                        ogs.push(g);
+                    }
                 }
             }
         }
@@ -1997,13 +2222,17 @@ impl Ev {
             let bounds = vert.bounds.clone();
             for b in bounds {
                 if let Val::Validator(_) = &b {
-                    if let Some(e) = self.check_bound(&b, &Val::Vertex(v)) {
+                    self.validator_incomplete = false;
+                    let failed = self.check_bound(&b, &Val::Vertex(v));
+                    let undecided = std::mem::take(&mut self.validator_incomplete);
+                    if let Some(e) = failed {
                         // A struct or list that is not yet concrete (a schema, a definition)
                         // may still come to satisfy the validator: the failure is incomplete.
                         // So is one inside a definition, which is never final.
                         let mut errs = Vec::new();
                         let in_def = self.path(v).iter().any(|l| l.is_def());
                         let code = if in_def
+                            || undecided
                             || (self.to_data(v, &mut errs, 0).is_none()
                                 && errs.iter().all(|(_, b)| !b.code.is_fatal()))
                         {
@@ -2011,7 +2240,11 @@ impl Ev {
                         } else {
                             ErrorCode::Eval
                         };
-                        self.set_err(v, Bottom::new(code, e, span));
+                        let b = Bottom::new(code, e, span);
+                        if undecided {
+                            self.vm(v).unmet = Some(b.clone());
+                        }
+                        self.set_err(v, b);
                         return;
                     }
                 }
@@ -2102,10 +2335,11 @@ impl Ev {
         let mut keep_marks: HashSet<(u32, u32, u32)> = HashSet::new();
         // The error of every eliminated disjunct, with its path below `v`.
         let mut errs: Vec<(String, Arc<Bottom>)> = Vec::new();
-        let mut rounds = 0;
+        // One disjunction is split per round, so the loop ends when every state has chosen an
+        // alternative of each of its (finitely many) disjunctions; no fixed cap drops
+        // surviving states (the evaluation limits still apply).
         while !frontier.is_empty() {
-            rounds += 1;
-            if self.limit_err.is_some() || rounds > 256 {
+            if self.limit_err.is_some() {
                 break;
             }
             let mut next: Vec<(VId, Hist, String)> = Vec::new();
@@ -2470,9 +2704,10 @@ impl Ev {
                 match self.vx(vid).arcs.get(label).copied() {
                     Some(a) => {
                         // A reference to an optional field that is not present is incomplete.
+                        // Definitions too: an optional field declares but does not define
+                        // its field (spec "Field constraints").
                         if self.vx(vid).status != Status::Fresh
                             && self.vx(a).constraint == Some(FieldConstraint::Optional)
-                            && !label.is_def()
                         {
                             return Res::A(Val::Bottom(Bottom::new(
                                 ErrorCode::Incomplete,
@@ -2683,7 +2918,7 @@ impl Ev {
                 if !expanding {
                     self.eval(a);
                 }
-                if self.vx(a).constraint == Some(FieldConstraint::Optional) && !label.is_def() {
+                if self.vx(a).constraint == Some(FieldConstraint::Optional) {
                     return Res::A(Val::Bottom(Bottom::new(
                         ErrorCode::Incomplete,
                         format!("cannot reference optional field: {}", label.path_text()),
@@ -2946,6 +3181,10 @@ impl Ev {
                     span,
                 ),
             ));
+            return None;
+        }
+        if let Some(e) = &vx.unmet {
+            errs.push((v0, e.clone()));
             return None;
         }
         if vx.is_list {
