@@ -403,6 +403,39 @@ pub struct Ev {
     pub(crate) validator_incomplete: bool,
     /// Canonical identities by shape.
     env_shapes: HashMap<EnvShape, u64>,
+    /// Work counters (printed to stderr when the evaluator is dropped and `CUE_EVAL_STATS` is
+    /// set): where evaluation time goes on a real workload.
+    pub stats: Stats,
+}
+
+/// Work counters of an evaluator.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    /// Conjuncts processed.
+    pub processed: u64,
+    /// Conjuncts skipped as identical to one processed before.
+    pub deduped: u64,
+    /// Vertex expansions.
+    pub expansions: u64,
+    /// Copies of a vertex's conjuncts into another (references to structs).
+    pub inlines: u64,
+    /// Disjunct clones evaluated.
+    pub clones: u64,
+    /// Vertices shared with the vertex they reference instead of copied.
+    pub shared: u64,
+}
+
+impl Drop for Ev {
+    fn drop(&mut self) {
+        if std::env::var_os("CUE_EVAL_STATS").is_some() {
+            eprintln!(
+                "eval stats: vertices={} envs={} {:?}",
+                self.vs.len(),
+                self.next_env,
+                self.stats
+            );
+        }
+    }
 }
 
 /// The enclosing origins of `c` plus its own.
@@ -461,6 +494,7 @@ impl Ev {
             env_canon: HashMap::new(),
             env_shapes: HashMap::new(),
             validator_incomplete: false,
+            stats: Stats::default(),
         }
     }
 
@@ -772,10 +806,15 @@ impl Ev {
     }
 
     fn expand(&mut self, v: VId) {
+        self.stats.expansions += 1;
         self.reset(v);
         if self.vx(v).not_allowed {
             let span = self.vx(v).span;
             self.vm(v).err = Some(Bottom::new(ErrorCode::Eval, "field not allowed", span));
+        }
+        if let Some(w) = self.shareable(v) {
+            self.share(v, w);
+            return;
         }
         self.vm(v).status = Status::Expanding;
         self.in_progress.push(v);
@@ -847,6 +886,119 @@ impl Ev {
         self.tainted = keep;
     }
 
+    /// Structure sharing (upstream: `adt.Vertex.BaseValue` set to a shared vertex): a vertex
+    /// whose only conjunct (beside top) is a reference to an evaluated struct or list `w`, with
+    /// no closedness of its own that could reject anything (no other conjunct can add a field),
+    /// is `w`: it is redirected to `w` instead of copying and re-evaluating `w`'s conjuncts.
+    /// This is what keeps `components: {for n, c in m.#components {(n): c}}` and
+    /// `#transform & {#component: comp}` linear in the size of the shared value.
+    fn shareable(&mut self, v: VId) -> Option<VId> {
+        let vx = self.vx(v);
+        if vx.not_allowed || !vx.choice.is_empty() || vx.nosplit || vx.clone_of.is_some() {
+            return None;
+        }
+        let mut it = vx
+            .conjuncts
+            .iter()
+            .filter(|c| !matches!(c.expr, Expr::Lit(Val::Top, _)));
+        let c = it.next()?.clone();
+        if it.next().is_some() || c.embed.is_some() {
+            return None;
+        }
+        if !matches!(
+            c.expr,
+            Expr::FieldRef { .. }
+                | Expr::LetRef { .. }
+                | Expr::BindRef { .. }
+                | Expr::Selector(..)
+                | Expr::Index(..)
+                | Expr::Vertex(..)
+        ) {
+            return None;
+        }
+        let Res::V(w) = self.resolve(&c.env, &c.expr) else {
+            return None;
+        };
+        if w == v
+            || self.is_ancestor_regular(w, v).is_some()
+            || self.is_ancestor_regular(v, w).is_some()
+        {
+            return None;
+        }
+        if self.vx(w).status == Status::Expanding {
+            return None;
+        }
+        self.eval(w);
+        let wr = self.deref_redirect(w);
+        let wx = self.vx(wr);
+        if wx.status != Status::Done
+            || wx.dirty
+            || !(wx.is_struct || wx.is_list)
+            || wx.disj.is_some()
+            || wx.err.is_some()
+            || !wx.pending_disj.is_empty()
+        {
+            return None;
+        }
+        if self.in_progress.contains(&wr) {
+            return None;
+        }
+        Some(wr)
+    }
+
+    /// Makes `v` share the evaluated struct or list `w` (see [`Ev::shareable`]): `v` takes
+    /// `w`'s value and gets one arc per arc of `w` whose only conjunct is that arc, so each is
+    /// shared in turn when (and only if) it is evaluated. No conjunct of `w` is evaluated
+    /// again, and every field of `v` keeps its own path (errors are reported where they are
+    /// used, as with a copy).
+    fn share(&mut self, v: VId, w: VId) {
+        self.stats.shared += 1;
+        let wx = self.vx(w);
+        let arcs: Vec<(Label, VId, Option<FieldConstraint>, bool, Span)> = wx
+            .arcs
+            .iter()
+            .map(|(l, a)| {
+                let ax = self.vx(*a);
+                (l.clone(), *a, ax.constraint, ax.not_allowed, ax.span)
+            })
+            .collect();
+        let (kinds, scalar, bounds, bound_spans, incomplete, unmet) = (
+            wx.kinds,
+            wx.scalar.clone(),
+            wx.bounds.clone(),
+            wx.bound_spans.clone(),
+            wx.incomplete.clone(),
+            wx.unmet.clone(),
+        );
+        let (is_struct, is_list, scalar_span) = (wx.is_struct, wx.is_list, wx.scalar_span);
+        for (l, a, constraint, not_allowed, span) in arcs {
+            let c = self.new_vertex(Some(v), l.clone());
+            let cx = self.vm(c);
+            cx.constraint = constraint;
+            cx.not_allowed = not_allowed;
+            cx.span = span;
+            cx.conjuncts.push(Conj {
+                env: None,
+                expr: Expr::Vertex(a, span),
+                close: None,
+                embed: None,
+                outer: None,
+            });
+            self.vm(v).arcs.insert(l, c);
+        }
+        let vert = self.vm(v);
+        vert.kinds = kinds;
+        vert.scalar = scalar;
+        vert.scalar_span = scalar_span;
+        vert.bounds = bounds;
+        vert.bound_spans = bound_spans;
+        vert.incomplete = incomplete;
+        vert.unmet = unmet;
+        vert.is_struct = is_struct;
+        vert.is_list = is_list;
+        vert.status = Status::Done;
+    }
+
     fn set_err(&mut self, v: VId, b: Arc<Bottom>) {
         let vert = self.vm(v);
         if b.code.is_fatal() {
@@ -883,6 +1035,7 @@ impl Ev {
             }
             return;
         }
+        self.stats.processed += 1;
         let key = if dedup { self.conj_key(&c) } else { None };
         let mut twin: Option<usize> = None;
         if let Some(k) = &key {
@@ -890,6 +1043,7 @@ impl Ev {
                 for (close, embed, outer, di) in prev {
                     if *close == c.close && *embed == c.embed {
                         if outer_subset(&c.outer, outer) {
+                            self.stats.deduped += 1;
                             return;
                         }
                         if *di != usize::MAX {
@@ -1340,6 +1494,7 @@ impl Ev {
             self.set_err(v, b);
             return;
         }
+        self.stats.inlines += 1;
         self.inlining.push((v, w));
         if !self.vx(v).inlined.contains(&w) {
             self.vm(v).inlined.push(w);
@@ -2315,6 +2470,7 @@ impl Ev {
         clone.nosplit = true;
         clone.clone_of = Some(vert.clone_of.unwrap_or(v));
         let cid = self.vs.len() as VId;
+        self.stats.clones += 1;
         self.vs.push(clone);
         self.eval(cid);
         cid
