@@ -12,7 +12,7 @@
 //!
 //! Run: `cargo bench -p cue --bench components` (release); `-- --one N` runs one size.
 
-use std::process::Command;
+use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 const SCHEMA: &str = r#"
@@ -188,7 +188,7 @@ fn run_one(n: usize) -> Result<usize, String> {
     Ok(objects)
 }
 
-fn main() {
+fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if let Some(pos) = args.iter().position(|a| a == "--one") {
         let n: usize = args.get(pos + 1).and_then(|a| a.parse().ok()).unwrap_or(10);
@@ -203,7 +203,7 @@ fn main() {
             Ok(Ok(x)) => x,
             _ => {
                 eprintln!("components={n}: evaluator thread failed");
-                std::process::exit(1);
+                return ExitCode::FAILURE;
             }
         };
         match r {
@@ -214,16 +214,16 @@ fn main() {
             ),
             Err(e) => {
                 eprintln!("components={n}: {e}");
-                std::process::exit(1);
+                return ExitCode::FAILURE;
             }
         }
-        return;
+        return ExitCode::SUCCESS;
     }
     let exe = match std::env::current_exe() {
         Ok(e) => e,
         Err(e) => {
             eprintln!("cannot find the benchmark binary: {e}");
-            std::process::exit(1);
+            return ExitCode::FAILURE;
         }
     };
     let mut failed = false;
@@ -234,6 +234,8 @@ fn main() {
         }
     }
     if failed {
-        std::process::exit(1);
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
     }
 }
