@@ -1,26 +1,63 @@
 //! The evaluator (upstream `internal/core/adt`: `unify.go`, `closed.go`, `disjunct.go`,
-//! `default.go`, `cycle.go`, `comprehension.go`).
+//! `default.go`, `cycle.go`, `comprehension.go`, structure sharing in `share.go`).
 //!
-//! Rules implemented:
+//! Rules implemented (CUE spec: "Unification", "Disjunction", "Default values", "Closed
+//! structs", "Embedding", "Definitions", "Field constraints"; render-spec §3-§4):
 //! - A vertex is a node of the value graph holding conjuncts (expression + environment). Adding a
 //!   struct literal to a vertex creates an environment whose vertex is *that* vertex, so references
 //!   inside the literal bind to the unified node (render-spec §4.1). A reference to a struct vertex
-//!   copies its conjuncts into the referring vertex, re-evaluating them there.
+//!   copies its conjuncts into the referring vertex, re-evaluating them there — unless the
+//!   referring vertex has nothing else to add, in which case it shares the referenced value
+//!   (see "Design" below).
 //! - Children are evaluated lazily; a vertex is expanded once (fields, embeddings), then its
 //!   comprehensions run (so guards see every declared field), then patterns, list tails and
 //!   closedness are applied.
 //! - Closedness: every conjunct carries the id of the definition (or `close()`) it stems from;
-//!   struct literals record their labels into the group of that id; embedding merges groups. A
-//!   regular label must be allowed by every closing group of its vertex.
+//!   struct literals record their labels into the group of that id; a regular label must be
+//!   allowed by every closing group of its vertex. Embedding (spec "Embedding"; values made by
+//!   comprehensions are embeddings too) does not close the embedding struct against its own
+//!   fields: the closedness an embedded value carries joins the embedding's group, so a struct
+//!   embedding several closed values allows the union of their fields plus its own.
 //! - Disjunctions: each vertex meeting a disjunction is cloned once per alternative (with the
 //!   choice fixed), clones with fatal errors are eliminated, equal survivors merged. The default of
 //!   a combination is the conjunction of the chosen alternatives' marks (an unmarked disjunction
-//!   counts as all-default).
+//!   counts as all-default). There is no cap on the number of disjunctions: one is split per
+//!   round until every state has chosen.
 //! - Cycles: reaching a vertex that is being expanded yields top for that conjunct and marks the
 //!   dependents for re-evaluation; reaching an ancestor through regular fields is a structural
 //!   cycle.
 //! - Limits (`Config`): steps, depth and wall time are checked on every expansion; exceeding one
 //!   makes every further result a fatal error.
+//!
+//! # Design: why the cost is linear in what a configuration says, not in how often it says it
+//!
+//! Measured on the OPM workload (`CUE_EVAL_STATS=1` prints the counters of [`Stats`]), copying
+//! conjuncts was the cost: a `#Component` made of four fragments holds the `#Component` body
+//! five times, every reference to a struct copied and re-evaluated everything below it, and a
+//! render went module → instance → components → each transformer's `#component`, redoing the
+//! catalog's work at each step (web_app: 1.9 M conjuncts, 1 M environments, 4.5 s, 530 MB).
+//! Three rules remove the repetition without changing results:
+//! 1. **Idempotent conjuncts** (`A & A == A`). Environments get a canonical identity
+//!    (`Ev::canon`): the same scope node evaluated in the same vertex under an equivalent
+//!    parent. A conjunct whose expression and canonical environment equal those of one already
+//!    processed into the vertex, with the same closedness, is skipped (`Ev::process`); a
+//!    disjunction equal to an earlier one but for its outer closedness ids takes the earlier
+//!    one's choice instead of being split on again (`D & D == D`), so k copies of a definition
+//!    with a default disjunction cost one split, not 2^k states.
+//! 2. **Structure sharing** (`Ev::shareable`, `Ev::share`). A vertex whose only conjunct
+//!    (beside top) is a reference to an evaluated struct or list cannot add or reject a field, so
+//!    its value *is* the referenced one: it gets one proxy arc per arc of the target, each
+//!    sharing its own target lazily. Nothing is re-evaluated, and every field keeps its own path
+//!    for error messages. `components: {for n, c in m.#components {(n): c}}` and
+//!    `#transform & {#component: comp}` are such vertices.
+//! 3. **No deep copies of large expressions**: `a & b & ...` is taken apart by moving its
+//!    operands, not by copying the whole conjunction per operand.
+//!
+//! Together: web_app render 0.26 s CPU / 58 MB; the generated benchmark
+//! (`cargo bench -p cue --bench components`) grows linearly from 10 to 129 components. What is
+//! not done yet: a conjunct reached with *additional* outer closedness ids is still processed
+//! again (only disjunctions are merged then), and a vertex with a second conjunct still copies
+//! the referenced value instead of sharing it and evaluating only the difference.
 
 mod builtin;
 pub(crate) mod ops;
