@@ -74,6 +74,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Most ancestors sharing a value (see `Ev::shareable`) a vertex may have and still share one.
+const MAX_SHARED_DEPTH: usize = 64;
+
 /// Most errors collected from one value ([`Ev::to_data`]); the rest are not looked for.
 pub const MAX_ERRORS: usize = 1000;
 
@@ -290,6 +293,8 @@ pub struct Vertex {
     /// A validator of this struct or list that is not satisfied yet but may still be once
     /// missing required fields are set: an incomplete error for concrete uses (export).
     unmet: Option<Arc<Bottom>>,
+    /// This vertex shares the value of another (see `Ev::share`).
+    shared: bool,
     /// The conjuncts processed into this vertex, by identity (see [`ConjKey`]), with their
     /// closedness and, for a disjunction, its index among the vertex's disjunctions.
     seen: HashMap<ConjKey, Vec<SeenConj>>,
@@ -376,6 +381,7 @@ impl Vertex {
             scalar_span: Span::default(),
             bound_spans: Vec::new(),
             unmet: None,
+            shared: false,
             seen: HashMap::new(),
         }
     }
@@ -840,6 +846,7 @@ impl Ev {
         vert.suspect.clear();
         vert.seen.clear();
         vert.unmet = None;
+        vert.shared = false;
     }
 
     fn expand(&mut self, v: VId) {
@@ -932,6 +939,17 @@ impl Ev {
     fn shareable(&mut self, v: VId) -> Option<VId> {
         let vx = self.vx(v);
         if vx.not_allowed || !vx.choice.is_empty() || vx.nosplit || vx.clone_of.is_some() {
+            return None;
+        }
+        // A value that shares values all the way down without end (`a: b: c: {a}.b` makes a
+        // new anonymous value at every level) is a structural cycle: past this many sharing
+        // ancestors the vertex is copied instead, where the cycle is found.
+        if self
+            .ancestors(v)
+            .filter(|p| self.vx(*p).shared)
+            .nth(MAX_SHARED_DEPTH)
+            .is_some()
+        {
             return None;
         }
         let mut it = vx
@@ -1033,6 +1051,7 @@ impl Ev {
         vert.unmet = unmet;
         vert.is_struct = is_struct;
         vert.is_list = is_list;
+        vert.shared = true;
         vert.status = Status::Done;
     }
 
