@@ -279,7 +279,8 @@ impl Runtime {
 
 impl Value {
     /// Looks up a [`Path`]; `None` if a selector names no arc (an index selects only in a
-    /// list).
+    /// list). A value whose evaluation hit a limit has no arcs: when `None` matters, ask
+    /// [`Runtime::limit_exceeded`] whether a limit (cancellation, deadline) is the reason.
     pub fn lookup_path(&self, path: &Path) -> Option<Value> {
         let mut cur = self.clone();
         for s in path.selectors() {

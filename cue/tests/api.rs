@@ -4,9 +4,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use cue::{
-    Config, DecodeError, DiagCode, FieldConstraint, FieldFilter, Path, Runtime, Selector, Value,
+    Config, DecodeError, DiagCode, FieldConstraint, FieldFilter, Limit, Path, Runtime, Selector,
+    Value,
 };
 use serde_json::json;
+use std::time::Duration;
 
 fn build(rt: &Runtime, src: &str) -> Value {
     rt.build_files(&[("in.cue".into(), src.into())])
@@ -321,4 +323,138 @@ fn render_shaped_workload_on_8_threads() {
             );
         }
     }
+}
+
+/// A field whose evaluation takes many steps (a long comprehension).
+const HEAVY: &str = "import \"list\"\nx: [for i in list.Range(0, N, 1) {i * 2}]\ny: [for i in list.Range(0, N, 1) {i * 3}]\n";
+
+fn heavy(rt: &Runtime, n: usize) -> Value {
+    build(rt, &HEAVY.replace('N', &n.to_string()))
+}
+
+#[test]
+fn one_step_budget_per_runtime_is_not_reset_by_each_call() {
+    // What one field costs, measured on a runtime of its own.
+    let probe = Runtime::default();
+    let v = heavy(&probe, 2000);
+    assert!(v.lookup_path(&p("x")).unwrap().validate(true).is_ok());
+    let one = probe.steps_used();
+    assert!(one > 1000, "{one} steps");
+    // Steps accumulate across calls.
+    assert!(v.lookup_path(&p("y")).unwrap().validate(true).is_ok());
+    assert!(probe.steps_used() > one);
+    // A budget for one and a half fields: the first call fits, the second call runs out,
+    // although each alone would fit.
+    let rt = Runtime::new(Config {
+        max_steps: one + one / 2,
+        ..Config::default()
+    });
+    let v = heavy(&rt, 2000);
+    assert!(v.lookup_path(&p("x")).unwrap().validate(true).is_ok());
+    assert_eq!(rt.limit_exceeded(), None);
+    let d = v.lookup_path(&p("y")).unwrap().validate(true).unwrap_err();
+    assert!(d.iter().any(|d| d.code == DiagCode::Limit), "{d:?}");
+    assert_eq!(rt.limit_exceeded(), Some(Limit::Steps));
+    // And it stays spent, for values built later too: their root fails to evaluate, so a
+    // lookup finds nothing and `limit_exceeded` says why.
+    let again = build(&rt, "z: 1 + 1\n");
+    assert!(again.lookup_path(&p("z")).is_none());
+    let d = again.validate(true).unwrap_err();
+    assert_eq!(d[0].code, DiagCode::Limit);
+    assert_eq!(rt.limit_exceeded(), Some(Limit::Steps));
+}
+
+#[test]
+fn the_deadline_counts_from_the_runtime_not_from_each_call() {
+    let rt = Runtime::new(Config {
+        max_wall_time: Duration::from_millis(30),
+        ..Config::default()
+    });
+    let v = build(&rt, "a: 1 + 1\n");
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the deadline is wall time: let it pass"
+    )]
+    std::thread::sleep(Duration::from_millis(60));
+    let d = v.to_json_value().unwrap_err();
+    assert_eq!(d[0].code, DiagCode::Limit);
+    assert_eq!(rt.limit_exceeded(), Some(Limit::Deadline));
+    assert_eq!(rt.reports(&d)[0].code, "limit");
+}
+
+#[test]
+fn cancellation_from_another_thread_stops_a_running_evaluation() {
+    let rt = Runtime::new(Config {
+        max_steps: u64::MAX,
+        max_wall_time: Duration::from_secs(600),
+        ..Config::default()
+    });
+    let v = heavy(&rt, 1_000_000);
+    let handle = rt.cancel_handle();
+    assert!(!handle.is_cancelled());
+    let worker = std::thread::spawn(move || v.validate(true));
+    // Let the evaluation start (cancelling before it starts stops it at its first step, so the
+    // outcome does not depend on this wait).
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "lets the worker start; not a synchronisation"
+    )]
+    std::thread::sleep(Duration::from_millis(50));
+    handle.cancel();
+    let d = worker.join().unwrap().unwrap_err();
+    assert!(d.iter().any(|d| d.code == DiagCode::Limit), "{d:?}");
+    assert_eq!(rt.limit_exceeded(), Some(Limit::Cancelled));
+    assert!(handle.is_cancelled());
+    // Every later evaluation of the runtime fails the same way.
+    let w = build(&rt, "w: 2 * 3\n");
+    let d = w.to_json_value().unwrap_err();
+    assert_eq!(d[0].code, DiagCode::Limit);
+    assert!(w.lookup_path(&p("w")).is_none());
+}
+
+#[test]
+fn depth_limits_are_typed_and_do_not_spend_the_runtime() {
+    let rt = Runtime::new(Config {
+        max_depth: 50,
+        ..Config::default()
+    });
+    let mut src = String::from("a0: a1 + 1\n");
+    for i in 1..200 {
+        src.push_str(&format!("a{i}: a{} + 1\n", i + 1));
+    }
+    src.push_str("a200: 0\nok: 7\n");
+    let v = build(&rt, &src);
+    let d = v
+        .lookup_path(&p("a0"))
+        .unwrap()
+        .to_json_value()
+        .unwrap_err();
+    assert_eq!(d[0].code, DiagCode::Limit, "{d:?}");
+    assert_eq!(rt.limit_exceeded(), Some(Limit::Depth));
+    // Depth is a property of one value: the next call evaluates normally.
+    assert_eq!(
+        v.lookup_path(&p("ok")).unwrap().to_json_value().unwrap(),
+        json!(7)
+    );
+}
+
+/// A reference chain evaluated recursively, deeper than a 2 MiB stack holds (without the
+/// facade growing the stack this aborts the test process with a stack overflow).
+#[test]
+fn deep_evaluation_on_a_2_mib_thread() {
+    let n = 1500;
+    let t = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            let rt = Runtime::default();
+            let mut src = String::new();
+            for i in 0..n {
+                src.push_str(&format!("a{i}: b: a{}.b + 1\n", i + 1));
+            }
+            src.push_str(&format!("a{n}: b: 0\n"));
+            let v = build(&rt, &src);
+            v.lookup_path(&p("a0.b")).unwrap().to_json_value()
+        })
+        .unwrap();
+    assert_eq!(t.join().unwrap().unwrap(), json!(1500));
 }
