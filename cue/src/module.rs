@@ -5,14 +5,18 @@
 mod file;
 mod fs;
 mod load;
+pub mod path;
 mod registry;
 pub mod semver;
+mod tidy;
 
 pub use file::{
     check_module_path, parse_module_file, split_major, Dep, ModuleFile, ModuleFileError, SourceKind,
 };
 pub use fs::{DirFs, OverlayFs};
 pub use load::{load, mvs, Instance, LoadError, LoadedBuild, LoadedFile, Target};
+pub use path::{check_path, check_path_with_major, ModulePathError, PathProblem};
 pub use registry::{
     FileSystem, FsEntry, FsError, MemFs, MemRegistry, ModuleVersion, Registry, RegistryError,
 };
+pub use tidy::{select, tidy, ByFetch, ModuleFileSource};
