@@ -15,7 +15,10 @@ pub use file::{
 };
 pub use fs::{DirFs, OverlayFs};
 pub use load::{load, mvs, Instance, LoadError, LoadedBuild, LoadedFile, Target};
-pub use path::{check_path, check_path_with_major, ModulePathError, PathProblem};
+pub use path::{
+    check_coordinate, check_path, check_path_with_major, parse_coordinate, CoordinateError,
+    ModulePathError, PathProblem,
+};
 pub use registry::{
     FileSystem, FsEntry, FsError, MemFs, MemRegistry, ModuleVersion, Registry, RegistryError,
 };

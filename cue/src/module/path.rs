@@ -70,7 +70,7 @@ impl fmt::Display for PathProblem {
             PathProblem::FirstElementNotDomain(e) => {
                 write!(
                     f,
-                    "first element {e:?} must be a domain name (contain a dot)"
+                    "first element {e:?} must be a host name containing a dot"
                 )
             }
             PathProblem::UnderscoreInDomain(e) => {
@@ -201,6 +201,63 @@ pub fn check_path_opt_major(path: &str) -> Result<(&str, u64), ModulePathError> 
     }
 }
 
+/// Why a module coordinate (`path@vN` + version) is invalid.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CoordinateError {
+    /// The path is invalid.
+    #[error(transparent)]
+    Path(#[from] ModulePathError),
+    /// The version is not a canonical module version (`vMAJOR.MINOR.PATCH[-PRERELEASE]`).
+    #[error("{0:?} is not a canonical semver version (vMAJOR.MINOR.PATCH[-PRERELEASE])")]
+    Version(String),
+    /// The version is not in the path's major.
+    #[error("version {version} is not in major v{major} of {path}")]
+    MajorMismatch {
+        /// The path with major.
+        path: String,
+        /// The version.
+        version: String,
+        /// The path's major.
+        major: u64,
+    },
+    /// The text is not `PATH@VERSION`.
+    #[error("{0:?} is not of the form PATH@VERSION")]
+    Form(String),
+}
+
+fn tag_major(version: &str) -> Result<u64, CoordinateError> {
+    super::semver::parse_tag(version)
+        .map(|v| v.major)
+        .ok_or_else(|| CoordinateError::Version(version.to_string()))
+}
+
+/// Checks a coordinate: `m.path` is `base@vN` and `m.version` a module version in major `N`;
+/// returns `base`.
+pub fn check_coordinate(m: &super::ModuleVersion) -> Result<&str, CoordinateError> {
+    let (base, major) = check_path_with_major(&m.path)?;
+    if tag_major(&m.version)? != major {
+        return Err(CoordinateError::MajorMismatch {
+            path: m.path.clone(),
+            version: m.version.clone(),
+            major,
+        });
+    }
+    Ok(base)
+}
+
+/// Parses `base@vX.Y.Z` into a coordinate (`base@vX` + `vX.Y.Z`).
+pub fn parse_coordinate(s: &str) -> Result<super::ModuleVersion, CoordinateError> {
+    let (base, version) = s
+        .rsplit_once('@')
+        .ok_or_else(|| CoordinateError::Form(s.to_string()))?;
+    check_path(base)?;
+    let major = tag_major(version)?;
+    Ok(super::ModuleVersion {
+        path: format!("{base}@v{major}"),
+        version: version.to_string(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,6 +316,36 @@ mod tests {
             let got = check_path(path).err().map(|e| e.reason);
             assert_eq!(got, want, "{path:?}");
         }
+    }
+
+    #[test]
+    fn coordinates() {
+        let m = parse_coordinate("example.com/x@v1.2.3").unwrap();
+        assert_eq!(
+            (m.path.as_str(), m.version.as_str()),
+            ("example.com/x@v1", "v1.2.3")
+        );
+        assert_eq!(check_coordinate(&m), Ok("example.com/x"));
+        let wrong = crate::module::ModuleVersion {
+            path: "example.com/x@v2".into(),
+            version: "v1.2.3".into(),
+        };
+        assert!(matches!(
+            check_coordinate(&wrong),
+            Err(CoordinateError::MajorMismatch { major: 2, .. })
+        ));
+        assert!(matches!(
+            parse_coordinate("example.com/x@1.2.3"),
+            Err(CoordinateError::Version(_))
+        ));
+        assert!(matches!(
+            parse_coordinate("example.com/x"),
+            Err(CoordinateError::Form(_))
+        ));
+        assert!(matches!(
+            parse_coordinate("Example.com/x@v1.0.0"),
+            Err(CoordinateError::Path(_))
+        ));
     }
 
     #[test]
