@@ -238,7 +238,8 @@ impl Runtime {
             ..
         } = build;
         // File ids of the loaded trees index `sources`: adopt it when this runtime has no files
-        // yet, otherwise re-parse each file under a fresh id of the runtime's map.
+        // yet, otherwise register the shared (cached) files under their process-wide ids and
+        // re-parse the others under fresh ids of the runtime's map.
         let adopt = g.map.is_empty();
         if adopt {
             std::mem::swap(&mut g.map, &mut sources);
@@ -262,10 +263,16 @@ impl Runtime {
         let mut roots = Vec::with_capacity(instances.len());
         for (i, inst) in instances.iter().enumerate() {
             let asts: Vec<Arc<ast::File>> = if adopt {
-                inst.files.iter().map(|f| Arc::new(f.ast.clone())).collect()
+                inst.files.iter().map(|f| f.ast.clone()).collect()
             } else {
                 let mut out = Vec::new();
                 for f in &inst.files {
+                    // A shared (cached) file keeps its process-wide id: register it, reuse the tree.
+                    if let Some(shared) = sources.shared(f.id) {
+                        g.map.add_shared(f.id, shared);
+                        out.push(f.ast.clone());
+                        continue;
+                    }
                     let text = sources.text(f.id).to_string();
                     let id = g.map.add(f.name.clone(), text.clone());
                     let (ast, errs) = parser::parse_file(id, &text);

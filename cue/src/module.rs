@@ -2,6 +2,7 @@
 //! a [`FileSystem`], dependency modules through a [`Registry`] (render-spec.md §2). The operator's
 //! `registry` module implements [`Registry`] over OCI; tests use in-memory implementations.
 
+mod cache;
 mod file;
 mod fs;
 mod load;
@@ -10,6 +11,7 @@ mod registry;
 pub mod semver;
 mod tidy;
 
+pub use cache::ParseCache;
 pub use file::{
     check_module_path, parse_module_file, split_major, Dep, ModuleFile, ModuleFileError, SourceKind,
 };

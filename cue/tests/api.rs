@@ -458,3 +458,61 @@ fn deep_evaluation_on_a_2_mib_thread() {
         .unwrap();
     assert_eq!(t.join().unwrap().unwrap(), json!(1500));
 }
+
+/// Two runtimes building the same module graph share the dependency's parsed files: the
+/// catalog file is parsed once, and an error in it is positioned in both runtimes.
+#[test]
+fn two_runtimes_share_one_parse_of_a_dependency_module() {
+    use cue::module::{MemFs, MemRegistry, ParseCache, Target};
+    let reg = MemRegistry::default().with(
+        "cache.test/catalog@v0",
+        "v0.1.0",
+        MemFs::new()
+            .with(
+                "cue.mod/module.cue",
+                "module: \"cache.test/catalog@v0\"\nlanguage: version: \"v0.16.0\"\n",
+            )
+            .with(
+                "catalog.cue",
+                "package catalog\n#Web: {name: string, port: *80 | int}\nbad: 1 & 2\n",
+            ),
+    );
+    let main = MemFs::new()
+        .with(
+            "cue.mod/module.cue",
+            "module: \"cache.test/app@v0\"\nlanguage: version: \"v0.16.0\"\n\
+             deps: \"cache.test/catalog@v0\": v: \"v0.1.0\"\n",
+        )
+        .with(
+            "app.cue",
+            "package app\nimport \"cache.test/catalog\"\nweb: catalog.#Web & {name: \"w\"}\nerr: catalog.bad\n",
+        );
+    let coord = "cache.test/catalog@v0.1.0";
+    let before = ParseCache::global().parses_of(coord);
+    for i in 0..2 {
+        let rt = Runtime::default();
+        if i == 1 {
+            // A runtime with files of its own already registers the shared ones beside them.
+            build(&rt, "x: 1\n");
+        }
+        let v = rt
+            .build_module(&main, &Target::Dir(String::new()), Some(&reg))
+            .unwrap_or_else(|d| panic!("{}", rt.render(&d)));
+        assert_eq!(
+            v.lookup_path(&p("web")).unwrap().to_json_value().unwrap(),
+            json!({"name": "w", "port": 80})
+        );
+        let d = v
+            .lookup_path(&p("err"))
+            .unwrap()
+            .validate(false)
+            .unwrap_err();
+        let rendered = rt.render(&d);
+        assert!(
+            rendered.contains("cache.test/catalog@v0.1.0/catalog.cue:3:"),
+            "{rendered}"
+        );
+    }
+    // One file, parsed once for both runtimes (other tests never load this module).
+    assert_eq!(ParseCache::global().parses_of(coord) - before, 1);
+}

@@ -54,8 +54,8 @@ pub struct LoadedFile {
     /// Its name in the source map (module-relative path; prefixed by `module@version/` for
     /// dependency modules).
     pub name: String,
-    /// The syntax tree.
-    pub ast: ast::File,
+    /// The syntax tree (shared with the parse cache for dependency-module files).
+    pub ast: Arc<ast::File>,
 }
 
 /// One package instance.
@@ -412,10 +412,26 @@ impl<'a> Loader<'a> {
                 return None;
             }
         };
-        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let text = String::from_utf8_lossy(&bytes);
         let name = Self::file_name(ctx, path);
-        let id = self.sources.add(name.clone(), text.as_str());
-        let (ast, errs) = parse_file(id, &text);
+        let (id, ast, errs) = match ctx {
+            // Dependency modules are immutable per version: their trees come from the cache.
+            ModCtx::Dep(mv) => {
+                let c = super::cache::ParseCache::global().get_or_parse(
+                    &mv.to_string(),
+                    path,
+                    &name,
+                    &text,
+                );
+                self.sources.add_shared(c.id, c.file);
+                (c.id, c.ast, c.errs)
+            }
+            ModCtx::Main => {
+                let id = self.sources.add(name.clone(), &*text);
+                let (ast, errs) = parse_file(id, &text);
+                (id, Arc::new(ast), errs)
+            }
+        };
         let package = ast
             .package
             .as_ref()
