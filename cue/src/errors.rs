@@ -171,6 +171,12 @@ impl Diagnostic {
         out
     }
 
+    /// The value path as a [`crate::Path`] (`None` if the text does not parse, which the
+    /// evaluator's paths always do).
+    pub fn value_path(&self) -> Option<crate::Path> {
+        crate::Path::parse(&self.path).ok()
+    }
+
     /// A load error.
     pub fn load(message: impl Into<String>) -> Diagnostic {
         Diagnostic {

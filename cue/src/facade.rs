@@ -116,7 +116,7 @@ impl std::fmt::Display for Position {
 pub struct DiagnosticReport {
     /// The class ([`DiagCode::as_str`]).
     pub code: String,
-    /// The value path, as [`Path`] prints and parses it; empty for the root or load errors.
+    /// The value path in [`Path`] syntax (indices as `[N]`); empty for the root or load errors.
     pub path: String,
     /// The message.
     pub message: String,
@@ -169,7 +169,7 @@ fn data_of_json(j: &serde_json::Value) -> builtins::Val {
 fn limit(path: &Path, message: String) -> Diagnostic {
     Diagnostic {
         code: DiagCode::Limit,
-        path: path.to_string(),
+        path: path.diagnostic_text(),
         message,
         span: None,
         related: Vec::new(),
@@ -227,7 +227,7 @@ fn json_of_data(d: &builtins::Val, at: &Path) -> Result<serde_json::Value, Diagn
         B::Opaque(_) => {
             return Err(Diagnostic {
                 code: DiagCode::Incomplete,
-                path: at.to_string(),
+                path: at.diagnostic_text(),
                 message: "value is not concrete".into(),
                 span: None,
                 related: Vec::new(),
@@ -268,7 +268,9 @@ impl Runtime {
             .iter()
             .map(|d| DiagnosticReport {
                 code: d.code.as_str().to_string(),
-                path: d.path.clone(),
+                path: d
+                    .value_path()
+                    .map_or_else(|| d.path.clone(), |p| p.to_string()),
                 message: d.message.clone(),
                 primary: d.span.and_then(pos),
                 related: d.related.iter().filter_map(|&s| pos(s)).collect(),
@@ -299,6 +301,29 @@ impl Value {
             cur = cur.wrap(next);
         }
         Some(cur)
+    }
+
+    /// The hidden field (or hidden definition) `name` (`_x`, `_#x`) of the package with import
+    /// path `package` (as the importing file wrote it, without major or qualifier, e.g.
+    /// `example.com/lib`), in this value. CUE scopes hidden fields by package, and a [`Path`]
+    /// (like CUE's own path syntax) addresses only those of the main package: this is the way
+    /// to the others. `None` if the package was not loaded into this runtime or has no such
+    /// field here.
+    pub fn lookup_hidden(&self, name: &str, package: &str) -> Option<Value> {
+        let scope = *lock(&self.inner).hidden_scopes.get(package)?;
+        let mut label = adt::Label::ident(name);
+        if !label.is_hidden() {
+            return None;
+        }
+        label.index = scope;
+        let a = self.with(|ev, v| {
+            ev.eval(v);
+            let v = ev.deref(v);
+            let a = ev.vs[v as usize].arcs.get(&label).copied()?;
+            ev.eval(a);
+            Some(a)
+        })?;
+        Some(self.wrap(a))
     }
 
     /// The arcs the filter admits, in CUE's order (see [`FieldFilter`]).

@@ -30,13 +30,21 @@ fn diagnostic_paths_parse_back_to_the_failing_value() {
     assert!(diags.len() >= 2, "{diags:?}");
     for d in &diags {
         let path = Path::parse(&d.path).unwrap();
-        assert_eq!(path.to_string(), d.path);
+        assert_eq!(d.value_path(), Some(path.clone()));
+        assert_eq!(path.diagnostic_text(), d.path);
+        assert_eq!(Path::parse(&path.to_string()).unwrap(), path);
         let at = v.lookup_path(&path).expect(&d.path);
         assert!(at.is_bottom(), "{} is not an error", d.path);
         assert_eq!(at.path(), d.path);
     }
     let paths: Vec<&str> = diags.iter().map(|d| d.path.as_str()).collect();
     assert!(paths.contains(&"a.\"x-y\".list.1"), "{paths:?}");
+    // Reports carry the Path syntax, which parses back to the same path.
+    let reports = rt.reports(&diags);
+    assert!(
+        reports.iter().any(|r| r.path == "a.\"x-y\".list[1]"),
+        "{reports:?}"
+    );
     assert!(paths.contains(&"d.b"), "{paths:?}");
     // Brackets select the same element.
     assert_eq!(
@@ -111,8 +119,8 @@ fn data_goes_in_as_data_and_comes_out_in_field_order() {
     assert_eq!(out, data);
     let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["z", "a", "m", "f", "l"]);
-    assert_eq!(v.lookup_path(&p("f")).unwrap().kind(), cue::adt::K_FLOAT);
-    assert_eq!(v.lookup_path(&p("z")).unwrap().kind(), cue::adt::K_INT);
+    assert_eq!(v.lookup_path(&p("f")).unwrap().kind(), cue::K_FLOAT);
+    assert_eq!(v.lookup_path(&p("z")).unwrap().kind(), cue::K_INT);
     // Field order is CUE's: declaration order, then data filled in later.
     let s = build(&rt, "b: int\na: string\n");
     let filled = s.fill_path(&Path::root(), &json!({"c": true, "a": "x", "b": 2}));
@@ -379,6 +387,7 @@ fn the_deadline_counts_from_the_runtime_not_from_each_call() {
     let d = v.to_json_value().unwrap_err();
     assert_eq!(d[0].code, DiagCode::Limit);
     assert_eq!(rt.limit_exceeded(), Some(Limit::Deadline));
+    assert!(rt.elapsed() >= Duration::from_millis(60));
     assert_eq!(rt.reports(&d)[0].code, "limit");
 }
 
@@ -474,7 +483,7 @@ fn two_runtimes_share_one_parse_of_a_dependency_module() {
             )
             .with(
                 "catalog.cue",
-                "package catalog\n#Web: {name: string, port: *80 | int}\nbad: 1 & 2\n",
+                "package catalog\n#Web: {name: string, port: *80 | int, _kind: \"web\"}\nbad: 1 & 2\n",
             ),
     );
     let main = MemFs::new()
@@ -502,6 +511,13 @@ fn two_runtimes_share_one_parse_of_a_dependency_module() {
             v.lookup_path(&p("web")).unwrap().to_json_value().unwrap(),
             json!({"name": "w", "port": 80})
         );
+        // The catalog's hidden field is scoped to the catalog package: not addressable by a
+        // Path (that is the main package's), but by package.
+        let web = v.lookup_path(&p("web")).unwrap();
+        assert!(web.lookup_path(&p("_kind")).is_none());
+        let kind = web.lookup_hidden("_kind", "cache.test/catalog").unwrap();
+        assert_eq!(kind.to_json_value().unwrap(), json!("web"));
+        assert!(web.lookup_hidden("_kind", "cache.test/other").is_none());
         let d = v
             .lookup_path(&p("err"))
             .unwrap()
