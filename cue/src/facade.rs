@@ -16,7 +16,10 @@
 //! - [`Value::decode`] is `to_json_value` followed by `serde_json::from_value`;
 //! - [`Value::fields_where`] yields the arcs the [`FieldFilter`] admits, in CUE's order, with
 //!   their [`Selector`] and [`FieldConstraint`]; pattern constraints (`[string]: T`) are not arcs
-//!   and are not yielded (a known gap: the facade has no value for a pattern yet);
+//!   and are not yielded (a known gap: the evaluator keeps a vertex's patterns private, and
+//!   yielding them needs a read accessor in `eval.rs`, the evaluator owners' file);
+//! - hidden fields of an imported package are reached with [`Value::lookup_hidden`] (name and
+//!   import path), since a [`Path`], like CUE's path syntax, names only the main package's;
 //! - [`Runtime::reports`] turns diagnostics into [`DiagnosticReport`]s with file:line:col
 //!   positions (1-based, byte columns as `cue` prints them) that a JSON API returns as they are.
 

@@ -12,9 +12,9 @@
 //!   [`Path::diagnostic_text`] prints the `.N` form;
 //! - a quoted label takes JSON escapes and the `\u{…}` escape the evaluator prints;
 //! - an unquoted digit string is an index: a regular field named `0` is written `"0"`;
-//! - hidden fields are those of the package the path is applied to (the main package of a
-//!   build); hidden fields of an imported package are not addressable by path (a known gap: CUE
-//!   scopes them by package and the facade has no package qualifier yet);
+//! - hidden fields are those of the main package of the build (as in CUE's own path syntax,
+//!   which has no package qualifier); those of an imported package are reached with
+//!   [`crate::Value::lookup_hidden`];
 //! - the empty string is the empty path (the value itself).
 
 use crate::adt::{is_ident, Label};
