@@ -71,6 +71,7 @@ use crate::builtins::Val as BVal;
 use crate::source::Span;
 use indexmap::IndexMap;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -91,8 +92,8 @@ pub struct Config {
     pub max_wall_time: Duration,
     /// Maximum size of exported output.
     pub max_output_bytes: usize,
-    /// Stack the evaluator may use (bytes); run it on a thread with a larger stack (the CLI and
-    /// tests use 64 MiB).
+    /// Stack the evaluator may use (bytes). The facade guarantees this much at every call: it
+    /// grows the stack (a `stacker` segment) when the calling thread has less left.
     pub max_stack_bytes: usize,
 }
 
@@ -423,6 +424,10 @@ pub struct Ev {
     start: Instant,
     /// Set once a limit is exceeded.
     pub limit_err: Option<Arc<Bottom>>,
+    /// Every limit error raised, with its class (diagnostics are classified by identity).
+    pub limits: Vec<(Arc<Bottom>, crate::errors::Limit)>,
+    /// Set by another thread to stop evaluation (checked with the step limit).
+    pub cancel: Arc<AtomicBool>,
     next_env: u64,
     next_close: u32,
     weak_ids: HashSet<u32>,
@@ -522,6 +527,8 @@ impl Ev {
             depth: 0,
             start: Instant::now(),
             limit_err: None,
+            limits: Vec::new(),
+            cancel: Arc::new(AtomicBool::new(false)),
             next_env: 0,
             next_close: 0,
             weak_ids: HashSet::new(),
@@ -553,9 +560,9 @@ impl Ev {
         let here = std::ptr::addr_of!(marker) as usize;
         if self.stack_base.saturating_sub(here) > self.config.max_stack_bytes {
             if self.limit_err.is_none() {
-                self.limit_err = Some(Bottom::new(
-                    ErrorCode::Eval,
-                    "evaluation depth limit exceeded (stack budget)",
+                self.limit_err = Some(self.limit(
+                    crate::errors::Limit::Depth,
+                    "evaluation depth limit exceeded (stack budget)".into(),
                     Span::default(),
                 ));
             }
@@ -564,12 +571,52 @@ impl Ev {
         true
     }
 
-    /// Restarts the wall clock and step counter (per API call).
+    /// Starts an API call: records the stack base and clears the limit error of the previous
+    /// call. The step counter and the wall clock are not reset: they are the budget of the whole
+    /// runtime, so a spent budget fails the next step again.
     pub fn reset_limits(&mut self) {
         self.mark_stack_base();
-        self.start = Instant::now();
-        self.steps = 0;
         self.limit_err = None;
+        self.over_time();
+    }
+
+    /// A limit error of class `kind`, recorded in [`Ev::limits`] (the first 1024).
+    pub fn limit(&mut self, kind: crate::errors::Limit, msg: String, span: Span) -> Arc<Bottom> {
+        let b = Bottom::new(ErrorCode::Eval, msg, span);
+        if self.limits.len() < 1024 {
+            self.limits.push((b.clone(), kind));
+        }
+        b
+    }
+
+    /// Steps used so far.
+    pub fn steps_used(&self) -> u64 {
+        self.steps
+    }
+
+    /// Time since the evaluator was created (the deadline is `max_wall_time` after that).
+    pub fn elapsed(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    /// `true` (and the limit error set) once the deadline has passed or evaluation is cancelled.
+    fn over_time(&mut self) -> bool {
+        let (kind, msg) = if self.cancel.load(Ordering::Relaxed) {
+            (
+                crate::errors::Limit::Cancelled,
+                "evaluation cancelled".to_string(),
+            )
+        } else if self.start.elapsed() > self.config.max_wall_time {
+            let msg = format!(
+                "evaluation time limit ({:?}) exceeded",
+                self.config.max_wall_time
+            );
+            (crate::errors::Limit::Deadline, msg)
+        } else {
+            return false;
+        };
+        self.limit_err = Some(self.limit(kind, msg, Span::default()));
+        true
     }
 
     /// A new vertex.
@@ -699,22 +746,14 @@ impl Ev {
         }
         self.steps += 1;
         if self.steps > self.config.max_steps {
-            self.limit_err = Some(Bottom::new(
-                ErrorCode::Eval,
+            self.limit_err = Some(self.limit(
+                crate::errors::Limit::Steps,
                 format!("evaluation step limit ({}) exceeded", self.config.max_steps),
                 Span::default(),
             ));
             return false;
         }
-        if self.steps % 512 == 0 && self.start.elapsed() > self.config.max_wall_time {
-            self.limit_err = Some(Bottom::new(
-                ErrorCode::Eval,
-                format!(
-                    "evaluation time limit ({:?}) exceeded",
-                    self.config.max_wall_time
-                ),
-                Span::default(),
-            ));
+        if self.steps % 512 == 0 && self.over_time() {
             return false;
         }
         true
@@ -794,8 +833,8 @@ impl Ev {
             }
         }
         if self.depth >= self.config.max_depth || !self.stack_ok() {
-            let b = Bottom::new(
-                ErrorCode::Eval,
+            let b = self.limit(
+                crate::errors::Limit::Depth,
                 format!(
                     "evaluation depth limit ({}) exceeded",
                     self.config.max_depth
@@ -1538,8 +1577,8 @@ impl Ev {
     /// Copies the conjuncts of the struct or list vertex `w` into `v`.
     fn inline(&mut self, v: VId, w: VId, c: &Conj, span: Span) {
         if self.inlining.len() >= self.config.max_depth || !self.stack_ok() {
-            let b = Bottom::new(
-                ErrorCode::Eval,
+            let b = self.limit(
+                crate::errors::Limit::Depth,
                 format!(
                     "evaluation depth limit ({}) exceeded",
                     self.config.max_depth
@@ -3362,7 +3401,11 @@ impl Ev {
         if depth > self.config.max_depth {
             errs.push((
                 v,
-                Bottom::new(ErrorCode::Eval, "depth limit exceeded", Span::default()),
+                self.limit(
+                    crate::errors::Limit::Depth,
+                    "depth limit exceeded".into(),
+                    Span::default(),
+                ),
             ));
             return None;
         }
