@@ -349,7 +349,7 @@ fn auth_error(e: AuthError) -> Response {
             (StatusCode::UNAUTHORIZED, "Unauthorized")
         }
         AuthError::Denied { .. } => (StatusCode::FORBIDDEN, "Forbidden"),
-        AuthError::Review { .. } => {
+        AuthError::Review { .. } | AuthError::NotConnected => {
             tracing::warn!(error = %e, "render authorisation could not be checked");
             return ApiError::new(
                 ErrorCode::AuthUnavailable,

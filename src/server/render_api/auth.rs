@@ -13,6 +13,8 @@
 //!   `reason: Unauthorized|Forbidden`, `code`), like the apiserver's own, so kubectl-style clients
 //!   print them unchanged. A failure of the review calls themselves (the apiserver unreachable or
 //!   refusing the operator) is a 503 in the server's own error shape: the caller is not at fault.
+//! - With [`RenderAuth::Pending`] the client is published once `serve` has connected to the
+//!   cluster; before that every request is a 503 `auth_unavailable`.
 //! - [`RenderAuth::None`] skips both checks. It exists for the embedded `dev` cluster only; `serve`
 //!   logs a warning when it is chosen.
 
@@ -36,6 +38,9 @@ pub enum RenderAuth {
     None,
     /// TokenReview + SubjectAccessReview against this cluster.
     Kube(kube::Client),
+    /// Like `Kube`, with the client published later (when `serve` has connected to the cluster);
+    /// until then every request is a 503 `auth_unavailable`, never let through.
+    Pending(tokio::sync::watch::Receiver<Option<kube::Client>>),
 }
 
 impl std::fmt::Debug for RenderAuth {
@@ -43,6 +48,11 @@ impl std::fmt::Debug for RenderAuth {
         match self {
             RenderAuth::None => f.write_str("RenderAuth::None"),
             RenderAuth::Kube(_) => f.write_str("RenderAuth::Kube"),
+            RenderAuth::Pending(rx) => write!(
+                f,
+                "RenderAuth::Pending(connected: {})",
+                rx.borrow().is_some()
+            ),
         }
     }
 }
@@ -82,6 +92,9 @@ pub enum AuthError {
         /// The authoriser's reason, if any.
         reason: Option<String>,
     },
+    /// No cluster connection yet to review with.
+    #[error("the operator is not connected to the cluster yet")]
+    NotConnected,
     /// A review call failed (apiserver unreachable, the operator not allowed to review).
     #[error("the {what} call failed: {source}")]
     Review {
@@ -136,11 +149,15 @@ impl RenderAuth {
                     ..Caller::default()
                 })
             }
-            RenderAuth::Kube(client) => client,
+            RenderAuth::Kube(client) => client.clone(),
+            RenderAuth::Pending(rx) => {
+                let current = rx.borrow().clone();
+                current.ok_or(AuthError::NotConnected)?
+            }
         };
         let token = bearer_token(authorization)?;
-        let caller = authenticate(client, token).await?;
-        authorize(client, &caller, namespace).await?;
+        let caller = authenticate(&client, token).await?;
+        authorize(&client, &caller, namespace).await?;
         Ok(caller)
     }
 }
@@ -240,6 +257,15 @@ mod tests {
             bearer_token(Some("Bearer")),
             Err(AuthError::NoToken)
         ));
+    }
+
+    #[tokio::test]
+    async fn a_pending_client_refuses_until_it_is_published() {
+        let (_tx, rx) = tokio::sync::watch::channel(None);
+        let auth = RenderAuth::Pending(rx);
+        let err = auth.check(Some("Bearer t"), "ns").await.unwrap_err();
+        assert!(matches!(err, AuthError::NotConnected), "{err:?}");
+        assert!(RenderAuth::None.check(None, "ns").await.is_ok());
     }
 
     #[test]
