@@ -146,15 +146,13 @@ impl CatalogAcquirer for FakeAcquirer {
 
 /// A cluster with the CRDs, and a context over fakes.
 pub struct Env {
-    /// Kept alive for the test's duration.
-    #[allow(dead_code)]
+    /// The cluster (kept alive for the test's duration).
     pub emu: kube_emu::Emulator,
     pub client: kube::Client,
     pub builder: Arc<FakeBuilder>,
     pub acquirer: Arc<FakeAcquirer>,
     pub ctx: Arc<Context>,
-    /// Kept alive for the test's duration.
-    #[allow(dead_code)]
+    /// The root of the test's `--platform-dir` (kept alive for the test's duration).
     pub dir: tempfile::TempDir,
 }
 

@@ -116,11 +116,19 @@ async fn restart_recovery_claims_recover_when_a_package_is_recorded() {
     let before_obj = platforms(&env.client).get("cluster").await.unwrap();
     let before = before_obj.metadata.resource_version.clone();
 
-    // The restart: a fresh store and layout; the build is slow so the claim is judged first.
-    let dir = tempfile::tempdir().unwrap();
+    // The restart: a fresh store over the same, non-empty --platform-dir (reset at boot, as
+    // `serve` does); the build is slow so the claim is judged first.
+    let old = env.ctx.store.generated().unwrap();
+    assert!(old.dir.is_dir());
     let builder = FakeBuilder::healthy();
     *builder.build_delay.lock().unwrap() = Duration::from_millis(1500);
-    let ctx = context(&env.client, dir.path(), builder, env.acquirer.clone());
+    let ctx = context(
+        &env.client,
+        env.dir.path(),
+        builder.clone(),
+        env.acquirer.clone(),
+    );
+    assert!(ctx.layout.packages().unwrap().is_empty(), "reset at boot");
     let run = start(ctx.clone(), None);
     let started = Instant::now();
     let deferred = eventually(10, || async {
@@ -140,6 +148,10 @@ async fn restart_recovery_claims_recover_when_a_package_is_recorded() {
     })
     .await;
     assert!(recovered, "recovered without the 30-minute requeue");
+    // The package was regenerated under the same identity.
+    assert_eq!(*builder.builds.lock().unwrap(), 1);
+    assert_eq!(ctx.layout.packages().unwrap(), vec![old.identity]);
+    assert!(old.dir.join("platform.cue").is_file());
     assert!(started.elapsed() < Duration::from_secs(10));
     // The Platform's status did not need to change for the claim to recover.
     let after = platforms(&env.client).get("cluster").await.unwrap();
