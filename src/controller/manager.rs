@@ -14,8 +14,9 @@
 //!   one of its `requiredContracts`, and pass on create and delete, and on update only when the
 //!   Ready status, the inventory digest or the required contracts changed ([`InstanceFilter`]).
 //!   Each recorded platform package re-judges every claim (restart recovery, §4.5).
-//! - Leadership: controllers start when the lease is acquired and stop when it is lost (no
-//!   renewal within the renew deadline) or on shutdown, which then releases the lease.
+//! - Leadership: controllers start when the lease is acquired and stop when it is lost (another
+//!   holder, or no renewal within the renew deadline; each attempt is bounded by half the renew
+//!   deadline so a hung request cannot outlive it) or on shutdown, which then releases the lease.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -353,7 +354,17 @@ pub async fn run(
         if *shutdown.borrow() {
             break;
         }
-        match elector.try_acquire_or_renew().await {
+        // A hung request must not outlive the renew deadline: bound each attempt.
+        let attempt_deadline = timing.renew_deadline / 2;
+        let attempt = tokio::time::timeout(attempt_deadline, elector.try_acquire_or_renew())
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::Timeout {
+                    what: "renewing the leader lease".to_owned(),
+                    after: attempt_deadline,
+                })
+            });
+        match attempt {
             Ok(true) => {
                 last_renew = Some(Instant::now());
                 if running.is_none() {

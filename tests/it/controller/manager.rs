@@ -383,3 +383,53 @@ async fn a_platform_held_by_a_foreign_finalizer_clears_the_store_when_deleted() 
     run.shutdown.send_replace(true);
     run.task.await.unwrap();
 }
+
+#[tokio::test]
+async fn a_leader_that_loses_the_lease_stops_its_controllers() {
+    use crds::k8s_openapi::api::coordination::v1::Lease;
+    use kube::api::{Patch, PatchParams};
+    let env = env().await;
+    namespace_only(&env.client, "opm-system").await;
+    let elector = Elector::new(
+        env.client.clone(),
+        "opm-system",
+        crds::LEADER_ELECTION_ID,
+        "a",
+        timing(),
+    );
+    let mut run = start(env.ctx.clone(), Some(elector));
+    run.role.wait_for(|r| *r == Role::Leader).await.unwrap();
+    // Another holder takes the lease (as after a partition): a stops leading.
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), "opm-system");
+    let now = crds::k8s_openapi::jiff::Timestamp::now();
+    leases
+        .patch(
+            crds::LEADER_ELECTION_ID,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {
+                "holderIdentity": "intruder",
+                "renewTime": crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(now),
+                "leaseDurationSeconds": 60,
+            }})),
+        )
+        .await
+        .unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        run.role.wait_for(|r| *r == Role::Follower),
+    )
+    .await
+    .expect("stops leading")
+    .unwrap();
+    // The lease is not released on shutdown: a does not hold it.
+    run.shutdown.send_replace(true);
+    run.task.await.unwrap();
+    let holder = leases
+        .get(crds::LEADER_ELECTION_ID)
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .holder_identity;
+    assert_eq!(holder.as_deref(), Some("intruder"));
+}
