@@ -20,7 +20,13 @@
 //!   inventory refusals 30 minutes. ContractsFulfilled is written only when a package is recorded.
 //! - Success: Ready=True `Generated` “Platform module generated and built for generation N”,
 //!   Normal event `Generated`, no requeue; the TransformerRegistration controller is signalled.
-//! - Error messages name the Platform, and the catalog path and version they are about.
+//! - Messages: the kernel's errors already carry the spec's prefixes (`resolving platform
+//!   dependencies: …`, `generating platform module: …`, `building platform module: …`, `reading
+//!   the platform's contract inventory: …`) and name the path, version or field; they are written
+//!   verbatim (with their structured problems). The reason is chosen by step and class, never by
+//!   text: a generate error of class `TransientPull`/`Resolution` is a closure failure
+//!   (`BuildFailed`), any other `GenerateFailed`; a build error is `BuildFailed`. The reconciler's
+//!   own steps prefix theirs (`writing platform module: …`, the versionless-entry text).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -245,17 +251,20 @@ async fn run(plat: Platform, ctx: &Context) -> Result<Reconciled, Error> {
     let files = match generated {
         Ok(files) => files,
         Err(e) => {
-            let (reason, msg) = match e.class {
-                ErrorClass::TransientPull | ErrorClass::Resolution => (
-                    reasons::BUILD_FAILED,
-                    format!("resolving platform dependencies: {e}"),
-                ),
-                _ => (
-                    reasons::GENERATE_FAILED,
-                    format!("generating platform module: {e}"),
-                ),
+            // The kernel's message carries the §3.3/§3.4 prefix; the reason follows the class.
+            let reason = match e.class {
+                ErrorClass::TransientPull | ErrorClass::Resolution => reasons::BUILD_FAILED,
+                _ => reasons::GENERATE_FAILED,
             };
-            return fail(&mut patcher, plat, ctx, reason, msg, Some(e.class)).await;
+            return fail(
+                &mut patcher,
+                plat,
+                ctx,
+                reason,
+                e.to_string(),
+                Some(e.class),
+            )
+            .await;
         }
     };
     let dir = match ctx.layout.ensure(&identity, &files) {
@@ -274,7 +283,9 @@ async fn run(plat: Platform, ctx: &Context) -> Result<Reconciled, Error> {
     let built = match built {
         Ok(b) => b,
         Err(e) => {
-            let msg = format!("building platform module: {e}");
+            // "building platform module: …" / "reading the platform's contract inventory: …"
+            // come from the kernel.
+            let msg = e.to_string();
             return fail(
                 &mut patcher,
                 plat,
