@@ -46,17 +46,13 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => {
             // The kernel is constructed once for the process from the resolved registry. Until
             // the render kernel lands, its placeholder says so in every condition it causes.
-            let sidecar =
-                opm_operator::controller::serve::sidecar(args.controllers, |_registry| {
-                    opm_operator::controller::serve::Kernel {
-                        builder: std::sync::Arc::new(
-                            opm_operator::controller::serve::KernelNotLinked,
-                        ),
-                        acquirer: std::sync::Arc::new(
-                            opm_operator::controller::serve::KernelNotLinked,
-                        ),
-                    }
-                })?;
+            use opm_operator::controller::serve::{sidecar, Kernel, KernelNotLinked};
+            let sidecar = sidecar(args.controllers, |_registry| {
+                Ok(Kernel {
+                    builder: std::sync::Arc::new(KernelNotLinked),
+                    acquirer: std::sync::Arc::new(KernelNotLinked),
+                })
+            })?;
             Ok(opm_operator::server::run_with(args.server, Some(sidecar))?)
         }
         Command::Crds => {

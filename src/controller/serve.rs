@@ -155,6 +155,9 @@ pub enum ServeError {
         /// The parse error.
         message: String,
     },
+    /// The kernel could not be constructed (e.g. the registry client).
+    #[error("constructing the render kernel: {0}")]
+    Kernel(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// `--platform-dir` could not be reset.
     #[error("resetting --platform-dir {}: {source}", dir.display())]
     PlatformDir {
@@ -260,10 +263,10 @@ async fn client(kubeconfig: Option<&PathBuf>) -> Result<(kube::Client, String), 
 
 /// Prepares the controller side (timing, registry, `--platform-dir` reset) and returns the
 /// [`Sidecar`] the server runs. `kernel` constructs the process's one kernel from the resolved
-/// registry.
+/// registry; its failure fails `serve`.
 pub fn sidecar(
     args: ControllerArgs,
-    kernel: impl FnOnce(&ResolvedRegistry) -> Kernel,
+    kernel: impl FnOnce(&ResolvedRegistry) -> Result<Kernel, Box<dyn std::error::Error + Send + Sync>>,
 ) -> Result<Sidecar, ServeError> {
     let timing = Timing {
         lease_duration: args.leader_elect_lease_duration,
@@ -292,7 +295,7 @@ pub fn sidecar(
         dir: root.clone(),
         source,
     })?;
-    let kernel = kernel(&registry);
+    let kernel = kernel(&registry).map_err(ServeError::Kernel)?;
     let metrics: Arc<Mutex<Option<ControllerMetrics>>> = Arc::default();
     let registered = Arc::clone(&metrics);
     let layout = Arc::new(layout);
