@@ -117,11 +117,11 @@ async fn restart_recovery_claims_recover_when_a_package_is_recorded() {
     let before = before_obj.metadata.resource_version.clone();
 
     // The restart: a fresh store over the same, non-empty --platform-dir (reset at boot, as
-    // `serve` does); the build is slow so the claim is judged first.
+    // `serve` does); the build waits for the test, so the claim is judged first.
     let old = env.ctx.store.generated().unwrap();
     assert!(old.dir.is_dir());
     let builder = FakeBuilder::healthy();
-    *builder.build_delay.lock().unwrap() = Duration::from_millis(1500);
+    *builder.gated.lock().unwrap() = true;
     let ctx = context(
         &env.client,
         env.dir.path(),
@@ -142,6 +142,7 @@ async fn restart_recovery_claims_recover_when_a_package_is_recorded() {
         deferred,
         "the claim defers while the store is empty, accepted untouched"
     );
+    builder.open_gate();
     let recovered = eventually(10, || async {
         let tr = claims(&env.client).get("team-a.k8up").await.unwrap();
         condition(&tr.status.unwrap().conditions, types::READY).is_some_and(|c| c.1 == "Accepted")
