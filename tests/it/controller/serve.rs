@@ -226,7 +226,16 @@ async fn two_replicas_one_leader_and_a_handover() {
     // The leader's /metrics (the server's registry) carries the controller families next to the
     // server's own, with its Platform reconcile counted.
     assert_eq!(leader_id, a_id, "a started first and holds the lease");
-    let text = get_metrics(metrics_port).await;
+    // The counter is bumped just after the status write the test saw: poll until it shows.
+    let counted = r#"opm_controller_reconcile_total{kind="Platform",name="cluster",namespace="",outcome="failed_stalled"}"#;
+    let mut text = String::new();
+    for _ in 0..100 {
+        text = get_metrics(metrics_port).await;
+        if text.contains(counted) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     for series in [
         "# TYPE opm_controller_reconcile_total counter",
         r#"opm_controller_reconcile_total{kind="Platform",name="cluster",namespace="",outcome="failed_stalled"}"#,
