@@ -47,7 +47,9 @@ fn main() -> anyhow::Result<()> {
             // The kernel is constructed once for the process from the resolved registry. Until
             // the render kernel lands, its placeholder says so in every condition it causes.
             use opm_operator::controller::serve::{sidecar, Kernel, KernelNotLinked};
-            let sidecar = sidecar(args.controllers, |_registry| {
+            // One platform store for the process (the render API, when wired, shares it).
+            let store = opm_operator::platform::Store::new();
+            let sidecar = sidecar(args.controllers, store, |_registry| {
                 Ok(Kernel {
                     builder: std::sync::Arc::new(KernelNotLinked),
                     acquirer: std::sync::Arc::new(KernelNotLinked),

@@ -263,9 +263,11 @@ async fn client(kubeconfig: Option<&PathBuf>) -> Result<(kube::Client, String), 
 
 /// Prepares the controller side (timing, registry, `--platform-dir` reset) and returns the
 /// [`Sidecar`] the server runs. `kernel` constructs the process's one kernel from the resolved
-/// registry; its failure fails `serve`.
+/// registry; its failure fails `serve`. `store` is the process's one platform store: pass the same
+/// store to the render API, so renders lease what the Platform reconciler records.
 pub fn sidecar(
     args: ControllerArgs,
+    store: Store<BuiltPlatform>,
     kernel: impl FnOnce(&ResolvedRegistry) -> Result<Kernel, Box<dyn std::error::Error + Send + Sync>>,
 ) -> Result<Sidecar, ServeError> {
     let timing = Timing {
@@ -317,7 +319,7 @@ pub fn sidecar(
                     "resolved the module registry"
                 );
                 tracing::info!(platform_dir = %root.display(), "reset the platform directory");
-                run(args, timing, layout, kernel, metrics, stop).await;
+                run(args, timing, store, layout, kernel, metrics, stop).await;
             }
             .boxed()
         }),
@@ -327,6 +329,7 @@ pub fn sidecar(
 async fn run(
     args: ControllerArgs,
     timing: Timing,
+    store: Store<BuiltPlatform>,
     layout: Arc<Layout>,
     kernel: Kernel,
     metrics: Option<ControllerMetrics>,
@@ -365,7 +368,7 @@ async fn run(
     let me = identity();
     let mut ctx = Context::new(
         client.clone(),
-        Store::new(),
+        store,
         layout,
         kernel.builder,
         kernel.acquirer,
