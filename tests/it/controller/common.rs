@@ -191,6 +191,17 @@ pub fn context(
     builder: Arc<FakeBuilder>,
     acquirer: Arc<FakeAcquirer>,
 ) -> Arc<Context> {
+    context_named(client, root, builder, acquirer, "test")
+}
+
+/// A context whose events name `instance` as the reporting instance.
+pub fn context_named(
+    client: &kube::Client,
+    root: &Path,
+    builder: Arc<FakeBuilder>,
+    acquirer: Arc<FakeAcquirer>,
+    instance: &str,
+) -> Arc<Context> {
     let layout = Arc::new(Layout::new(root.join("platform")).unwrap());
     layout.reset().unwrap();
     Arc::new(Context::new(
@@ -199,7 +210,7 @@ pub fn context(
         layout,
         builder,
         acquirer,
-        "test",
+        instance,
     ))
 }
 

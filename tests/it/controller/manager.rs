@@ -255,11 +255,12 @@ async fn leader_election_one_leads_and_the_other_takes_over() {
     };
     let dir_b = tempfile::tempdir().unwrap();
     let builder_b = FakeBuilder::healthy();
-    let ctx_b = context(
+    let ctx_b = context_named(
         &env.client,
         dir_b.path(),
         builder_b.clone(),
         env.acquirer.clone(),
+        "b",
     );
     let a = start(env.ctx.clone(), Some(elector("a")));
     let b = start(ctx_b.clone(), Some(elector("b")));
@@ -271,11 +272,12 @@ async fn leader_election_one_leads_and_the_other_takes_over() {
     );
     // Give the follower a few retry periods: it must not lead too.
     tokio::time::sleep(Duration::from_millis(800)).await;
-    let (leader, follower, follower_builder, leader_builder) = if *a.role.borrow() == Role::Leader {
-        (a, b, builder_b.clone(), env.builder.clone())
-    } else {
-        (b, a, env.builder.clone(), builder_b.clone())
-    };
+    let (leader, follower, follower_builder, leader_ctx, follower_ctx) =
+        if *a.role.borrow() == Role::Leader {
+            (a, b, builder_b.clone(), env.ctx.clone(), ctx_b.clone())
+        } else {
+            (b, a, env.builder.clone(), ctx_b.clone(), env.ctx.clone())
+        };
     assert_eq!(*follower.role.borrow(), Role::Follower, "exactly one leads");
     assert!(
         eventually(10, || async {
@@ -283,12 +285,25 @@ async fn leader_election_one_leads_and_the_other_takes_over() {
         })
         .await
     );
-    assert_eq!(
-        *follower_builder.builds.lock().unwrap(),
-        0,
-        "only the leader reconciles"
+    // Only the leader writes: every event names it. The follower observes: its own store holds
+    // the same package, for the render API of its replica.
+    let leader_instance = if Arc::ptr_eq(&leader_ctx, &env.ctx) {
+        "test"
+    } else {
+        "b"
+    };
+    let evs = events(&env.client, "cluster", "Generated").await;
+    assert_eq!(evs.len(), 1, "one Generated event");
+    assert_eq!(evs[0].reporting_instance.as_deref(), Some(leader_instance));
+    assert!(
+        eventually(10, || async {
+            follower_ctx.store.identity().is_some()
+                && follower_ctx.store.identity() == leader_ctx.store.identity()
+        })
+        .await,
+        "the follower records the same package"
     );
-    assert!(*leader_builder.builds.lock().unwrap() >= 1);
+    let builds_before = *follower_builder.builds.lock().unwrap();
     // Stopping the leader releases the lease; the other takes over within one lease duration.
     leader.shutdown.send_replace(true);
     leader.task.await.unwrap();
@@ -312,7 +327,8 @@ async fn leader_election_one_leads_and_the_other_takes_over() {
     .await;
     assert!(
         eventually(10, || async {
-            *follower_builder.builds.lock().unwrap() >= 1
+            *follower_builder.builds.lock().unwrap() > builds_before
+                && platform_reason(&env.client).await.as_deref() == Some("Generated")
         })
         .await
     );
@@ -424,7 +440,10 @@ async fn a_leader_that_loses_the_lease_stops_its_controllers() {
     .unwrap();
     // The lease is not released on shutdown: a does not hold it.
     run.shutdown.send_replace(true);
-    run.task.await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), run.task)
+        .await
+        .expect("shuts down")
+        .unwrap();
     let holder = leases
         .get(crds::LEADER_ELECTION_ID)
         .await
