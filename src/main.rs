@@ -48,17 +48,15 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => {
             // The kernel is constructed once for the process from the resolved registry. Until
             // the render kernel lands, its placeholder says so in every condition it causes.
-            let sidecar =
-                opm_operator::controller::serve::sidecar(args.controllers, |_registry| {
-                    opm_operator::controller::serve::Kernel {
-                        builder: std::sync::Arc::new(
-                            opm_operator::controller::serve::KernelNotLinked,
-                        ),
-                        acquirer: std::sync::Arc::new(
-                            opm_operator::controller::serve::KernelNotLinked,
-                        ),
-                    }
-                })?;
+            use opm_operator::controller::serve::{sidecar, Kernel, KernelNotLinked};
+            // One platform store for the process (the render API, when wired, shares it).
+            let store = opm_operator::platform::Store::new();
+            let sidecar = sidecar(args.controllers, store, |_registry| {
+                Ok(Kernel {
+                    builder: std::sync::Arc::new(KernelNotLinked),
+                    acquirer: std::sync::Arc::new(KernelNotLinked),
+                })
+            })?;
             Ok(opm_operator::server::run_with(args.server, Some(sidecar))?)
         }
         Command::Crds => {

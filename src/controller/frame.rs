@@ -63,6 +63,14 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// A call to the API server did not answer in time.
+    #[error("{what}: no answer within {after:?}")]
+    Timeout {
+        /// What was being done.
+        what: String,
+        /// The deadline.
+        after: Duration,
+    },
     /// A blocking task of the reconcile panicked or was cancelled.
     #[error("{what}: the blocking task did not finish: {message}")]
     Join {

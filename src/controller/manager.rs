@@ -14,14 +14,19 @@
 //!   one of its `requiredContracts`, and pass on create and delete, and on update only when the
 //!   Ready status, the inventory digest or the required contracts changed ([`InstanceFilter`]).
 //!   Each recorded platform package re-judges every claim (restart recovery, §4.5).
-//! - Leadership: controllers start when the lease is acquired and stop when it is lost (no
-//!   renewal within the renew deadline) or on shutdown, which then releases the lease.
+//! - Leadership: controllers start when the lease is acquired and stop when it is lost (another
+//!   holder, or no renewal within the renew deadline; each attempt is bounded by half the renew
+//!   deadline so a hung request cannot outlive it) or on shutdown, which then releases the lease.
+//! - Followers run the Platform controller in [`Mode::Observe`]: the same watches and steps into
+//!   the replica's own store and `--platform-dir`, with no status, event or claim writes, so the
+//!   render API of every replica has a package to lease. It stops before the replica starts
+//!   leading (one writer of the layout at a time).
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crds::module_instance::ModuleInstance;
 use crds::platform::Platform;
@@ -38,7 +43,7 @@ use tokio::task::JoinHandle;
 use super::context::{Context, Reconciled};
 use super::frame::Error;
 use super::leader::Elector;
-use super::platform::contribution;
+use super::platform::{contribution, Mode};
 use super::{platform, registration};
 
 fn action(r: Reconciled) -> Action {
@@ -198,6 +203,7 @@ where
 pub async fn run_platform(
     ctx: Arc<Context>,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
+    mode: Mode,
 ) {
     let client = ctx.client.clone();
     let wc = watcher::Config::default();
@@ -231,7 +237,7 @@ pub async fn run_platform(
         .graceful_shutdown_on(stop)
         .run(
             |p: Arc<Platform>, ctx: Arc<Context>| async move {
-                let r = platform::reconcile(&p.name_any(), &ctx).await;
+                let r = platform::reconcile_as(&p.name_any(), &ctx, mode).await;
                 settle(p.as_ref(), &ctx, r)
             },
             error_policy,
@@ -317,7 +323,7 @@ pub async fn run_controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
         let _ = rx.wait_for(|s| *s).await;
     };
     tokio::join!(
-        run_platform(Arc::clone(&ctx), until(stop.clone())),
+        run_platform(Arc::clone(&ctx), until(stop.clone()), Mode::Lead),
         run_registrations(ctx, until(stop)),
     );
 }
@@ -342,48 +348,74 @@ pub async fn run(
 ) {
     let Some(elector) = elector else {
         role.send_replace(Role::Leader);
-        run_controllers(ctx, shutdown).await;
+        let mut task = Some(Task::spawn(|rx| run_controllers(Arc::clone(&ctx), rx)));
+        let _ = shutdown.wait_for(|s| *s).await;
+        stop_task(&mut task).await;
         role.send_replace(Role::Follower);
         return;
     };
     let timing = elector.timing();
-    let mut running: Option<(watch::Sender<bool>, JoinHandle<()>)> = None;
+    let mut leading: Option<Task> = None;
+    let mut observing: Option<Task> = None;
     let mut last_renew: Option<Instant> = None;
     loop {
         if *shutdown.borrow() {
             break;
         }
-        match elector.try_acquire_or_renew().await {
+        // A hung request must not outlive the renew deadline: bound each attempt.
+        let attempt_deadline = timing.renew_deadline / 2;
+        let attempt = tokio::time::timeout(attempt_deadline, elector.try_acquire_or_renew())
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::Timeout {
+                    what: "renewing the leader lease".to_owned(),
+                    after: attempt_deadline,
+                })
+            });
+        let lead_now = match attempt {
             Ok(true) => {
                 last_renew = Some(Instant::now());
-                if running.is_none() {
-                    tracing::info!(
-                        identity = elector.identity(),
-                        "acquired the leader lease; starting controllers"
-                    );
-                    let (tx, rx) = watch::channel(false);
-                    let task = tokio::spawn(run_controllers(Arc::clone(&ctx), rx));
-                    running = Some((tx, task));
-                    role.send_replace(Role::Leader);
-                }
+                true
             }
             Ok(false) => {
-                if running.is_some() {
+                if leading.is_some() {
                     tracing::warn!("lost the leader lease to another candidate");
-                    stop_controllers(&mut running).await;
-                    role.send_replace(Role::Follower);
                 }
-                last_renew = None;
+                false
             }
             Err(e) => {
                 tracing::warn!(error = %e, "leader election attempt failed");
-                let lost = last_renew.is_some_and(|t| t.elapsed() >= timing.renew_deadline);
-                if running.is_some() && lost {
+                let lost = last_renew.is_none_or(|t| t.elapsed() >= timing.renew_deadline);
+                if leading.is_some() && lost {
                     tracing::warn!("could not renew the leader lease within the renew deadline");
-                    stop_controllers(&mut running).await;
-                    role.send_replace(Role::Follower);
-                    last_renew = None;
                 }
+                leading.is_some() && !lost
+            }
+        };
+        if lead_now && leading.is_none() {
+            stop_task(&mut observing).await;
+            tracing::info!(
+                identity = elector.identity(),
+                "acquired the leader lease; starting controllers"
+            );
+            leading = Some(Task::spawn(|rx| run_controllers(Arc::clone(&ctx), rx)));
+            role.send_replace(Role::Leader);
+        }
+        if !lead_now {
+            last_renew = None;
+            if leading.is_some() {
+                stop_task(&mut leading).await;
+                role.send_replace(Role::Follower);
+            }
+            if observing.is_none() {
+                // Followers keep their own store current (for the render API), writing nothing.
+                let ctx = Arc::clone(&ctx);
+                observing = Some(Task::spawn(move |mut rx| async move {
+                    let stop = async move {
+                        let _ = rx.wait_for(|s| *s).await;
+                    };
+                    run_platform(ctx, stop, Mode::Observe).await;
+                }));
             }
         }
         tokio::select! {
@@ -391,8 +423,9 @@ pub async fn run(
             _ = shutdown.wait_for(|s| *s) => {}
         }
     }
-    let was_leading = running.is_some();
-    stop_controllers(&mut running).await;
+    let was_leading = leading.is_some();
+    stop_task(&mut leading).await;
+    stop_task(&mut observing).await;
     if was_leading {
         match elector.release().await {
             Ok(()) => tracing::info!("released the leader lease"),
@@ -402,11 +435,46 @@ pub async fn run(
     role.send_replace(Role::Follower);
 }
 
-async fn stop_controllers(running: &mut Option<(watch::Sender<bool>, JoinHandle<()>)>) {
-    if let Some((tx, task)) = running.take() {
-        tx.send_replace(true);
-        if let Err(e) = task.await {
-            tracing::warn!(error = %e, "a controller task ended abnormally");
+/// A spawned controller set and its stop signal.
+struct Task {
+    stop: watch::Sender<bool>,
+    handle: JoinHandle<()>,
+}
+
+impl Task {
+    fn spawn<F, Fut>(f: F) -> Task
+    where
+        F: FnOnce(watch::Receiver<bool>) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let (stop, rx) = watch::channel(false);
+        Task {
+            stop,
+            handle: tokio::spawn(f(rx)),
+        }
+    }
+}
+
+/// How long a stopped controller set may take to finish its in-flight reconciles.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// Stops a controller set: signals it, waits up to [`STOP_GRACE`], then aborts it. (kube-runtime's
+/// applier waits for its cache to be ready before it can end; a stop that arrives before the first
+/// list completes would otherwise wait forever.)
+async fn stop_task(task: &mut Option<Task>) {
+    if let Some(mut t) = task.take() {
+        t.stop.send_replace(true);
+        match tokio::time::timeout(STOP_GRACE, &mut t.handle).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "a controller task ended abnormally"),
+            Err(_) => {
+                tracing::warn!(
+                    grace_s = STOP_GRACE.as_secs(),
+                    "controllers did not stop within the grace period; aborted"
+                );
+                t.handle.abort();
+                let _ = t.handle.await;
+            }
         }
     }
 }

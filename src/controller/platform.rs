@@ -18,9 +18,18 @@
 //! - §3.6 failures: Warning once per transition (action `Generate`), Stalled, store untouched
 //!   (the last good package keeps serving); requeue 1 minute for `TransientPull`, else 30 minutes;
 //!   inventory refusals 30 minutes. ContractsFulfilled is written only when a package is recorded.
+//! - [`Mode::Observe`] (followers) runs the same steps into the replica's own store and layout but
+//!   writes no status and no event: the render API of every replica then has a package to lease,
+//!   while the cluster sees only the leader.
 //! - Success: Ready=True `Generated` “Platform module generated and built for generation N”,
 //!   Normal event `Generated`, no requeue; the TransformerRegistration controller is signalled.
-//! - Error messages name the Platform, and the catalog path and version they are about.
+//! - Messages: the kernel's errors already carry the spec's prefixes (`resolving platform
+//!   dependencies: …`, `generating platform module: …`, `building platform module: …`, `reading
+//!   the platform's contract inventory: …`) and name the path, version or field; they are written
+//!   verbatim (with their structured problems). The reason is chosen by step and class, never by
+//!   text: a generate error of class `TransientPull`/`Resolution` is a closure failure
+//!   (`BuildFailed`), any other `GenerateFailed`; a build error is `BuildFailed`. The reconciler's
+//!   own steps prefix theirs (`writing platform module: …`, the versionless-entry text).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -160,8 +169,29 @@ async fn active_claims(ctx: &Context) -> Result<Vec<ActiveClaim>, Error> {
     Ok(out)
 }
 
-/// Reconciles the Platform named `name` (§3).
+/// How a reconcile acts on the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The leader: records the package and writes status and events.
+    Lead,
+    /// A follower: records the package in its own store (so the render API of every replica can
+    /// lease one) but writes nothing to the cluster.
+    Observe,
+}
+
+/// The status patcher, or nothing for an observer.
+struct Writer {
+    patcher: Patcher<Platform>,
+    lead: bool,
+}
+
+/// Reconciles the Platform named `name` (§3) as the leader.
 pub async fn reconcile(name: &str, ctx: &Context) -> Result<Reconciled, Error> {
+    reconcile_as(name, ctx, Mode::Lead).await
+}
+
+/// Reconciles the Platform named `name` (§3) in `mode`.
+pub async fn reconcile_as(name: &str, ctx: &Context, mode: Mode) -> Result<Reconciled, Error> {
     let started = Instant::now();
     if name != PLATFORM_NAME {
         return Ok(Reconciled::done());
@@ -177,20 +207,23 @@ pub async fn reconcile(name: &str, ctx: &Context) -> Result<Reconciled, Error> {
     };
     let generation = plat.metadata.generation.unwrap_or_default();
     let span = frame::reconcile_span("Platform", "", name, generation);
-    let result = run(plat, ctx).instrument(span).await;
-    if let Ok(r) = &result {
+    let result = run(plat, ctx, mode).instrument(span).await;
+    if let (Ok(r), Mode::Lead) = (&result, mode) {
         ctx.observe("Platform", "", name, r.outcome, started);
     }
     result
 }
 
-async fn run(plat: Platform, ctx: &Context) -> Result<Reconciled, Error> {
+async fn run(plat: Platform, ctx: &Context, mode: Mode) -> Result<Reconciled, Error> {
     if plat.metadata.deletion_timestamp.is_some() {
         ctx.store.clear();
         return Ok(Reconciled::done());
     }
     let api: Api<Platform> = Api::all(ctx.client.clone());
-    let mut patcher = Patcher::new(api, &plat, "Platform cluster")?;
+    let mut patcher = Writer {
+        patcher: Patcher::new(api, &plat, "Platform cluster")?,
+        lead: mode == Mode::Lead,
+    };
     let generation = plat.metadata.generation.unwrap_or_default();
     let claims = active_claims(ctx).await?;
 
@@ -245,17 +278,20 @@ async fn run(plat: Platform, ctx: &Context) -> Result<Reconciled, Error> {
     let files = match generated {
         Ok(files) => files,
         Err(e) => {
-            let (reason, msg) = match e.class {
-                ErrorClass::TransientPull | ErrorClass::Resolution => (
-                    reasons::BUILD_FAILED,
-                    format!("resolving platform dependencies: {e}"),
-                ),
-                _ => (
-                    reasons::GENERATE_FAILED,
-                    format!("generating platform module: {e}"),
-                ),
+            // The kernel's message carries the §3.3/§3.4 prefix; the reason follows the class.
+            let reason = match e.class {
+                ErrorClass::TransientPull | ErrorClass::Resolution => reasons::BUILD_FAILED,
+                _ => reasons::GENERATE_FAILED,
             };
-            return fail(&mut patcher, plat, ctx, reason, msg, Some(e.class)).await;
+            return fail(
+                &mut patcher,
+                plat,
+                ctx,
+                reason,
+                e.to_string(),
+                Some(e.class),
+            )
+            .await;
         }
     };
     let dir = match ctx.layout.ensure(&identity, &files) {
@@ -274,7 +310,9 @@ async fn run(plat: Platform, ctx: &Context) -> Result<Reconciled, Error> {
     let built = match built {
         Ok(b) => b,
         Err(e) => {
-            let msg = format!("building platform module: {e}");
+            // "building platform module: …" / "reading the platform's contract inventory: …"
+            // come from the kernel.
+            let msg = e.to_string();
             return fail(
                 &mut patcher,
                 plat,
@@ -314,7 +352,7 @@ async fn run(plat: Platform, ctx: &Context) -> Result<Reconciled, Error> {
 }
 
 async fn succeed(
-    patcher: &mut Patcher<Platform>,
+    w: &mut Writer,
     mut plat: Platform,
     ctx: &Context,
     identity: PackageIdentity,
@@ -351,7 +389,15 @@ async fn succeed(
         generation,
         &now,
     );
-    let wrote = patcher.patch_status(&plat).await?;
+    if !w.lead {
+        ctx.notify_recorded();
+        return Ok(Reconciled {
+            requeue: None,
+            outcome: None,
+            reason: Some(reasons::GENERATED),
+        });
+    }
+    let wrote = w.patcher.patch_status(&plat).await?;
     if recorded {
         ctx.events
             .publish(&plat, EventType::Normal, reasons::GENERATED, ACTION, &msg)
@@ -372,7 +418,7 @@ async fn succeed(
 }
 
 async fn fail(
-    patcher: &mut Patcher<Platform>,
+    w: &mut Writer,
     mut plat: Platform,
     ctx: &Context,
     reason: &'static str,
@@ -395,14 +441,22 @@ async fn fail(
         generation,
         &frame::now(),
     );
-    patcher.patch_status(&plat).await?;
+    let retry = platform_retry(class);
+    if !w.lead {
+        tracing::debug!(reason, message = %message, "platform not generated (observer)");
+        return Ok(Reconciled {
+            requeue: Some(retry),
+            outcome: None,
+            reason: Some(reason),
+        });
+    }
+    w.patcher.patch_status(&plat).await?;
     if super::events::is_transition(&prior, reason, &message) {
         ctx.events
             .publish(&plat, EventType::Warning, reason, ACTION, &message)
             .await;
     }
     tracing::warn!(reason, message = %message, "platform not generated");
-    let retry = platform_retry(class);
     Ok(Reconciled {
         requeue: Some(retry),
         outcome: Some(if class == Some(ErrorClass::TransientPull) {

@@ -155,6 +155,9 @@ pub enum ServeError {
         /// The parse error.
         message: String,
     },
+    /// The kernel could not be constructed (e.g. the registry client).
+    #[error("constructing the render kernel: {0}")]
+    Kernel(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// `--platform-dir` could not be reset.
     #[error("resetting --platform-dir {}: {source}", dir.display())]
     PlatformDir {
@@ -260,10 +263,12 @@ async fn client(kubeconfig: Option<&PathBuf>) -> Result<(kube::Client, String), 
 
 /// Prepares the controller side (timing, registry, `--platform-dir` reset) and returns the
 /// [`Sidecar`] the server runs. `kernel` constructs the process's one kernel from the resolved
-/// registry.
+/// registry; its failure fails `serve`. `store` is the process's one platform store: pass the same
+/// store to the render API, so renders lease what the Platform reconciler records.
 pub fn sidecar(
     args: ControllerArgs,
-    kernel: impl FnOnce(&ResolvedRegistry) -> Kernel,
+    store: Store<BuiltPlatform>,
+    kernel: impl FnOnce(&ResolvedRegistry) -> Result<Kernel, Box<dyn std::error::Error + Send + Sync>>,
 ) -> Result<Sidecar, ServeError> {
     let timing = Timing {
         lease_duration: args.leader_elect_lease_duration,
@@ -292,7 +297,7 @@ pub fn sidecar(
         dir: root.clone(),
         source,
     })?;
-    let kernel = kernel(&registry);
+    let kernel = kernel(&registry).map_err(ServeError::Kernel)?;
     let metrics: Arc<Mutex<Option<ControllerMetrics>>> = Arc::default();
     let registered = Arc::clone(&metrics);
     let layout = Arc::new(layout);
@@ -314,7 +319,7 @@ pub fn sidecar(
                     "resolved the module registry"
                 );
                 tracing::info!(platform_dir = %root.display(), "reset the platform directory");
-                run(args, timing, layout, kernel, metrics, stop).await;
+                run(args, timing, store, layout, kernel, metrics, stop).await;
             }
             .boxed()
         }),
@@ -324,6 +329,7 @@ pub fn sidecar(
 async fn run(
     args: ControllerArgs,
     timing: Timing,
+    store: Store<BuiltPlatform>,
     layout: Arc<Layout>,
     kernel: Kernel,
     metrics: Option<ControllerMetrics>,
@@ -362,7 +368,7 @@ async fn run(
     let me = identity();
     let mut ctx = Context::new(
         client.clone(),
-        Store::new(),
+        store,
         layout,
         kernel.builder,
         kernel.acquirer,

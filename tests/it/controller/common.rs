@@ -30,7 +30,9 @@ pub struct FakeBuilder {
     pub deps: Mutex<BTreeMap<String, String>>,
     pub inputs: Mutex<Vec<PlatformInput>>,
     pub builds: Mutex<u32>,
-    pub build_delay: Mutex<std::time::Duration>,
+    /// When set, builds wait (at most 30 s) until [`FakeBuilder::open_gate`].
+    pub gated: Mutex<bool>,
+    gate: std::sync::Condvar,
 }
 
 impl FakeBuilder {
@@ -47,6 +49,12 @@ impl FakeBuilder {
             "v2.0.0-alpha.4".to_owned(),
         );
         Arc::new(b)
+    }
+
+    /// Lets gated builds proceed.
+    pub fn open_gate(&self) {
+        *self.gated.lock().unwrap() = false;
+        self.gate.notify_all();
     }
 
     pub fn last_input(&self) -> PlatformInput {
@@ -77,13 +85,14 @@ impl PlatformBuilder for FakeBuilder {
     }
 
     fn build(&self, dir: &Path) -> Result<BuiltPlatform, KernelError> {
+        {
+            let gated = self.gated.lock().unwrap();
+            let _unused = self
+                .gate
+                .wait_timeout_while(gated, std::time::Duration::from_secs(30), |g| *g)
+                .unwrap();
+        }
         *self.builds.lock().unwrap() += 1;
-        let delay = *self.build_delay.lock().unwrap();
-        #[allow(
-            clippy::disallowed_methods,
-            reason = "build() is a blocking kernel call; the reconciler runs it on spawn_blocking"
-        )]
-        std::thread::sleep(delay);
         if let Some(e) = self.build_error.lock().unwrap().clone() {
             return Err(e);
         }
@@ -146,15 +155,13 @@ impl CatalogAcquirer for FakeAcquirer {
 
 /// A cluster with the CRDs, and a context over fakes.
 pub struct Env {
-    /// Kept alive for the test's duration.
-    #[allow(dead_code)]
+    /// The cluster (kept alive for the test's duration).
     pub emu: kube_emu::Emulator,
     pub client: kube::Client,
     pub builder: Arc<FakeBuilder>,
     pub acquirer: Arc<FakeAcquirer>,
     pub ctx: Arc<Context>,
-    /// Kept alive for the test's duration.
-    #[allow(dead_code)]
+    /// The root of the test's `--platform-dir` (kept alive for the test's duration).
     pub dir: tempfile::TempDir,
 }
 
@@ -184,6 +191,17 @@ pub fn context(
     builder: Arc<FakeBuilder>,
     acquirer: Arc<FakeAcquirer>,
 ) -> Arc<Context> {
+    context_named(client, root, builder, acquirer, "test")
+}
+
+/// A context whose events name `instance` as the reporting instance.
+pub fn context_named(
+    client: &kube::Client,
+    root: &Path,
+    builder: Arc<FakeBuilder>,
+    acquirer: Arc<FakeAcquirer>,
+    instance: &str,
+) -> Arc<Context> {
     let layout = Arc::new(Layout::new(root.join("platform")).unwrap());
     layout.reset().unwrap();
     Arc::new(Context::new(
@@ -192,7 +210,7 @@ pub fn context(
         layout,
         builder,
         acquirer,
-        "test",
+        instance,
     ))
 }
 

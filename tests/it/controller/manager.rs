@@ -116,11 +116,19 @@ async fn restart_recovery_claims_recover_when_a_package_is_recorded() {
     let before_obj = platforms(&env.client).get("cluster").await.unwrap();
     let before = before_obj.metadata.resource_version.clone();
 
-    // The restart: a fresh store and layout; the build is slow so the claim is judged first.
-    let dir = tempfile::tempdir().unwrap();
+    // The restart: a fresh store over the same, non-empty --platform-dir (reset at boot, as
+    // `serve` does); the build waits for the test, so the claim is judged first.
+    let old = env.ctx.store.generated().unwrap();
+    assert!(old.dir.is_dir());
     let builder = FakeBuilder::healthy();
-    *builder.build_delay.lock().unwrap() = Duration::from_millis(1500);
-    let ctx = context(&env.client, dir.path(), builder, env.acquirer.clone());
+    *builder.gated.lock().unwrap() = true;
+    let ctx = context(
+        &env.client,
+        env.dir.path(),
+        builder.clone(),
+        env.acquirer.clone(),
+    );
+    assert!(ctx.layout.packages().unwrap().is_empty(), "reset at boot");
     let run = start(ctx.clone(), None);
     let started = Instant::now();
     let deferred = eventually(10, || async {
@@ -134,12 +142,17 @@ async fn restart_recovery_claims_recover_when_a_package_is_recorded() {
         deferred,
         "the claim defers while the store is empty, accepted untouched"
     );
+    builder.open_gate();
     let recovered = eventually(10, || async {
         let tr = claims(&env.client).get("team-a.k8up").await.unwrap();
         condition(&tr.status.unwrap().conditions, types::READY).is_some_and(|c| c.1 == "Accepted")
     })
     .await;
     assert!(recovered, "recovered without the 30-minute requeue");
+    // The package was regenerated under the same identity.
+    assert_eq!(*builder.builds.lock().unwrap(), 1);
+    assert_eq!(ctx.layout.packages().unwrap(), vec![old.identity]);
+    assert!(old.dir.join("platform.cue").is_file());
     assert!(started.elapsed() < Duration::from_secs(10));
     // The Platform's status did not need to change for the claim to recover.
     let after = platforms(&env.client).get("cluster").await.unwrap();
@@ -242,11 +255,12 @@ async fn leader_election_one_leads_and_the_other_takes_over() {
     };
     let dir_b = tempfile::tempdir().unwrap();
     let builder_b = FakeBuilder::healthy();
-    let ctx_b = context(
+    let ctx_b = context_named(
         &env.client,
         dir_b.path(),
         builder_b.clone(),
         env.acquirer.clone(),
+        "b",
     );
     let a = start(env.ctx.clone(), Some(elector("a")));
     let b = start(ctx_b.clone(), Some(elector("b")));
@@ -258,11 +272,12 @@ async fn leader_election_one_leads_and_the_other_takes_over() {
     );
     // Give the follower a few retry periods: it must not lead too.
     tokio::time::sleep(Duration::from_millis(800)).await;
-    let (leader, follower, follower_builder, leader_builder) = if *a.role.borrow() == Role::Leader {
-        (a, b, builder_b.clone(), env.builder.clone())
-    } else {
-        (b, a, env.builder.clone(), builder_b.clone())
-    };
+    let (leader, follower, follower_builder, leader_ctx, follower_ctx) =
+        if *a.role.borrow() == Role::Leader {
+            (a, b, builder_b.clone(), env.ctx.clone(), ctx_b.clone())
+        } else {
+            (b, a, env.builder.clone(), ctx_b.clone(), env.ctx.clone())
+        };
     assert_eq!(*follower.role.borrow(), Role::Follower, "exactly one leads");
     assert!(
         eventually(10, || async {
@@ -270,12 +285,25 @@ async fn leader_election_one_leads_and_the_other_takes_over() {
         })
         .await
     );
-    assert_eq!(
-        *follower_builder.builds.lock().unwrap(),
-        0,
-        "only the leader reconciles"
+    // Only the leader writes: every event names it. The follower observes: its own store holds
+    // the same package, for the render API of its replica.
+    let leader_instance = if Arc::ptr_eq(&leader_ctx, &env.ctx) {
+        "test"
+    } else {
+        "b"
+    };
+    let evs = events(&env.client, "cluster", "Generated").await;
+    assert_eq!(evs.len(), 1, "one Generated event");
+    assert_eq!(evs[0].reporting_instance.as_deref(), Some(leader_instance));
+    assert!(
+        eventually(10, || async {
+            follower_ctx.store.identity().is_some()
+                && follower_ctx.store.identity() == leader_ctx.store.identity()
+        })
+        .await,
+        "the follower records the same package"
     );
-    assert!(*leader_builder.builds.lock().unwrap() >= 1);
+    let builds_before = *follower_builder.builds.lock().unwrap();
     // Stopping the leader releases the lease; the other takes over within one lease duration.
     leader.shutdown.send_replace(true);
     leader.task.await.unwrap();
@@ -299,7 +327,8 @@ async fn leader_election_one_leads_and_the_other_takes_over() {
     .await;
     assert!(
         eventually(10, || async {
-            *follower_builder.builds.lock().unwrap() >= 1
+            *follower_builder.builds.lock().unwrap() > builds_before
+                && platform_reason(&env.client).await.as_deref() == Some("Generated")
         })
         .await
     );
@@ -370,4 +399,57 @@ async fn a_platform_held_by_a_foreign_finalizer_clears_the_store_when_deleted() 
         .is_some());
     run.shutdown.send_replace(true);
     run.task.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_leader_that_loses_the_lease_stops_its_controllers() {
+    use crds::k8s_openapi::api::coordination::v1::Lease;
+    use kube::api::{Patch, PatchParams};
+    let env = env().await;
+    namespace_only(&env.client, "opm-system").await;
+    let elector = Elector::new(
+        env.client.clone(),
+        "opm-system",
+        crds::LEADER_ELECTION_ID,
+        "a",
+        timing(),
+    );
+    let mut run = start(env.ctx.clone(), Some(elector));
+    run.role.wait_for(|r| *r == Role::Leader).await.unwrap();
+    // Another holder takes the lease (as after a partition): a stops leading.
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), "opm-system");
+    let now = crds::k8s_openapi::jiff::Timestamp::now();
+    leases
+        .patch(
+            crds::LEADER_ELECTION_ID,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {
+                "holderIdentity": "intruder",
+                "renewTime": crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(now),
+                "leaseDurationSeconds": 60,
+            }})),
+        )
+        .await
+        .unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        run.role.wait_for(|r| *r == Role::Follower),
+    )
+    .await
+    .expect("stops leading")
+    .unwrap();
+    // The lease is not released on shutdown: a does not hold it.
+    run.shutdown.send_replace(true);
+    tokio::time::timeout(Duration::from_secs(10), run.task)
+        .await
+        .expect("shuts down")
+        .unwrap();
+    let holder = leases
+        .get(crds::LEADER_ELECTION_ID)
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .holder_identity;
+    assert_eq!(holder.as_deref(), Some("intruder"));
 }

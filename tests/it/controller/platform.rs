@@ -180,7 +180,7 @@ async fn scenario_16_a_missing_pin_keeps_the_last_good_package() {
     let good = env.ctx.store.generated().unwrap();
     *env.builder.generate_error.lock().unwrap() = Some(KernelError::new(
         ErrorClass::Resolution,
-        "x.test/catalogs/ghost@v9: version v9.9.9 does not exist",
+        "resolving platform dependencies: x.test/catalogs/ghost@v9: version v9.9.9 does not exist",
     ));
     patch_spec(
         &api,
@@ -215,7 +215,7 @@ async fn scenario_17_a_build_conflict_records_nothing() {
     create(&platforms(&env.client), plat()).await;
     *env.builder.build_error.lock().unwrap() = Some(KernelError::new(
         ErrorClass::Other,
-        "#registry.\"x.test/catalogs/mini@v0\".version: conflicting values \"0.1.0\" and \"0.1.1\"",
+        "building platform module: #registry.\"x.test/catalogs/mini@v0\".version: conflicting values \"0.1.0\" and \"0.1.1\"",
     ));
     let r = reconcile("cluster", &env.ctx).await.unwrap();
     assert_eq!(r.requeue, Some(THIRTY_MIN));
@@ -373,12 +373,14 @@ async fn scenario_23_network_failures_retry_after_a_minute() {
     create(&platforms(&env.client), plat()).await;
     *env.builder.generate_error.lock().unwrap() = Some(KernelError::new(
         ErrorClass::TransientPull,
-        "x.test/catalogs/mini@v0 at v0.1.0: dial tcp 127.0.0.1:1: connection refused",
+        "resolving platform dependencies: x.test/catalogs/mini@v0 at v0.1.0: dial tcp 127.0.0.1:1: connection refused",
     ));
     let r = reconcile("cluster", &env.ctx).await.unwrap();
     assert_eq!(r.requeue, Some(Duration::from_secs(60)));
-    *env.builder.generate_error.lock().unwrap() =
-        Some(KernelError::new(ErrorClass::Other, "generation failed"));
+    *env.builder.generate_error.lock().unwrap() = Some(KernelError::new(
+        ErrorClass::Other,
+        "generating platform module: generation failed",
+    ));
     let r = reconcile("cluster", &env.ctx).await.unwrap();
     assert_eq!(r.requeue, Some(THIRTY_MIN));
     let (_, reason, msg) = condition(&status(&env).await.conditions, types::READY).unwrap();
