@@ -16,4 +16,5 @@ pub mod inventory;
 pub mod kernel;
 pub mod platform;
 pub mod registry;
+pub mod render;
 pub mod server;

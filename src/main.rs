@@ -25,6 +25,8 @@ enum Command {
     /// Work with CUE modules in OCI registries.
     #[command(subcommand)]
     Module(opm_operator::registry::ModuleCommand),
+    /// Render a module (MODULE@VERSION or a directory) on a platform, offline: YAML or JSON out.
+    Render(opm_operator::render::cli::RenderArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -43,5 +45,15 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Module(cmd) => Ok(opm_operator::registry::run_module_command(cmd)?),
+        Command::Render(args) => match opm_operator::render::cli::run(&args) {
+            Ok((out, warnings)) => {
+                for w in warnings {
+                    eprintln!("warning: {w}");
+                }
+                print!("{out}");
+                Ok(())
+            }
+            Err(e) => Err(anyhow::anyhow!("{e}")),
+        },
     }
 }

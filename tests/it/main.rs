@@ -8,4 +8,5 @@ mod registry_auth;
 mod registry_bad;
 mod registry_cache;
 mod registry_export;
+mod render;
 mod server;
