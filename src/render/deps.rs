@@ -70,9 +70,8 @@ pub fn promote(
             .language_version
             .clone()
             .or_else(|| Some("v0.17.0".to_string())),
-        source_kind: Some("self".to_string()),
+        source: Some(cue::module::SourceKind::SelfFiles),
         deps,
-        other: serde_json::Map::new(),
     }
 }
 
