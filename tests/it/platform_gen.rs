@@ -458,8 +458,7 @@ fn a_closure_that_raises_an_entry_above_its_pin_trips_the_stamp() {
 /// generated platform of the fixtures: for the demo module and the negative modules whose
 /// outcome depends on the platform's transformers (an unmatched component, a demand with no
 /// bucket but an alternative, an optional trait left unhandled), both give the same result or
-/// the same error. (Today the demo module stops at an evaluator gap before matching, identically
-/// on both platforms; see fixtures/opm/README.md. The missing-FQN module reaches matching.)
+/// the same error. The demo renders its three objects; the missing-FQN module fails at matching.
 #[test]
 fn a_generated_platform_renders_like_the_hand_written_one() {
     use opm_operator::kernel::{ModuleRenderer as _, ModuleRequest};
@@ -504,6 +503,10 @@ fn a_generated_platform_renders_like_the_hand_written_one() {
         let on_generated = r.render_module(&req, &built, SkewPolicy::Warn);
         let on_hand = r.render_module(&req, &hand, SkewPolicy::Warn);
         assert_eq!(on_generated, on_hand, "{module}");
+        if module == "demo" {
+            let r = on_generated.as_ref().unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(r.objects.len(), 3, "{r:?}");
+        }
         if module == "missingfqn" {
             let e = on_generated.unwrap_err();
             assert_eq!(e.class, ErrorClass::Resolution, "{e}");
