@@ -5,6 +5,13 @@
 //! [`Layout`], builds it, and records it in the process-local [`Store`]. Renders (and the
 //! TransformerRegistration reconciler) [`Store::lease`] the current record and read its directory.
 //!
+//! # Generation and build (operator-spec.md §3.3–§3.5, §4.1)
+//! [`closure`] computes the platform module's dependency closure over published module files,
+//! [`generate`] writes the deterministic `cue.mod/module.cue` + `platform.cue`, [`build`] loads
+//! the written package (shape-gated) and reads the contract inventory that [`contracts`]
+//! computes; [`PlatformKernel`] implements `kernel::PlatformBuilder` and
+//! `kernel::CatalogAcquirer` over them.
+//!
 //! # Keys
 //! Everything is keyed on [`PackageIdentity`] — `(generation, active-claims digest)`, written
 //! `gen-<N>` or `gen-<N>-<16 hex>` — never on the generation alone. A claim activating at an

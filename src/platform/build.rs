@@ -31,6 +31,9 @@
 //!   `#traits`, `#blueprints` (what the catalog defines). The inventory is computed from that
 //!   plain data by [`super::contracts::inventory`]; a failure there is "reading the platform's
 //!   contract inventory: …" (`Other`).
+//! - In the `#CatalogEntry` shape the core's `#composedTransformers` fold (what renders read) must
+//!   exist and list exactly the transformers of the enabled entries' catalogs; a disagreement is a build
+//!   error naming both lists.
 //! - [`BuiltPlatform`] carries the directory, the deps of the generated module file, the sorted
 //!   FQNs of the composed (enabled) transformers and the inventory: plain data only.
 //!
@@ -390,10 +393,33 @@ fn build_platform(
         });
     }
     let inventory = contracts::inventory(&entries);
-    let transformers = contracts::composed(&entries)
+    let transformers: Vec<String> = contracts::composed(&entries)
         .keys()
         .map(|k| k.to_string())
         .collect();
+    // The schema's own fold must agree with the entries read here (renders read the fold).
+    if shape == RegistryShape::CatalogEntry {
+        let fold = child(&v, def("composedTransformers"))
+            .ok_or_else(|| build_err("the platform has no #composedTransformers"))?;
+        {
+            let mut folded: Vec<String> = fold
+                .fields_where(FieldFilter::data())
+                .into_iter()
+                .filter_map(|f| match f.selector {
+                    Selector::Field(k) => Some(k),
+                    _ => None,
+                })
+                .collect();
+            folded.sort();
+            if folded != transformers {
+                return Err(build_err(format!(
+                    "#composedTransformers lists [{}] but the enabled entries' catalogs carry [{}]",
+                    folded.join(", "),
+                    transformers.join(", ")
+                )));
+            }
+        }
+    }
     Ok(BuiltPlatform {
         dir: dir.to_path_buf(),
         deps,

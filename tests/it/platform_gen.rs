@@ -453,3 +453,68 @@ fn a_closure_that_raises_an_entry_above_its_pin_trips_the_stamp() {
         p.message
     );
 }
+
+/// The render kernel sees a generated and built platform exactly as it sees the hand-written
+/// generated platform of the fixtures: for the demo module and the negative modules whose
+/// outcome depends on the platform's transformers (an unmatched component, a demand with no
+/// bucket but an alternative, an optional trait left unhandled), both give the same result or
+/// the same error. The demo renders its three objects; the missing-FQN module fails at matching.
+#[test]
+fn a_generated_platform_renders_like_the_hand_written_one() {
+    use opm_operator::kernel::{ModuleRenderer as _, ModuleRequest};
+    use opm_operator::platform::SkewPolicy;
+    use opm_operator::render::Renderer;
+
+    let (reg, client) = published();
+    let publisher = reg.client(None);
+    for m in ["unmatched", "missingfqn", "optionaltrait"] {
+        publisher
+            .publish(&opm(&format!("negative/{m}")), "v0.1.0")
+            .unwrap();
+    }
+    let k = kernel(&client, RegistryShape::CatalogEntry);
+    let root = tempfile::tempdir().unwrap();
+    let dir = generate_into(&k, root.path(), 1, &input(&[(MINI, "0.1.0", true)]));
+    let built = k.build(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let hand = opm_operator::kernel::BuiltPlatform {
+        dir: opm("platform/generated"),
+        deps: built.deps.clone(),
+        ..Default::default()
+    };
+    let r = Renderer::new(client.clone()).with_config(cue::Config {
+        max_wall_time: std::time::Duration::from_secs(300),
+        ..cue::Config::default()
+    });
+    let valid: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(opm("values/valid.json")).unwrap()).unwrap();
+    for (module, values) in [
+        ("demo", Some(valid)),
+        ("unmatched", None),
+        ("missingfqn", None),
+        ("optionaltrait", None),
+    ] {
+        let req = ModuleRequest {
+            name: "shop".into(),
+            namespace: "prod".into(),
+            path: format!("fixtures.test/modules/{module}@v0"),
+            version: "v0.1.0".into(),
+            values,
+        };
+        let on_generated = r.render_module(&req, &built, SkewPolicy::Warn);
+        let on_hand = r.render_module(&req, &hand, SkewPolicy::Warn);
+        assert_eq!(on_generated, on_hand, "{module}");
+        if module == "demo" {
+            let r = on_generated.as_ref().unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(r.objects.len(), 3, "{r:?}");
+        }
+        if module == "missingfqn" {
+            let e = on_generated.unwrap_err();
+            assert_eq!(e.class, ErrorClass::Resolution, "{e}");
+            assert!(
+                e.to_string()
+                    .contains("fixtures.test/catalogs/mini/resources/container@v2"),
+                "{e}"
+            );
+        }
+    }
+}
