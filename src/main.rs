@@ -46,15 +46,32 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => {
-            // The kernel is constructed once for the process from the resolved registry. Until
-            // the render kernel lands, its placeholder says so in every condition it causes.
-            use opm_operator::controller::serve::{sidecar, Kernel, KernelNotLinked};
-            // One platform store for the process (the render API, when wired, shares it).
+            // One kernel for the process, built from the resolved registry, and one platform
+            // store shared by the Platform reconciler (records) and the render API (leases).
+            use opm_operator::controller::serve::{sidecar, Kernel};
+            use opm_operator::platform::generate::Generator;
+            use opm_operator::platform::PlatformKernel;
+            use opm_operator::registry::{Mapping, ModuleRegistry, RegistryConfig};
+            use std::sync::Arc;
             let store = opm_operator::platform::Store::new();
-            let sidecar = sidecar(args.controllers, store, |_registry| {
+            let core_module = args.controllers.core_module.clone();
+            let core_version = args.controllers.core_version.clone();
+            let shape = args.controllers.platform_shape.into();
+            let sidecar = sidecar(args.controllers, store, move |resolved| {
+                let mapping = Mapping::parse(&resolved.mapping)?;
+                let registry = Arc::new(ModuleRegistry::new(
+                    RegistryConfig::new(mapping).with_docker_config()?,
+                )?);
+                let platform = Arc::new(PlatformKernel::new(
+                    registry.clone(),
+                    Generator::new(&core_module, &core_version, shape),
+                    cue::Config::default(),
+                ));
+                let renderer = Arc::new(opm_operator::render::Renderer::new(registry));
                 Ok(Kernel {
-                    builder: std::sync::Arc::new(KernelNotLinked),
-                    acquirer: std::sync::Arc::new(KernelNotLinked),
+                    builder: platform.clone(),
+                    acquirer: platform,
+                    renderer: Some(renderer),
                 })
             })?;
             Ok(opm_operator::server::run_with(args.server, Some(sidecar))?)

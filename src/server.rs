@@ -132,9 +132,52 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_reviews: Option<u16>,
 
+    /// How render API callers are checked: `kube` (TokenReview + SubjectAccessReview against
+    /// the cluster) or `none` (no checks; for the embedded dev cluster only, logged as a warning).
+    #[arg(long, value_enum, default_value = "kube", value_name = "MODE")]
+    pub render_auth: RenderAuthMode,
+
+    /// Deadline of one render API request's render, including the wait for a render slot.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub render_timeout: Duration,
+
+    /// Renders of the REST render API running at once (further requests wait for a slot).
+    #[arg(long, default_value = "1", value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_concurrent_renders: u16,
+
     /// Interval of the fallback check of the TLS files (file events are watched too).
     #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub cert_poll_interval: Duration,
+}
+
+/// How the REST render API checks its callers (`--render-auth`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RenderAuthMode {
+    /// TokenReview + SubjectAccessReview (`create` on `moduleinstances/render`).
+    Kube,
+    /// No checks (the embedded dev cluster only).
+    None,
+}
+
+/// What the REST render API needs from the rest of the process: the platform store the Platform
+/// reconciler records into, the render kernel, and the cluster client once `serve` has
+/// connected (for TokenReview/SubjectAccessReview).
+#[derive(Clone)]
+pub struct RenderParts {
+    /// The process's one platform store.
+    pub store: crate::platform::Store<crate::kernel::BuiltPlatform>,
+    /// The render kernel.
+    pub renderer: Arc<dyn crate::kernel::ModuleRenderer>,
+    /// The cluster client, published when connected.
+    pub client: watch::Receiver<Option<kube::Client>>,
+}
+
+impl std::fmt::Debug for RenderParts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RenderParts")
+            .field("store", &self.store)
+            .finish_non_exhaustive()
+    }
 }
 
 /// An address, or none (`0`, `off`).
@@ -394,6 +437,8 @@ pub struct Sidecar {
     /// Runs until its receiver turns true.
     pub run:
         Box<dyn FnOnce(watch::Receiver<bool>) -> futures::future::BoxFuture<'static, ()> + Send>,
+    /// The REST render API's parts, when this process renders.
+    pub render: Option<RenderParts>,
 }
 
 impl std::fmt::Debug for Sidecar {
@@ -419,10 +464,30 @@ async fn serve(args: ServeArgs, sidecar: Option<Sidecar>) -> Result<(), Error> {
         shutdown_grace: args.shutdown_grace,
         render: None,
     };
-    let (register, side_run) = match sidecar {
-        Some(s) => (Some(s.register), Some(s.run)),
-        None => (None, None),
+    let (register, side_run, render) = match sidecar {
+        Some(s) => (Some(s.register), Some(s.run), s.render),
+        None => (None, None, None),
     };
+    let mut settings = settings;
+    settings.render = render.map(|parts| {
+        let auth = match args.render_auth {
+            RenderAuthMode::Kube => render_api::auth::RenderAuth::Pending(parts.client),
+            RenderAuthMode::None => {
+                tracing::warn!(
+                    "--render-auth=none: the REST render API answers anyone who can reach it; \
+                     use it only for the embedded dev cluster"
+                );
+                render_api::auth::RenderAuth::None
+            }
+        };
+        render_api::RenderBackend::new(
+            parts.store,
+            parts.renderer,
+            auth,
+            args.render_timeout,
+            usize::from(args.max_concurrent_renders),
+        )
+    });
     let running = start_with(settings, store, |r| {
         if let Some(register) = register {
             register(r);

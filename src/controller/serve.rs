@@ -28,10 +28,7 @@ use super::context::Context;
 use super::leader::{Elector, Timing, TimingError};
 use super::manager::{self, Role};
 use super::metrics::ControllerMetrics;
-use crate::kernel::{
-    AcquireError, BuiltPlatform, CatalogAcquirer, CatalogInfo, ErrorClass, KernelError,
-    PlatformBuilder, PlatformInput,
-};
+use crate::kernel::{BuiltPlatform, CatalogAcquirer, PlatformBuilder};
 use crate::platform::{Layout, Store};
 use crate::server::{parse_duration, Sidecar};
 
@@ -81,6 +78,47 @@ pub struct ControllerArgs {
     /// registries on ghcr.io with registry.cue.works as the catch-all].
     #[arg(long, value_name = "MAPPING")]
     pub registry: Option<String>,
+
+    /// The OPM core module every generated platform pins (operator-spec §3.3 roots).
+    #[arg(long, default_value = DEFAULT_CORE_MODULE, value_name = "PATH@MAJOR")]
+    pub core_module: String,
+
+    /// The core version pinned (`v`-prefixed SemVer; the library's verified release).
+    #[arg(long, default_value = DEFAULT_CORE_VERSION, value_name = "VERSION")]
+    pub core_version: String,
+
+    /// Shape of the generated `#registry`: `catalog-entry` (operator-spec §3.4, with the
+    /// expected-version tripwire) or `subscription` (cores up to 2.0.0-alpha.4).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "catalog-entry",
+        value_name = "SHAPE"
+    )]
+    pub platform_shape: PlatformShape,
+}
+
+/// The default `--core-module`.
+pub const DEFAULT_CORE_MODULE: &str = "opmodel.dev/core@v2";
+/// The default `--core-version`.
+pub const DEFAULT_CORE_VERSION: &str = "v2.0.0-alpha.4";
+
+/// `--platform-shape`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlatformShape {
+    /// `#CatalogEntry` with the imported catalog (the target shape).
+    CatalogEntry,
+    /// `#Subscription` (`enable`, `version`; catalogs not imported).
+    Subscription,
+}
+
+impl From<PlatformShape> for crate::platform::generate::RegistryShape {
+    fn from(s: PlatformShape) -> Self {
+        match s {
+            PlatformShape::CatalogEntry => Self::CatalogEntry,
+            PlatformShape::Subscription => Self::Subscription,
+        }
+    }
 }
 
 /// Where the registry mapping came from.
@@ -176,40 +214,13 @@ pub struct Kernel {
     pub builder: Arc<dyn PlatformBuilder>,
     /// Catalog acquisition.
     pub acquirer: Arc<dyn CatalogAcquirer>,
+    /// Module rendering for the REST render API (`None`: the route answers 503).
+    pub renderer: Option<Arc<dyn crate::kernel::ModuleRenderer>>,
 }
 
 impl std::fmt::Debug for Kernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Kernel").finish_non_exhaustive()
-    }
-}
-
-/// The kernel of a build that does not link the render kernel yet: every call fails with a
-/// message saying so (Platform `GenerateFailed`, claims `CatalogUnresolved`). Replaced by the real
-/// kernel when `render/` lands (issue 12).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct KernelNotLinked;
-
-/// The message of [`KernelNotLinked`].
-pub const KERNEL_NOT_LINKED: &str =
-    "the render kernel is not linked into this build of opm-operator (issue 12)";
-
-impl PlatformBuilder for KernelNotLinked {
-    fn generate(&self, _input: &PlatformInput) -> Result<Vec<(String, Vec<u8>)>, KernelError> {
-        Err(KernelError::new(ErrorClass::Other, KERNEL_NOT_LINKED))
-    }
-
-    fn build(&self, _dir: &std::path::Path) -> Result<BuiltPlatform, KernelError> {
-        Err(KernelError::new(ErrorClass::Other, KERNEL_NOT_LINKED))
-    }
-}
-
-impl CatalogAcquirer for KernelNotLinked {
-    fn acquire(&self, _path: &str, _version: &str) -> Result<CatalogInfo, AcquireError> {
-        Err(AcquireError::Other(KernelError::new(
-            ErrorClass::Other,
-            KERNEL_NOT_LINKED,
-        )))
     }
 }
 
@@ -298,6 +309,16 @@ pub fn sidecar(
         source,
     })?;
     let kernel = kernel(&registry).map_err(ServeError::Kernel)?;
+    // The render API shares the store and learns the cluster client once `run` has connected.
+    let (connected, client_rx) = watch::channel(None);
+    let render = kernel
+        .renderer
+        .clone()
+        .map(|renderer| crate::server::RenderParts {
+            store: store.clone(),
+            renderer,
+            client: client_rx,
+        });
     let metrics: Arc<Mutex<Option<ControllerMetrics>>> = Arc::default();
     let registered = Arc::clone(&metrics);
     let layout = Arc::new(layout);
@@ -319,10 +340,14 @@ pub fn sidecar(
                     "resolved the module registry"
                 );
                 tracing::info!(platform_dir = %root.display(), "reset the platform directory");
-                run(args, timing, store, layout, kernel, metrics, stop).await;
+                run(
+                    args, timing, store, layout, kernel, metrics, connected, stop,
+                )
+                .await;
             }
             .boxed()
         }),
+        render,
     })
 }
 
@@ -333,6 +358,7 @@ async fn run(
     layout: Arc<Layout>,
     kernel: Kernel,
     metrics: Option<ControllerMetrics>,
+    connected: watch::Sender<Option<kube::Client>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let retry = timing.retry_period.saturating_mul(5);
@@ -344,6 +370,7 @@ async fn run(
         match client(args.kubeconfig.as_ref()).await {
             Ok((client, source)) => {
                 tracing::info!(cluster = %source, "connected to the cluster");
+                connected.send_replace(Some(client.clone()));
                 break client;
             }
             Err(e) => {

@@ -14,7 +14,6 @@ use crds::k8s_openapi::api::coordination::v1::Lease;
 use crds::k8s_openapi::api::core::v1::Namespace;
 use crds::platform::Platform;
 use kube::Api;
-use opm_operator::controller::serve::KERNEL_NOT_LINKED;
 
 use super::common::*;
 
@@ -195,7 +194,7 @@ async fn two_replicas_one_leader_and_a_handover() {
         (b, a)
     };
     assert_eq!(leader_id, leader.identity());
-    // The leader reconciles: the Platform fails with the placeholder kernel's message, and every
+    // The leader reconciles: the Platform fails with the real kernel's closure error, and every
     // event comes from the leader.
     create(&platforms(&env.client), Platform::test().without_catalogs()).await;
     assert!(
@@ -206,13 +205,19 @@ async fn two_replicas_one_leader_and_a_handover() {
                 .ok()
                 .and_then(|p| p.status)
                 .and_then(|s| condition(&s.conditions, crds::conditions::types::READY))
-                .is_some_and(|c| c.1 == "GenerateFailed" && c.2.contains(KERNEL_NOT_LINKED))
+                .is_some_and(|c| {
+                    // The real kernel against a registry nobody listens on: a transient closure
+                    // failure naming the core module it could not resolve.
+                    c.1 == "BuildFailed"
+                        && c.2.contains("resolving platform dependencies")
+                        && c.2.contains("opmodel.dev/core@v2")
+                })
         })
         .await,
         "leader: {}",
         leader.log()
     );
-    let evs = events(&env.client, "cluster", "GenerateFailed").await;
+    let evs = events(&env.client, "cluster", "BuildFailed").await;
     assert_eq!(evs.len(), 1);
     assert_eq!(
         evs[0].reporting_instance.as_deref(),
@@ -227,7 +232,7 @@ async fn two_replicas_one_leader_and_a_handover() {
     // server's own, with its Platform reconcile counted.
     assert_eq!(leader_id, a_id, "a started first and holds the lease");
     // The counter is bumped just after the status write the test saw: poll until it shows.
-    let counted = r#"opm_controller_reconcile_total{kind="Platform",name="cluster",namespace="",outcome="failed_stalled"}"#;
+    let counted = r#"opm_controller_reconcile_total{kind="Platform",name="cluster",namespace="",outcome="failed_transient"}"#;
     let mut text = String::new();
     for _ in 0..100 {
         text = get_metrics(metrics_port).await;
@@ -238,7 +243,7 @@ async fn two_replicas_one_leader_and_a_handover() {
     }
     for series in [
         "# TYPE opm_controller_reconcile_total counter",
-        r#"opm_controller_reconcile_total{kind="Platform",name="cluster",namespace="",outcome="failed_stalled"}"#,
+        r#"opm_controller_reconcile_total{kind="Platform",name="cluster",namespace="",outcome="failed_transient"}"#,
         "# TYPE http_requests_in_flight gauge",
     ] {
         assert!(text.contains(series), "{series} missing:\n{text}");
