@@ -75,6 +75,39 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// A hash map with a fast non-cryptographic hash (multiply-rotate, as rustc's FxHash) for the
+/// evaluator's internal keys (ids, spans, pointers), which no outside input chooses freely.
+type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHasher>>;
+
+/// The hasher of [`FastMap`].
+#[derive(Default, Clone, Copy)]
+struct FastHasher(u64);
+
+impl std::hash::Hasher for FastHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut buf = [0u8; 8];
+            buf[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(buf));
+        }
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+}
+
 /// Most ancestors sharing a value (see `Ev::shareable`) a vertex may have and still share one.
 const MAX_SHARED_DEPTH: usize = 64;
 
@@ -270,7 +303,7 @@ pub struct Vertex {
     dyn_fields: Vec<PendingField>,
     patterns: Vec<(VId, Conj, Option<Arc<Env>>)>,
     groups: Vec<Group>,
-    group_of: HashMap<u32, usize>,
+    group_of: FastMap<u32, usize>,
     list: Option<ListState>,
     not_allowed: bool,
     dirty: bool,
@@ -298,7 +331,7 @@ pub struct Vertex {
     shared: bool,
     /// The conjuncts processed into this vertex, by identity (see [`ConjKey`]), with their
     /// closedness and, for a disjunction, its index among the vertex's disjunctions.
-    seen: HashMap<ConjKey, Vec<SeenConj>>,
+    seen: FastMap<ConjKey, Vec<SeenConj>>,
 }
 
 /// The identity of a conjunct: what its expression is (a struct or list literal by its node, a
@@ -369,7 +402,7 @@ impl Vertex {
             dyn_fields: Vec::new(),
             patterns: Vec::new(),
             groups: Vec::new(),
-            group_of: HashMap::new(),
+            group_of: FastMap::default(),
             list: None,
             not_allowed: false,
             dirty: false,
@@ -383,7 +416,7 @@ impl Vertex {
             bound_spans: Vec::new(),
             unmet: None,
             shared: false,
-            seen: HashMap::new(),
+            seen: FastMap::default(),
         }
     }
 }
@@ -432,7 +465,7 @@ pub struct Ev {
     next_close: u32,
     weak_ids: HashSet<u32>,
     nonrec_ids: HashSet<u32>,
-    let_cache: HashMap<(u64, u32), VId>,
+    let_cache: FastMap<(u64, u32), VId>,
     /// The list argument of an `and`/`or` call, by environment and call position: each disjunct
     /// of a vertex processes the call again, and must not rebuild a long list every time.
     call_list_cache: HashMap<(u64, u32, u32, u32), Val>,
@@ -445,12 +478,12 @@ pub struct Ev {
     regex_cache: HashMap<String, Result<Arc<regex::Regex>, String>>,
     stack_base: usize,
     /// Canonical identity of each environment made here, by environment id.
-    env_canon: HashMap<u64, u64>,
+    env_canon: FastMap<u64, u64>,
     /// Set by a validator check whose failure is not final (`matchN` over schemas the value
     /// may still match once its missing required fields are set): the failure is incomplete.
     pub(crate) validator_incomplete: bool,
     /// Canonical identities by shape.
-    env_shapes: HashMap<EnvShape, u64>,
+    env_shapes: FastMap<EnvShape, u64>,
     /// Work counters (printed to stderr when the evaluator is dropped and `CUE_EVAL_STATS` is
     /// set): where evaluation time goes on a real workload.
     pub stats: Stats,
@@ -533,7 +566,7 @@ impl Ev {
             next_close: 0,
             weak_ids: HashSet::new(),
             nonrec_ids: HashSet::new(),
-            let_cache: HashMap::new(),
+            let_cache: FastMap::default(),
             call_list_cache: HashMap::new(),
             packages: HashMap::new(),
             in_progress: Vec::new(),
@@ -541,8 +574,8 @@ impl Ev {
             tainted: Vec::new(),
             regex_cache: HashMap::new(),
             stack_base: 0,
-            env_canon: HashMap::new(),
-            env_shapes: HashMap::new(),
+            env_canon: FastMap::default(),
+            env_shapes: FastMap::default(),
             validator_incomplete: false,
             stats: Stats::default(),
         }
