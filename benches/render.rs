@@ -1,0 +1,196 @@
+//! Render benchmark (issue 13 "Done when"): the platform build time, the per-render fixed cost
+//! of the demo module, a generated 129-component module, and peak RSS. Run by hand, not in CI:
+//!
+//!     cargo bench -p opm-operator --bench render
+//!
+//! The fixture modules (fixtures/opm) and the generated module are published into an OCI layout
+//! in a temp dir and read through the on-disk module cache, as the operator does; every render
+//! is a full render (own runtime, pull from the cache, build, match, execute). Goal (issue 13):
+//! the 129-component render under 180 ms and under 100 MB.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a benchmark binary fails loudly"
+)]
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cue::module::{DirFs, Registry, Target};
+use cue::path::{Path as CuePath, Selector};
+use opm_operator::kernel::{BuiltPlatform, ModuleRequest};
+use opm_operator::platform::SkewPolicy;
+use opm_operator::registry::modfile::ModuleFile;
+use opm_operator::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
+use opm_operator::render::Renderer;
+
+const MODULES: &[&str] = &["core", "kube", "mini", "gateway", "demo"];
+
+fn opm() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/opm")
+}
+
+/// A module with `n` components: odd ones stateless workloads, even ones configs.
+fn write_big_module(dir: &Path, n: usize) {
+    std::fs::create_dir_all(dir.join("cue.mod")).unwrap();
+    std::fs::write(
+        dir.join("cue.mod/module.cue"),
+        "module: \"fixtures.test/modules/big@v0\"\nlanguage: version: \"v0.17.0\"\nsource: kind: \"self\"\n\
+         deps: {\n\t\"fixtures.test/catalogs/mini@v0\": v: \"v0.1.0\"\n\t\"fixtures.test/core@v0\": v: \"v0.1.0\"\n\
+         \t\"fixtures.test/x/kube@v0\": {v: \"v0.1.0\", default: true}\n}\n",
+    )
+    .unwrap();
+    let mut s = String::from(
+        "package big\n\nimport (\n\tc \"fixtures.test/core@v0\"\n\tbp \"fixtures.test/catalogs/mini/blueprints\"\n\
+         \tres \"fixtures.test/catalogs/mini/resources\"\n)\n\nc.#Module\n\n\
+         metadata: {\n\tmodulePath: \"fixtures.test/modules/big@v0\"\n\tname: \"big\"\n\tversion: \"0.1.0\"\n}\n\n\
+         #config: {\n\ttag: string | *\"1.0.0\"\n\treplicas: int & >=1 & <=10 | *2\n}\n\n#components: {\n",
+    );
+    for i in 0..n {
+        if i % 2 == 0 {
+            writeln!(
+                s,
+                "\t\"web-{i}\": bp.#Stateless & {{spec: stateless: {{container: {{image: {{repository: \"registry.fixtures.test/web-{i}\", tag: #config.tag}}, ports: http: port: 8080, env: N: value: \"{i}\"}}, scaling: count: #config.replicas}}}}"
+            )
+            .unwrap();
+        } else {
+            writeln!(
+                s,
+                "\t\"conf-{i}\": res.#Configs & {{spec: configs: {{main: data: {{key: \"v{i}\"}}, frozen: {{immutable: true, data: {{a: \"{i}\"}}}}}}}}"
+            )
+            .unwrap();
+        }
+    }
+    s.push_str("}\n");
+    std::fs::write(dir.join("module.cue"), s).unwrap();
+}
+
+fn platform() -> BuiltPlatform {
+    let dir = opm().join("platform/generated");
+    let mf = ModuleFile::parse(&std::fs::read(dir.join("cue.mod/module.cue")).unwrap()).unwrap();
+    BuiltPlatform {
+        dir,
+        deps: mf
+            .deps
+            .iter()
+            .map(|(p, d)| (p.clone(), d.version.clone()))
+            .collect::<BTreeMap<_, _>>(),
+        ..BuiltPlatform::default()
+    }
+}
+
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let tmp = tempfile::tempdir().unwrap();
+    let layout = tmp.path().join("layout");
+    let publisher = ModuleRegistry::new(RegistryConfig::new(Mapping::single(Location::Layout {
+        dir: layout.clone(),
+    })))
+    .unwrap();
+    for m in MODULES {
+        publisher.publish(&opm().join(m), "v0.1.0").unwrap();
+    }
+    let big = tmp.path().join("big");
+    write_big_module(&big, 129);
+    publisher.publish(&big, "v0.1.0").unwrap();
+
+    let mut cfg = RegistryConfig::new(Mapping::single(Location::Layout { dir: layout }));
+    cfg.cache_dir = Some(tmp.path().join("cache"));
+    let registry: Arc<dyn Registry> = Arc::new(ModuleRegistry::new(cfg).unwrap());
+    let config = cue::Config {
+        max_wall_time: Duration::from_secs(600),
+        ..cue::Config::default()
+    };
+    let renderer = Renderer::new(registry.clone()).with_config(config.clone());
+    let p = platform();
+
+    // Platform build: load and evaluate the generated platform module and its composed
+    // transformers (what the platform builder does before reading the inventory).
+    let mut builds = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let rt = cue::Runtime::new(config.clone());
+        let fs = DirFs::new(&p.dir);
+        let v = rt
+            .build_module(&fs, &Target::Dir(String::new()), Some(registry.as_ref()))
+            .unwrap_or_else(|d| panic!("platform build: {}", rt.render(&d)));
+        let composed = v
+            .lookup_path(&CuePath::new(vec![Selector::Definition(
+                "#composedTransformers".into(),
+            )]))
+            .unwrap();
+        for f in composed.fields_where(cue::FieldFilter::data()) {
+            f.value.validate(false).unwrap();
+        }
+        builds.push(t.elapsed());
+    }
+    println!(
+        "platform build (generated, mini): median {:?}",
+        median(builds)
+    );
+
+    let values: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(opm().join("values/valid.json")).unwrap())
+            .unwrap();
+    let demo = ModuleRequest {
+        name: "shop".into(),
+        namespace: "prod".into(),
+        path: "fixtures.test/modules/demo@v0".into(),
+        version: "v0.1.0".into(),
+        values: Some(values),
+    };
+    let mut times = Vec::new();
+    for _ in 0..10 {
+        let t = Instant::now();
+        let r = renderer.render(&demo, &p, SkewPolicy::Warn).unwrap();
+        times.push(t.elapsed());
+        assert_eq!(r.objects.len(), 3);
+    }
+    println!(
+        "demo render (2 components, 3 objects): median {:?}",
+        median(times)
+    );
+
+    let bigreq = ModuleRequest {
+        name: "big".into(),
+        namespace: "prod".into(),
+        path: "fixtures.test/modules/big@v0".into(),
+        version: "v0.1.0".into(),
+        values: None,
+    };
+    let mut times = Vec::new();
+    let mut objects = 0;
+    for _ in 0..3 {
+        let t = Instant::now();
+        let r = renderer
+            .render(&bigreq, &p, SkewPolicy::Warn)
+            .unwrap_or_else(|e| panic!("big: {e}"));
+        times.push(t.elapsed());
+        objects = r.objects.len();
+    }
+    println!(
+        "129-component render ({objects} objects): median {:?}",
+        median(times)
+    );
+    println!("peak RSS: {} MiB", peak_rss_kib() / 1024);
+}

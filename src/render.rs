@@ -1,0 +1,628 @@
+//! The render kernel: OPM modules in, Kubernetes objects out (render-spec.md §1; operator-spec.md
+//! §2.0 `ModuleRenderer`; DESIGN.md §3).
+//!
+//! Pipeline of one render ([`Renderer::render`]), each step in its own part:
+//! 1. **Acquire and stage** (`stage`, render-spec §1.2–§1.3): pull `path@version` through the
+//!    registry, stage it in memory as the main module of the render build with the promoted deps
+//!    (`deps`), synthesize the instance package (values as JSON data) and the render glue, and
+//!    build once, in a fresh [`cue::Runtime`] bounded by the renderer's [`cue::Config`].
+//! 2. **Shape gate and identity** (§1.2 steps 3–4): the module's root package must have `kind`
+//!    concretely `"Module"` and concrete `metadata.{name, modulePath, version}`; `modulePath` must
+//!    equal the requested path and `version` the tag without its `v` ([`Error::Identity`]).
+//! 3. **Skew** (§1.7, D7/D18): the module's own requirements against the platform's tidied list;
+//!    newer → a warning (Warn) or [`Error::Skew`] (Refuse).
+//! 4. **Instance** (§1.3): the whole instance validates concretely; problems under `values` are
+//!    [`Error::Values`] (each names `values.<path>` and the positions of the schema constraint and
+//!    the value), others [`Error::Instance`]; then the metadata is decoded.
+//! 5. **Match** (`matcher`, §1.6, D28): in Rust over the build (the choice and its reason are in
+//!    the `matcher` docs).
+//! 6. **Execute** (§1.6–§1.8): for each pair sorted by (component, transformer FQN), the glue's
+//!    `_opmPair` is evaluated with the component and the transformer; a struct output is one
+//!    object, a list one object per element (an empty list none), anything else an error; each
+//!    pair's output must be concrete. All pair failures are reported together.
+//! 7. **Result**: objects (JSON in CUE field order) with provenance, inventory entries
+//!    (`inventory::entries_of`), warnings, required contracts (sorted, unique) and the render
+//!    digest (`inventory::render_digest`, operator-spec §6.1).
+//!
+//! Renders share nothing: each has its own runtime, and the evaluator runs on a thread of the
+//! render's own with a stack sized from the config, so callers may call from `spawn_blocking`.
+//! An exceeded limit anywhere is [`Error::Limit`] (class `Timeout`).
+//!
+//! ModulePackage renders ([`Renderer::render_package`], `kernel::PackageRenderer`) stage the
+//! authored instance package directory as the main module instead of a pulled module, gate on
+//! `kind: "ModuleInstance"` ([`Error::UnsupportedKind`]), and share steps 3–7.
+//!
+//! Known gaps (written down, not hidden): the promotion invariant check (an OPM path resolving off the roots) is
+//! not checked beyond "the platform wins every shared path"; the context is built the alpha.4 way
+//! (instance and component metadata + runtime name), not by a D12 projection in core.
+
+pub mod cli;
+pub mod deps;
+pub mod error;
+pub mod matcher;
+pub mod stage;
+
+use std::sync::Arc;
+
+use cue::module::Registry;
+use cue::path::{Path, Selector};
+use cue::{Diagnostic, Runtime, Value};
+
+pub use error::{Demand, DemandReason, Error, IdentityField, PairFailure};
+
+use crate::kernel::{
+    BuiltPlatform, InstanceRef, KernelError, ModuleRenderer, ModuleRequest, PackageRenderer,
+    Problem, RenderResult, RenderedObject, SourcePos, RUNTIME_NAME,
+};
+use crate::platform::SkewPolicy;
+
+/// Renders modules on built platforms. Cheap to clone; holds no evaluation state.
+#[derive(Clone)]
+pub struct Renderer {
+    registry: Arc<dyn Registry>,
+    config: cue::Config,
+    runtime_name: String,
+}
+
+impl std::fmt::Debug for Renderer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Renderer")
+            .field("config", &self.config)
+            .field("runtime_name", &self.runtime_name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Diagnostics as [`Problem`]s with resolved positions.
+pub(crate) fn problems_of(rt: &Runtime, diags: &[Diagnostic]) -> Vec<Problem> {
+    rt.reports(diags)
+        .into_iter()
+        .map(|r| Problem {
+            path: r.path,
+            message: r.message,
+            positions: r
+                .primary
+                .into_iter()
+                .chain(r.related)
+                .map(|p| SourcePos {
+                    file: p.file,
+                    line: u32::try_from(p.line).unwrap_or(u32::MAX),
+                    column: u32::try_from(p.column).unwrap_or(u32::MAX),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+fn def(name: &str) -> Selector {
+    Selector::Definition(name.to_string())
+}
+
+fn field(name: &str) -> Selector {
+    Selector::Field(name.to_string())
+}
+
+/// The instance metadata the kernel decodes (render-spec §1.3).
+#[derive(Debug, Clone, serde::Deserialize)]
+struct InstanceMeta {
+    name: String,
+    namespace: String,
+    fqn: String,
+    uuid: String,
+    #[serde(default)]
+    labels: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default)]
+    annotations: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// The component metadata the context carries.
+#[derive(Debug, Clone, serde::Deserialize)]
+struct ComponentMeta {
+    name: String,
+    #[serde(default)]
+    labels: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default)]
+    annotations: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// `{k: v}` with the optional maps only when present.
+fn meta_json(
+    base: Vec<(&str, serde_json::Value)>,
+    labels: &Option<serde_json::Map<String, serde_json::Value>>,
+    annotations: &Option<serde_json::Map<String, serde_json::Value>>,
+) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    for (k, v) in base {
+        m.insert(k.to_string(), v);
+    }
+    if let Some(l) = labels {
+        m.insert("labels".into(), serde_json::Value::Object(l.clone()));
+    }
+    if let Some(a) = annotations {
+        m.insert("annotations".into(), serde_json::Value::Object(a.clone()));
+    }
+    serde_json::Value::Object(m)
+}
+
+impl Renderer {
+    /// A renderer pulling modules through `registry`, with default limits and the operator's
+    /// runtime name.
+    pub fn new(registry: Arc<dyn Registry>) -> Renderer {
+        Renderer {
+            registry,
+            config: cue::Config::default(),
+            runtime_name: RUNTIME_NAME.to_string(),
+        }
+    }
+
+    /// Sets the evaluation limits of every render.
+    pub fn with_config(mut self, config: cue::Config) -> Renderer {
+        self.config = config;
+        self
+    }
+
+    /// Sets the runtime name stamped as `app.kubernetes.io/managed-by`.
+    pub fn with_runtime_name(mut self, name: impl Into<String>) -> Renderer {
+        self.runtime_name = name.into();
+        self
+    }
+
+    /// Renders `req` on `platform` (see the module docs for the pipeline).
+    pub fn render(
+        &self,
+        req: &ModuleRequest,
+        platform: &BuiltPlatform,
+        skew: SkewPolicy,
+    ) -> Result<RenderResult, Error> {
+        if platform.dir.as_os_str().is_empty() {
+            return Err(Error::PlatformNotReady);
+        }
+        let stack = self.config.max_stack_bytes.saturating_add(8 << 20);
+        std::thread::scope(|s| {
+            let h = std::thread::Builder::new()
+                .name("opm-render".into())
+                .stack_size(stack)
+                .spawn_scoped(s, || self.render_here(req, platform, skew))
+                .map_err(|e| Error::Thread(e.to_string()))?;
+            h.join()
+                .map_err(|_| Error::Thread("the render thread panicked".into()))?
+        })
+    }
+
+    fn render_here(
+        &self,
+        req: &ModuleRequest,
+        platform: &BuiltPlatform,
+        skew: SkewPolicy,
+    ) -> Result<RenderResult, Error> {
+        let coord = stage::coordinate(&req.path, &req.version);
+        let t0 = std::time::Instant::now();
+        let mark = |what: &str| tracing::debug!(elapsed = ?t0.elapsed(), module = %req.path, "render: {what}");
+        let staged = stage::stage(&self.registry, req, platform, self.config.clone())?;
+        mark("built");
+        let rt = &staged.rt;
+        let root = &staged.root;
+        let classify = |d: &[Diagnostic], make: &dyn Fn(Vec<Problem>) -> Error| {
+            stage::classify(rt, &coord, d, make)
+        };
+
+        // Shape gate and identity.
+        let module = root
+            .lookup_path(&Path::new(vec![def("#module")]))
+            .ok_or_else(|| Error::Shape {
+                coordinate: coord.clone(),
+                message: "the root package is missing".into(),
+            })?;
+        let text = |p: &[&str]| -> Result<String, Error> {
+            let path = Path::new(p.iter().map(|s| field(s)).collect());
+            let shown = p.join(".");
+            let v = module.lookup_path(&path).ok_or_else(|| Error::Shape {
+                coordinate: coord.clone(),
+                message: format!("{shown} is missing"),
+            })?;
+            match v.to_json_value() {
+                Ok(serde_json::Value::String(s)) => Ok(s),
+                Ok(other) => Err(Error::Shape {
+                    coordinate: coord.clone(),
+                    message: format!("{shown} is {other}, not a string"),
+                }),
+                Err(d) => {
+                    if d.iter().any(|x| x.code == cue::DiagCode::Limit) {
+                        return Err(classify(&d, &|_| Error::Thread(String::new())));
+                    }
+                    Err(Error::Shape {
+                        coordinate: coord.clone(),
+                        message: format!(
+                            "{shown} is not concrete: {}",
+                            d.first().map_or("", |x| x.message.as_str())
+                        ),
+                    })
+                }
+            }
+        };
+        let kind = text(&["kind"])?;
+        if kind != "Module" {
+            return Err(Error::Shape {
+                coordinate: coord.clone(),
+                message: format!("kind is {kind:?}, not \"Module\""),
+            });
+        }
+        text(&["metadata", "name"])?;
+        let declared_path = text(&["metadata", "modulePath"])?;
+        let declared_version = text(&["metadata", "version"])?;
+        if declared_path != req.path {
+            return Err(Error::Identity {
+                coordinate: coord,
+                field: IdentityField::Path,
+                declared: declared_path,
+                fetched: req.path.clone(),
+            });
+        }
+        let tag = req.version.strip_prefix('v').unwrap_or(&req.version);
+        if declared_version != tag {
+            return Err(Error::Identity {
+                coordinate: coord,
+                field: IdentityField::Version,
+                declared: declared_version,
+                fetched: tag.to_string(),
+            });
+        }
+
+        mark("gated");
+        self.finish(&staged, &coord, platform, skew, &declared_version)
+    }
+
+    /// The common tail of module and package renders: skew, instance validation, match,
+    /// execute, result.
+    fn finish(
+        &self,
+        staged: &stage::Staged,
+        coord: &str,
+        platform: &BuiltPlatform,
+        skew: SkewPolicy,
+        declared_version: &str,
+    ) -> Result<RenderResult, Error> {
+        let coord = coord.to_string();
+        let rt = &staged.rt;
+        let root = &staged.root;
+        let t0 = std::time::Instant::now();
+        let mark = |what: &str| tracing::debug!(elapsed = ?t0.elapsed(), module = %coord, "render: {what}");
+        // Skew.
+        let mut warnings = Vec::new();
+        let platform_deps = if platform.deps.is_empty() {
+            None
+        } else {
+            Some(&platform.deps)
+        };
+        if let Some(pd) = platform_deps {
+            for f in deps::skew(&staged.module_file, pd) {
+                match skew {
+                    SkewPolicy::Refuse => {
+                        return Err(Error::Skew {
+                            coordinate: coord,
+                            dep: f.dep,
+                            module_version: f.module_version,
+                            platform_version: f.platform_version,
+                        })
+                    }
+                    SkewPolicy::Warn => warnings.push(format!(
+                        "module {coord} requires {} {}, newer than the platform's {}",
+                        f.dep, f.module_version, f.platform_version
+                    )),
+                }
+            }
+        }
+
+        // Instance concreteness, values first.
+        let instance = root
+            .lookup_path(&Path::new(vec![def("#instance")]))
+            .ok_or_else(|| Error::Instance {
+                coordinate: coord.clone(),
+                problems: Vec::new(),
+            })?;
+        if let Err(d) = instance.validate(true) {
+            let problems = problems_of(rt, &d);
+            if d.iter().any(|x| x.code == cue::DiagCode::Limit) {
+                return Err(Error::Limit {
+                    coordinate: coord,
+                    problems,
+                });
+            }
+            let strip = |p: &str| p.strip_prefix("#instance.").unwrap_or(p).to_string();
+            let mut problems: Vec<Problem> = problems
+                .into_iter()
+                .map(|mut p| {
+                    p.path = strip(&p.path);
+                    p
+                })
+                .collect();
+            let is_values = |p: &Problem| p.path == "values" || p.path.starts_with("values.");
+            if problems.iter().any(is_values) {
+                problems.retain(is_values);
+                return Err(Error::Values {
+                    coordinate: coord,
+                    problems,
+                });
+            }
+            return Err(Error::Instance {
+                coordinate: coord,
+                problems,
+            });
+        }
+        let meta: InstanceMeta = instance
+            .lookup_path(&Path::new(vec![field("metadata")]))
+            .ok_or_else(|| Error::Instance {
+                coordinate: coord.clone(),
+                problems: Vec::new(),
+            })?
+            .decode()
+            .map_err(|e| Error::Instance {
+                coordinate: coord.clone(),
+                problems: vec![Problem {
+                    path: "metadata".into(),
+                    message: e.to_string(),
+                    positions: Vec::new(),
+                }],
+            })?;
+        let instance_label = format!("{}/{}", meta.namespace, meta.name);
+        mark("instance validated");
+
+        // Match.
+        let comps_v = instance
+            .lookup_path(&Path::new(vec![field("components")]))
+            .ok_or_else(|| Error::Instance {
+                coordinate: coord.clone(),
+                problems: Vec::new(),
+            })?;
+        let composed = root
+            .lookup_path(&Path::new(vec![def("#transformers")]))
+            .ok_or_else(|| Error::Platform {
+                dir: platform.dir.display().to_string(),
+                message: "the platform has no #composedTransformers".into(),
+                problems: Vec::new(),
+            })?;
+        let comps = matcher::components(&comps_v);
+        let tfs = matcher::transformers(&composed);
+        let m = matcher::match_all(&comps, &tfs);
+        warnings.extend(m.warnings);
+        mark("matched");
+        if !m.demands.is_empty() || !m.unmatched.is_empty() {
+            return Err(Error::Resolution {
+                instance: instance_label,
+                demands: m.demands,
+                unmatched: m.unmatched,
+            });
+        }
+
+        // Execute.
+        let instance_meta = meta_json(
+            vec![
+                ("name", meta.name.clone().into()),
+                ("namespace", meta.namespace.clone().into()),
+                ("fqn", meta.fqn.clone().into()),
+                ("version", declared_version.into()),
+                ("uuid", meta.uuid.clone().into()),
+            ],
+            &meta.labels,
+            &meta.annotations,
+        );
+        let mut component_meta = std::collections::BTreeMap::new();
+        for c in &comps {
+            let cm: ComponentMeta = c
+                .value
+                .lookup_path(&Path::new(vec![field("metadata")]))
+                .ok_or_else(|| Error::Instance {
+                    coordinate: coord.clone(),
+                    problems: Vec::new(),
+                })?
+                .decode()
+                .map_err(|e| Error::Instance {
+                    coordinate: coord.clone(),
+                    problems: vec![Problem {
+                        path: format!("components.{}.metadata", c.name),
+                        message: e.to_string(),
+                        positions: Vec::new(),
+                    }],
+                })?;
+            let j = meta_json(
+                vec![("name", cm.name.clone().into())],
+                &cm.labels,
+                &cm.annotations,
+            );
+            component_meta.insert(c.name.clone(), j);
+        }
+        let mut objects = Vec::new();
+        let mut failures = Vec::new();
+        for (c, t) in &m.pairs {
+            let expr = stage::pair_expr(
+                c,
+                t,
+                &self.runtime_name,
+                &instance_meta,
+                component_meta.get(c).unwrap_or(&serde_json::Value::Null),
+            );
+            mark(&format!("executing {c} x {t}"));
+            match execute(rt, root, &expr) {
+                Ok(objs) => objects.extend(objs.into_iter().map(|object| RenderedObject {
+                    object,
+                    component: c.clone(),
+                    transformer: t.clone(),
+                })),
+                Err(Exec::Limit(d)) => {
+                    return Err(Error::Limit {
+                        coordinate: coord,
+                        problems: problems_of(rt, &d),
+                    })
+                }
+                Err(Exec::Failed(message, d)) => failures.push(PairFailure {
+                    component: c.clone(),
+                    transformer: t.clone(),
+                    message,
+                    problems: problems_of(rt, &d),
+                }),
+            }
+        }
+        if !failures.is_empty() {
+            return Err(Error::Execute {
+                instance: instance_label,
+                failures,
+            });
+        }
+        let values: Vec<&serde_json::Value> = objects.iter().map(|o| &o.object).collect();
+        let inventory =
+            crate::inventory::entries_of(values.iter().copied()).map_err(|e| Error::Output {
+                coordinate: coord.clone(),
+                message: e.to_string(),
+            })?;
+        let digest = crate::inventory::render_digest(values.iter().copied());
+        Ok(RenderResult {
+            instance: InstanceRef {
+                name: meta.name,
+                namespace: meta.namespace,
+                fqn: meta.fqn,
+                uuid: meta.uuid,
+            },
+            objects,
+            inventory,
+            warnings,
+            required_contracts: m.required_contracts,
+            digest,
+        })
+    }
+}
+
+impl Renderer {
+    /// Renders an authored instance package in `dir` (ModulePackage): gated on
+    /// `kind: "ModuleInstance"` (else [`Error::UnsupportedKind`]), then the common tail.
+    pub fn render_package(
+        &self,
+        dir: &std::path::Path,
+        platform: &BuiltPlatform,
+        skew: SkewPolicy,
+    ) -> Result<RenderResult, Error> {
+        if platform.dir.as_os_str().is_empty() {
+            return Err(Error::PlatformNotReady);
+        }
+        let stack = self.config.max_stack_bytes.saturating_add(8 << 20);
+        std::thread::scope(|s| {
+            let h = std::thread::Builder::new()
+                .name("opm-render".into())
+                .stack_size(stack)
+                .spawn_scoped(s, || self.render_package_here(dir, platform, skew))
+                .map_err(|e| Error::Thread(e.to_string()))?;
+            h.join()
+                .map_err(|_| Error::Thread("the render thread panicked".into()))?
+        })
+    }
+
+    fn render_package_here(
+        &self,
+        dir: &std::path::Path,
+        platform: &BuiltPlatform,
+        skew: SkewPolicy,
+    ) -> Result<RenderResult, Error> {
+        let shown = dir.display().to_string();
+        let staged = stage::stage_package(&self.registry, dir, platform, self.config.clone())?;
+        let instance = staged
+            .root
+            .lookup_path(&Path::new(vec![def("#instance")]))
+            .ok_or_else(|| Error::UnsupportedKind {
+                dir: shown.clone(),
+                message: "the root package is missing".into(),
+            })?;
+        let kind = instance
+            .lookup_path(&Path::new(vec![field("kind")]))
+            .map(|k| k.to_json_value());
+        match kind {
+            Some(Ok(serde_json::Value::String(k))) if k == "ModuleInstance" => {}
+            Some(Ok(other)) => {
+                return Err(Error::UnsupportedKind {
+                    dir: shown,
+                    message: format!("kind is {other}, not \"ModuleInstance\""),
+                })
+            }
+            _ => {
+                return Err(Error::UnsupportedKind {
+                    dir: shown,
+                    message: "kind is missing or not concrete".into(),
+                })
+            }
+        }
+        let version = instance
+            .lookup_path(&Path::new(vec![def("#moduleMetadata"), field("version")]))
+            .and_then(|v| v.to_json_value().ok())
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .ok_or_else(|| Error::UnsupportedKind {
+                dir: shown.clone(),
+                message: "the instance's module has no concrete metadata.version".into(),
+            })?;
+        self.finish(&staged, &shown, platform, skew, &version)
+    }
+}
+
+impl PackageRenderer for Renderer {
+    fn render_package(
+        &self,
+        dir: &std::path::Path,
+        platform: &BuiltPlatform,
+        skew: SkewPolicy,
+    ) -> Result<RenderResult, KernelError> {
+        Renderer::render_package(self, dir, platform, skew).map_err(KernelError::from)
+    }
+}
+
+/// Why one pair failed.
+enum Exec {
+    Limit(Vec<Diagnostic>),
+    Failed(String, Vec<Diagnostic>),
+}
+
+/// Evaluates one pair's output and splits it into objects.
+fn execute(rt: &Runtime, root: &Value, expr: &str) -> Result<Vec<serde_json::Value>, Exec> {
+    let out = rt
+        .compile_expr(root, expr)
+        .map_err(|d| Exec::Failed("the pair does not compile".into(), d))?;
+    let limit = |d: &[Diagnostic]| d.iter().any(|x| x.code == cue::DiagCode::Limit);
+    let data = out.to_json_value().map_err(|d| {
+        if limit(&d) {
+            Exec::Limit(d)
+        } else {
+            Exec::Failed("the output is not valid and concrete".into(), d)
+        }
+    })?;
+    match data {
+        serde_json::Value::Object(_) => Ok(vec![data]),
+        serde_json::Value::Array(items) => {
+            if let Some(i) = items.iter().position(|x| !x.is_object()) {
+                return Err(Exec::Failed(
+                    format!("output element {i} is not an object"),
+                    Vec::new(),
+                ));
+            }
+            Ok(items)
+        }
+        other => Err(Exec::Failed(
+            format!(
+                "unexpected output kind: {}",
+                match other {
+                    serde_json::Value::Null => "null",
+                    serde_json::Value::Bool(_) => "bool",
+                    serde_json::Value::Number(_) => "number",
+                    _ => "string",
+                }
+            ),
+            Vec::new(),
+        )),
+    }
+}
+
+impl ModuleRenderer for Renderer {
+    fn render_module(
+        &self,
+        req: &ModuleRequest,
+        platform: &BuiltPlatform,
+        skew: SkewPolicy,
+    ) -> Result<RenderResult, KernelError> {
+        self.render(req, platform, skew).map_err(KernelError::from)
+    }
+}
