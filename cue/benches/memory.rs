@@ -8,7 +8,8 @@
 //! builds it, fills values, iterates the transformer definitions, matches components and exports
 //! every output to `serde_json::Value` — the render kernel's shape.
 //!
-//! Run by hand: `cargo bench -p cue --bench memory` (`CUE_MEM_RUNS` changes the 1,000). Prints
+//! Run by hand: `cargo bench -p cue --bench memory` (`CUE_MEM_RUNS` changes the 1,000,
+//! `CUE_MEM_STACK_MIB` the stack of the thread the renders run on). Prints
 //! RSS after run 10 and after the last, and exits non-zero when the growth exceeds 10 %.
 
 use cue::module::{MemFs, MemRegistry, Target};
@@ -190,6 +191,23 @@ fn render(reg: &MemRegistry, main: &MemFs, n: usize) -> Result<usize, String> {
 }
 
 fn main() -> ExitCode {
+    // `CUE_MEM_STACK_MIB=N` runs the renders on a thread with an N MiB stack (64: the facade
+    // never needs to grow it; 2: a `spawn_blocking` thread, every call on a grown segment).
+    match std::env::var("CUE_MEM_STACK_MIB")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+    {
+        Some(mib) => std::thread::Builder::new()
+            .stack_size(mib << 20)
+            .spawn(run)
+            .ok()
+            .and_then(|h| h.join().ok())
+            .unwrap_or(ExitCode::FAILURE),
+        None => run(),
+    }
+}
+
+fn run() -> ExitCode {
     // `cargo bench` passes `--bench`; nothing else is accepted.
     let runs: usize = std::env::var("CUE_MEM_RUNS")
         .ok()

@@ -5,15 +5,18 @@
 use crate::builtins::Val;
 use crate::eval::format_float;
 
-/// Appends `s` as a JSON string literal escaped exactly as Go's `encoding/json` escapes it
-/// (`<`, `>`, `&`, U+2028, U+2029 and control characters as `\u00xx`). The one string escaper of
-/// the project: export, and the operator's Go-compatible digests, use it.
+/// Appends `s` as a JSON string literal escaped exactly as Go's `encoding/json` (Go ≥ 1.22)
+/// escapes it: `\b \f \n \r \t` by name, `<`, `>`, `&`, U+2028, U+2029 and the other control
+/// characters as `\u00xx`. The one string escaper of the project: export, `encoding/json`
+/// and the operator's Go-compatible digests use it.
 pub fn json_str(s: &str, out: &mut String) {
     out.push('"');
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
@@ -240,5 +243,18 @@ mod tests {
             Val::Struct(vec![("b".into(), Val::String("x: y".into()))]),
         )]);
         assert_eq!(to_yaml(&v), "a:\n  b: \"x: y\"\n");
+    }
+
+    #[test]
+    fn strings_escape_as_go_encoding_json() {
+        let mut out = String::new();
+        json_str(
+            "a\"\\\u{8}\u{c}\n\r\t<>&\u{1}\u{1f}\u{2028}\u{2029}é",
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            r#""a\"\\\b\f\n\r\t\u003c\u003e\u0026\u0001\u001f\u2028\u2029é""#
+        );
     }
 }

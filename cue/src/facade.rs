@@ -287,23 +287,22 @@ impl Value {
     /// list). A value whose evaluation hit a limit has no arcs: when `None` matters, ask
     /// [`Runtime::limit_exceeded`] whether a limit (cancellation, deadline) is the reason.
     pub fn lookup_path(&self, path: &Path) -> Option<Value> {
-        let mut cur = self.clone();
-        for s in path.selectors() {
-            let label = s.label();
-            let next = cur.with(|ev, v| {
+        // One call on the evaluator for the whole path (each call may map a stack segment).
+        let a = self.with(|ev, mut v| {
+            for s in path.selectors() {
+                let label = s.label();
                 ev.eval(v);
-                let v = ev.deref(v);
-                let x = &ev.vs[v as usize];
+                let d = ev.deref(v);
+                let x = &ev.vs[d as usize];
                 if label.kind == LabelKind::Index && !x.is_list {
                     return None;
                 }
-                let a = x.arcs.get(&label).copied()?;
-                ev.eval(a);
-                Some(a)
-            })?;
-            cur = cur.wrap(next);
-        }
-        Some(cur)
+                v = x.arcs.get(&label).copied()?;
+                ev.eval(v);
+            }
+            Some(v)
+        })?;
+        Some(self.wrap(a))
     }
 
     /// The hidden field (or hidden definition) `name` (`_x`, `_#x`) of the package with import
@@ -404,8 +403,15 @@ impl Value {
     /// The exported data as a `serde_json::Value` in CUE's field order (see the module rules).
     pub fn to_json_value(&self) -> Result<serde_json::Value, Vec<Diagnostic>> {
         let d = self.to_data()?;
-        let at = Path::parse(&self.path()).unwrap_or_default();
-        json_of_data(&d, &at).map_err(|e| vec![e])
+        // The value's own path is needed only to position an error: computed then.
+        json_of_data(&d, &Path::root()).map_err(|mut e| {
+            let at = Path::parse(&self.path()).unwrap_or_default();
+            let below = Path::parse(&e.path).unwrap_or_default();
+            let mut full = at.selectors().to_vec();
+            full.extend(below.selectors().iter().cloned());
+            e.path = Path::new(full).diagnostic_text();
+            vec![e]
+        })
     }
 
     /// The exported data decoded into `T`.

@@ -532,3 +532,60 @@ fn two_runtimes_share_one_parse_of_a_dependency_module() {
     // One file, parsed once for both runtimes (other tests never load this module).
     assert_eq!(ParseCache::global().parses_of(coord) - before, 1);
 }
+
+/// The original `Value` API beside the path facade: text lookups, fields, defaults,
+/// closedness, unification, the exports, expressions, and building from a loaded build.
+#[test]
+fn the_original_value_api_still_works() {
+    let rt = Runtime::default();
+    let v = build(
+        &rt,
+        "#D: {a: int, b?: string}\nx: #D & {a: 1}\nd: *\"dflt\" | string\n\"q-l\": [7]\n",
+    );
+    assert_eq!(v.lookup("x.a").unwrap().to_json().unwrap(), "1\n");
+    assert_eq!(
+        v.lookup("\"q-l\"").unwrap().to_json_value().unwrap(),
+        json!([7])
+    );
+    assert_eq!(
+        v.lookup_label("q-l")
+            .unwrap()
+            .lookup_label("0")
+            .unwrap()
+            .to_json_value()
+            .unwrap(),
+        json!(7)
+    );
+    let names: Vec<String> = v
+        .lookup("#D")
+        .unwrap()
+        .fields(true, false)
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(
+        v.lookup("d").unwrap().default().to_json_value().unwrap(),
+        json!("dflt")
+    );
+    let def = v.lookup("#D").unwrap();
+    assert!(def.allows("a") && !def.allows("zz"));
+    // Unification with a value of another runtime takes its data.
+    let other = Runtime::default().value_from_json(&json!({"a": 2}));
+    let u = def.unify(&other);
+    assert_eq!(u.to_json_value().unwrap(), json!({"a": 2}));
+    assert!(matches!(u.to_data().unwrap(), cue::Data::Struct(_)));
+    assert_eq!(v.lookup("x").unwrap().to_yaml().unwrap(), "a: 1\n");
+    assert!(v.lookup("#D").unwrap().to_cue().contains("b?: string"));
+    let e = rt.compile_expr(&v, "x.a + 41").unwrap();
+    assert_eq!(e.to_json_value().unwrap(), json!(42));
+    // A loaded build, built by hand.
+    let fs = cue::module::MemFs::new().with("a.cue", "package a\nn: 3 * 3\n");
+    let loaded = cue::module::load(&fs, &cue::module::Target::Dir(String::new()), None);
+    let rt2 = Runtime::default();
+    let b = rt2.build_loaded(loaded).unwrap();
+    assert_eq!(
+        b.lookup_path(&p("n")).unwrap().to_json_value().unwrap(),
+        json!(9)
+    );
+}

@@ -47,31 +47,9 @@ static FUNCS: &[Builtin] = &[
 /// Maximum nesting accepted by the parser (deeper input is an error, not a stack overflow).
 const MAX_DEPTH: usize = 1_000;
 
-/// Appends `s` as a Go JSON string literal (HTML-safe escaping).
+/// Appends `s` as a Go JSON string literal: the project's one escaper, [`crate::export::json_str`].
 pub(crate) fn write_string(out: &mut String, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{C}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '<' | '>' | '&' | '\u{0}'..='\u{1F}' => {
-                let b = c as u32;
-                out.push_str("\\u00");
-                out.push(HEX[(b >> 4) as usize] as char);
-                out.push(HEX[(b & 0xF) as usize] as char);
-            }
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    crate::export::json_str(s, out);
 }
 
 fn write_json(out: &mut String, v: &Val, depth: usize) -> Result<(), BuiltinError> {
