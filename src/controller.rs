@@ -1,14 +1,31 @@
 //! The reconcilers and the frame they share (operator-spec.md §2–§4, §7).
 //!
-//! This session lands the pure part of the frame: reconcile outcomes, their metric labels and
-//! requeue intervals and the classification of kernel errors into condition reasons
-//! ([`outcome`]); the Platform contract gate ([`platform_gate`]); the pure verdict steps of the
-//! TransformerRegistration reconciler ([`claims`]); event deduplication ([`events`]). The
-//! kube-runtime controllers, the status patcher, the event recorder, the manager with leader
-//! election and the four reconcilers build on it (issues 15 and 17).
+//! Module map:
+//! - [`outcome`]: reconcile outcomes, their metric labels and requeue intervals, and the
+//!   classification of kernel errors into condition reasons (§2.1).
+//! - [`frame`]: the status patcher (diff against the object as read, resourceVersion
+//!   precondition), the events.k8s.io/v1 recorder, the per-reconcile span, the error type.
+//! - [`events`]: Warning events once per transition (scenario 64).
+//! - [`metrics`]: the §7.2 metric families.
+//! - [`context`]: what the reconcilers share (store, layout, kernel seams, client).
+//! - [`platform_gate`] and [`platform`]: the Platform reconciler (§3).
+//! - [`claims`] and [`registration`]: the TransformerRegistration reconciler (§4).
+//! - [`leader`] and [`manager`]: Lease-based leader election and the kube-runtime controllers
+//!   with their watches and predicates (§3.7, §4.6, §7.1).
+//! - [`serve`]: the controller flags of `opm-operator serve`, boot (registry, `--platform-dir`
+//!   reset) and the sidecar the HTTP server runs.
+//!
+//! The ModuleInstance and ModulePackage reconcilers (issue 17) build on the same frame.
 
 pub mod claims;
+pub mod context;
 pub mod events;
+pub mod frame;
+pub mod leader;
+pub mod manager;
 pub mod metrics;
 pub mod outcome;
+pub mod platform;
 pub mod platform_gate;
+pub mod registration;
+pub mod serve;

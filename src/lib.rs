@@ -8,9 +8,13 @@
 //! - `registry` implements `cue::module::Registry` over OCI registries and OCI layout directories.
 //! - `server` hosts the admission webhooks, probes and metrics.
 //! - `controller` holds the reconcilers and the frame they share.
+//! - `apply` is the apply engine: staged SSA, safe prune, deletion, drift, health, impersonation.
+//! - `artifact` downloads, verifies and safely extracts Flux source artifacts (ModulePackage).
 //! - `inventory` holds the inventory model, the stale set and the reconcile digests.
 //! - `kernel` is the seam between the render kernel and its callers (reconcilers, REST API, CLI).
 
+pub mod apply;
+pub mod artifact;
 pub mod controller;
 pub mod inventory;
 pub mod kernel;

@@ -10,14 +10,24 @@ struct Cli {
     command: Command,
 }
 
+/// `serve`: the HTTP server's flags and the controllers' flags.
+#[derive(clap::Args, Debug)]
+struct ServeCmd {
+    #[command(flatten)]
+    server: opm_operator::server::ServeArgs,
+    #[command(flatten)]
+    controllers: opm_operator::controller::serve::ControllerArgs,
+}
+
 #[derive(Subcommand, Debug)]
 #[allow(
     clippy::large_enum_variant,
     reason = "parsed once at start; boxing buys nothing"
 )]
 enum Command {
-    /// Serve the admission webhooks (HTTPS), probes and metrics (plain HTTP).
-    Serve(opm_operator::server::ServeArgs),
+    /// Serve the admission webhooks (HTTPS), probes and metrics (plain HTTP) on every replica, and
+    /// run the Platform and TransformerRegistration controllers on the elected leader.
+    Serve(ServeCmd),
     /// Print the CustomResourceDefinitions as YAML.
     Crds,
     /// Print the OpenAPI document of the HTTP API (the content of openapi/openapi.json).
@@ -35,7 +45,22 @@ fn main() -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve(args) => Ok(opm_operator::server::run(args)?),
+        Command::Serve(args) => {
+            // The kernel is constructed once for the process from the resolved registry. Until
+            // the render kernel lands, its placeholder says so in every condition it causes.
+            let sidecar =
+                opm_operator::controller::serve::sidecar(args.controllers, |_registry| {
+                    opm_operator::controller::serve::Kernel {
+                        builder: std::sync::Arc::new(
+                            opm_operator::controller::serve::KernelNotLinked,
+                        ),
+                        acquirer: std::sync::Arc::new(
+                            opm_operator::controller::serve::KernelNotLinked,
+                        ),
+                    }
+                })?;
+            Ok(opm_operator::server::run_with(args.server, Some(sidecar))?)
+        }
         Command::Crds => {
             print!("{}", crds::all_crds_yaml()?);
             Ok(())

@@ -35,13 +35,19 @@
 //!   directory briefly absent, which the stress test observes as renders failing to read it.
 //! - Run layout operations in `spawn_blocking`: they are synchronous `std::fs` calls.
 
+pub mod build;
+pub mod closure;
+pub mod contracts;
 mod error;
 pub mod fs;
+pub mod generate;
 mod identity;
 mod layout;
 mod store;
 
+pub use build::{PlatformKernel, PlatformRegistry};
 pub use error::{Error, PruneFailure};
+pub use generate::{Generator, RegistryShape};
 pub use identity::PackageIdentity;
 pub use layout::{Ensured, Layout};
 pub use store::{Generated, LeaseGuard, LeaseView, LeasedPackage, NoLeases, SkewPolicy, Store};

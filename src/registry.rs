@@ -4,14 +4,18 @@
 //! a CUE_REGISTRY-style [`Mapping`] (remote OCI registries over HTTPS or plain HTTP, OCI image-layout
 //! directories, or `none`), fetches module artifacts exactly as CUE publishes them, verifies every
 //! blob and the zip, and caches extracted modules on disk. It also publishes modules (zip + module
-//! file + `{}` config) to either kind of location, lists versions, and [`mvs`] computes tidy
-//! dependency lists.
+//! file + `{}` config) to either kind of location, and lists versions.
 //!
-//! Parts: [`mapping`] (CUE_REGISTRY syntax), [`version`] (paths and semver), [`modfile`]
-//! (`cue.mod/module.cue`), [`artifact`] (manifest shape and digests), [`zipfile`] (zip safety and
-//! creation), [`remote`] (bounded async OCI access), [`layout`] (OCI layout directories),
-//! [`cache`] (the on-disk cache), [`auth`] (docker config credentials), [`client`] (the sync
-//! facade), [`mvs`] (minimal version selection), [`cli`] (`opm-operator module ...`).
+//! The module system itself is `cue::module`'s, the only one of the project: the `module.cue`
+//! parser and writer ([`cue::module::ModuleFile`]), module-path and coordinate rules
+//! ([`cue::module::check_path`], [`cue::module::check_coordinate`]), semver and MVS
+//! ([`cue::module::select`], [`cue::module::tidy`], fed by [`ModuleRegistry`] as a
+//! [`cue::module::ModuleFileSource`]).
+//!
+//! Parts: [`mapping`] (CUE_REGISTRY syntax), [`artifact`] (manifest shape and digests),
+//! [`zipfile`] (zip safety and creation), [`remote`] (bounded async OCI access), [`layout`] (OCI
+//! layout directories), [`cache`] (the on-disk cache), [`auth`] (docker config credentials),
+//! [`client`] (the sync facade), [`cli`] (`opm-operator module ...`).
 
 pub mod artifact;
 pub mod auth;
@@ -20,10 +24,7 @@ pub mod cli;
 pub mod client;
 pub mod layout;
 pub mod mapping;
-pub mod modfile;
-pub mod mvs;
 pub mod remote;
-pub mod version;
 pub mod zipfile;
 
 use std::path::PathBuf;
@@ -35,6 +36,12 @@ pub use client::{
 pub use mapping::{Location, Mapping};
 pub use remote::Timeouts;
 pub use zipfile::ZipLimits;
+
+/// `cue.mod/module.cue` as data: `cue::module`'s type (this path is kept for callers written
+/// against the registry's former reader).
+pub mod modfile {
+    pub use cue::module::{Dep, ModuleFile};
+}
 
 /// Errors of the registry module outside the [`cue::module::Registry`] seam (which uses
 /// [`cue::module::RegistryError`]).

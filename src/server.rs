@@ -12,6 +12,9 @@
 //!   and reloaded without a restart (the `certs` crate; the reload loop never dies).
 //! - SIGTERM/SIGINT: readiness drops to 503, the webhook listener stops accepting and drains
 //!   in-flight requests for up to `--shutdown-grace`, then the probe and metrics listeners stop.
+//! - A [`Sidecar`] (the controller manager) registers its metric families into the registry
+//!   `/metrics` serves, starts once the listeners are bound, and is stopped and awaited on
+//!   SIGTERM/SIGINT before the webhook listener drains.
 //! - The rustls `ring` provider is installed by `main` once; every config built here passes the
 //!   provider explicitly anyway.
 
@@ -19,6 +22,7 @@ mod error;
 mod listen;
 mod metrics;
 pub mod openapi;
+pub mod render_api;
 mod routes;
 mod state;
 
@@ -31,7 +35,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use error::{ApiError, Error, ErrorBody, ErrorCode, ErrorDetail};
+pub use error::{ApiError, Error, ErrorBody, ErrorCode, ErrorDetail, ErrorProblem};
 pub use metrics::Metrics;
 pub use routes::{
     metrics_router, probe_and_metrics_router, probe_router, router, PLATFORMS_PATH,
@@ -179,6 +183,8 @@ pub struct Settings {
     pub limits: Limits,
     /// Drain deadline on shutdown.
     pub shutdown_grace: Duration,
+    /// The REST render API's backend (`None`: the route answers 503 `render_unavailable`).
+    pub render: Option<render_api::RenderBackend>,
 }
 
 impl Settings {
@@ -191,6 +197,7 @@ impl Settings {
             metrics_addr: Some(any),
             limits: Limits::default(),
             shutdown_grace: Duration::from_secs(10),
+            render: None,
         }
     }
 }
@@ -240,7 +247,21 @@ fn local_addr(what: &'static str, l: &TcpListener, addr: SocketAddr) -> Result<S
 
 /// Binds the listeners and serves until [`Running::shutdown`].
 pub async fn start(settings: Settings, store: Arc<certs::CertStore>) -> Result<Running, Error> {
-    let state = AppState::new(settings.limits.clone(), Some(store.clone()));
+    start_with(settings, store, |_| {}).await
+}
+
+/// Like [`start`]; `register` adds further metric families to the registry `/metrics` serves.
+pub async fn start_with(
+    settings: Settings,
+    store: Arc<certs::CertStore>,
+    register: impl FnOnce(&mut prometheus_client::registry::Registry),
+) -> Result<Running, Error> {
+    let state = AppState::new_with(
+        settings.limits.clone(),
+        Some(store.clone()),
+        settings.render.clone(),
+        register,
+    );
     let (stop, stop_rx) = watch::channel(false);
     let (drained, drained_rx) = watch::channel(false);
 
@@ -364,7 +385,24 @@ async fn shutdown_signal() -> Result<&'static str, Error> {
     }
 }
 
-async fn serve(args: ServeArgs) -> Result<(), Error> {
+/// Work that runs beside the HTTP server in its runtime (the controller manager): it registers
+/// its metric families into the registry `/metrics` serves, runs once the listeners are bound, and
+/// is stopped (its receiver turns true) and awaited on SIGTERM/SIGINT before the webhook drains.
+pub struct Sidecar {
+    /// Adds metric families to the served registry.
+    pub register: Box<dyn FnOnce(&mut prometheus_client::registry::Registry) + Send>,
+    /// Runs until its receiver turns true.
+    pub run:
+        Box<dyn FnOnce(watch::Receiver<bool>) -> futures::future::BoxFuture<'static, ()> + Send>,
+}
+
+impl std::fmt::Debug for Sidecar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sidecar").finish_non_exhaustive()
+    }
+}
+
+async fn serve(args: ServeArgs, sidecar: Option<Sidecar>) -> Result<(), Error> {
     let (paths, ca_bundle) = resolve_tls(&args)?;
     let store = certs::CertStore::load(paths)?;
     let info = store.info();
@@ -379,8 +417,20 @@ async fn serve(args: ServeArgs) -> Result<(), Error> {
         metrics_addr: args.metrics_addr.0,
         limits: Limits::with_timeout(args.request_timeout, concurrency),
         shutdown_grace: args.shutdown_grace,
+        render: None,
     };
-    let running = start(settings, store).await?;
+    let (register, side_run) = match sidecar {
+        Some(s) => (Some(s.register), Some(s.run)),
+        None => (None, None),
+    };
+    let running = start_with(settings, store, |r| {
+        if let Some(register) = register {
+            register(r);
+        }
+    })
+    .await?;
+    let (side_stop, side_stop_rx) = watch::channel(false);
+    let side_task = side_run.map(|run| tokio::spawn(run(side_stop_rx)));
     tracing::info!(
         webhook = %running.webhook_addr,
         probe = %running.probe_addr,
@@ -402,6 +452,10 @@ async fn serve(args: ServeArgs) -> Result<(), Error> {
         grace_ms = args.shutdown_grace.as_millis() as u64,
         "shutting down"
     );
+    side_stop.send_replace(true);
+    if let Some(task) = side_task {
+        task.await.map_err(|e| Error::Task(e.to_string()))?;
+    }
     running.shutdown();
     running.wait().await?;
     tracing::info!("stopped");
@@ -410,12 +464,17 @@ async fn serve(args: ServeArgs) -> Result<(), Error> {
 
 /// Runs the server until SIGTERM or SIGINT.
 pub fn run(args: ServeArgs) -> Result<(), Error> {
+    run_with(args, None)
+}
+
+/// Runs the server, and `sidecar` beside it, until SIGTERM or SIGINT.
+pub fn run_with(args: ServeArgs, sidecar: Option<Sidecar>) -> Result<(), Error> {
     init_logging(args.log_format)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(Error::Runtime)?;
-    runtime.block_on(serve(args))
+    runtime.block_on(serve(args, sidecar))
 }
 
 #[cfg(test)]

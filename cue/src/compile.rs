@@ -44,6 +44,10 @@ pub struct Compiler {
     /// Import path as written → the key the loaded instance is registered under; paths not listed
     /// keep their own key (std packages, or builds without a loader).
     pub import_keys: HashMap<String, String>,
+    /// Compiling an expression in the scope of a package value (`cue export -e`): an identifier
+    /// no scope declares names a field of that value (it may come from an embedding), looked up
+    /// when evaluated.
+    value_scope: bool,
 }
 
 /// The local name an import path binds by default (`encoding/json` → `json`, `a/b@v1:c` → `c`).
@@ -195,6 +199,7 @@ impl Compiler {
             fatal: Vec::new(),
             hidden_scope: 0,
             import_keys: HashMap::new(),
+            value_scope: false,
         }
     }
 
@@ -267,7 +272,9 @@ impl Compiler {
             fields: pkg_fields,
             lets: HashMap::new(),
         }];
+        self.value_scope = true;
         let r = self.expr(e);
+        self.value_scope = false;
         self.scopes.clear();
         r
     }
@@ -500,6 +507,15 @@ impl Compiler {
         }
         if let Some(e) = predeclared(name, span) {
             return e;
+        }
+        if self.value_scope && !self.scopes.is_empty() {
+            // The outermost scope is the package value: resolved by value when evaluated (the
+            // evaluator looks a label its environment's literal lacks up in the vertex).
+            return Expr::FieldRef {
+                up: (self.scopes.len() - 1) as u32,
+                label: fixed_label(name, true, self.hidden_scope),
+                span,
+            };
         }
         let b = Bottom::new(
             ErrorCode::Eval,

@@ -2,11 +2,42 @@
 //! stable [`DiagCode`], a value path, a message, a primary span and related spans (both sides of
 //! a conflict). Line and column are computed only when rendering, from a [`SourceMap`].
 //!
+//! A [`DiagCode::Limit`] diagnostic is classified by the identity of the error the evaluator
+//! raised for the limit (it records each with its [`Limit`] class where it raises it), never by
+//! its message text.
+//!
 //! Rendering follows `cue`'s format: `path: message:` followed by one indented
 //! `file:line:col` line per position.
 
 use crate::adt::{Bottom, ErrorCode};
 use crate::source::Span;
+use std::sync::Arc;
+
+/// Which evaluation limit stopped an evaluation ([`crate::Runtime::limit_exceeded`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Limit {
+    /// The runtime's step budget (`Config::max_steps`) is spent.
+    Steps,
+    /// The runtime's deadline (`Config::max_wall_time` after it was created) has passed.
+    Deadline,
+    /// Evaluation was cancelled through a [`crate::CancelHandle`].
+    Cancelled,
+    /// Nesting depth (`Config::max_depth`) or the stack budget (`Config::max_stack_bytes`).
+    Depth,
+}
+
+impl Limit {
+    /// The class as text (`steps`, `deadline`, `cancelled`, `depth`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::Steps => "steps",
+            Limit::Deadline => "deadline",
+            Limit::Cancelled => "cancelled",
+            Limit::Depth => "depth",
+        }
+    }
+}
 
 /// Stable diagnostic classes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -69,7 +100,20 @@ pub struct Diagnostic {
 impl Diagnostic {
     /// A diagnostic from an error value at `path`.
     pub fn from_bottom(path: String, b: &Bottom) -> Diagnostic {
-        let code = if b.msg.contains("limit") && b.msg.contains("exceeded") {
+        Diagnostic::from_bottom_in(path, b, &[])
+    }
+
+    /// A diagnostic from an error value at `path`; an error that is one of the evaluator's
+    /// recorded `limits` is a [`DiagCode::Limit`].
+    pub(crate) fn from_bottom_in(
+        path: String,
+        b: &Bottom,
+        limits: &[(Arc<Bottom>, Limit)],
+    ) -> Diagnostic {
+        let is_limit = limits.iter().any(|(l, _)| std::ptr::eq(Arc::as_ptr(l), b));
+        // Not-allowed and required-field errors are still told apart by their text: the
+        // evaluator raises both as `ErrorCode::Eval` (typed codes are issue 12, item 2).
+        let code = if is_limit {
             DiagCode::Limit
         } else if b.msg.contains("not allowed") {
             DiagCode::NotAllowed
@@ -101,21 +145,36 @@ impl Diagnostic {
     /// The diagnostics of an error value at `path`: one, or for an empty disjunction a header
     /// (`N errors in empty disjunction`) followed by each disjunct's error at its own path.
     pub fn from_error(path: &str, b: &Bottom) -> Vec<Diagnostic> {
+        Diagnostic::from_error_in(path, b, &[])
+    }
+
+    /// [`Diagnostic::from_error`], classifying the evaluator's recorded `limits`.
+    pub(crate) fn from_error_in(
+        path: &str,
+        b: &Bottom,
+        limits: &[(Arc<Bottom>, Limit)],
+    ) -> Vec<Diagnostic> {
         if b.sub.is_empty() {
-            return vec![Diagnostic::from_bottom(path.to_string(), b)];
+            return vec![Diagnostic::from_bottom_in(path.to_string(), b, limits)];
         }
         let mut out = Vec::new();
         for (suffix, e) in &b.sub {
             let p = format!("{path}{suffix}");
             let p = p.strip_prefix('.').map(str::to_string).unwrap_or(p);
-            out.extend(Diagnostic::from_error(&p, e));
+            out.extend(Diagnostic::from_error_in(&p, e, limits));
         }
         if b.sub.len() > 1 {
-            let mut head = Diagnostic::from_bottom(path.to_string(), b);
+            let mut head = Diagnostic::from_bottom_in(path.to_string(), b, limits);
             head.code = out.first().map(|d| d.code).unwrap_or(head.code);
             out.insert(0, head);
         }
         out
+    }
+
+    /// The value path as a [`crate::Path`] (`None` if the text does not parse, which the
+    /// evaluator's paths always do).
+    pub fn value_path(&self) -> Option<crate::Path> {
+        crate::Path::parse(&self.path).ok()
     }
 
     /// A load error.

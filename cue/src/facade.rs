@@ -16,7 +16,10 @@
 //! - [`Value::decode`] is `to_json_value` followed by `serde_json::from_value`;
 //! - [`Value::fields_where`] yields the arcs the [`FieldFilter`] admits, in CUE's order, with
 //!   their [`Selector`] and [`FieldConstraint`]; pattern constraints (`[string]: T`) are not arcs
-//!   and are not yielded (a known gap: the facade has no value for a pattern yet);
+//!   and are not yielded (a known gap: the evaluator keeps a vertex's patterns private, and
+//!   yielding them needs a read accessor in `eval.rs`, the evaluator owners' file);
+//! - hidden fields of an imported package are reached with [`Value::lookup_hidden`] (name and
+//!   import path), since a [`Path`], like CUE's path syntax, names only the main package's;
 //! - [`Runtime::reports`] turns diagnostics into [`DiagnosticReport`]s with file:line:col
 //!   positions (1-based, byte columns as `cue` prints them) that a JSON API returns as they are.
 
@@ -116,7 +119,7 @@ impl std::fmt::Display for Position {
 pub struct DiagnosticReport {
     /// The class ([`DiagCode::as_str`]).
     pub code: String,
-    /// The value path, as [`Path`] prints and parses it; empty for the root or load errors.
+    /// The value path in [`Path`] syntax (indices as `[N]`); empty for the root or load errors.
     pub path: String,
     /// The message.
     pub message: String,
@@ -169,7 +172,7 @@ fn data_of_json(j: &serde_json::Value) -> builtins::Val {
 fn limit(path: &Path, message: String) -> Diagnostic {
     Diagnostic {
         code: DiagCode::Limit,
-        path: path.to_string(),
+        path: path.diagnostic_text(),
         message,
         span: None,
         related: Vec::new(),
@@ -227,7 +230,7 @@ fn json_of_data(d: &builtins::Val, at: &Path) -> Result<serde_json::Value, Diagn
         B::Opaque(_) => {
             return Err(Diagnostic {
                 code: DiagCode::Incomplete,
-                path: at.to_string(),
+                path: at.diagnostic_text(),
                 message: "value is not concrete".into(),
                 span: None,
                 related: Vec::new(),
@@ -268,7 +271,9 @@ impl Runtime {
             .iter()
             .map(|d| DiagnosticReport {
                 code: d.code.as_str().to_string(),
-                path: d.path.clone(),
+                path: d
+                    .value_path()
+                    .map_or_else(|| d.path.clone(), |p| p.to_string()),
                 message: d.message.clone(),
                 primary: d.span.and_then(pos),
                 related: d.related.iter().filter_map(|&s| pos(s)).collect(),
@@ -279,7 +284,8 @@ impl Runtime {
 
 impl Value {
     /// Looks up a [`Path`]; `None` if a selector names no arc (an index selects only in a
-    /// list).
+    /// list). A value whose evaluation hit a limit has no arcs: when `None` matters, ask
+    /// [`Runtime::limit_exceeded`] whether a limit (cancellation, deadline) is the reason.
     pub fn lookup_path(&self, path: &Path) -> Option<Value> {
         let mut cur = self.clone();
         for s in path.selectors() {
@@ -298,6 +304,29 @@ impl Value {
             cur = cur.wrap(next);
         }
         Some(cur)
+    }
+
+    /// The hidden field (or hidden definition) `name` (`_x`, `_#x`) of the package with import
+    /// path `package` (as the importing file wrote it, without major or qualifier, e.g.
+    /// `example.com/lib`), in this value. CUE scopes hidden fields by package, and a [`Path`]
+    /// (like CUE's own path syntax) addresses only those of the main package: this is the way
+    /// to the others. `None` if the package was not loaded into this runtime or has no such
+    /// field here.
+    pub fn lookup_hidden(&self, name: &str, package: &str) -> Option<Value> {
+        let scope = *lock(&self.inner).hidden_scopes.get(package)?;
+        let mut label = adt::Label::ident(name);
+        if !label.is_hidden() {
+            return None;
+        }
+        label.index = scope;
+        let a = self.with(|ev, v| {
+            ev.eval(v);
+            let v = ev.deref(v);
+            let a = ev.vs[v as usize].arcs.get(&label).copied()?;
+            ev.eval(a);
+            Some(a)
+        })?;
+        Some(self.wrap(a))
     }
 
     /// The arcs the filter admits, in CUE's order (see [`FieldFilter`]).

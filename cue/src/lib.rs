@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! `cue`: a CUE evaluator written in Rust, targeting the semantics of CUE v0.16–v0.17.
 //!
 //! Architecture invariants:
@@ -14,13 +15,32 @@
 //! The render kernel's facade (module `facade`, re-exported here): values addressed by [`Path`],
 //! [`Value::fields_where`], data in with [`Runtime::value_from_json`] and [`Value::fill_path`],
 //! data out with [`Value::to_json_value`] and [`Value::decode`], and [`Runtime::reports`].
+//!
+//! Budget and stack (render-spec §2, style.md §5):
+//! - a [`Runtime`] has one budget: `Config::max_steps` steps and a deadline `Config::max_wall_time`
+//!   after [`Runtime::new`], shared by every call on it and its values (never reset per call); a
+//!   spent budget makes every further evaluation a [`DiagCode::Limit`] diagnostic;
+//! - [`Runtime::cancel_handle`] gives a [`CancelHandle`] another thread sets to stop the
+//!   evaluation at its next step; [`Runtime::limit_exceeded`] tells which [`Limit`] stopped it;
+//! - evaluation never overflows a small thread stack: every call that parses, compiles or
+//!   evaluates first makes sure `Config::max_stack_bytes` (plus a margin) is left, and runs on a
+//!   fresh `stacker` segment of that size when the calling thread (a 2 MiB tokio
+//!   `spawn_blocking` thread, say) has less. The evaluator's own stack budget then turns deeper
+//!   recursion into a `Limit` diagnostic. A thread with enough stack (the CLI's 64 MiB) pays
+//!   nothing; a small one pays one mapping of the segment per call.
 
-pub mod adt;
+// The evaluator's internals are private (issue 12). Items that only callers outside the crate
+// used are dead now; removing them is the evaluator owners' (listed in the issue note).
+#[allow(dead_code, unused_imports)]
+mod adt;
 pub mod ast;
-pub mod builtins;
-pub mod compile;
+#[allow(dead_code)]
+mod builtins;
+#[allow(dead_code)]
+mod compile;
 pub mod errors;
-pub mod eval;
+#[allow(dead_code, unused_imports, clippy::wrong_self_convention)]
+mod eval;
 pub mod export;
 mod facade;
 pub mod module;
@@ -30,14 +50,22 @@ pub mod scanner;
 pub mod source;
 pub mod token;
 
-use adt::{Expr, Kinds, Label, LabelKind, VId};
+use adt::{Expr, Label, LabelKind, VId};
+pub use adt::{
+    Kinds, K_BOOL, K_BYTES, K_FLOAT, K_INT, K_LIST, K_NULL, K_NUMBER, K_STRING, K_STRUCT, K_TOP,
+};
+pub use builtins::Val as Data;
 use errors::SourceMap;
-pub use errors::{DiagCode, Diagnostic, Error};
+pub use errors::{DiagCode, Diagnostic, Error, Limit};
 pub use eval::Config;
 use eval::{Conj, Ev};
 pub use facade::{DecodeError, DiagnosticReport, Field, FieldConstraint, FieldFilter, Position};
 pub use path::{Path, PathError, Selector};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Stack kept beyond `Config::max_stack_bytes` for the code between the evaluator's checks.
+const STACK_MARGIN: usize = 2 << 20;
 
 struct Inner {
     ev: Ev,
@@ -46,6 +74,8 @@ struct Inner {
     lits: Vec<Arc<adt::StructLit>>,
     /// Instances built from loaded builds so far (keys and hidden scopes are numbered by it).
     loaded: usize,
+    /// The hidden-field scope of each loaded package by import path (the main package's is 0).
+    hidden_scopes: std::collections::HashMap<String, usize>,
 }
 
 /// An evaluation context: source files, the evaluator and its limits.
@@ -68,6 +98,44 @@ fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
     }
 }
 
+/// Runs `f` with at least `stack` bytes (plus [`STACK_MARGIN`]) of stack left: on the calling
+/// thread when it has them, on a fresh segment otherwise.
+fn with_stack<R>(stack: usize, f: impl FnOnce() -> R) -> R {
+    let need = stack.saturating_add(STACK_MARGIN);
+    stacker::maybe_grow(need, need.saturating_add(STACK_MARGIN), f)
+}
+
+/// One API call on the evaluator: enough stack, the stack base recorded, the limit error of the
+/// previous call cleared (the step and time budget stays spent).
+fn enter<R>(m: &Mutex<Inner>, f: impl FnOnce(&mut Inner) -> R) -> R {
+    let mut g = lock(m);
+    let stack = g.ev.config.max_stack_bytes;
+    with_stack(stack, move || {
+        g.ev.reset_limits();
+        f(&mut g)
+    })
+}
+
+/// Stops the evaluations of one [`Runtime`] from another thread (a timed-out request): the
+/// running evaluation fails at its next step, and so does every later one, with a
+/// [`DiagCode::Limit`] diagnostic and [`Limit::Cancelled`] from [`Runtime::limit_exceeded`].
+#[derive(Clone, Debug)]
+pub struct CancelHandle {
+    flag: Arc<AtomicBool>,
+}
+
+impl CancelHandle {
+    /// Cancels the runtime's evaluation (idempotent).
+    pub fn cancel(&self) {
+        self.flag.store(true, Ordering::Relaxed);
+    }
+
+    /// `true` once [`CancelHandle::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.flag.load(Ordering::Relaxed)
+    }
+}
+
 impl Runtime {
     /// A runtime with the given limits.
     pub fn new(config: Config) -> Runtime {
@@ -78,6 +146,7 @@ impl Runtime {
                 files: Vec::new(),
                 lits: Vec::new(),
                 loaded: 0,
+                hidden_scopes: std::collections::HashMap::new(),
             })),
         }
     }
@@ -85,7 +154,14 @@ impl Runtime {
     /// Builds one package from `(name, source)` pairs. Syntax errors and files of different
     /// packages are diagnostics.
     pub fn build_files(&self, files: &[(String, String)]) -> Result<Value, Vec<Diagnostic>> {
-        let mut g = lock(&self.inner);
+        enter(&self.inner, |g| self.build_files_in(g, files))
+    }
+
+    fn build_files_in(
+        &self,
+        g: &mut Inner,
+        files: &[(String, String)],
+    ) -> Result<Value, Vec<Diagnostic>> {
         let mut diags = Vec::new();
         let mut asts = Vec::new();
         for (name, src) in files {
@@ -133,7 +209,6 @@ impl Runtime {
         let root = package_root(&mut g.ev, &lits);
         g.files.extend(asts);
         g.lits.extend(lits);
-        drop(g);
         Ok(Value {
             inner: self.inner.clone(),
             v: root,
@@ -148,7 +223,9 @@ impl Runtime {
         target: &module::Target,
         registry: Option<&dyn module::Registry>,
     ) -> Result<Value, Vec<Diagnostic>> {
-        self.build_loaded(module::load(fs, target, registry))
+        let stack = lock(&self.inner).ev.config.max_stack_bytes;
+        let build = with_stack(stack, || module::load(fs, target, registry));
+        self.build_loaded(build)
     }
 
     /// Builds every instance of a loaded build and returns the main one.
@@ -159,7 +236,14 @@ impl Runtime {
     /// package cannot see or clash with another's; any load error fails the build with all of
     /// them, positioned where the loader knows the import spec.
     pub fn build_loaded(&self, build: module::LoadedBuild) -> Result<Value, Vec<Diagnostic>> {
-        let mut g = lock(&self.inner);
+        enter(&self.inner, |g| self.build_loaded_in(g, build))
+    }
+
+    fn build_loaded_in(
+        &self,
+        g: &mut Inner,
+        build: module::LoadedBuild,
+    ) -> Result<Value, Vec<Diagnostic>> {
         let module::LoadedBuild {
             instances,
             root,
@@ -168,7 +252,8 @@ impl Runtime {
             ..
         } = build;
         // File ids of the loaded trees index `sources`: adopt it when this runtime has no files
-        // yet, otherwise re-parse each file under a fresh id of the runtime's map.
+        // yet, otherwise register the shared (cached) files under their process-wide ids and
+        // re-parse the others under fresh ids of the runtime's map.
         let adopt = g.map.is_empty();
         if adopt {
             std::mem::swap(&mut g.map, &mut sources);
@@ -192,10 +277,16 @@ impl Runtime {
         let mut roots = Vec::with_capacity(instances.len());
         for (i, inst) in instances.iter().enumerate() {
             let asts: Vec<Arc<ast::File>> = if adopt {
-                inst.files.iter().map(|f| Arc::new(f.ast.clone())).collect()
+                inst.files.iter().map(|f| f.ast.clone()).collect()
             } else {
                 let mut out = Vec::new();
                 for f in &inst.files {
+                    // A shared (cached) file keeps its process-wide id: register it, reuse the tree.
+                    if let Some(shared) = sources.shared(f.id) {
+                        g.map.add_shared(f.id, shared);
+                        out.push(f.ast.clone());
+                        continue;
+                    }
                     let text = sources.text(f.id).to_string();
                     let id = g.map.add(f.name.clone(), text.clone());
                     let (ast, errs) = parser::parse_file(id, &text);
@@ -213,6 +304,10 @@ impl Runtime {
             let refs: Vec<&ast::File> = asts.iter().map(|f| f.as_ref()).collect();
             let mut c = compile::Compiler::new();
             c.hidden_scope = if i == root { 0 } else { base + i + 1 };
+            if i != root {
+                g.hidden_scopes
+                    .insert(inst.import_path.clone(), c.hidden_scope);
+            }
             c.import_keys = inst
                 .imports
                 .iter()
@@ -239,7 +334,6 @@ impl Runtime {
             .get(root)
             .copied()
             .ok_or_else(|| vec![Diagnostic::load("the build has no main instance")])?;
-        drop(g);
         Ok(Value {
             inner: self.inner.clone(),
             v,
@@ -248,7 +342,15 @@ impl Runtime {
 
     /// Compiles an expression in the scope of a built package (`cue export -e`).
     pub fn compile_expr(&self, pkg: &Value, src: &str) -> Result<Value, Vec<Diagnostic>> {
-        let mut g = lock(&self.inner);
+        enter(&self.inner, |g| self.compile_expr_in(g, pkg, src))
+    }
+
+    fn compile_expr_in(
+        &self,
+        g: &mut Inner,
+        pkg: &Value,
+        src: &str,
+    ) -> Result<Value, Vec<Diagnostic>> {
         let id = g.map.add("<expr>", src);
         let (e, errs) = parser::parse_expr(id, src);
         if !errs.is_empty() {
@@ -287,6 +389,29 @@ impl Runtime {
         let g = lock(&self.inner);
         errors::render(diags, &g.map)
     }
+
+    /// The handle that cancels this runtime's evaluations from another thread.
+    pub fn cancel_handle(&self) -> CancelHandle {
+        CancelHandle {
+            flag: lock(&self.inner).ev.cancel.clone(),
+        }
+    }
+
+    /// The limit that stopped the latest evaluation that hit one, if any (cancellation, the
+    /// deadline, the step budget, or nesting depth). Typed: callers never read message text.
+    pub fn limit_exceeded(&self) -> Option<Limit> {
+        lock(&self.inner).ev.limits.last().map(|(_, k)| *k)
+    }
+
+    /// Time since the runtime was created (its deadline is `Config::max_wall_time` after that).
+    pub fn elapsed(&self) -> std::time::Duration {
+        lock(&self.inner).ev.elapsed()
+    }
+
+    /// Evaluation steps spent so far out of `Config::max_steps`.
+    pub fn steps_used(&self) -> u64 {
+        lock(&self.inner).ev.steps_used()
+    }
 }
 
 impl Default for Runtime {
@@ -313,9 +438,7 @@ fn parse_path(path: &str) -> Vec<String> {
 
 impl Value {
     fn with<R>(&self, f: impl FnOnce(&mut Ev, VId) -> R) -> R {
-        let mut g = lock(&self.inner);
-        g.ev.reset_limits();
-        f(&mut g.ev, self.v)
+        enter(&self.inner, |g| f(&mut g.ev, self.v))
     }
 
     /// The arcs of this struct, in CUE's order, whose label `keep_label` admits (internal arcs
@@ -522,7 +645,7 @@ impl Value {
                 continue;
             }
             let path = ev.path_text(at);
-            for d in Diagnostic::from_error(&path, &b) {
+            for d in Diagnostic::from_error_in(&path, &b, &ev.limits) {
                 if seen.insert((d.path.clone(), d.message.clone())) {
                     diags.push(d);
                 }
@@ -546,12 +669,7 @@ impl Value {
     /// Validates the value: every error, and with `concrete` every non-concrete regular field,
     /// is reported with its path.
     pub fn validate(&self, concrete: bool) -> Result<(), Vec<Diagnostic>> {
-        let diags = {
-            let mut g = lock(&self.inner);
-            g.ev.reset_limits();
-            let (_, d) = self.collect(&mut g.ev, self.v, concrete);
-            d
-        };
+        let (_, diags) = enter(&self.inner, |g| self.collect(&mut g.ev, self.v, concrete));
         if diags.is_empty() {
             Ok(())
         } else {
@@ -561,9 +679,7 @@ impl Value {
 
     /// The concrete data of the value (regular fields, defaults taken).
     pub fn to_data(&self) -> Result<builtins::Val, Vec<Diagnostic>> {
-        let mut g = lock(&self.inner);
-        g.ev.reset_limits();
-        let (d, diags) = self.collect(&mut g.ev, self.v, true);
+        let (d, diags) = enter(&self.inner, |g| self.collect(&mut g.ev, self.v, true));
         match d {
             Some(d) if diags.is_empty() => Ok(d),
             _ => Err(if diags.is_empty() {
@@ -594,8 +710,10 @@ impl Value {
     /// bounds; errors inline as `_|_ // message`. The root of a package prints as a file's
     /// declarations. Never fails: use [`Value::validate`] to learn about errors.
     pub fn to_cue(&self) -> String {
-        let mut g = lock(&self.inner);
-        g.ev.reset_limits();
+        enter(&self.inner, |g| self.to_cue_in(g))
+    }
+
+    fn to_cue_in(&self, g: &mut Inner) -> String {
         let root =
             g.ev.vs
                 .get(self.v as usize)

@@ -5,14 +5,16 @@
 //! - a path is a sequence of selectors separated by `.`; a selector is a regular field (an
 //!   identifier, or a quoted string when the label is not an identifier), a definition (`#D`), a
 //!   hidden field (`_x`, `_#x`) or a list index;
-//! - an index is written `.N` (as the evaluator prints it in diagnostics: `a.b.0`) or `[N]`
-//!   (`a.b[0]`); both parse to [`Selector::Index`], and [`Path`]'s `Display` prints the
-//!   diagnostics form, so `Path::parse(&d.path)` of any diagnostic gives back the same path;
+//! - an index is written `[N]` (`a.b[0]`, CUE's path syntax, what [`Path`]'s `Display` prints
+//!   and what [`crate::DiagnosticReport::path`] carries) or `.N` (`a.b.0`, as `cue` prints error
+//!   paths and [`crate::Diagnostic::path`] keeps them, for CLI parity); both parse to
+//!   [`Selector::Index`], so `Path::parse(&d.path)` of any diagnostic gives back its path, and
+//!   [`Path::diagnostic_text`] prints the `.N` form;
 //! - a quoted label takes JSON escapes and the `\u{…}` escape the evaluator prints;
 //! - an unquoted digit string is an index: a regular field named `0` is written `"0"`;
-//! - hidden fields are those of the package the path is applied to (the main package of a
-//!   build); hidden fields of an imported package are not addressable by path (a known gap: CUE
-//!   scopes them by package and the facade has no package qualifier yet);
+//! - hidden fields are those of the main package of the build (as in CUE's own path syntax,
+//!   which has no package qualifier); those of an imported package are reached with
+//!   [`crate::Value::lookup_hidden`];
 //! - the empty string is the empty path (the value itself).
 
 use crate::adt::{is_ident, Label};
@@ -160,6 +162,8 @@ impl Path {
         loop {
             // One selector starts at `i`.
             match b.get(i) {
+                // A path may start with an index (`[0].a`, a list at the top).
+                Some(b'[') if i == 0 => {}
                 None | Some(b'.') => {
                     return Err(PathError::Empty {
                         path: text.into(),
@@ -276,14 +280,33 @@ fn unquote(text: &str, at: usize) -> Option<(String, usize)> {
     None
 }
 
-impl fmt::Display for Path {
-    /// Prints as diagnostics do: selectors joined by `.`, indices as `.N`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Path {
+    /// The path as `cue` prints error paths: selectors joined by `.`, indices as `.N`.
+    pub fn diagnostic_text(&self) -> String {
+        let mut out = String::new();
         for (k, s) in self.selectors.iter().enumerate() {
             if k > 0 {
-                f.write_str(".")?;
+                out.push('.');
             }
-            write!(f, "{s}")?;
+            out.push_str(&s.to_string());
+        }
+        out
+    }
+}
+
+impl fmt::Display for Path {
+    /// Prints CUE's path syntax: selectors joined by `.`, indices as `[N]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (k, s) in self.selectors.iter().enumerate() {
+            match s {
+                Selector::Index(i) => write!(f, "[{i}]")?,
+                s => {
+                    if k > 0 {
+                        f.write_str(".")?;
+                    }
+                    write!(f, "{s}")?;
+                }
+            }
         }
         Ok(())
     }
@@ -316,8 +339,13 @@ mod tests {
                 Selector::Index(2),
             ]
         );
-        assert_eq!(p.to_string(), r#"a."x-y".#D._h._#g.0.2"#);
+        assert_eq!(p.to_string(), r#"a."x-y".#D._h._#g[0][2]"#);
+        assert_eq!(p.diagnostic_text(), r#"a."x-y".#D._h._#g.0.2"#);
         assert_eq!(Path::parse(&p.to_string()).unwrap(), p);
+        assert_eq!(Path::parse(&p.diagnostic_text()).unwrap(), p);
+        let top = Path::new(vec![Selector::Index(1), Selector::Field("a".into())]);
+        assert_eq!(top.to_string(), "[1].a");
+        assert_eq!(Path::parse("[1].a").unwrap(), top);
     }
 
     #[test]

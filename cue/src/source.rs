@@ -1,6 +1,20 @@
 //! Source positions: files are identified by a [`FileId`]; a [`Span`] is a byte range in one file.
 //! Line and column are computed only when a diagnostic is rendered, by [`SourceMap::line_col`]
 //! from a line index built lazily per file.
+//!
+//! Shared files: a file parsed once and shared read-only by many builds (the parse cache of
+//! `module::ParseCache`) gets a process-wide id at or above [`SHARED_FILE_BASE`], so its syntax
+//! tree's spans mean the same in every [`SourceMap`] that registers it with
+//! [`SourceMap::add_shared`].
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// The first id of shared files; ids below it are dense per [`SourceMap`].
+pub const SHARED_FILE_BASE: u32 = 1 << 31;
+
+static NEXT_SHARED: AtomicU32 = AtomicU32::new(SHARED_FILE_BASE);
 
 /// Identifies one source file within a build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -33,9 +47,9 @@ impl Span {
     }
 }
 
-/// One file of a [`SourceMap`].
+/// One file of a [`SourceMap`]; shared files are held by `Arc` in every map that uses them.
 #[derive(Debug)]
-struct SourceFile {
+pub struct SourceFile {
     name: String,
     text: std::sync::Arc<str>,
     /// Byte offsets of line starts, computed on first use.
@@ -56,6 +70,21 @@ pub struct LineCol {
 #[derive(Debug, Default)]
 pub struct SourceMap {
     files: Vec<SourceFile>,
+    shared: HashMap<u32, Arc<SourceFile>>,
+}
+
+/// A new shared file with a process-wide id (see the module docs).
+pub fn new_shared_file(
+    name: impl Into<String>,
+    text: impl Into<Arc<str>>,
+) -> (FileId, Arc<SourceFile>) {
+    let id = NEXT_SHARED.fetch_add(1, Ordering::Relaxed);
+    let f = SourceFile {
+        name: name.into(),
+        text: text.into(),
+        lines: std::sync::OnceLock::new(),
+    };
+    (FileId(id), Arc::new(f))
 }
 
 impl SourceMap {
@@ -75,24 +104,42 @@ impl SourceMap {
         id
     }
 
-    /// Number of files.
+    /// Registers a shared file under its process-wide id.
+    pub fn add_shared(&mut self, id: FileId, file: Arc<SourceFile>) {
+        self.shared.insert(id.0, file);
+    }
+
+    /// The shared file registered under `id`, if any.
+    pub fn shared(&self, id: FileId) -> Option<Arc<SourceFile>> {
+        self.shared.get(&id.0).cloned()
+    }
+
+    fn file(&self, id: FileId) -> Option<&SourceFile> {
+        if id.0 >= SHARED_FILE_BASE {
+            self.shared.get(&id.0).map(|f| f.as_ref())
+        } else {
+            self.files.get(id.0 as usize)
+        }
+    }
+
+    /// Number of files (own and shared).
     pub fn len(&self) -> usize {
-        self.files.len()
+        self.files.len() + self.shared.len()
     }
 
     /// `true` if no file was added.
     pub fn is_empty(&self) -> bool {
-        self.files.is_empty()
+        self.files.is_empty() && self.shared.is_empty()
     }
 
     /// The name of a file (`""` for an unknown id).
     pub fn name(&self, file: FileId) -> &str {
-        self.files.get(file.0 as usize).map_or("", |f| &f.name)
+        self.file(file).map_or("", |f| &f.name)
     }
 
     /// The contents of a file (`""` for an unknown id).
     pub fn text(&self, file: FileId) -> &str {
-        self.files.get(file.0 as usize).map_or("", |f| &f.text)
+        self.file(file).map_or("", |f| &f.text)
     }
 
     /// The source text a span covers (`""` if out of range).
@@ -105,7 +152,7 @@ impl SourceMap {
     /// `(file name, line, byte column)` of a span's start, 1-based, as `cue` prints positions
     /// (Go's `token.Position` counts columns in bytes); `None` for an unknown file.
     pub fn position(&self, span: Span) -> Option<(&str, usize, usize)> {
-        let f = self.files.get(span.file.0 as usize)?;
+        let f = self.file(span.file)?;
         let offset = (span.start as usize).min(f.text.len());
         let lines = self.lines(f);
         let line = lines.partition_point(|&s| s as usize <= offset).max(1);
@@ -134,7 +181,7 @@ impl SourceMap {
 
     /// The line and column of byte `offset` in `file`.
     pub fn offset_line_col(&self, file: FileId, offset: u32) -> LineCol {
-        let Some(f) = self.files.get(file.0 as usize) else {
+        let Some(f) = self.file(file) else {
             return LineCol { line: 1, col: 1 };
         };
         let lines = self.lines(f);

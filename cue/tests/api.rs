@@ -4,9 +4,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use cue::{
-    Config, DecodeError, DiagCode, FieldConstraint, FieldFilter, Path, Runtime, Selector, Value,
+    Config, DecodeError, DiagCode, FieldConstraint, FieldFilter, Limit, Path, Runtime, Selector,
+    Value,
 };
 use serde_json::json;
+use std::time::Duration;
 
 fn build(rt: &Runtime, src: &str) -> Value {
     rt.build_files(&[("in.cue".into(), src.into())])
@@ -28,13 +30,21 @@ fn diagnostic_paths_parse_back_to_the_failing_value() {
     assert!(diags.len() >= 2, "{diags:?}");
     for d in &diags {
         let path = Path::parse(&d.path).unwrap();
-        assert_eq!(path.to_string(), d.path);
+        assert_eq!(d.value_path(), Some(path.clone()));
+        assert_eq!(path.diagnostic_text(), d.path);
+        assert_eq!(Path::parse(&path.to_string()).unwrap(), path);
         let at = v.lookup_path(&path).expect(&d.path);
         assert!(at.is_bottom(), "{} is not an error", d.path);
         assert_eq!(at.path(), d.path);
     }
     let paths: Vec<&str> = diags.iter().map(|d| d.path.as_str()).collect();
     assert!(paths.contains(&"a.\"x-y\".list.1"), "{paths:?}");
+    // Reports carry the Path syntax, which parses back to the same path.
+    let reports = rt.reports(&diags);
+    assert!(
+        reports.iter().any(|r| r.path == "a.\"x-y\".list[1]"),
+        "{reports:?}"
+    );
     assert!(paths.contains(&"d.b"), "{paths:?}");
     // Brackets select the same element.
     assert_eq!(
@@ -109,8 +119,8 @@ fn data_goes_in_as_data_and_comes_out_in_field_order() {
     assert_eq!(out, data);
     let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["z", "a", "m", "f", "l"]);
-    assert_eq!(v.lookup_path(&p("f")).unwrap().kind(), cue::adt::K_FLOAT);
-    assert_eq!(v.lookup_path(&p("z")).unwrap().kind(), cue::adt::K_INT);
+    assert_eq!(v.lookup_path(&p("f")).unwrap().kind(), cue::K_FLOAT);
+    assert_eq!(v.lookup_path(&p("z")).unwrap().kind(), cue::K_INT);
     // Field order is CUE's: declaration order, then data filled in later.
     let s = build(&rt, "b: int\na: string\n");
     let filled = s.fill_path(&Path::root(), &json!({"c": true, "a": "x", "b": 2}));
@@ -321,4 +331,204 @@ fn render_shaped_workload_on_8_threads() {
             );
         }
     }
+}
+
+/// A field whose evaluation takes many steps (a long comprehension).
+const HEAVY: &str = "import \"list\"\nx: [for i in list.Range(0, N, 1) {i * 2}]\ny: [for i in list.Range(0, N, 1) {i * 3}]\n";
+
+fn heavy(rt: &Runtime, n: usize) -> Value {
+    build(rt, &HEAVY.replace('N', &n.to_string()))
+}
+
+#[test]
+fn one_step_budget_per_runtime_is_not_reset_by_each_call() {
+    // What one field costs, measured on a runtime of its own.
+    let probe = Runtime::default();
+    let v = heavy(&probe, 2000);
+    assert!(v.lookup_path(&p("x")).unwrap().validate(true).is_ok());
+    let one = probe.steps_used();
+    assert!(one > 1000, "{one} steps");
+    // Steps accumulate across calls.
+    assert!(v.lookup_path(&p("y")).unwrap().validate(true).is_ok());
+    assert!(probe.steps_used() > one);
+    // A budget for one and a half fields: the first call fits, the second call runs out,
+    // although each alone would fit.
+    let rt = Runtime::new(Config {
+        max_steps: one + one / 2,
+        ..Config::default()
+    });
+    let v = heavy(&rt, 2000);
+    assert!(v.lookup_path(&p("x")).unwrap().validate(true).is_ok());
+    assert_eq!(rt.limit_exceeded(), None);
+    let d = v.lookup_path(&p("y")).unwrap().validate(true).unwrap_err();
+    assert!(d.iter().any(|d| d.code == DiagCode::Limit), "{d:?}");
+    assert_eq!(rt.limit_exceeded(), Some(Limit::Steps));
+    // And it stays spent, for values built later too: their root fails to evaluate, so a
+    // lookup finds nothing and `limit_exceeded` says why.
+    let again = build(&rt, "z: 1 + 1\n");
+    assert!(again.lookup_path(&p("z")).is_none());
+    let d = again.validate(true).unwrap_err();
+    assert_eq!(d[0].code, DiagCode::Limit);
+    assert_eq!(rt.limit_exceeded(), Some(Limit::Steps));
+}
+
+#[test]
+fn the_deadline_counts_from_the_runtime_not_from_each_call() {
+    let rt = Runtime::new(Config {
+        max_wall_time: Duration::from_millis(30),
+        ..Config::default()
+    });
+    let v = build(&rt, "a: 1 + 1\n");
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the deadline is wall time: let it pass"
+    )]
+    std::thread::sleep(Duration::from_millis(60));
+    let d = v.to_json_value().unwrap_err();
+    assert_eq!(d[0].code, DiagCode::Limit);
+    assert_eq!(rt.limit_exceeded(), Some(Limit::Deadline));
+    assert!(rt.elapsed() >= Duration::from_millis(60));
+    assert_eq!(rt.reports(&d)[0].code, "limit");
+}
+
+#[test]
+fn cancellation_from_another_thread_stops_a_running_evaluation() {
+    let rt = Runtime::new(Config {
+        max_steps: u64::MAX,
+        max_wall_time: Duration::from_secs(600),
+        ..Config::default()
+    });
+    let v = heavy(&rt, 1_000_000);
+    let handle = rt.cancel_handle();
+    assert!(!handle.is_cancelled());
+    let worker = std::thread::spawn(move || v.validate(true));
+    // Let the evaluation start (cancelling before it starts stops it at its first step, so the
+    // outcome does not depend on this wait).
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "lets the worker start; not a synchronisation"
+    )]
+    std::thread::sleep(Duration::from_millis(50));
+    handle.cancel();
+    let d = worker.join().unwrap().unwrap_err();
+    assert!(d.iter().any(|d| d.code == DiagCode::Limit), "{d:?}");
+    assert_eq!(rt.limit_exceeded(), Some(Limit::Cancelled));
+    assert!(handle.is_cancelled());
+    // Every later evaluation of the runtime fails the same way.
+    let w = build(&rt, "w: 2 * 3\n");
+    let d = w.to_json_value().unwrap_err();
+    assert_eq!(d[0].code, DiagCode::Limit);
+    assert!(w.lookup_path(&p("w")).is_none());
+}
+
+#[test]
+fn depth_limits_are_typed_and_do_not_spend_the_runtime() {
+    let rt = Runtime::new(Config {
+        max_depth: 50,
+        ..Config::default()
+    });
+    let mut src = String::from("a0: a1 + 1\n");
+    for i in 1..200 {
+        src.push_str(&format!("a{i}: a{} + 1\n", i + 1));
+    }
+    src.push_str("a200: 0\nok: 7\n");
+    let v = build(&rt, &src);
+    let d = v
+        .lookup_path(&p("a0"))
+        .unwrap()
+        .to_json_value()
+        .unwrap_err();
+    assert_eq!(d[0].code, DiagCode::Limit, "{d:?}");
+    assert_eq!(rt.limit_exceeded(), Some(Limit::Depth));
+    // Depth is a property of one value: the next call evaluates normally.
+    assert_eq!(
+        v.lookup_path(&p("ok")).unwrap().to_json_value().unwrap(),
+        json!(7)
+    );
+}
+
+/// A reference chain evaluated recursively, deeper than a 2 MiB stack holds (without the
+/// facade growing the stack this aborts the test process with a stack overflow).
+#[test]
+fn deep_evaluation_on_a_2_mib_thread() {
+    let n = 1500;
+    let t = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            let rt = Runtime::default();
+            let mut src = String::new();
+            for i in 0..n {
+                src.push_str(&format!("a{i}: b: a{}.b + 1\n", i + 1));
+            }
+            src.push_str(&format!("a{n}: b: 0\n"));
+            let v = build(&rt, &src);
+            v.lookup_path(&p("a0.b")).unwrap().to_json_value()
+        })
+        .unwrap();
+    assert_eq!(t.join().unwrap().unwrap(), json!(1500));
+}
+
+/// Two runtimes building the same module graph share the dependency's parsed files: the
+/// catalog file is parsed once, and an error in it is positioned in both runtimes.
+#[test]
+fn two_runtimes_share_one_parse_of_a_dependency_module() {
+    use cue::module::{MemFs, MemRegistry, ParseCache, Target};
+    let reg = MemRegistry::default().with(
+        "cache.test/catalog@v0",
+        "v0.1.0",
+        MemFs::new()
+            .with(
+                "cue.mod/module.cue",
+                "module: \"cache.test/catalog@v0\"\nlanguage: version: \"v0.16.0\"\n",
+            )
+            .with(
+                "catalog.cue",
+                "package catalog\n#Web: {name: string, port: *80 | int, _kind: \"web\"}\nbad: 1 & 2\n",
+            ),
+    );
+    let main = MemFs::new()
+        .with(
+            "cue.mod/module.cue",
+            "module: \"cache.test/app@v0\"\nlanguage: version: \"v0.16.0\"\n\
+             deps: \"cache.test/catalog@v0\": v: \"v0.1.0\"\n",
+        )
+        .with(
+            "app.cue",
+            "package app\nimport \"cache.test/catalog\"\nweb: catalog.#Web & {name: \"w\"}\nerr: catalog.bad\n",
+        );
+    let coord = "cache.test/catalog@v0.1.0";
+    let before = ParseCache::global().parses_of(coord);
+    for i in 0..2 {
+        let rt = Runtime::default();
+        if i == 1 {
+            // A runtime with files of its own already registers the shared ones beside them.
+            build(&rt, "x: 1\n");
+        }
+        let v = rt
+            .build_module(&main, &Target::Dir(String::new()), Some(&reg))
+            .unwrap_or_else(|d| panic!("{}", rt.render(&d)));
+        assert_eq!(
+            v.lookup_path(&p("web")).unwrap().to_json_value().unwrap(),
+            json!({"name": "w", "port": 80})
+        );
+        // The catalog's hidden field is scoped to the catalog package: not addressable by a
+        // Path (that is the main package's), but by package.
+        let web = v.lookup_path(&p("web")).unwrap();
+        assert!(web.lookup_path(&p("_kind")).is_none());
+        let kind = web.lookup_hidden("_kind", "cache.test/catalog").unwrap();
+        assert_eq!(kind.to_json_value().unwrap(), json!("web"));
+        assert!(web.lookup_hidden("_kind", "cache.test/other").is_none());
+        let d = v
+            .lookup_path(&p("err"))
+            .unwrap()
+            .validate(false)
+            .unwrap_err();
+        let rendered = rt.render(&d);
+        assert!(
+            rendered.contains("cache.test/catalog@v0.1.0/catalog.cue:3:"),
+            "{rendered}"
+        );
+    }
+    // One file, parsed once for both runtimes (other tests never load this module).
+    assert_eq!(ParseCache::global().parses_of(coord) - before, 1);
 }

@@ -5,12 +5,13 @@
 //! What it emulates, and every known difference from a real apiserver, is listed in the crate's
 //! README.md. Module map: `server` (HTTP, auth, watch), `ops` (verbs), `state` (store, history,
 //! store controllers), `ssa`/`fieldset` (managedFields), `patch`, `schema` (CRD structural
-//! schemas), `selector`, `rbac`, `admission`, `discovery`, `resources`.
+//! schemas), `selector`, `rbac`, `admission`, `discovery`, `resources`, `fault` (request-fault injection for tests).
 
 pub mod admission;
 pub mod api_error;
 pub mod discovery;
 pub mod error;
+pub mod fault;
 pub mod fieldset;
 pub mod ops;
 pub mod patch;
@@ -76,6 +77,8 @@ pub struct Shared {
     pub addr: String,
     /// A token that authenticates as cluster-admin (written into the kubeconfig).
     pub admin_token: String,
+    /// Injected request faults (see [`fault`]).
+    pub faults: fault::Faults,
 }
 
 /// A running emulator.
@@ -102,6 +105,7 @@ impl Emulator {
             bookmark_interval: opts.bookmark_interval,
             addr: addr.to_string(),
             admin_token: format!("kube-emu-admin-{}", uuid::Uuid::new_v4().simple()),
+            faults: fault::Faults::default(),
         });
         // The apiserver accepts request bodies up to 3 MiB; axum's default is 2 MiB.
         let app = axum::Router::new()
@@ -163,7 +167,29 @@ impl Emulator {
             .insert(token.to_string(), user);
     }
 
-    fn config(&self) -> Result<kube::Config, Error> {
+    /// Fails the next `rule.count` requests matching `rule` (see [`fault`]).
+    pub fn inject_fault(&self, rule: fault::FaultRule) {
+        self.shared.faults.add(rule);
+    }
+
+    /// Removes every injected fault rule.
+    pub fn clear_faults(&self) {
+        self.shared.faults.clear();
+    }
+
+    /// How many requests injected faults have answered so far.
+    pub fn faults_fired(&self) -> usize {
+        self.shared.faults.fired()
+    }
+
+    /// How many HTTP requests the emulator has received so far.
+    pub fn requests_served(&self) -> usize {
+        self.shared.faults.requests()
+    }
+
+    /// The client configuration (cluster-admin) that [`Emulator::client`] uses, for callers that
+    /// build their own clients from it (e.g. impersonating ones).
+    pub fn config(&self) -> Result<kube::Config, Error> {
         let uri: http::Uri = self
             .url
             .parse()

@@ -55,10 +55,25 @@ pub async fn handle(
     body: Bytes,
 ) -> Response {
     let q = Query(params.into_iter().collect::<HashMap<_, _>>());
+    if let Some(e) = sh
+        .faults
+        .check(&method, uri.path(), is_dry_run(&method, &q, &body))
+    {
+        return error_response(&e);
+    }
     match route(&sh, &method, &uri, &headers, q, body).await {
         Ok(r) => r,
         Err(e) => error_response(&e),
     }
+}
+
+/// Whether a request is a dry run (`dryRun` in the query, or in a DELETE's `DeleteOptions`).
+fn is_dry_run(method: &Method, q: &Query, body: &Bytes) -> bool {
+    q.0.contains_key("dryRun")
+        || (method == Method::DELETE
+            && serde_json::from_slice::<Value>(body)
+                .ok()
+                .is_some_and(|v| v.get("dryRun").is_some()))
 }
 
 fn header_all(headers: &HeaderMap, name: &str) -> Vec<String> {

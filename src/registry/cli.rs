@@ -12,8 +12,8 @@ use std::time::Duration;
 use super::cache::Cache;
 use super::client::{ModuleRegistry, RegistryConfig};
 use super::mapping::{Location, Mapping};
-use super::modfile::ModuleFile;
-use super::{mvs, version, zipfile, Error};
+use super::{zipfile, Error};
+use cue::module::ModuleFile;
 
 /// Registry selection shared by the subcommands.
 #[derive(clap::Args, Debug, Clone)]
@@ -140,7 +140,8 @@ pub fn run_module_command(cmd: ModuleCommand) -> Result<(), Error> {
             out: dir,
             registry,
         } => {
-            let m = version::parse_coordinate(&coordinate).map_err(Error::Usage)?;
+            let m = cue::module::parse_coordinate(&coordinate)
+                .map_err(|e| Error::Usage(e.to_string()))?;
             let reg = build(&registry, true)?;
             let f = reg.fetch_module(&m)?;
             write_tree(&dir, &f.files)?;
@@ -167,7 +168,7 @@ pub fn run_module_command(cmd: ModuleCommand) -> Result<(), Error> {
                 message,
             })?;
             let reg = build(&registry, true)?;
-            let tidy = mvs::tidy(&main, &reg)?;
+            let tidy = cue::module::tidy(&main, &reg)?;
             let text = tidy.to_cue();
             if write {
                 std::fs::write(&path, text).map_err(|e| Error::Io { path, source: e })

@@ -19,7 +19,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use cue::module::{FileSystem, MemFs, ModuleVersion, Registry, RegistryError};
+use cue::module::{
+    check_coordinate, check_path_with_major, semver, FileSystem, MemFs, ModuleFile,
+    ModuleFileSource, ModuleVersion, Registry, RegistryError, SourceKind,
+};
 use oci_client::Reference;
 
 use super::artifact::{self, Descriptor, ModuleManifest};
@@ -27,9 +30,7 @@ use super::auth::Credentials;
 use super::cache::{Cache, EntryMeta};
 use super::layout::{Layout, LayoutError};
 use super::mapping::{Location, Mapping};
-use super::modfile::ModuleFile;
 use super::remote::{OpError, Remote, Timeouts};
-use super::version;
 use super::zipfile::{self, ZipLimits};
 use super::Error;
 
@@ -196,7 +197,7 @@ impl ModuleRegistry {
     /// Fetches and verifies a module (memo → disk cache → registry).
     pub fn fetch_module(&self, m: &ModuleVersion) -> Result<Arc<FetchedModule>, RegistryError> {
         let coord = m.to_string();
-        let base = version::check_coordinate(m).map_err(|e| invalid(&coord, e))?;
+        let base = check_coordinate(m).map_err(|e| invalid(&coord, e.to_string()))?;
         let loc = self.location(base).clone();
         let key = loc.key();
         let memo_key = (key.clone(), m.clone());
@@ -269,7 +270,7 @@ impl ModuleRegistry {
     /// Reads the module file of a version without downloading the zip (used by MVS / tidy).
     pub fn module_file(&self, m: &ModuleVersion) -> Result<ModuleFile, RegistryError> {
         let coord = m.to_string();
-        let base = version::check_coordinate(m).map_err(|e| invalid(&coord, e))?;
+        let base = check_coordinate(m).map_err(|e| invalid(&coord, e.to_string()))?;
         let loc = self.location(base).clone();
         if let Some(cache) = self.cache() {
             if let Some(e) = cache.load(&loc.key(), m) {
@@ -314,7 +315,8 @@ impl ModuleRegistry {
 
     /// Lists the published versions of `path@vN`, ascending.
     pub fn list_versions(&self, path: &str) -> Result<Vec<String>, RegistryError> {
-        let (base, major) = version::split_major(path).map_err(|e| invalid(path, e))?;
+        let (base, major) =
+            check_path_with_major(path).map_err(|e| invalid(path, e.to_string()))?;
         let loc = self.location(base).clone();
         let repo = loc.repository(base);
         let tags = match &loc {
@@ -336,7 +338,7 @@ impl ModuleRegistry {
                 }
             }
         };
-        Ok(version::filter_major(tags, major))
+        Ok(semver::filter_major(tags, major))
     }
 
     fn layout_artifact(
@@ -370,10 +372,10 @@ impl ModuleRegistry {
     ) -> RegistryError {
         match e {
             LayoutError::NotFound(msg) => {
-                let major = version::split_major(&m.path).map(|(_, n)| n).unwrap_or(0);
+                let major = check_path_with_major(&m.path).map_or(0, |(_, n)| n);
                 let available = l
                     .tags(repo)
-                    .map(|t| version::filter_major(t, major))
+                    .map(|t| semver::filter_major(t, major))
                     .unwrap_or_default();
                 if available.contains(&m.version) {
                     // The tag exists, a blob is missing: the layout is broken.
@@ -423,11 +425,11 @@ impl ModuleRegistry {
     ) -> RegistryError {
         if let OpError::NotFound(_) = &e {
             // List what is published in the major, for the message.
-            let major = version::split_major(&m.path).map(|(_, n)| n).unwrap_or(0);
+            let major = check_path_with_major(&m.path).map_or(0, |(_, n)| n);
             let remote = self.remote.clone();
             let r = Reference::with_tag(host.to_string(), repo.to_string(), "latest".into());
             let available = match self.block(async move { remote.tags(&r).await }) {
-                Ok(Ok(t)) => version::filter_major(t, major),
+                Ok(Ok(t)) => semver::filter_major(t, major),
                 _ => Vec::new(),
             };
             if available.contains(&m.version) {
@@ -491,17 +493,17 @@ impl ModuleRegistry {
             version: version_str.to_string(),
         };
         let coord = m.to_string();
-        let base = version::check_coordinate(&m).map_err(|message| Error::Publish {
+        let base = check_coordinate(&m).map_err(|e| Error::Publish {
             module: coord.clone(),
-            message,
+            message: e.to_string(),
         })?;
-        if let Some(kind) = mf.source_kind.as_deref() {
-            if kind != "self" {
+        if let Some(kind) = mf.source {
+            if kind == SourceKind::Git {
                 return Err(Error::Publish {
                     module: coord,
-                    message: format!(
-                        "source.kind {kind:?} is not supported (only \"self\": the files of the directory)"
-                    ),
+                    message: "source.kind \"git\" is not supported (only \"self\": the files of \
+                              the directory)"
+                        .into(),
                 });
             }
         }
@@ -573,6 +575,15 @@ impl ModuleRegistry {
             manifest_digest: built.manifest_digest,
             created,
         })
+    }
+}
+
+/// MVS and tidy ([`cue::module::select`], [`cue::module::tidy`]) read module files through
+/// [`ModuleRegistry::module_file`]: one blob per version, never the zip.
+impl ModuleFileSource for ModuleRegistry {
+    type Error = RegistryError;
+    fn module_file(&self, m: &ModuleVersion) -> Result<ModuleFile, RegistryError> {
+        ModuleRegistry::module_file(self, m)
     }
 }
 

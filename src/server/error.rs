@@ -107,6 +107,28 @@ error_codes! {
     Internal = ("internal", INTERNAL_SERVER_ERROR);
     /// The server is not ready (starting or draining).
     NotReady = ("not_ready", SERVICE_UNAVAILABLE);
+    /// No platform is recorded yet; retry after `Retry-After` seconds.
+    PlatformNotReady = ("platform_not_ready", SERVICE_UNAVAILABLE);
+    /// The registry failed in a way that may pass (unreachable, 5xx).
+    RegistryUnavailable = ("registry_unavailable", BAD_GATEWAY);
+    /// The module, a version of it, or a catalog it needs does not resolve.
+    ModuleNotFound = ("module_not_found", NOT_FOUND);
+    /// The values do not satisfy the module's `#config` (`error.problems` names each path).
+    InvalidValues = ("invalid_values", UNPROCESSABLE_ENTITY);
+    /// The module needs newer catalogs than the platform pins and the skew policy is Refuse.
+    SkewRefused = ("skew_refused", CONFLICT);
+    /// The package is not a module instance.
+    UnsupportedKind = ("unsupported_kind", UNPROCESSABLE_ENTITY);
+    /// The render ran over its deadline or an evaluation limit.
+    RenderTimeout = ("render_timeout", GATEWAY_TIMEOUT);
+    /// The module does not evaluate or render (details in `error.problems`).
+    RenderFailed = ("render_failed", UNPROCESSABLE_ENTITY);
+    /// This server has no render backend.
+    RenderUnavailable = ("render_unavailable", SERVICE_UNAVAILABLE);
+    /// The TokenReview/SubjectAccessReview calls failed; the caller is not at fault.
+    AuthUnavailable = ("auth_unavailable", SERVICE_UNAVAILABLE);
+    /// The request asks for something this server does not do yet.
+    NotImplemented = ("not_implemented", NOT_IMPLEMENTED);
 }
 
 /// The `error` member of [`ErrorBody`].
@@ -116,6 +138,20 @@ pub struct ErrorDetail {
     pub code: ErrorCode,
     /// A human-readable explanation.
     pub message: String,
+    /// Structured detail (render errors: one entry per CUE problem); absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<ErrorProblem>,
+}
+
+/// One structured problem of an error answer.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorProblem {
+    /// The value path it is about, e.g. `values.image.tag`.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+    /// Source positions as `file:line:col`, primary first.
+    pub positions: Vec<String>,
 }
 
 /// The one JSON shape of every non-review error answer.
@@ -132,6 +168,10 @@ pub struct ApiError {
     pub code: ErrorCode,
     /// The message shown to the client.
     pub message: String,
+    /// Structured detail.
+    pub problems: Vec<ErrorProblem>,
+    /// A `Retry-After` header in seconds.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -140,6 +180,8 @@ impl ApiError {
         ApiError {
             code,
             message: message.into(),
+            problems: Vec::new(),
+            retry_after: None,
         }
     }
 
@@ -155,6 +197,7 @@ impl ApiError {
             error: ErrorDetail {
                 code: self.code,
                 message: self.message.clone(),
+                problems: self.problems.clone(),
             },
         }
     }
@@ -207,6 +250,10 @@ pub(crate) fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Respo
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut resp = json_response(self.code.status(), &self.body());
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
         resp.extensions_mut().insert(self.code);
         resp
     }

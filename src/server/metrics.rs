@@ -116,6 +116,15 @@ impl prometheus_client::collector::Collector for CertCollector {
 impl Metrics {
     /// Registers every family; `certs` adds the certificate series.
     pub fn new(certs: Option<Arc<certs::CertStore>>) -> Self {
+        Self::new_with(certs, |_| {})
+    }
+
+    /// Like [`Metrics::new`], then lets `register` add further families (the controllers') to the
+    /// registry `/metrics` serves.
+    pub fn new_with(
+        certs: Option<Arc<certs::CertStore>>,
+        register: impl FnOnce(&mut Registry),
+    ) -> Self {
         let mut registry = Registry::default();
         let http_requests = Family::<HttpLabels, Counter>::default();
         let http_duration =
@@ -158,6 +167,7 @@ impl Metrics {
         if let Some(store) = certs {
             registry.register_collector(Box::new(CertCollector(store)));
         }
+        register(&mut registry);
         Metrics {
             registry,
             http_requests,

@@ -8,7 +8,11 @@
 use serde::Serialize;
 use utoipa::OpenApi;
 
-use super::error::{ErrorBody, ErrorCode, ErrorDetail};
+use super::error::{ErrorBody, ErrorCode, ErrorDetail, ErrorProblem};
+use super::render_api::{
+    auth::KubeStatus, InstanceDoc, ModuleCoordinate, RenderMode, RenderRequest, RenderResponse,
+    RenderedObjectDoc,
+};
 use super::routes::ProbeStatus;
 
 /// `admission.k8s.io/v1` AdmissionReview, as sent by the apiserver and answered by the webhook.
@@ -82,12 +86,26 @@ pub struct StatusDoc {
     pub reason: Option<String>,
 }
 
+/// Adds the `bearer` security scheme the render API uses.
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = api.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
 /// The API description.
 #[derive(OpenApi)]
 #[openapi(
     info(
         title = "opm-operator",
-        description = "Admission webhooks (HTTPS), probes and metrics (plain HTTP) of the Open Platform Model operator. Every non-review error answer has the shape {\"error\": {\"code\", \"message\"}}.",
+        description = "Admission webhooks and the REST render API (HTTPS), probes and metrics (plain HTTP) of the Open Platform Model operator. Every non-review error answer has the shape {\"error\": {\"code\", \"message\", \"problems\"?}}, except the render API's 401/403, which use the Kubernetes Status shape.",
         license(name = "Apache-2.0")
     ),
     paths(
@@ -96,11 +114,21 @@ pub struct StatusDoc {
         super::routes::healthz,
         super::routes::readyz,
         super::routes::metrics,
+        super::render_api::render,
     ),
+    modifiers(&BearerAuth),
     components(schemas(
         ErrorBody,
         ErrorDetail,
+        ErrorProblem,
         ErrorCode,
+        KubeStatus,
+        RenderMode,
+        ModuleCoordinate,
+        RenderRequest,
+        RenderResponse,
+        RenderedObjectDoc,
+        InstanceDoc,
         ProbeStatus,
         AdmissionReviewDoc,
         AdmissionRequestDoc,
@@ -109,6 +137,7 @@ pub struct StatusDoc {
     )),
     tags(
         (name = "webhooks", description = "Validating admission webhooks, HTTPS on --webhook-addr"),
+        (name = "render", description = "The REST render API, HTTPS on --webhook-addr, bearer-token authenticated"),
         (name = "probes", description = "Liveness and readiness, plain HTTP on --probe-addr"),
         (name = "metrics", description = "Prometheus metrics, plain HTTP on --metrics-addr")
     )

@@ -7,10 +7,11 @@
 //! - A review is answered 200 with an AdmissionReview whenever the body is a judgeable v1 review
 //!   (allowed or denied, `response.uid` = `request.uid`). Bodies that cannot be judged get a 400
 //!   error body; over 3 MiB a 413; a present non-JSON `Content-Type` a 415.
-//! - Parsing runs on the async thread (bounded by the body limit). Evaluation takes a semaphore
-//!   permit and runs in `spawn_blocking` with the request span re-entered, because evaluation will
-//!   run CUE. An evaluation over `eval_timeout` is answered as a denial that says it timed out;
-//!   a panic inside it is a 500.
+//! - Parsing and evaluation run on the async worker (both are bounded pure functions of a body of
+//!   at most 3 MiB; the webhooks run no CUE). Evaluation first takes a permit of the review
+//!   semaphore, which bounds the memory of concurrent reviews; a review whose permit does not
+//!   arrive within `eval_timeout` is answered as a denial that says it timed out; a panic inside
+//!   it is a 500. Only CUE work (the render API) goes to `spawn_blocking`.
 //! - Layers, outermost first: trace (one `request` span per request, with `uid`, `kind`,
 //!   `namespace`, `name`, `operation`, `allowed` recorded after parsing), metrics, panic catcher,
 //!   request timeout.
@@ -36,6 +37,7 @@ use webhooks::WebhookKind;
 
 use super::error::{json_response, ApiError, ErrorBody, ErrorCode};
 use super::metrics::{HttpLabels, ListenerLabels, ReviewLabels};
+use super::render_api::RENDER_PATH;
 use super::state::AppState;
 
 /// Route of the TransformerRegistration webhook.
@@ -53,6 +55,10 @@ pub fn router(state: AppState) -> Router {
         .route(
             PLATFORMS_PATH,
             post(validate_platforms).fallback(method_not_allowed),
+        )
+        .route(
+            RENDER_PATH,
+            post(super::render_api::render).fallback(method_not_allowed),
         )
         .fallback(not_found);
     with_layers(routes, state, "webhook")
@@ -153,9 +159,10 @@ async fn request_timeout(timeout: Duration, req: Request, next: Next) -> Respons
 
 /// Every route template, so metric labels are static strings (no allocation per request, and a
 /// bounded label space).
-const ROUTES: [&str; 5] = [
+const ROUTES: [&str; 6] = [
     TRANSFORMER_REGISTRATIONS_PATH,
     PLATFORMS_PATH,
+    RENDER_PATH,
     "/healthz",
     "/readyz",
     "/metrics",
@@ -345,7 +352,7 @@ fn operation_str(op: &Operation) -> &'static str {
     }
 }
 
-fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+pub(super) fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(value) = headers.get(header::CONTENT_TYPE) else {
         return Ok(());
     };
@@ -367,7 +374,7 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-async fn read_body(
+pub(super) async fn read_body(
     headers: &HeaderMap,
     body: Body,
     limit: usize,
@@ -440,16 +447,14 @@ async fn judge(
     gauge.inc();
     let eval_span = span.clone();
     let evaluation = async move {
-        let permit = semaphore
-            .acquire_owned()
+        let _permit = semaphore
+            .acquire()
             .await
             .map_err(|e| ApiError::internal(format!("evaluation semaphore: {e}")))?;
-        tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            eval_span.in_scope(|| kind.validate(&req))
-        })
-        .await
-        .map_err(|e| ApiError::internal(format!("admission evaluation failed: {e}")))
+        // A review is a bounded pure function of a body of at most 3 MiB (tens of microseconds):
+        // it runs on the async worker. `spawn_blocking` is for CUE evaluation only (the render
+        // API); handing a review to the blocking pool cost more than the review itself.
+        Ok::<_, ApiError>(eval_span.in_scope(|| kind.validate(&req)))
     };
     let outcome = tokio::time::timeout(eval_timeout, evaluation).await;
     gauge.dec();

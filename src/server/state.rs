@@ -1,4 +1,5 @@
-//! Shared state of the HTTP handlers: limits, the evaluation semaphore, readiness and metrics.
+//! Shared state of the HTTP handlers: limits, the evaluation semaphore, readiness, metrics and
+//! the render backend.
 //!
 //! `AppState` is a cheap `Arc` clone (crates.io pattern); every router gets the same one, so the
 //! probe port reports readiness of the webhook port and `/metrics` sees every listener's counters.
@@ -10,6 +11,7 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 
 use super::metrics::Metrics;
+use super::render_api::RenderBackend;
 
 /// The apiserver's own request body limit (3 MiB); a larger AdmissionReview cannot exist.
 pub const DEFAULT_BODY_LIMIT: usize = 3 * 1024 * 1024;
@@ -64,6 +66,8 @@ pub struct Inner {
     pub semaphore: Arc<Semaphore>,
     /// Metric families.
     pub metrics: Metrics,
+    /// The render API's backend, if this server renders.
+    pub render: Option<RenderBackend>,
     ready: AtomicBool,
 }
 
@@ -77,10 +81,31 @@ impl std::ops::Deref for AppState {
 impl AppState {
     /// New state; `certs` adds the certificate metrics.
     pub fn new(limits: Limits, certs: Option<Arc<certs::CertStore>>) -> Self {
+        Self::new_with(limits, certs, None, |_| {})
+    }
+
+    /// New state with a render backend (the REST render API answers 503 without one).
+    pub fn with_render(
+        limits: Limits,
+        certs: Option<Arc<certs::CertStore>>,
+        render: Option<RenderBackend>,
+    ) -> Self {
+        Self::new_with(limits, certs, render, |_| {})
+    }
+
+    /// Like [`AppState::with_render`]; `register` adds further metric families to the served
+    /// registry.
+    pub fn new_with(
+        limits: Limits,
+        certs: Option<Arc<certs::CertStore>>,
+        render: Option<RenderBackend>,
+        register: impl FnOnce(&mut prometheus_client::registry::Registry),
+    ) -> Self {
         AppState(Arc::new(Inner {
             semaphore: Arc::new(Semaphore::new(limits.max_concurrent_reviews)),
             limits,
-            metrics: Metrics::new(certs),
+            metrics: Metrics::new_with(certs, register),
+            render,
             ready: AtomicBool::new(false),
         }))
     }

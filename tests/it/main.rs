@@ -1,6 +1,12 @@
 //! Integration tests of the root package: one binary, one module per area.
 
+mod apply;
+mod apply_faults;
+mod apply_prune;
+mod artifact;
+mod controller;
 mod platform_crash;
+mod platform_gen;
 mod platform_stress;
 mod registry;
 mod registry_auth;

@@ -9,10 +9,10 @@
 
 pub mod harness;
 
+use cue::module::ModuleFile;
 use cue::module::{ModuleVersion, Registry as _, RegistryError};
 use opm_operator::registry::artifact;
-use opm_operator::registry::modfile::ModuleFile;
-use opm_operator::registry::{mvs, Location, Mapping, ModuleRegistry, RegistryConfig};
+use opm_operator::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
 
 use harness::{cli, cli_ok, fixtures, publish_fixtures, DistRegistry, RawPush};
 
@@ -59,7 +59,7 @@ fn check_app_tree(reg: &dyn cue::module::Registry) {
 /// major-less import of schema is covered by a `default: true` dep of the main module.
 fn check_resolution(reg: &ModuleRegistry) {
     let main = ModuleFile::parse(&fixture_file("app", "cue.mod/module.cue")).unwrap();
-    let tidy = mvs::tidy(&main, reg).unwrap();
+    let tidy = cue::module::tidy(&main, reg).unwrap();
     assert_eq!(tidy.deps.len(), 2);
     assert_eq!(tidy.deps["fixtures.test/lib@v0"].version, "v0.1.0");
     assert!(tidy.deps["fixtures.test/schema@v0"].default);

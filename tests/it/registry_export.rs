@@ -10,9 +10,8 @@
     reason = "test helpers fail loudly"
 )]
 
-use opm_operator::registry::{
-    modfile::ModuleFile, mvs, Location, Mapping, ModuleRegistry, RegistryConfig,
-};
+use cue::module::ModuleFile;
+use opm_operator::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
 
 use crate::registry::harness::{fixtures, publish_fixtures, DistRegistry};
 
@@ -41,7 +40,7 @@ fn export_and_compare(client: &ModuleRegistry) {
     let main =
         ModuleFile::parse(&std::fs::read(app_dir.join("cue.mod/module.cue")).unwrap()).unwrap();
     assert_eq!(
-        mvs::select(&main, client)
+        cue::module::select(&main, client)
             .unwrap()
             .into_iter()
             .collect::<Vec<_>>(),

@@ -16,6 +16,7 @@ mod common;
 mod fixtures;
 mod openapi;
 mod probes;
+mod render_api;
 mod reviews;
 mod rotation;
 mod shutdown;

@@ -118,7 +118,7 @@ fn is_label_char(c: char) -> bool {
 }
 
 /// DNS-1123 label: ≤ 63 characters of `[a-z0-9-]`, alphanumeric at both ends (namespace names).
-pub(crate) fn check_dns_label(s: &str) -> Result<(), String> {
+pub fn check_dns_label(s: &str) -> Result<(), String> {
     if s.len() > 63 {
         return Err(format!("{s:?} is longer than 63 characters"));
     }

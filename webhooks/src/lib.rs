@@ -39,6 +39,7 @@ mod violations;
 use kube_core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use kube_core::DynamicObject;
 
+pub use common::check_dns_label;
 pub use error::ReviewError;
 pub use platform::validate_platform;
 pub use transformer_registration::validate_transformer_registration;

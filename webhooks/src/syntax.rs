@@ -2,12 +2,10 @@
 //! what is wrong; callers prefix the field path.
 //!
 //! Rules:
-//! - **Module path** (CUE module paths, Go-module style): elements separated by `/`, none empty. The
-//!   first element is a host: lowercase letters, digits, `-` and `.`, containing at least one dot, not
-//!   starting or ending with `.` or `-`. Every other element uses only `[a-z0-9._~-]`, does not start
-//!   or end with a dot, and is not `.` or `..`. No uppercase anywhere.
-//! - **Major-suffixed module path**: a module path followed by `@v<N>`, `N` a decimal without leading
-//!   zeros (`@v0`, `@v1`, `@v12`); the major is returned.
+//! - **Module path** and **major-suffixed module path** (`path@v<N>`): the rules of
+//!   `cue::module::path` (upstream CUE's `CheckPath`), shared with the loader and the registry
+//!   client: lower-case `[a-z0-9._-]` elements in OCI repository-name form, the first a host name
+//!   containing a dot; `N` a decimal without leading zeros. The major is returned.
 //! - **Bare SemVer**: SemVer 2.0.0 exactly (`MAJOR.MINOR.PATCH[-pre][+build]`, no leading zeros), no
 //!   `v` prefix, no range operators (`^`, `~`, `>=`, `*`, `x`, spaces, `||`).
 //! - **Contract FQN**: `<module path>/<name>@v<N>`: a module path of at least one element (its first
@@ -27,98 +25,30 @@ pub const CORE_MODULE_PATH: &str = "opmodel.dev/core";
 /// The generated platform module's reserved, never-published namespace.
 pub const RESERVED_PLATFORMS_PREFIX: &str = "opmodel.dev/platforms/";
 
-fn check_host(host: &str) -> Result<(), String> {
-    if host.is_empty() {
-        return Err("the first path element (the host) is empty".to_owned());
-    }
-    if let Some(c) = host
-        .chars()
-        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '.' || *c == '-'))
-    {
-        return Err(format!(
-            "the first path element {host:?} is not a lowercase host name (character {c:?})"
-        ));
-    }
-    if !host.contains('.') {
-        return Err(format!(
-            "the first path element {host:?} must be a host name containing a dot"
-        ));
-    }
-    if host.starts_with(['.', '-']) || host.ends_with(['.', '-']) || host.contains("..") {
-        return Err(format!(
-            "the first path element {host:?} is not a valid host name"
-        ));
-    }
-    Ok(())
-}
-
-fn check_element(elem: &str) -> Result<(), String> {
-    if elem.is_empty() {
-        return Err(
-            "the path has an empty element (a doubled, leading or trailing '/')".to_owned(),
-        );
-    }
-    if let Some(c) = elem.chars().find(|c| {
-        !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '~' | '-'))
-    }) {
-        return Err(format!(
-            "path element {elem:?} has the character {c:?} (allowed: a-z 0-9 . _ ~ -)"
-        ));
-    }
-    if elem.starts_with('.') || elem.ends_with('.') {
-        return Err(format!(
-            "path element {elem:?} must not start or end with a dot"
-        ));
-    }
-    Ok(())
-}
-
-/// Checks a module path without a version suffix.
+/// Checks a module path without a version suffix, by the project's one set of module-path rules
+/// ([`cue::module::check_path`], upstream `CheckPathWithoutVersion`).
 pub fn check_module_path(path: &str) -> Result<(), String> {
-    if path.is_empty() {
-        return Err("the module path is empty".to_owned());
-    }
-    let mut elems = path.split('/');
-    check_host(elems.next().unwrap_or(""))?;
-    for elem in elems {
-        check_element(elem)?;
-    }
-    Ok(())
+    cue::module::check_path(path).map_err(|e| e.reason.to_string())
 }
 
-/// Parses `@v<N>` (without the `@`) into N.
+/// Parses `@v<N>` (without the `@`) into N ([`cue::module::path::parse_major`]).
 fn parse_major_suffix(suffix: &str) -> Result<u64, String> {
-    let Some(digits) = suffix.strip_prefix('v') else {
-        return Err(format!(
-            "the version suffix @{suffix} must be a major version like @v1"
-        ));
-    };
-    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
-        return Err(format!(
-            "the version suffix @{suffix} must be a major version like @v1"
-        ));
-    }
-    if digits.len() > 1 && digits.starts_with('0') {
-        return Err(format!("the major version @{suffix} has a leading zero"));
-    }
-    digits
-        .parse::<u64>()
-        .map_err(|_| format!("the major version @{suffix} is out of range"))
+    cue::module::path::parse_major(suffix).ok_or_else(|| {
+        format!("the version suffix @{suffix} must be a major version like @v1 (no leading zero)")
+    })
 }
 
-/// Checks a major-suffixed module path (`example.com/catalogs/x@v1`) and returns (path, major).
+/// Checks a major-suffixed module path (`example.com/catalogs/x@v1`) and returns (path, major),
+/// by [`cue::module::check_path_with_major`].
 pub fn check_major_module_path(s: &str) -> Result<(&str, u64), String> {
-    let Some((path, suffix)) = s.rsplit_once('@') else {
-        return Err(format!("{s:?} must end in a major version suffix like @v1"));
-    };
-    if suffix.contains('.') {
-        return Err(format!(
+    use cue::module::PathProblem;
+    cue::module::check_path_with_major(s).map_err(|e| match e.reason {
+        PathProblem::MissingMajor => format!("{s:?} must end in a major version suffix like @v1"),
+        PathProblem::BadMajor(suffix) if suffix.contains('.') => format!(
             "{s:?} must end in a major version suffix like @v1, not a full version (@{suffix})"
-        ));
-    }
-    let major = parse_major_suffix(suffix)?;
-    check_module_path(path).map_err(|e| format!("{s:?} is not a valid module path: {e}"))?;
-    Ok((path, major))
+        ),
+        reason => format!("{s:?} is not a valid module path: {reason}"),
+    })
 }
 
 /// Whether a path (with or without suffix) lies under the reserved platforms namespace.
@@ -201,7 +131,7 @@ mod tests {
                 .1,
             12
         );
-        assert_eq!(check_major_module_path("a.b/c_d/e~f/g-h@v0").unwrap().1, 0);
+        assert_eq!(check_major_module_path("a.b/c_d/e.f/g-h@v0").unwrap().1, 0);
         for bad in [
             "example.com/catalogs/x",
             "example.com/catalogs/x@1",
@@ -216,6 +146,7 @@ mod tests {
             "example.com/.x@v1",
             "-example.com/x@v1",
             "example.com/a b@v1",
+            "a.b/e~f@v1",
             "@v1",
         ] {
             assert!(

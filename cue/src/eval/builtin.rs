@@ -84,13 +84,33 @@ fn snapshot(ev: &mut Ev, s: &Val, span: Span) -> Expr {
 
 /// `true` if `value` unified with schema vertex `schema` has no fatal error.
 fn matches_schema(ev: &mut Ev, schema: &Val, value: &Val, span: Span) -> bool {
+    match_schema(ev, schema, value, span) == Match::Yes
+}
+
+/// Whether a value matches a schema of `matchN`/`matchIf`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Match {
+    Yes,
+    No,
+    /// The only failures are required fields not present yet: an incomplete value, which may
+    /// still come to match (spec "Field constraints": a missing required field is incomplete).
+    Maybe,
+}
+
+fn match_schema(ev: &mut Ev, schema: &Val, value: &Val, span: Span) -> Match {
     let snap = snapshot(ev, value, span);
     let sch = match schema {
         Val::Vertex(v) => Expr::Vertex(*v, span),
         other => Expr::Lit(other.clone(), span),
     };
     let a = ev.anon(None, Expr::Unify(vec![sch, snap], span));
-    ev.error_deep(a, 0, true).is_none()
+    if ev.error_deep(a, 0, false).is_some() {
+        Match::No
+    } else if ev.error_deep(a, 0, true).is_some() {
+        Match::Maybe
+    } else {
+        Match::Yes
+    }
 }
 
 /// Checks a validator against a value; returns an error message on failure.
@@ -122,21 +142,35 @@ pub fn check_validator(ev: &mut Ev, v: &Validator, s: &Val) -> Option<String> {
             }
         }
         Validator::MatchN(n, schemas, span) => {
-            let mut count = 0i64;
+            // Definite matches, and schemas the value may still match once its missing
+            // required fields are set.
+            let (mut count, mut maybe) = (0i64, 0i64);
             for sc in schemas {
-                if matches_schema(ev, sc, s, *span) {
-                    count += 1;
+                match match_schema(ev, sc, s, *span) {
+                    Match::Yes => count += 1,
+                    Match::Maybe => maybe += 1,
+                    Match::No => {}
                 }
             }
-            let cv = Val::int(count);
-            let ok = match n {
-                Val::Int(_) => ops::value_equal(ev, n, &cv).unwrap_or(false),
-                Val::Bound(op, x) => ops::check_bound(ev, *op, x, &cv).is_none(),
-                _ => false,
+            let sat = |ev: &mut Ev, c: i64| {
+                let cv = Val::int(c);
+                match n {
+                    Val::Int(_) => ops::value_equal(ev, n, &cv).unwrap_or(false),
+                    Val::Bound(op, x) => ops::check_bound(ev, *op, x, &cv).is_none(),
+                    _ => false,
+                }
             };
+            // A schema missing only required fields does not match now (a concrete value
+            // lacking them is final); failing now but satisfiable once such fields are set,
+            // the value is merely incomplete.
+            let ok = sat(ev, count);
+            let undecided = !ok && (1..=maybe).any(|k| sat(ev, count + k));
             if ok {
                 None
             } else {
+                if undecided {
+                    ev.validator_incomplete = true;
+                }
                 Some(format!(
                     "invalid value {} (does not satisfy matchN): {} matched, expected {}",
                     ops::show(s),

@@ -63,6 +63,51 @@ pub struct ModuleFileError {
 }
 
 impl ModuleFile {
+    /// Parses `cue.mod/module.cue` bytes on their own (no source map): the first error, as
+    /// `module.cue:LINE:COL: message`.
+    pub fn parse(src: &[u8]) -> Result<ModuleFile, String> {
+        let text = std::str::from_utf8(src).map_err(|e| format!("module.cue: not UTF-8: {e}"))?;
+        let mut map = crate::source::SourceMap::new();
+        let id = map.add("module.cue", text);
+        parse_module_file(id, text).map_err(|errs| {
+            let e = errs.first();
+            let msg = e.map_or("invalid module file", |e| e.message.as_str());
+            match e.and_then(|e| map.position(e.span)) {
+                Some((f, l, c)) => format!("{f}:{l}:{c}: {msg}"),
+                None => msg.to_string(),
+            }
+        })
+    }
+
+    /// Writes the module file as CUE: `module`, `language.version`, `source.kind` and `deps`
+    /// (sorted by key), the fields this type holds; [`ModuleFile::parse`] reads it back equal.
+    pub fn to_cue(&self) -> String {
+        let q = |s: &str| serde_json::Value::String(s.to_string()).to_string();
+        let mut out = format!("module: {}\n", q(&self.module));
+        if let Some(v) = &self.language_version {
+            out.push_str(&format!("language: {{\n\tversion: {}\n}}\n", q(v)));
+        }
+        if let Some(k) = self.source {
+            let k = match k {
+                SourceKind::SelfFiles => "self",
+                SourceKind::Git => "git",
+            };
+            out.push_str(&format!("source: {{\n\tkind: {}\n}}\n", q(k)));
+        }
+        if !self.deps.is_empty() {
+            out.push_str("deps: {\n");
+            for (path, dep) in &self.deps {
+                out.push_str(&format!("\t{}: {{\n\t\tv: {}\n", q(path), q(&dep.version)));
+                if dep.default {
+                    out.push_str("\t\tdefault: true\n");
+                }
+                out.push_str("\t}\n");
+            }
+            out.push_str("}\n");
+        }
+        out
+    }
+
     /// The module path without the major suffix (`example.com/x`).
     pub fn path(&self) -> &str {
         split_major(&self.module).0
@@ -256,31 +301,9 @@ fn want_struct<'v>(
     }
 }
 
-/// Checks a module path (without major): `/`-separated non-empty elements of letters, digits and
-/// `-._~`, no leading or trailing dots or slashes.
+/// Checks a module path (without major) by the shared rules of [`super::path::check_path`].
 pub fn check_module_path(p: &str) -> Result<(), String> {
-    if p.is_empty() {
-        return Err("empty module path".into());
-    }
-    for elem in p.split('/') {
-        if elem.is_empty() {
-            return Err(format!("invalid module path {p:?}: empty path element"));
-        }
-        if elem.starts_with('.') || elem.ends_with('.') {
-            return Err(format!(
-                "invalid module path {p:?}: element {elem:?} starts or ends with a dot"
-            ));
-        }
-        if !elem
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'))
-        {
-            return Err(format!(
-                "invalid module path {p:?}: invalid character in {elem:?}"
-            ));
-        }
-    }
-    Ok(())
+    super::path::check_path(p).map_err(|e| e.to_string())
 }
 
 /// Parses and checks `cue.mod/module.cue` text. Syntax errors come first (all of them).

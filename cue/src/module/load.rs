@@ -54,8 +54,8 @@ pub struct LoadedFile {
     /// Its name in the source map (module-relative path; prefixed by `module@version/` for
     /// dependency modules).
     pub name: String,
-    /// The syntax tree.
-    pub ast: ast::File,
+    /// The syntax tree (shared with the parse cache for dependency-module files).
+    pub ast: Arc<ast::File>,
 }
 
 /// One package instance.
@@ -412,10 +412,26 @@ impl<'a> Loader<'a> {
                 return None;
             }
         };
-        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let text = String::from_utf8_lossy(&bytes);
         let name = Self::file_name(ctx, path);
-        let id = self.sources.add(name.clone(), text.as_str());
-        let (ast, errs) = parse_file(id, &text);
+        let (id, ast, errs) = match ctx {
+            // Dependency modules are immutable per version: their trees come from the cache.
+            ModCtx::Dep(mv) => {
+                let c = super::cache::ParseCache::global().get_or_parse(
+                    &mv.to_string(),
+                    path,
+                    &name,
+                    &text,
+                );
+                self.sources.add_shared(c.id, c.file);
+                (c.id, c.ast, c.errs)
+            }
+            ModCtx::Main => {
+                let id = self.sources.add(name.clone(), &*text);
+                let (ast, errs) = parse_file(id, &text);
+                (id, Arc::new(ast), errs)
+            }
+        };
         let package = ast
             .package
             .as_ref()
@@ -1019,68 +1035,44 @@ enum Resolved {
 
 /// Minimal version selection: starting from the root requirements, visits every reachable
 /// module version (reading each one's `cue.mod/module.cue` through `registry`) and selects the
-/// highest version required of each `path@vN`. Returns `path@vN` → version.
+/// highest version required of each `path@vN` (the one MVS, [`super::tidy::select_all`]).
+/// Returns `path@vN` → version, or every error met.
 pub fn mvs(
     root: &BTreeMap<String, Dep>,
     registry: &dyn Registry,
 ) -> Result<BTreeMap<String, String>, Vec<LoadError>> {
-    let mut selected: BTreeMap<String, String> = BTreeMap::new();
-    let mut visited: BTreeSet<ModuleVersion> = BTreeSet::new();
-    let mut work: Vec<ModuleVersion> = root
-        .iter()
-        .map(|(k, d)| ModuleVersion {
-            path: k.clone(),
-            version: d.version.clone(),
-        })
-        .collect();
-    let mut errors = Vec::new();
-    let mut sources = SourceMap::new();
-    while let Some(mv) = work.pop() {
-        if !visited.insert(mv.clone()) {
-            continue;
-        }
-        let better = selected
-            .get(&mv.path)
-            .is_none_or(|cur| semver::compare(&mv.version, cur).is_gt());
-        if better {
-            selected.insert(mv.path.clone(), mv.version.clone());
-        }
-        let fs = match registry.fetch(&mv) {
-            Ok(fs) => fs,
-            Err(source) => {
-                errors.push(LoadError::Registry { source, span: None });
-                continue;
-            }
-        };
-        let bytes = match fs.read_file(MODULE_FILE) {
-            Ok(b) => b,
-            Err(source) => {
-                errors.push(LoadError::Fs { source, span: None });
-                continue;
-            }
-        };
-        let text = String::from_utf8_lossy(&bytes).into_owned();
-        let name = format!("{mv}/{MODULE_FILE}");
-        let id = sources.add(name.clone(), text.as_str());
-        match parse_module_file(id, &text) {
-            Ok(f) => {
-                for (k, d) in f.deps {
-                    work.push(ModuleVersion {
-                        path: k,
-                        version: d.version,
-                    });
-                }
-            }
-            Err(errs) => errors.extend(errs.into_iter().map(|error| LoadError::ModuleFile {
-                file: name.clone(),
-                error,
-            })),
+    /// Reads module files through `fetch`, keeping the loader's positioned errors.
+    struct Files<'a>(&'a dyn Registry);
+    impl super::tidy::ModuleFileSource for Files<'_> {
+        type Error = Vec<LoadError>;
+        fn module_file(&self, mv: &ModuleVersion) -> Result<ModuleFile, Vec<LoadError>> {
+            let fs = self
+                .0
+                .fetch(mv)
+                .map_err(|source| vec![LoadError::Registry { source, span: None }])?;
+            let bytes = fs
+                .read_file(MODULE_FILE)
+                .map_err(|source| vec![LoadError::Fs { source, span: None }])?;
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            let name = format!("{mv}/{MODULE_FILE}");
+            let mut sources = SourceMap::new();
+            let id = sources.add(name.clone(), text.as_str());
+            parse_module_file(id, &text).map_err(|errs| {
+                errs.into_iter()
+                    .map(|error| LoadError::ModuleFile {
+                        file: name.clone(),
+                        error,
+                    })
+                    .collect()
+            })
         }
     }
+    let roots = root.iter().map(|(k, d)| (k.clone(), d.version.clone()));
+    let (selected, errors) = super::tidy::select_all(roots, None, &Files(registry));
     if errors.is_empty() {
         Ok(selected)
     } else {
-        Err(errors)
+        Err(errors.into_iter().flatten().collect())
     }
 }
 

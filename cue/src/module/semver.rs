@@ -141,6 +141,27 @@ pub fn compare(a: &str, b: &str) -> Ordering {
     }
 }
 
+/// A version a registry tag may carry: canonical, without build metadata (`+...`), as CUE refuses
+/// build metadata in module versions.
+pub fn parse_tag(s: &str) -> Option<Version> {
+    if s.contains('+') {
+        return None;
+    }
+    Version::parse(s)
+}
+
+/// Keeps the tags that are module versions ([`parse_tag`]) in major `major`, ascending, without
+/// duplicates.
+pub fn filter_major(tags: impl IntoIterator<Item = String>, major: u64) -> Vec<String> {
+    let mut out: Vec<String> = tags
+        .into_iter()
+        .filter(|t| parse_tag(t).is_some_and(|v| v.major == major))
+        .collect();
+    out.sort_by(|a, b| compare(a, b).then_with(|| a.cmp(b)));
+    out.dedup();
+    out
+}
+
 /// `true` if `s` is a major-version suffix `vN` (no leading zeros).
 pub fn is_major(s: &str) -> bool {
     s.strip_prefix('v').and_then(number).is_some()
@@ -149,6 +170,27 @@ pub fn is_major(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tags_filter_by_major_in_precedence_order() {
+        let tags = [
+            "v2.0.0",
+            "v1.10.0",
+            "v1.2.0",
+            "v1.2.0-rc.1",
+            "latest",
+            "v1.2.0+b",
+            "1.3.0",
+            "v1.2.0",
+        ]
+        .map(String::from);
+        assert_eq!(
+            filter_major(tags.clone(), 1),
+            ["v1.2.0-rc.1", "v1.2.0", "v1.10.0"]
+        );
+        assert_eq!(filter_major(tags, 2), ["v2.0.0"]);
+        assert!(parse_tag("v1.0.0+meta").is_none());
+    }
 
     #[test]
     fn parses_and_orders() {

@@ -7,6 +7,7 @@
 mod common;
 mod controller;
 mod crud;
+mod fault;
 mod kubectl;
 mod rbac;
 mod ssa;

@@ -1,0 +1,658 @@
+//! The apply engine: staged server-side apply, change sets, safe prune, deletion, drift, health
+//! and impersonation (operator-spec.md §2.2 phases 3–6, §2.4, §2.5, §6; lessons.md §1.2–§1.4 and
+//! §5 rules 1–7, 12, 13, 21).
+//!
+//! Rules implemented by the [`Engine`] (details in each submodule):
+//! - **Staged SSA** ([`Engine::apply_all_staged`]): objects are grouped into stages
+//!   ([`object::stage_of`]): CRDs/Namespaces/ClusterRoles, then class kinds, then
+//!   ServiceAccounts/Roles, then the rest. Stage 0 is waited for (CRD `Established`, Namespace
+//!   active) and followed by a discovery refresh, so a module shipping a CRD and its CRs applies
+//!   in one pass. Within a stage, every object is first read and applied with `dryRun=All`
+//!   (planned), and only when the whole stage planned without error are the created or
+//!   configured objects applied for real, so a conflict or an invalid object fails its stage
+//!   before any of that stage is written. Change detection compares the dry-run answer with
+//!   the live object, ignoring `managedFields`, `resourceVersion`, `generation` and `status`
+//!   (absent → created; equal → unchanged, not written; else configured). At most
+//!   [`EngineOptions::concurrency`] requests run at once. A kind still not served after the
+//!   refresh is [`Error::UnknownKind`] (no dry-run is attempted for it). Every object of a
+//!   stage is planned; the stage's errors are all reported and the later stages do not run.
+//!   Invalid objects and an object rendered twice (same group, kind, namespace, name) fail the
+//!   apply before any write.
+//! - **Conflict semantics** (lessons §1.9 item 5, rule 5): field manager `opm-controller`;
+//!   without `force` an SSA conflict is [`Error::Conflict`] naming the other manager and the
+//!   fields, and nothing of that object is written; with `force` (`rollout.forceConflicts`) we
+//!   take ownership of the conflicting fields. Recreate-on-immutable-field is not done at all
+//!   (an immutable-field error is an [`Error::Api`] `Invalid`): it would be a separate
+//!   per-object opt-in, never the default.
+//! - **Inventory safety** ([`Engine::sync`]): an empty render over a non-empty inventory is
+//!   refused unless allowed; the desired inventory is checked against the size budget before
+//!   any write; stale entries are computed only after a fully successful apply and pruned with
+//!   the guards of [`prune`]; the new inventory is returned only when apply and prune both
+//!   succeeded, so a failure keeps the previous inventory (nothing of a failed apply is
+//!   recorded, nothing is pruned after it).
+//! - **Health** ([`health`]): with [`ApplyOptions::wait`], every applied object except those
+//!   annotated [`WAIT_ANNOTATION`]` = "disabled"` is waited for after the last stage (kstatus,
+//!   fail fast, deadline, cancellation).
+//! - **Identity** ([`impersonate`]): an engine built over an impersonating client records the
+//!   user, so a 403 is [`Error::Forbidden`] with `impersonated: Some(..)`.
+//!
+//! How a reconciler uses it (ModuleInstance, §2.2 phases 3–6 and §2.4):
+//!
+//! ```text
+//! let engine = Engine::new(controller_client, EngineOptions::default());   // once, shared
+//! // phase 3: drift with the identity the spec asks for; DriftOutcome::Unknown → drift counter +1
+//! let report = engine.drift(&objects, &DriftOptions::default()).await;
+//! // phase 4: identity (ServiceAccountNotFound / Forbidden → Stalled ImpersonationFailed)
+//! let eng = engine.impersonating(&controller_config, &mi_namespace, &sa).await?;
+//! // phases 5–6: on Ok record r.inventory (revision+1) and emit r.changes.applied_message();
+//! // on Err keep the old inventory; err.phase says ApplyFailed / PruneFailed, and
+//! // err.error.is_impersonation_forbidden() says Stalled ImpersonationFailed.
+//! let r = eng.sync(&objects, &status.inventory.entries, &SyncOptions { prune: spec.prune,
+//!     prune_options: PruneOptions { owner_uuid }, apply: ApplyOptions { force, instance, .. }, .. }).await;
+//! // §2.4: deletion::decide(prune, inventory.len(), Some(&identity), annotation), then
+//! // eng.delete_all(&entries, &opts): keep the finalizer unless DeleteResult::complete().
+//! ```
+//!
+//! Known gap: objects created by an apply whose later stage failed are live but not in the
+//! inventory until a later successful apply records them (as in fluxcd/pkg/ssa); if the desired
+//! set drops them before that, they are not pruned.
+
+pub mod deletion;
+pub mod drift;
+pub mod error;
+pub mod health;
+pub mod impersonate;
+pub mod object;
+pub mod prune;
+pub mod resolve;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::{self, StreamExt};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::Client;
+use serde_json::Value;
+
+use crds::common::InventoryEntry;
+pub use error::Error;
+use health::Cancel;
+use object::{InstanceLabels, ObjectRef};
+use resolve::{Resolved, Resolver};
+
+/// The SSA field manager and event reporter of the operator.
+pub const FIELD_MANAGER: &str = "opm-controller";
+
+/// Per-object wait opt-out: an object annotated `opm.dev/wait: "disabled"` is not waited for
+/// by the final health wait (lessons rule 7). Stage-0 waits (CRDs, Namespaces) always run.
+pub const WAIT_ANNOTATION: &str = "opm.dev/wait";
+
+/// Engine-wide settings.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// SSA field manager.
+    pub field_manager: String,
+    /// Runtime name stamped as `app.kubernetes.io/managed-by`.
+    pub runtime_name: String,
+    /// Requests in flight per stage (lessons rule 20: ~4; more is not faster).
+    pub concurrency: usize,
+    /// Poll interval of waits.
+    pub wait_interval: Duration,
+    /// Deadline of the stage-0 wait (CRDs established, Namespaces active).
+    pub stage_timeout: Duration,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            field_manager: FIELD_MANAGER.into(),
+            runtime_name: crate::kernel::RUNTIME_NAME.into(),
+            concurrency: 4,
+            wait_interval: Duration::from_millis(500),
+            stage_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Per-apply settings.
+#[derive(Debug, Clone)]
+pub struct ApplyOptions {
+    /// Take ownership of conflicting fields (`rollout.forceConflicts`).
+    pub force: bool,
+    /// Instance identity labels to stamp (None: leave the render's labels as they are).
+    pub instance: Option<InstanceLabels>,
+    /// After the last stage, wait until every applied object is healthy (kstatus).
+    pub wait: bool,
+    /// Deadline of that final wait.
+    pub wait_timeout: Duration,
+    /// Fires when a newer desired state arrives: cancels waits.
+    pub cancel: Cancel,
+}
+
+impl Default for ApplyOptions {
+    fn default() -> Self {
+        ApplyOptions {
+            force: false,
+            instance: None,
+            wait: false,
+            wait_timeout: Duration::from_secs(300),
+            cancel: Cancel::never(),
+        }
+    }
+}
+
+/// What apply did to one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// It did not exist and was created.
+    Created,
+    /// It existed and differed; it was updated.
+    Configured,
+    /// It existed and a dry-run showed no change; nothing was written.
+    Unchanged,
+}
+
+/// One entry of a change set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The object.
+    pub object: ObjectRef,
+    /// What happened to it.
+    pub action: Action,
+}
+
+/// The result of an apply, in render order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChangeSet {
+    /// One entry per object.
+    pub changes: Vec<Change>,
+}
+
+impl ChangeSet {
+    /// Number of objects with `action`.
+    pub fn count(&self, action: Action) -> usize {
+        self.changes.iter().filter(|c| c.action == action).count()
+    }
+
+    /// The `Applied` event text (operator-spec §2.2 phase 5).
+    pub fn applied_message(&self) -> String {
+        format!(
+            "Applied {} resources ({} created, {} updated, {} unchanged)",
+            self.changes.len(),
+            self.count(Action::Created),
+            self.count(Action::Configured),
+            self.count(Action::Unchanged)
+        )
+    }
+}
+
+/// The apply engine. Cheap to clone; clones share the discovery cache.
+#[derive(Clone)]
+pub struct Engine {
+    pub(crate) client: Client,
+    pub(crate) resolver: Arc<Resolver>,
+    pub(crate) opts: EngineOptions,
+    /// The impersonated user, when the client impersonates (§2.5).
+    pub(crate) impersonated: Option<String>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("opts", &self.opts)
+            .field("impersonated", &self.impersonated)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What applying one object would do, and the API to do it with.
+struct Plan {
+    action: Action,
+    api: Api<DynamicObject>,
+}
+
+/// One prepared object.
+struct Prepared {
+    r: ObjectRef,
+    body: Value,
+}
+
+impl Engine {
+    /// An engine acting with `client`'s identity.
+    pub fn new(client: Client, opts: EngineOptions) -> Engine {
+        Engine {
+            client,
+            resolver: Arc::new(Resolver::default()),
+            opts,
+            impersonated: None,
+        }
+    }
+
+    /// The same engine acting through an impersonating client (see [`impersonate`]).
+    pub fn with_identity(&self, client: Client, user: String) -> Engine {
+        Engine {
+            client,
+            resolver: self.resolver.clone(),
+            opts: self.opts.clone(),
+            impersonated: Some(user),
+        }
+    }
+
+    /// The impersonated user, if any.
+    pub fn impersonated(&self) -> Option<&str> {
+        self.impersonated.as_deref()
+    }
+
+    pub(crate) fn err(&self, e: kube::Error, object: &ObjectRef, verb: &'static str) -> Error {
+        Error::from_kube(e, &object.to_string(), verb, self.impersonated.as_deref())
+    }
+
+    /// The dynamic API of `r` (resolved), or the typed error for an unserved kind / a missing
+    /// namespace.
+    pub(crate) async fn api_for(
+        &self,
+        r: &ObjectRef,
+    ) -> Result<Option<(Api<DynamicObject>, Resolved)>, Error> {
+        let Some(res) = self
+            .resolver
+            .resolve(&self.client, r, self.impersonated.as_deref())
+            .await?
+        else {
+            return Ok(None);
+        };
+        let api = if res.namespaced {
+            let Some(ns) = r.namespace.as_deref() else {
+                return Err(Error::InvalidObject {
+                    object: r.to_string(),
+                    reason: "namespaced kind without metadata.namespace".into(),
+                });
+            };
+            Api::namespaced_with(self.client.clone(), ns, &res.resource)
+        } else {
+            Api::all_with(self.client.clone(), &res.resource)
+        };
+        Ok(Some((api, res)))
+    }
+
+    /// GETs the live object (`None` when absent or its kind is not served).
+    pub async fn get_live(&self, r: &ObjectRef) -> Result<Option<Value>, Error> {
+        let Some((api, _)) = self.api_for(r).await? else {
+            return Ok(None);
+        };
+        match api.get_opt(&r.name).await {
+            Ok(Some(o)) => Ok(Some(to_value(&o, r)?)),
+            Ok(None) => Ok(None),
+            Err(e) => Err(self.err(e, r, "get")),
+        }
+    }
+
+    fn prepare_all(&self, objects: &[Value], opts: &ApplyOptions) -> Result<Vec<Prepared>, Error> {
+        let mut out = Vec::with_capacity(objects.len());
+        let mut errors = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for o in objects {
+            match ObjectRef::of(o) {
+                Ok(r) => {
+                    let identity = (
+                        r.group.clone(),
+                        r.kind.clone(),
+                        r.namespace.clone(),
+                        r.name.clone(),
+                    );
+                    if !seen.insert(identity) {
+                        errors.push(Error::InvalidObject {
+                            object: r.to_string(),
+                            reason: "the render contains this object more than once".into(),
+                        });
+                        continue;
+                    }
+                    out.push(Prepared {
+                        body: object::prepare(o, &self.opts.runtime_name, opts.instance.as_ref()),
+                        r,
+                    })
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        match Error::collect(errors) {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+
+    /// Applies `objects` stage by stage (see the module rules) and returns the change set.
+    pub async fn apply_all_staged(
+        &self,
+        objects: &[Value],
+        opts: &ApplyOptions,
+    ) -> Result<ChangeSet, Error> {
+        let prepared = self.prepare_all(objects, opts)?;
+        // Discovery is fresh per apply (one request per group-version), so a CRD removed or
+        // changed since the last apply is never served from a stale cache.
+        self.resolver.refresh();
+        let mut results: Vec<Option<Action>> = vec![None; prepared.len()];
+        for stage in 0..object::STAGES {
+            let idx: Vec<usize> = (0..prepared.len())
+                .filter(|&i| object::stage_of(&prepared[i].r) == stage)
+                .collect();
+            if idx.is_empty() {
+                continue;
+            }
+            // Plan the whole stage (GET + dry-run per object) before writing any of it.
+            let planned: Vec<(usize, Result<Plan, Error>)> = stream::iter(idx.iter().copied())
+                .map(|i| {
+                    let p = &prepared[i];
+                    async move { (i, self.plan_one(p, opts.force).await) }
+                })
+                .buffered(self.opts.concurrency.max(1))
+                .collect()
+                .await;
+            let mut errors = Vec::new();
+            let mut writes = Vec::new();
+            for (i, r) in planned {
+                match r {
+                    Ok(plan) => {
+                        results[i] = Some(plan.action);
+                        if plan.action != Action::Unchanged {
+                            writes.push((i, plan.api));
+                        }
+                    }
+                    Err(e) => errors.push(e),
+                }
+            }
+            if let Some(e) = Error::collect(errors) {
+                return Err(e);
+            }
+            let written: Vec<Result<(), Error>> = stream::iter(writes)
+                .map(|(i, api)| self.write_one(&prepared[i], api, opts.force))
+                .buffered(self.opts.concurrency.max(1))
+                .collect()
+                .await;
+            if let Some(e) = Error::collect(written.into_iter().filter_map(Result::err).collect()) {
+                return Err(e);
+            }
+            if stage == 0 {
+                let names: Vec<&Prepared> = idx.iter().map(|&i| &prepared[i]).collect();
+                self.wait_refs(
+                    &names.iter().map(|p| p.r.clone()).collect::<Vec<_>>(),
+                    self.opts.stage_timeout,
+                    opts.cancel.clone(),
+                )
+                .await?;
+                self.resolver.refresh();
+            }
+        }
+        if opts.wait {
+            let refs: Vec<ObjectRef> = prepared
+                .iter()
+                .filter(|p| {
+                    p.body
+                        .pointer("/metadata/annotations")
+                        .and_then(|a| a.get(WAIT_ANNOTATION))
+                        .and_then(Value::as_str)
+                        != Some("disabled")
+                })
+                .map(|p| p.r.clone())
+                .collect();
+            self.wait_refs(&refs, opts.wait_timeout, opts.cancel.clone())
+                .await?;
+        }
+        let changes = prepared
+            .into_iter()
+            .zip(results)
+            .filter_map(|(p, a)| {
+                a.map(|action| Change {
+                    object: p.r,
+                    action,
+                })
+            })
+            .collect();
+        Ok(ChangeSet { changes })
+    }
+
+    /// What applying `objects` would do, without writing anything (GET + server-side dry-run
+    /// per object, all stages at once, no waits): the REST `validate`/`diff` modes and previews
+    /// use it. Objects of a kind not yet served (a CR whose CRD is part of the same set) are
+    /// reported as [`Error::UnknownKind`], since no dry-run can be made for them.
+    pub async fn plan(&self, objects: &[Value], opts: &ApplyOptions) -> Result<ChangeSet, Error> {
+        let prepared = self.prepare_all(objects, opts)?;
+        self.resolver.refresh();
+        let planned: Vec<Result<Plan, Error>> = stream::iter(prepared.iter())
+            .map(|p| self.plan_one(p, opts.force))
+            .buffered(self.opts.concurrency.max(1))
+            .collect()
+            .await;
+        let mut changes = Vec::new();
+        let mut errors = Vec::new();
+        for (p, r) in prepared.into_iter().zip(planned) {
+            match r {
+                Ok(plan) => changes.push(Change {
+                    object: p.r,
+                    action: plan.action,
+                }),
+                Err(e) => errors.push(e),
+            }
+        }
+        match Error::collect(errors) {
+            Some(e) => Err(e),
+            None => Ok(ChangeSet { changes }),
+        }
+    }
+
+    /// GET and dry-run one object: what applying it would do.
+    async fn plan_one(&self, p: &Prepared, force: bool) -> Result<Plan, Error> {
+        let Some((api, _)) = self.api_for(&p.r).await? else {
+            return Err(Error::UnknownKind {
+                object: p.r.to_string(),
+                api_version: p.r.api_version(),
+                kind: p.r.kind.clone(),
+            });
+        };
+        let live = match api.get_opt(&p.r.name).await {
+            Ok(o) => o.map(|o| to_value(&o, &p.r)).transpose()?,
+            Err(e) => return Err(self.err(e, &p.r, "get")),
+        };
+        let mut dry = PatchParams::apply(&self.opts.field_manager).dry_run();
+        dry.force = force;
+        let planned = api
+            .patch(&p.r.name, &dry, &Patch::Apply(&p.body))
+            .await
+            .map_err(|e| self.err(e, &p.r, "apply (dry-run)"))?;
+        let planned = to_value(&planned, &p.r)?;
+        let action = match &live {
+            None => Action::Created,
+            Some(l) if comparable(l) == comparable(&planned) => Action::Unchanged,
+            Some(_) => Action::Configured,
+        };
+        Ok(Plan { action, api })
+    }
+
+    /// Applies one object for real.
+    async fn write_one(
+        &self,
+        p: &Prepared,
+        api: Api<DynamicObject>,
+        force: bool,
+    ) -> Result<(), Error> {
+        let mut params = PatchParams::apply(&self.opts.field_manager);
+        params.force = force;
+        api.patch(&p.r.name, &params, &Patch::Apply(&p.body))
+            .await
+            .map_err(|e| self.err(e, &p.r, "apply"))?;
+        Ok(())
+    }
+
+    /// Waits until every object in `refs` is Current (kstatus), failing fast on a terminal
+    /// failure, or until `timeout`, or until `cancel` fires.
+    pub async fn wait_ready(
+        &self,
+        refs: &[ObjectRef],
+        timeout: Duration,
+        cancel: Cancel,
+    ) -> Result<(), Error> {
+        self.wait_refs(refs, timeout, cancel).await
+    }
+
+    async fn wait_refs(
+        &self,
+        refs: &[ObjectRef],
+        timeout: Duration,
+        cancel: Cancel,
+    ) -> Result<(), Error> {
+        let names: Vec<String> = refs.iter().map(ToString::to_string).collect();
+        health::wait_for(
+            &names,
+            |i| self.get_live(&refs[i]),
+            timeout,
+            self.opts.wait_interval,
+            cancel,
+        )
+        .await
+    }
+
+    /// Apply then prune with every inventory-safety rule of the module docs.
+    pub async fn sync(
+        &self,
+        objects: &[Value],
+        previous: &[InventoryEntry],
+        opts: &SyncOptions,
+    ) -> Result<SyncResult, SyncError> {
+        let fail = |phase, error| SyncError {
+            phase,
+            error,
+            changes: None,
+            pruned: None,
+        };
+        let desired = crate::inventory::entries_of(objects).map_err(|e| {
+            fail(
+                Phase::Plan,
+                Error::InvalidObject {
+                    object: String::new(),
+                    reason: e.to_string(),
+                },
+            )
+        })?;
+        crate::inventory::check_size(&desired, opts.size_budget)
+            .map_err(|e| fail(Phase::Plan, Error::InventoryTooLarge(e)))?;
+        if desired.is_empty() && !previous.is_empty() && !opts.allow_empty {
+            return Err(fail(
+                Phase::Plan,
+                Error::EmptyRenderRefused {
+                    previous: previous.len(),
+                },
+            ));
+        }
+        let changes = self
+            .apply_all_staged(objects, &opts.apply)
+            .await
+            .map_err(|e| fail(Phase::Apply, e))?;
+        let mut pruned = None;
+        if opts.prune {
+            let stale = crate::inventory::stale(previous, &desired);
+            let mut result = self.prune(&stale, &opts.prune_options).await;
+            if let Some(e) = Error::collect(std::mem::take(&mut result.errors)) {
+                return Err(SyncError {
+                    phase: Phase::Prune,
+                    error: e,
+                    changes: Some(changes),
+                    pruned: Some(result),
+                });
+            }
+            pruned = Some(result);
+        }
+        Ok(SyncResult {
+            changes,
+            pruned,
+            inventory: desired,
+        })
+    }
+}
+
+/// Settings of [`Engine::sync`].
+#[derive(Debug, Clone)]
+pub struct SyncOptions {
+    /// Apply settings.
+    pub apply: ApplyOptions,
+    /// Prune stale entries (`spec.prune`).
+    pub prune: bool,
+    /// Prune settings (owner uuid, ...).
+    pub prune_options: prune::PruneOptions,
+    /// Allow an empty render to prune a non-empty inventory.
+    pub allow_empty: bool,
+    /// Inventory size budget in bytes.
+    pub size_budget: usize,
+}
+
+impl Default for SyncOptions {
+    fn default() -> Self {
+        SyncOptions {
+            apply: ApplyOptions::default(),
+            prune: true,
+            prune_options: prune::PruneOptions::default(),
+            allow_empty: false,
+            size_budget: crate::inventory::DEFAULT_SIZE_BUDGET,
+        }
+    }
+}
+
+/// A successful sync: the new inventory is to be recorded.
+#[derive(Debug)]
+pub struct SyncResult {
+    /// What apply did.
+    pub changes: ChangeSet,
+    /// What prune did (None when prune is off).
+    pub pruned: Option<prune::PruneResult>,
+    /// The new inventory entries (render order).
+    pub inventory: Vec<InventoryEntry>,
+}
+
+/// The phase a sync failed in; the previous inventory stays in effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Before any write (invalid object, inventory too large, empty render refused).
+    Plan,
+    /// Apply (nothing pruned).
+    Apply,
+    /// Prune (every stale entry was tried).
+    Prune,
+}
+
+/// A failed sync.
+#[derive(Debug, thiserror::Error)]
+#[error("{phase:?}: {error}")]
+pub struct SyncError {
+    /// Where it failed.
+    pub phase: Phase,
+    /// Why.
+    #[source]
+    pub error: Error,
+    /// The apply's change set when apply succeeded and prune failed (the reconciler still
+    /// emits `Applied` for it, §2.2 phase 5).
+    pub changes: Option<ChangeSet>,
+    /// What prune did before failing (deleted and skipped entries; the errors are in `error`).
+    pub pruned: Option<prune::PruneResult>,
+}
+
+pub(crate) fn to_value(o: &DynamicObject, r: &ObjectRef) -> Result<Value, Error> {
+    serde_json::to_value(o).map_err(|e| Error::InvalidObject {
+        object: r.to_string(),
+        reason: format!("cannot encode the API object: {e}"),
+    })
+}
+
+/// The object with the fields that change on every write removed (for change detection).
+/// `status` is not compared: apply never sends it (it is stripped), so a status difference
+/// between the dry-run answer and the live object (a controller's or the server's timestamps)
+/// is never a change of ours.
+fn comparable(o: &Value) -> Value {
+    let mut o = o.clone();
+    if let Some(m) = o.as_object_mut() {
+        m.remove("status");
+    }
+    if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("managedFields");
+        m.remove("resourceVersion");
+        m.remove("generation");
+    }
+    o
+}

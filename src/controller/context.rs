@@ -1,0 +1,186 @@
+//! What the Platform and TransformerRegistration reconcilers share (operator-spec.md §2.0, §5,
+//! §7.1 startup order).
+//!
+//! Rules:
+//! - One process-wide store and layout; the Platform reconciler is the only writer of both
+//!   (`set_generated`, `clear`, `ensure`, `prune`), everyone else leases.
+//! - The kernel reaches the reconcilers only through the traits of `crate::kernel`
+//!   ([`PlatformBuilder`], [`CatalogAcquirer`]); tests pass fakes.
+//! - Every cluster read and write goes through the one controller client.
+//! - Each time the Platform reconciler records a package it bumps [`Context::recorded`]; the
+//!   TransformerRegistration controller re-judges every claim on that signal, so claims deferred
+//!   with `PlatformNotReady` (after a restart the store is empty) recover as soon as a package is
+//!   recorded, even when the Platform's status did not change (§4.5, restart recovery).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::frame::Events;
+use super::metrics::ControllerMetrics;
+use super::outcome::Outcome;
+use crate::kernel::{BuiltPlatform, CatalogAcquirer, PlatformBuilder};
+use crate::platform::{Layout, Store};
+
+/// The shared state of the reconcilers.
+pub struct Context {
+    /// The controller identity's client.
+    pub client: kube::Client,
+    /// The platform store (process-local).
+    pub store: Store<BuiltPlatform>,
+    /// The owner of `--platform-dir`.
+    pub layout: Arc<Layout>,
+    /// Platform generation and build.
+    pub builder: Arc<dyn PlatformBuilder>,
+    /// Catalog acquisition for claims.
+    pub acquirer: Arc<dyn CatalogAcquirer>,
+    /// The event recorder.
+    pub events: Events,
+    /// Controller metrics, when registered.
+    pub metrics: Option<ControllerMetrics>,
+    /// The operator version written to `status.operatorVersion`.
+    pub operator_version: String,
+    /// Bumped each time a package is recorded.
+    pub recorded: watch::Sender<u64>,
+    /// Consecutive reconcile errors per object key (`Kind/name`), for the error backoff.
+    failures: FailureCounts,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("store", &self.store)
+            .field("layout", &self.layout)
+            .field("operator_version", &self.operator_version)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The version string `v<crate version>` stamped into `status.operatorVersion`.
+pub fn operator_version() -> String {
+    format!("v{}", env!("CARGO_PKG_VERSION"))
+}
+
+impl Context {
+    /// A context; `instance` names this process in events.
+    pub fn new(
+        client: kube::Client,
+        store: Store<BuiltPlatform>,
+        layout: Arc<Layout>,
+        builder: Arc<dyn PlatformBuilder>,
+        acquirer: Arc<dyn CatalogAcquirer>,
+        instance: &str,
+    ) -> Self {
+        let (recorded, _) = watch::channel(0);
+        Context {
+            events: super::frame::Events::new(client.clone(), instance),
+            client,
+            store,
+            layout,
+            builder,
+            acquirer,
+            metrics: None,
+            operator_version: operator_version(),
+            recorded,
+            failures: FailureCounts::default(),
+        }
+    }
+
+    /// Records a reconcile's metrics (when registered).
+    pub fn observe(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        outcome: Option<Outcome>,
+        started: Instant,
+    ) {
+        let Some(m) = &self.metrics else { return };
+        let took = started.elapsed();
+        match outcome {
+            Some(o) => m.record_reconcile(kind, namespace, name, o, took),
+            None => m.observe_duration(kind, namespace, name, took),
+        }
+    }
+
+    /// Counts a reconcile error of `key` and returns the number of errors before this one (the
+    /// backoff counter: 5 s, 10 s, 20 s, … up to 5 min).
+    pub fn failed(&self, key: &str) -> u32 {
+        self.failures.failed(key)
+    }
+
+    /// Resets the error counter of `key` after a reconcile that returned no error.
+    pub fn succeeded(&self, key: &str) {
+        self.failures.succeeded(key);
+    }
+
+    /// Signals that a package was recorded.
+    pub fn notify_recorded(&self) {
+        self.recorded.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+/// What one reconcile decided: when to run again and the outcome for the metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reconciled {
+    /// Requeue after this interval (`None`: wait for a watch event).
+    pub requeue: Option<Duration>,
+    /// The outcome (`None`: a path without an outcome, e.g. ignored or deleted objects).
+    pub outcome: Option<Outcome>,
+    /// The condition reason the reconcile ended with, if it wrote one (for logs and tests).
+    pub reason: Option<&'static str>,
+}
+
+impl Reconciled {
+    /// Nothing to do, no requeue.
+    pub fn done() -> Self {
+        Reconciled {
+            requeue: None,
+            outcome: None,
+            reason: None,
+        }
+    }
+}
+
+/// Consecutive reconcile errors per object key.
+#[derive(Debug, Default)]
+pub struct FailureCounts(Mutex<HashMap<String, u32>>);
+
+impl FailureCounts {
+    /// Counts an error of `key`; returns the count before it.
+    pub fn failed(&self, key: &str) -> u32 {
+        let mut f = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = f.entry(key.to_owned()).or_insert(0);
+        let before = *n;
+        *n = n.saturating_add(1);
+        before
+    }
+
+    /// Forgets the errors of `key`.
+    pub fn succeeded(&self, key: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::outcome::backoff;
+
+    #[test]
+    fn consecutive_errors_back_off_and_a_success_resets() {
+        let f = FailureCounts::default();
+        let delays: Vec<u64> = (0..4)
+            .map(|_| backoff(f.failed("Platform/cluster")).as_secs())
+            .collect();
+        assert_eq!(delays, vec![5, 10, 20, 40]);
+        assert_eq!(f.failed("TransformerRegistration/x"), 0, "per object");
+        f.succeeded("Platform/cluster");
+        assert_eq!(backoff(f.failed("Platform/cluster")).as_secs(), 5);
+    }
+}

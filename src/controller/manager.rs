@@ -1,0 +1,412 @@
+//! The manager: the kube-runtime controllers of the Platform and TransformerRegistration
+//! reconcilers, run on the elected leader only (operator-spec.md §3.7, §4.6, §7.1).
+//!
+//! Watches and predicates:
+//! - Platform: For(Platform) passes generation changes (and a newly set deletion timestamp). A deleted Platform clears the store
+//!   at once (the controller cannot reconcile an object gone from its cache). TransformerRegistration
+//!   events enqueue `cluster` when a claim's *contribution* changes ([`ContributionFilter`]):
+//!   create passes iff it contributes, delete iff it contributed, update iff the contributing flag
+//!   or the coordinate changed — stamping a deletion timestamp wakes nothing, releasing the
+//!   finalizer does.
+//! - TransformerRegistration: For(TR) passes a generation change or a newly set deletion timestamp
+//!   (our own finalizer and status patches do not wake it). Every Platform event enqueues every
+//!   claim; ModuleInstance events enqueue the claims naming the instance as provider or providing
+//!   one of its `requiredContracts`, and pass on create and delete, and on update only when the
+//!   Ready status, the inventory digest or the required contracts changed ([`InstanceFilter`]).
+//!   Each recorded platform package re-judges every claim (restart recovery, §4.5).
+//! - Leadership: controllers start when the lease is acquired and stop when it is lost (no
+//!   renewal within the renew deadline) or on shutdown, which then releases the lease.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crds::module_instance::ModuleInstance;
+use crds::platform::Platform;
+use crds::transformer_registration::TransformerRegistration;
+use crds::PLATFORM_NAME;
+use futures::{future, Stream, StreamExt, TryStreamExt};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{watcher, Controller, WatchStreamExt};
+use kube::{Api, ResourceExt};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::context::{Context, Reconciled};
+use super::frame::Error;
+use super::leader::Elector;
+use super::platform::contribution;
+use super::{platform, registration};
+
+fn action(r: Reconciled) -> Action {
+    match r.requeue {
+        Some(d) => Action::requeue(d),
+        None => Action::await_change(),
+    }
+}
+
+fn key<K: kube::Resource<DynamicType = ()>>(obj: &K) -> String {
+    format!("{}/{}", K::kind(&()), obj.name_any())
+}
+
+/// Errors (API failures, conflicts) requeue with the §2.1 backoff on consecutive errors of the
+/// object; a conflict retries after one second.
+fn error_policy<K: kube::Resource<DynamicType = ()>>(
+    obj: Arc<K>,
+    err: &Error,
+    ctx: Arc<Context>,
+) -> Action {
+    let n = ctx.failed(&key(obj.as_ref()));
+    let after = err.retry_after(n);
+    tracing::warn!(error = %err, retry_ms = after.as_millis() as u64, "reconcile failed; retrying");
+    Action::requeue(after)
+}
+
+fn settle<K: kube::Resource<DynamicType = ()>>(
+    obj: &K,
+    ctx: &Context,
+    r: Result<Reconciled, Error>,
+) -> Result<Action, Error> {
+    let r = r?;
+    ctx.succeeded(&key(obj));
+    Ok(action(r))
+}
+
+fn hash_of<T: Hash>(t: &T) -> u64 {
+    let mut h = DefaultHasher::new();
+    t.hash(&mut h);
+    h.finish()
+}
+
+/// The contribution-changed predicate of the Platform's claim watch (§3.7).
+#[derive(Debug, Default)]
+pub struct ContributionFilter {
+    seen: HashMap<String, (String, String)>,
+}
+
+impl ContributionFilter {
+    /// Whether an applied (created or updated) claim changes the platform's inputs.
+    pub fn applied(&mut self, tr: &TransformerRegistration) -> bool {
+        let name = tr.name_any();
+        let now = contribution(tr);
+        let before = match &now {
+            Some(c) => self.seen.insert(name, c.clone()),
+            None => self.seen.remove(&name),
+        };
+        before != now
+    }
+
+    /// Whether a deleted claim changes the platform's inputs.
+    pub fn deleted(&mut self, tr: &TransformerRegistration) -> bool {
+        self.seen.remove(&tr.name_any()).is_some()
+    }
+}
+
+/// The property of a ModuleInstance the claim controller reacts to (§4.6).
+pub fn instance_property(mi: &ModuleInstance) -> u64 {
+    let status = mi.status.as_ref();
+    let ready = status.and_then(|s| {
+        crds::conditions::get(&s.conditions, crds::conditions::types::READY)
+            .map(|c| c.status.clone())
+    });
+    let digest = status.and_then(|s| s.reconcile.inventory.as_ref().map(|i| i.digest.clone()));
+    let required = status
+        .map(|s| s.required_contracts.join("\n"))
+        .unwrap_or_default();
+    hash_of(&(ready, digest, required))
+}
+
+/// The ModuleInstance predicate of the claim controller (§4.6).
+#[derive(Debug, Default)]
+pub struct InstanceFilter {
+    seen: HashMap<(String, String), u64>,
+}
+
+impl InstanceFilter {
+    /// Whether an applied instance passes: created, or one of the three properties changed.
+    pub fn applied(&mut self, mi: &ModuleInstance) -> bool {
+        let key = (mi.namespace().unwrap_or_default(), mi.name_any());
+        let p = instance_property(mi);
+        self.seen.insert(key, p) != Some(p)
+    }
+
+    /// A deleted instance always passes.
+    pub fn deleted(&mut self, mi: &ModuleInstance) -> bool {
+        self.seen
+            .remove(&(mi.namespace().unwrap_or_default(), mi.name_any()));
+        true
+    }
+}
+
+/// The claims an instance event concerns: those naming it as provider or providing one of its
+/// required contracts.
+pub fn claims_for_instance(
+    mi: &ModuleInstance,
+    claims: &[Arc<TransformerRegistration>],
+) -> Vec<ObjectRef<TransformerRegistration>> {
+    let (ns, name) = (mi.namespace().unwrap_or_default(), mi.name_any());
+    let required: &[String] = mi
+        .status
+        .as_ref()
+        .map(|s| s.required_contracts.as_slice())
+        .unwrap_or_default();
+    claims
+        .iter()
+        .filter(|tr| {
+            (tr.spec.provider_ref.namespace == ns && tr.spec.provider_ref.name == name)
+                || tr.spec.provides.iter().any(|c| required.contains(c))
+        })
+        .map(|tr| ObjectRef::new(&tr.name_any()))
+        .collect()
+}
+
+/// One decoded watch event.
+#[derive(Debug, Clone, Copy)]
+pub enum Change<'a, K> {
+    /// Created or updated (or listed at start).
+    Applied(&'a K),
+    /// Deleted.
+    Deleted(&'a K),
+}
+
+/// Decodes a watcher stream into the objects whose change passes `pass`.
+fn filtered<K, S>(
+    events: S,
+    mut pass: impl FnMut(Change<'_, K>) -> bool + Send + 'static,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+where
+    K: Send + 'static,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+{
+    events.filter_map(move |ev| {
+        let out = match ev {
+            Ok(watcher::Event::Apply(k)) | Ok(watcher::Event::InitApply(k)) => {
+                pass(Change::Applied(&k)).then_some(Ok(k))
+            }
+            Ok(watcher::Event::Delete(k)) => pass(Change::Deleted(&k)).then_some(Ok(k)),
+            Ok(watcher::Event::Init) | Ok(watcher::Event::InitDone) => None,
+            Err(e) => Some(Err(e)),
+        };
+        future::ready(out)
+    })
+}
+
+/// Runs the Platform controller until `stop` resolves.
+pub async fn run_platform(
+    ctx: Arc<Context>,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = ctx.client.clone();
+    let wc = watcher::Config::default();
+    let (reader, writer) = reflector::store();
+    let store = ctx.store.clone();
+    let plats = watcher(Api::<Platform>::all(client.clone()), wc.clone())
+        .default_backoff()
+        .reflect(writer)
+        .inspect_ok(move |ev| {
+            if let watcher::Event::Delete(p) = ev {
+                if p.name_any() == PLATFORM_NAME {
+                    tracing::info!("Platform cluster deleted; store cleared, workloads frozen");
+                    store.clear();
+                }
+            }
+        })
+        .applied_objects()
+        .predicate_filter(claim_predicate_of::<Platform>, Default::default());
+    let mut contributions = ContributionFilter::default();
+    let claims = filtered(
+        watcher(Api::<TransformerRegistration>::all(client), wc).default_backoff(),
+        move |change| match change {
+            Change::Applied(tr) => contributions.applied(tr),
+            Change::Deleted(tr) => contributions.deleted(tr),
+        },
+    );
+    Controller::for_stream(plats, reader)
+        .watches_stream(claims, |_tr| {
+            Some(ObjectRef::<Platform>::new(PLATFORM_NAME))
+        })
+        .graceful_shutdown_on(stop)
+        .run(
+            |p: Arc<Platform>, ctx: Arc<Context>| async move {
+                let r = platform::reconcile(&p.name_any(), &ctx).await;
+                settle(p.as_ref(), &ctx, r)
+            },
+            error_policy,
+            ctx,
+        )
+        .for_each(|_| future::ready(()))
+        .await;
+}
+
+/// The For predicate of both controllers: the generation, and whether a deletion timestamp is
+/// set (a deletion held by a finalizer must wake the reconciler even where the API server does not
+/// bump the generation; our own finalizer and status patches change neither).
+fn claim_predicate_of<K: kube::Resource>(obj: &K) -> Option<u64> {
+    let meta = obj.meta();
+    Some(hash_of(&(
+        meta.generation,
+        meta.deletion_timestamp.is_some(),
+    )))
+}
+
+/// Runs the TransformerRegistration controller until `stop` resolves.
+pub async fn run_registrations(
+    ctx: Arc<Context>,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = ctx.client.clone();
+    let wc = watcher::Config::default();
+    let (reader, writer) = reflector::store();
+    let trs = watcher(
+        Api::<TransformerRegistration>::all(client.clone()),
+        wc.clone(),
+    )
+    .default_backoff()
+    .reflect(writer)
+    .applied_objects()
+    .predicate_filter(
+        claim_predicate_of::<TransformerRegistration>,
+        Default::default(),
+    );
+    let mut instances = InstanceFilter::default();
+    let mis = filtered(
+        watcher(Api::<ModuleInstance>::all(client.clone()), wc.clone()).default_backoff(),
+        move |change| match change {
+            Change::Applied(mi) => instances.applied(mi),
+            Change::Deleted(mi) => instances.deleted(mi),
+        },
+    );
+    let recorded = futures::stream::unfold(ctx.recorded.subscribe(), |mut rx| async move {
+        rx.changed().await.ok()?;
+        Some(((), rx))
+    });
+    let all_claims = reader.clone();
+    let by_instance = reader.clone();
+    Controller::for_stream(trs, reader)
+        .watches(Api::<Platform>::all(client), wc, move |_p| {
+            all_claims
+                .state()
+                .iter()
+                .map(|tr| ObjectRef::new(&tr.name_any()))
+                .collect::<Vec<_>>()
+        })
+        .watches_stream(mis, move |mi| {
+            claims_for_instance(&mi, &by_instance.state())
+        })
+        .reconcile_all_on(recorded)
+        .graceful_shutdown_on(stop)
+        .run(
+            |tr: Arc<TransformerRegistration>, ctx: Arc<Context>| async move {
+                registration::reconcile(&tr.name_any(), &ctx)
+                    .await
+                    .map(action)
+            },
+            error_policy,
+            ctx,
+        )
+        .for_each(|_| future::ready(()))
+        .await;
+}
+
+/// Runs both controllers until `stop` turns true.
+pub async fn run_controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
+    let until = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    tokio::join!(
+        run_platform(Arc::clone(&ctx), until(stop.clone())),
+        run_registrations(ctx, until(stop)),
+    );
+}
+
+/// Leadership as observed by the manager.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Waiting for the lease.
+    Follower,
+    /// Holding the lease; the controllers run.
+    Leader,
+}
+
+/// Runs the controllers on the leader only until `shutdown` turns true, then stops them and
+/// releases the lease. `role` reports leadership changes. Without an elector the controllers run
+/// at once (`--leader-elect=false`).
+pub async fn run(
+    ctx: Arc<Context>,
+    elector: Option<Elector>,
+    mut shutdown: watch::Receiver<bool>,
+    role: watch::Sender<Role>,
+) {
+    let Some(elector) = elector else {
+        role.send_replace(Role::Leader);
+        run_controllers(ctx, shutdown).await;
+        role.send_replace(Role::Follower);
+        return;
+    };
+    let timing = elector.timing();
+    let mut running: Option<(watch::Sender<bool>, JoinHandle<()>)> = None;
+    let mut last_renew: Option<Instant> = None;
+    loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        match elector.try_acquire_or_renew().await {
+            Ok(true) => {
+                last_renew = Some(Instant::now());
+                if running.is_none() {
+                    tracing::info!(
+                        identity = elector.identity(),
+                        "acquired the leader lease; starting controllers"
+                    );
+                    let (tx, rx) = watch::channel(false);
+                    let task = tokio::spawn(run_controllers(Arc::clone(&ctx), rx));
+                    running = Some((tx, task));
+                    role.send_replace(Role::Leader);
+                }
+            }
+            Ok(false) => {
+                if running.is_some() {
+                    tracing::warn!("lost the leader lease to another candidate");
+                    stop_controllers(&mut running).await;
+                    role.send_replace(Role::Follower);
+                }
+                last_renew = None;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "leader election attempt failed");
+                let lost = last_renew.is_some_and(|t| t.elapsed() >= timing.renew_deadline);
+                if running.is_some() && lost {
+                    tracing::warn!("could not renew the leader lease within the renew deadline");
+                    stop_controllers(&mut running).await;
+                    role.send_replace(Role::Follower);
+                    last_renew = None;
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(timing.retry_period) => {}
+            _ = shutdown.wait_for(|s| *s) => {}
+        }
+    }
+    let was_leading = running.is_some();
+    stop_controllers(&mut running).await;
+    if was_leading {
+        match elector.release().await {
+            Ok(()) => tracing::info!("released the leader lease"),
+            Err(e) => tracing::warn!(error = %e, "releasing the leader lease failed"),
+        }
+    }
+    role.send_replace(Role::Follower);
+}
+
+async fn stop_controllers(running: &mut Option<(watch::Sender<bool>, JoinHandle<()>)>) {
+    if let Some((tx, task)) = running.take() {
+        tx.send_replace(true);
+        if let Err(e) = task.await {
+            tracing::warn!(error = %e, "a controller task ended abnormally");
+        }
+    }
+}

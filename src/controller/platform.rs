@@ -1,0 +1,497 @@
+//! The Platform reconciler (operator-spec.md §3, keyed on the package identity of §5.4).
+//!
+//! Rules implemented here, in order:
+//! - §3.1 guards: a request for any name but `cluster` is ignored (store untouched); a missing
+//!   Platform or one being deleted clears the store and touches no workload (§3.8: renders then
+//!   get PlatformNotReady, leases finish against their directories).
+//! - §3.2 the package is a pure function of (spec, active claims), both read as current state.
+//!   Active claims: `status.accepted && status.active` and (no deletion timestamp, or still holding
+//!   `opmodel.dev/dependents`), by name. Entries: one per `spec.registry` key (an empty version
+//!   stalls with `BuildFailed` before any registry I/O), then one per active claim whose catalog is
+//!   not already a key (a subscription, even disabled, wins), sorted by path.
+//! - §3.9/§5.4 skip: when the store holds a record of the same [`PackageIdentity`] whose directory
+//!   still exists, nothing is regenerated; status and ContractsFulfilled are refreshed from the
+//!   held package. Otherwise the files are generated and installed with `Layout::ensure`, so the
+//!   hazard of §5.3 (moving a leased directory of the same key) cannot occur.
+//! - §3.5 build, gate (texts in [`super::platform_gate`]), record, then prune with keep-set
+//!   = current ∪ leased (the store is the prune's lease view). Failed builds never prune.
+//! - §3.6 failures: Warning once per transition (action `Generate`), Stalled, store untouched
+//!   (the last good package keeps serving); requeue 1 minute for `TransientPull`, else 30 minutes;
+//!   inventory refusals 30 minutes. ContractsFulfilled is written only when a package is recorded.
+//! - Success: Ready=True `Generated` “Platform module generated and built for generation N”,
+//!   Normal event `Generated`, no requeue; the TransformerRegistration controller is signalled.
+//! - Error messages name the Platform, and the catalog path and version they are about.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crds::conditions::{self, reasons, types, Status};
+use crds::platform::{PackageIdentity as StatusIdentity, PinnedCatalog, Platform, RegistrySource};
+use crds::transformer_registration::TransformerRegistration;
+use crds::{FINALIZER_DEPENDENTS, PLATFORM_NAME};
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
+use tracing::Instrument;
+
+use super::context::{Context, Reconciled};
+use super::frame::{self, Error, EventType, Patcher};
+use super::outcome::{platform_retry, Outcome};
+use super::platform_gate;
+use crate::kernel::{BuiltPlatform, ErrorClass, PlatformEntry, PlatformInput};
+use crate::platform::{Generated, PackageIdentity, SkewPolicy};
+
+/// The event action of every Platform event.
+pub const ACTION: &str = "Generate";
+
+/// One accepted-and-active claim contributing its catalog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveClaim {
+    /// Claim name.
+    pub name: String,
+    /// Catalog path (major-suffixed).
+    pub catalog: String,
+    /// Bare SemVer.
+    pub version: String,
+}
+
+/// The contribution of a claim to the platform (§3.7): `(catalog, version)` iff accepted, active
+/// and (not deleting, or still holding the dependents finalizer).
+pub fn contribution(tr: &TransformerRegistration) -> Option<(String, String)> {
+    let status = tr.status.as_ref()?;
+    let holds = tr.finalizers().iter().any(|f| f == FINALIZER_DEPENDENTS);
+    let live = tr.metadata.deletion_timestamp.is_none() || holds;
+    (status.accepted && status.active && live)
+        .then(|| (tr.spec.catalog.clone(), tr.spec.version.clone()))
+}
+
+/// A failure of the entries step (§3.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryError {
+    /// The condition message.
+    pub message: String,
+}
+
+/// §3.2: the entries of the generated module, and the provenance of each pinned catalog.
+pub fn entries(
+    registry: &BTreeMap<String, crds::platform::RegistryEntry>,
+    claims: &[ActiveClaim],
+) -> Result<(Vec<PlatformEntry>, Vec<PinnedCatalog>), EntryError> {
+    let mut out = Vec::new();
+    let mut pinned = Vec::new();
+    for (path, e) in registry {
+        if e.version.is_empty() {
+            return Err(EntryError {
+                message: format!(
+                    "registry entry \"{path}\": version is required (stored object predates the \
+                     required field)"
+                ),
+            });
+        }
+        out.push(PlatformEntry {
+            path: path.clone(),
+            version: e.version.clone(),
+            enable: e.enabled(),
+        });
+        pinned.push(PinnedCatalog {
+            catalog: path.clone(),
+            version: e.version.clone(),
+            enabled: e.enabled(),
+            source: RegistrySource::Subscription,
+        });
+    }
+    for c in claims {
+        if registry.contains_key(&c.catalog) || out.iter().any(|e| e.path == c.catalog) {
+            continue;
+        }
+        out.push(PlatformEntry {
+            path: c.catalog.clone(),
+            version: c.version.clone(),
+            enable: true,
+        });
+        pinned.push(PinnedCatalog {
+            catalog: c.catalog.clone(),
+            version: c.version.clone(),
+            enabled: true,
+            source: RegistrySource::Registration,
+        });
+    }
+    out.sort();
+    pinned.sort_by(|a, b| a.catalog.cmp(&b.catalog));
+    Ok((out, pinned))
+}
+
+/// The Ready message of a recorded package.
+pub fn generated_message(generation: i64) -> String {
+    format!("Platform module generated and built for generation {generation}")
+}
+
+fn status_identity(id: &PackageIdentity) -> StatusIdentity {
+    let s = id.to_string();
+    let digest = s
+        .strip_prefix(&format!("gen-{}", id.generation()))
+        .and_then(|rest| rest.strip_prefix('-'))
+        .unwrap_or_default();
+    StatusIdentity {
+        generation: id.generation(),
+        claims_digest: digest.to_owned(),
+    }
+}
+
+/// Lists the active claims, sorted by name.
+async fn active_claims(ctx: &Context) -> Result<Vec<ActiveClaim>, Error> {
+    let api: Api<TransformerRegistration> = Api::all(ctx.client.clone());
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| Error::kube("listing TransformerRegistrations for Platform cluster", e))?;
+    let mut out: Vec<ActiveClaim> = list
+        .items
+        .iter()
+        .filter_map(|tr| {
+            contribution(tr).map(|(catalog, version)| ActiveClaim {
+                name: tr.name_any(),
+                catalog,
+                version,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// Reconciles the Platform named `name` (§3).
+pub async fn reconcile(name: &str, ctx: &Context) -> Result<Reconciled, Error> {
+    let started = Instant::now();
+    if name != PLATFORM_NAME {
+        return Ok(Reconciled::done());
+    }
+    let api: Api<Platform> = Api::all(ctx.client.clone());
+    let Some(plat) = api
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("reading Platform {name}"), e))?
+    else {
+        ctx.store.clear();
+        return Ok(Reconciled::done());
+    };
+    let generation = plat.metadata.generation.unwrap_or_default();
+    let span = frame::reconcile_span("Platform", "", name, generation);
+    let result = run(plat, ctx).instrument(span).await;
+    if let Ok(r) = &result {
+        ctx.observe("Platform", "", name, r.outcome, started);
+    }
+    result
+}
+
+async fn run(plat: Platform, ctx: &Context) -> Result<Reconciled, Error> {
+    if plat.metadata.deletion_timestamp.is_some() {
+        ctx.store.clear();
+        return Ok(Reconciled::done());
+    }
+    let api: Api<Platform> = Api::all(ctx.client.clone());
+    let mut patcher = Patcher::new(api, &plat, "Platform cluster")?;
+    let generation = plat.metadata.generation.unwrap_or_default();
+    let claims = active_claims(ctx).await?;
+
+    let (entries, pinned) = match entries(&plat.spec.registry, &claims) {
+        Ok(v) => v,
+        Err(e) => {
+            return fail(
+                &mut patcher,
+                plat,
+                ctx,
+                reasons::BUILD_FAILED,
+                e.message,
+                None,
+            )
+            .await;
+        }
+    };
+    let identity = match PackageIdentity::new(
+        generation,
+        claims
+            .iter()
+            .map(|c| (c.catalog.as_str(), c.version.as_str())),
+    ) {
+        Ok(id) => id,
+        Err(e) => {
+            let msg = format!("generating platform module: {e}");
+            return fail(&mut patcher, plat, ctx, reasons::GENERATE_FAILED, msg, None).await;
+        }
+    };
+    let skew = SkewPolicy::from_spec(match plat.spec.skew_policy {
+        Some(crds::platform::SkewPolicy::Refuse) => Some("Refuse"),
+        _ => None,
+    });
+
+    // §3.9 skip keyed on the package identity.
+    if let Some(held) = ctx.store.generated() {
+        if held.identity == identity && held.skew == skew && held.dir.is_dir() {
+            let built = held.platform.clone();
+            return succeed(&mut patcher, plat, ctx, identity, pinned, &built, false).await;
+        }
+    }
+
+    let input = PlatformInput {
+        platform_type: plat.spec.r#type.clone(),
+        entries,
+    };
+    let builder = Arc::clone(&ctx.builder);
+    let generated = frame::blocking("generating the platform module", move || {
+        builder.generate(&input)
+    })
+    .await?;
+    let files = match generated {
+        Ok(files) => files,
+        Err(e) => {
+            let (reason, msg) = match e.class {
+                ErrorClass::TransientPull | ErrorClass::Resolution => (
+                    reasons::BUILD_FAILED,
+                    format!("resolving platform dependencies: {e}"),
+                ),
+                _ => (
+                    reasons::GENERATE_FAILED,
+                    format!("generating platform module: {e}"),
+                ),
+            };
+            return fail(&mut patcher, plat, ctx, reason, msg, Some(e.class)).await;
+        }
+    };
+    let dir = match ctx.layout.ensure(&identity, &files) {
+        Ok((dir, _)) => dir,
+        Err(e) => {
+            let msg = format!("writing platform module: {e}");
+            return fail(&mut patcher, plat, ctx, reasons::GENERATE_FAILED, msg, None).await;
+        }
+    };
+    let builder = Arc::clone(&ctx.builder);
+    let build_dir = dir.clone();
+    let built = frame::blocking("building the platform module", move || {
+        builder.build(&build_dir)
+    })
+    .await?;
+    let built = match built {
+        Ok(b) => b,
+        Err(e) => {
+            let msg = format!("building platform module: {e}");
+            return fail(
+                &mut patcher,
+                plat,
+                ctx,
+                reasons::BUILD_FAILED,
+                msg,
+                Some(e.class),
+            )
+            .await;
+        }
+    };
+    if let Some(refusal) = platform_gate::gate(&built.contracts) {
+        return fail(
+            &mut patcher,
+            plat,
+            ctx,
+            refusal.reason,
+            refusal.message,
+            None,
+        )
+        .await;
+    }
+    ctx.store.set_generated(Generated {
+        identity,
+        dir,
+        platform: built.clone(),
+        skew,
+    });
+    match ctx.layout.prune(&[identity], &ctx.store) {
+        Ok(removed) if !removed.is_empty() => {
+            tracing::info!(removed = ?removed, "pruned superseded platform packages");
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "pruning platform packages failed"),
+    }
+    succeed(&mut patcher, plat, ctx, identity, pinned, &built, true).await
+}
+
+async fn succeed(
+    patcher: &mut Patcher<Platform>,
+    mut plat: Platform,
+    ctx: &Context,
+    identity: PackageIdentity,
+    pinned: Vec<PinnedCatalog>,
+    built: &BuiltPlatform,
+    recorded: bool,
+) -> Result<Reconciled, Error> {
+    let generation = plat.metadata.generation;
+    let now = frame::now();
+    let fulfilment = platform_gate::fulfilment(&built.contracts);
+    let status = plat.status.get_or_insert_with(Default::default);
+    status.observed_generation = generation;
+    status.operator_version = Some(ctx.operator_version.clone());
+    status.registry = pinned;
+    status.package_identity = Some(status_identity(&identity));
+    conditions::set(
+        &mut status.conditions,
+        types::CONTRACTS_FULFILLED,
+        if fulfilment.status {
+            Status::True
+        } else {
+            Status::False
+        },
+        fulfilment.reason,
+        &fulfilment.message,
+        generation,
+        &now,
+    );
+    let msg = generated_message(generation.unwrap_or_default());
+    conditions::mark_ready(
+        &mut status.conditions,
+        reasons::GENERATED,
+        &msg,
+        generation,
+        &now,
+    );
+    let wrote = patcher.patch_status(&plat).await?;
+    if recorded {
+        ctx.events
+            .publish(&plat, EventType::Normal, reasons::GENERATED, ACTION, &msg)
+            .await;
+    }
+    // Signal on every success: after a restart the record is new even when the status is not.
+    ctx.notify_recorded();
+    tracing::info!(identity = %identity, recorded, wrote, "platform package ready");
+    Ok(Reconciled {
+        requeue: None,
+        outcome: Some(if recorded {
+            Outcome::Applied
+        } else {
+            Outcome::NoOp
+        }),
+        reason: Some(reasons::GENERATED),
+    })
+}
+
+async fn fail(
+    patcher: &mut Patcher<Platform>,
+    mut plat: Platform,
+    ctx: &Context,
+    reason: &'static str,
+    message: String,
+    class: Option<ErrorClass>,
+) -> Result<Reconciled, Error> {
+    let generation = plat.metadata.generation;
+    let prior = plat
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let status = plat.status.get_or_insert_with(Default::default);
+    status.observed_generation = generation;
+    status.operator_version = Some(ctx.operator_version.clone());
+    conditions::mark_stalled(
+        &mut status.conditions,
+        reason,
+        &message,
+        generation,
+        &frame::now(),
+    );
+    patcher.patch_status(&plat).await?;
+    if super::events::is_transition(&prior, reason, &message) {
+        ctx.events
+            .publish(&plat, EventType::Warning, reason, ACTION, &message)
+            .await;
+    }
+    tracing::warn!(reason, message = %message, "platform not generated");
+    let retry = platform_retry(class);
+    Ok(Reconciled {
+        requeue: Some(retry),
+        outcome: Some(if class == Some(ErrorClass::TransientPull) {
+            Outcome::FailedTransient
+        } else {
+            Outcome::FailedStalled
+        }),
+        reason: Some(reason),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crds::platform::RegistryEntry;
+
+    fn reg(v: &[(&str, &str, Option<bool>)]) -> BTreeMap<String, RegistryEntry> {
+        v.iter()
+            .map(|(p, ver, en)| {
+                (
+                    p.to_string(),
+                    RegistryEntry {
+                        enable: *en,
+                        version: ver.to_string(),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    fn claim(name: &str, catalog: &str, version: &str) -> ActiveClaim {
+        ActiveClaim {
+            name: name.into(),
+            catalog: catalog.into(),
+            version: version.into(),
+        }
+    }
+
+    #[test]
+    fn a_subscription_wins_over_a_claim_of_the_same_catalog_scenario_25() {
+        let registry = reg(&[("x.test/b@v0", "0.1.0", Some(false))]);
+        let claims = [
+            claim("ns.p", "x.test/b@v0", "0.2.0"),
+            claim("ns.q", "x.test/a@v1", "1.0.0"),
+        ];
+        let (entries, pinned) = entries(&registry, &claims).unwrap_or_default();
+        assert_eq!(
+            entries,
+            vec![
+                PlatformEntry {
+                    path: "x.test/a@v1".into(),
+                    version: "1.0.0".into(),
+                    enable: true
+                },
+                PlatformEntry {
+                    path: "x.test/b@v0".into(),
+                    version: "0.1.0".into(),
+                    enable: false
+                },
+            ]
+        );
+        assert_eq!(pinned[0].source, RegistrySource::Registration);
+        assert_eq!(pinned[1].source, RegistrySource::Subscription);
+    }
+
+    #[test]
+    fn a_versionless_subscription_is_refused_scenario_18() {
+        let registry = reg(&[("x.test/legacy@v0", "", None)]);
+        let err = entries(&registry, &[]).err();
+        assert_eq!(
+            err.map(|e| e.message).as_deref(),
+            Some(
+                "registry entry \"x.test/legacy@v0\": version is required (stored object \
+                 predates the required field)"
+            )
+        );
+    }
+
+    #[test]
+    fn the_status_identity_splits_generation_and_digest() {
+        let plain = PackageIdentity::unclaimed(3);
+        let claimed = PackageIdentity::new(3, [("x.test/a@v1", "1.0.0")]);
+        let (Ok(plain), Ok(claimed)) = (plain, claimed) else {
+            unreachable!("valid identities")
+        };
+        assert_eq!(status_identity(&plain).claims_digest, "");
+        let s = status_identity(&claimed);
+        assert_eq!(s.generation, 3);
+        assert_eq!(s.claims_digest.len(), 16);
+        assert_eq!(claimed.to_string(), format!("gen-3-{}", s.claims_digest));
+    }
+}

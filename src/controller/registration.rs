@@ -1,0 +1,519 @@
+//! The TransformerRegistration reconciler (operator-spec.md §4; E0015 D2, D3, D8, D11, D12).
+//!
+//! Rules implemented here:
+//! - §4.1 the verdict steps run in order and the first refusal or deferral wins: lease the store
+//!   record (none → defer `PlatformNotReady`), acquire the catalog (wrong kind by type →
+//!   `CatalogWrongKind`, anything else → `CatalogUnresolved`), provides (`ProvidesMismatch`),
+//!   provider identity (`ProviderMismatch` / defer `ProviderInventoryPending`), build compatibility
+//!   against the leased package's deps (`BuildIncompatible`), duplicate claim (`DuplicateClaim`),
+//!   subscribed contract (`ContractSubscribed`), claimed contract (`ContractClaimed`), accept.
+//!   The pure steps live in [`super::claims`].
+//! - Step 9 skips providers that are the claim's own catalog or the catalog of an active claim:
+//!   those are entries the Platform folded in from claims, not subscriptions, and step 10 judges
+//!   them as `ContractClaimed` (otherwise an active claim would refuse itself and oscillate, and a
+//!   rival claim would be reported as a subscription).
+//! - §4.2 refuse: Warning once per transition (action `Accept`), `accepted=false`, Stalled, the
+//!   `Active` condition removed only when not active (latch), requeue 30 min. Defer: Ready=Unknown
+//!   via Reconciling, `accepted` untouched, requeue 30 min (the watches are the fast path).
+//! - §4.1 step 11 accept: the dependents finalizer (metadata patch) then one status patch:
+//!   `accepted=true`, Ready=True `Accepted`, and the §4.3 activation latch (`active` is never
+//!   cleared; Active=True `ProviderReady` once the provider is Ready, else Active=False
+//!   `ProviderNotReady`). No requeue.
+//! - §4.4 deletion: without the finalizer nothing is done; dependents are the ModuleInstances whose
+//!   `status.requiredContracts` meet `spec.provides` (no registry access); any → Stalled
+//!   `DependentsRemain` (Warning on transition, action `Delete`), 30 min; none → the finalizer is
+//!   released. A list error is returned (never release on an unreadable answer).
+//! - Every message names the claim, catalog and version, or the provider `ns/name`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crds::common::Inventory;
+use crds::conditions::{self, reasons, types, Status};
+use crds::module_instance::ModuleInstance;
+use crds::transformer_registration::TransformerRegistration;
+use crds::FINALIZER_DEPENDENTS;
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
+use tracing::Instrument;
+
+use super::claims;
+use super::context::{Context, Reconciled};
+use super::frame::{self, is_not_found, Error, EventType, Patcher};
+use super::outcome::{Outcome, STALLED_RECHECK};
+use crate::kernel::AcquireError;
+
+/// The event action of verdicts.
+pub const ACTION_ACCEPT: &str = "Accept";
+/// The event action of the removal guard.
+pub const ACTION_DELETE: &str = "Delete";
+
+/// The deferral message when no platform is recorded.
+pub const NO_PLATFORM: &str = "No platform has been generated yet, so the claim cannot be judged";
+
+/// A verdict step's result.
+enum Verdict {
+    Refuse(&'static str, String),
+    Defer(&'static str, String),
+}
+
+/// Whether a claim counts for D12/D2: not deleting, or deleting while holding the finalizer.
+pub fn counts(tr: &TransformerRegistration) -> bool {
+    tr.metadata.deletion_timestamp.is_none()
+        || tr.finalizers().iter().any(|f| f == FINALIZER_DEPENDENTS)
+}
+
+fn ready_true(mi: &ModuleInstance) -> bool {
+    mi.status
+        .as_ref()
+        .is_some_and(|s| conditions::is_true(&s.conditions, types::READY))
+}
+
+fn owns_claim(inv: &Inventory, claim: &str) -> bool {
+    inv.entries.iter().any(|e| {
+        e.group.as_deref() == Some(crds::GROUP)
+            && e.kind == "TransformerRegistration"
+            && e.name == claim
+    })
+}
+
+/// Reconciles the claim named `name` (§4).
+pub async fn reconcile(name: &str, ctx: &Context) -> Result<Reconciled, Error> {
+    let started = Instant::now();
+    let api: Api<TransformerRegistration> = Api::all(ctx.client.clone());
+    let Some(tr) = api
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("reading TransformerRegistration {name}"), e))?
+    else {
+        return Ok(Reconciled::done());
+    };
+    let generation = tr.metadata.generation.unwrap_or_default();
+    let span = frame::reconcile_span("TransformerRegistration", "", name, generation);
+    let result = async {
+        if tr.metadata.deletion_timestamp.is_some() {
+            guard_removal(tr, ctx).await
+        } else {
+            judge(tr, ctx).await
+        }
+    }
+    .instrument(span)
+    .await;
+    if let Ok(r) = &result {
+        ctx.observe("TransformerRegistration", "", name, r.outcome, started);
+    }
+    result
+}
+
+async fn judge(tr: TransformerRegistration, ctx: &Context) -> Result<Reconciled, Error> {
+    let name = tr.name_any();
+    let what = format!("TransformerRegistration {name}");
+    let api: Api<TransformerRegistration> = Api::all(ctx.client.clone());
+    let mut patcher = Patcher::new(api.clone(), &tr, what)?;
+    let verdict = verdict(&tr, ctx, &api).await;
+    match verdict {
+        Ok(provider) => accept(&mut patcher, tr, provider).await,
+        Err(Verdict::Refuse(reason, msg)) => refuse(&mut patcher, tr, ctx, reason, msg).await,
+        Err(Verdict::Defer(reason, msg)) => defer(&mut patcher, tr, reason, msg).await,
+    }
+}
+
+/// Steps 3–10; `Ok` carries the provider instance (for the activation gate).
+async fn verdict(
+    tr: &TransformerRegistration,
+    ctx: &Context,
+    api: &Api<TransformerRegistration>,
+) -> Result<ModuleInstance, Verdict> {
+    let name = tr.name_any();
+    let spec = &tr.spec;
+    let (catalog, version) = (spec.catalog.clone(), spec.version.clone());
+
+    // 3. Lease the record for the whole judgement (prune keeps leased packages).
+    let Some((record, _lease)) = ctx.store.lease() else {
+        return Err(Verdict::Defer(
+            reasons::PLATFORM_NOT_READY,
+            NO_PLATFORM.to_owned(),
+        ));
+    };
+
+    // 4. Acquire the catalog.
+    let acquirer = Arc::clone(&ctx.acquirer);
+    let (c, v) = (catalog.clone(), version.clone());
+    let acquired = frame::blocking("acquiring the claimed catalog", move || {
+        acquirer.acquire(&c, &v)
+    })
+    .await
+    .map_err(|e| {
+        Verdict::Refuse(
+            reasons::CATALOG_UNRESOLVED,
+            format!("Claimed catalog {catalog} at {version} could not be resolved: {e}"),
+        )
+    })?;
+    let info = match acquired {
+        Ok(info) => info,
+        Err(AcquireError::WrongKind(m)) => {
+            return Err(Verdict::Refuse(
+                reasons::CATALOG_WRONG_KIND,
+                format!("Claimed artifact {catalog} at {version} is not a catalog: {m}"),
+            ))
+        }
+        Err(AcquireError::Other(e)) => {
+            return Err(Verdict::Refuse(
+                reasons::CATALOG_UNRESOLVED,
+                format!("Claimed catalog {catalog} at {version} could not be resolved: {e}"),
+            ))
+        }
+    };
+
+    // 5. Provides.
+    if let Some(msg) = claims::provides_mismatch(&spec.provides, &info.provides) {
+        return Err(Verdict::Refuse(reasons::PROVIDES_MISMATCH, msg));
+    }
+
+    // 6. Provider identity.
+    let (pns, pname) = (&spec.provider_ref.namespace, &spec.provider_ref.name);
+    let mis: Api<ModuleInstance> = Api::namespaced(ctx.client.clone(), pns);
+    let provider = match mis.get(pname).await {
+        Ok(mi) => mi,
+        Err(e) if is_not_found(&e) => {
+            return Err(Verdict::Refuse(
+                reasons::PROVIDER_MISMATCH,
+                format!(
+                    "Claim names provider ModuleInstance {pns}/{pname}, which does not exist, so \
+                     the claim is not rendered output"
+                ),
+            ))
+        }
+        Err(e) => {
+            return Err(Verdict::Defer(
+                reasons::PROVIDER_INVENTORY_PENDING,
+                format!("Provider ModuleInstance {pns}/{pname} could not be read: {e}"),
+            ))
+        }
+    };
+    match provider
+        .status
+        .as_ref()
+        .and_then(|s| s.reconcile.inventory.as_ref())
+    {
+        None => {
+            return Err(Verdict::Defer(
+                reasons::PROVIDER_INVENTORY_PENDING,
+                format!("Provider ModuleInstance {pns}/{pname} has not written an inventory yet"),
+            ))
+        }
+        Some(inv) if !owns_claim(inv, &name) => {
+            return Err(Verdict::Refuse(
+                reasons::PROVIDER_MISMATCH,
+                format!(
+                    "Claim {name} is not in the inventory of provider ModuleInstance \
+                     {pns}/{pname}, so the claim is not rendered output"
+                ),
+            ))
+        }
+        Some(_) => {}
+    }
+
+    // 7. Build compatibility against the leased package.
+    if let Err(msg) =
+        claims::build_incompatibility(&record.platform.deps, &info.requires, claims::OPM_PREFIXES)
+    {
+        return Err(Verdict::Refuse(reasons::BUILD_INCOMPATIBLE, msg));
+    }
+
+    // 8. Duplicate claim.
+    let all = match api.list(&ListParams::default()).await {
+        Ok(l) => l.items,
+        Err(e) => {
+            return Err(Verdict::Defer(
+                reasons::DUPLICATE_CLAIM,
+                format!("Claims of catalog {catalog} could not be listed: {e}"),
+            ))
+        }
+    };
+    let live: Vec<&TransformerRegistration> = all.iter().filter(|t| counts(t)).collect();
+    let same: Vec<(i128, String)> = live
+        .iter()
+        .filter(|t| t.spec.catalog == catalog)
+        .map(|t| {
+            let created = t
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|ts| ts.0.as_nanosecond())
+                .unwrap_or_default();
+            (created, t.name_any())
+        })
+        .collect();
+    if let Some(holder) = claims::holder(&same) {
+        if holder != name {
+            return Err(Verdict::Refuse(
+                reasons::DUPLICATE_CLAIM,
+                format!(
+                    "Claim {holder} already holds provider catalog {catalog}; remove one of the \
+                     two claims"
+                ),
+            ));
+        }
+    }
+
+    // 9. Subscribed contract.
+    let mut provides = spec.provides.clone();
+    provides.sort();
+    provides.dedup();
+    let active_others: Vec<&&TransformerRegistration> = live
+        .iter()
+        .filter(|t| t.name_any() != name && t.status.as_ref().is_some_and(|s| s.active))
+        .collect();
+    let claimed_catalogs: Vec<&str> = active_others
+        .iter()
+        .map(|t| t.spec.catalog.as_str())
+        .collect();
+    for contract in &provides {
+        let Some(providers) = record.platform.contracts.provided_by.get(contract) else {
+            continue;
+        };
+        let mut providers = providers.clone();
+        providers.sort();
+        for p in providers {
+            if p == catalog || claimed_catalogs.contains(&p.as_str()) {
+                continue;
+            }
+            return Err(Verdict::Refuse(
+                reasons::CONTRACT_SUBSCRIBED,
+                format!(
+                    "Contract {contract} is already provided by subscribed catalog {p}; a \
+                     contract has exactly one provider, so disable that subscription or withdraw \
+                     this claim"
+                ),
+            ));
+        }
+    }
+
+    // 10. Claimed contract (active claims only, by name).
+    let mut others = active_others;
+    others.sort_by_key(|t| t.name_any());
+    for other in others {
+        if let Some(contract) = provides.iter().find(|c| other.spec.provides.contains(c)) {
+            return Err(Verdict::Refuse(
+                reasons::CONTRACT_CLAIMED,
+                format!(
+                    "Contract {contract} is already provided by active claim {}; a contract has \
+                     exactly one provider, so remove one of the two providers",
+                    other.name_any()
+                ),
+            ));
+        }
+    }
+    Ok(provider)
+}
+
+async fn accept(
+    patcher: &mut Patcher<TransformerRegistration>,
+    tr: TransformerRegistration,
+    provider: ModuleInstance,
+) -> Result<Reconciled, Error> {
+    let mut tr = tr;
+    if !tr.finalizers().iter().any(|f| f == FINALIZER_DEPENDENTS) {
+        let mut fins = tr.finalizers().to_vec();
+        fins.push(FINALIZER_DEPENDENTS.to_owned());
+        let written = patcher.patch_finalizers(&fins).await?;
+        tr.metadata.finalizers = written.metadata.finalizers;
+    }
+    let generation = tr.metadata.generation;
+    let now = frame::now();
+    let (c, v) = (tr.spec.catalog.clone(), tr.spec.version.clone());
+    let (pns, pname) = (
+        tr.spec.provider_ref.namespace.clone(),
+        tr.spec.provider_ref.name.clone(),
+    );
+    let status = tr.status.get_or_insert_with(Default::default);
+    status.observed_generation = generation;
+    status.accepted = true;
+    conditions::mark_ready(
+        &mut status.conditions,
+        reasons::ACCEPTED,
+        &format!("Claim accepted for catalog {c} at {v}"),
+        generation,
+        &now,
+    );
+    // §4.3 activation latch.
+    if !status.active {
+        if ready_true(&provider) {
+            status.active = true;
+            conditions::set(
+                &mut status.conditions,
+                types::ACTIVE,
+                Status::True,
+                reasons::PROVIDER_READY,
+                &format!("Provider ModuleInstance {pns}/{pname} is Ready"),
+                generation,
+                &now,
+            );
+        } else {
+            conditions::set(
+                &mut status.conditions,
+                types::ACTIVE,
+                Status::False,
+                reasons::PROVIDER_NOT_READY,
+                &format!("Waiting for provider ModuleInstance {pns}/{pname} to report Ready"),
+                generation,
+                &now,
+            );
+        }
+    }
+    patcher.patch_status(&tr).await?;
+    Ok(Reconciled {
+        requeue: None,
+        outcome: Some(Outcome::Applied),
+        reason: Some(reasons::ACCEPTED),
+    })
+}
+
+async fn refuse(
+    patcher: &mut Patcher<TransformerRegistration>,
+    mut tr: TransformerRegistration,
+    ctx: &Context,
+    reason: &'static str,
+    message: String,
+) -> Result<Reconciled, Error> {
+    let generation = tr.metadata.generation;
+    let prior = tr
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let status = tr.status.get_or_insert_with(Default::default);
+    status.observed_generation = generation;
+    status.accepted = false;
+    conditions::mark_stalled(
+        &mut status.conditions,
+        reason,
+        &message,
+        generation,
+        &frame::now(),
+    );
+    if !status.active {
+        conditions::remove(&mut status.conditions, types::ACTIVE);
+    }
+    patcher.patch_status(&tr).await?;
+    if super::events::is_transition(&prior, reason, &message) {
+        ctx.events
+            .publish(&tr, EventType::Warning, reason, ACTION_ACCEPT, &message)
+            .await;
+    }
+    tracing::info!(reason, message = %message, "claim refused");
+    Ok(Reconciled {
+        requeue: Some(STALLED_RECHECK),
+        outcome: Some(Outcome::FailedStalled),
+        reason: Some(reason),
+    })
+}
+
+async fn defer(
+    patcher: &mut Patcher<TransformerRegistration>,
+    mut tr: TransformerRegistration,
+    reason: &'static str,
+    message: String,
+) -> Result<Reconciled, Error> {
+    let generation = tr.metadata.generation;
+    let status = tr.status.get_or_insert_with(Default::default);
+    status.observed_generation = generation;
+    conditions::mark_reconciling(
+        &mut status.conditions,
+        reason,
+        &message,
+        generation,
+        &frame::now(),
+    );
+    patcher.patch_status(&tr).await?;
+    tracing::info!(reason, message = %message, "claim verdict deferred");
+    Ok(Reconciled {
+        requeue: Some(STALLED_RECHECK),
+        outcome: Some(Outcome::FailedTransient),
+        reason: Some(reason),
+    })
+}
+
+/// §4.4: the removal guard.
+async fn guard_removal(
+    mut tr: TransformerRegistration,
+    ctx: &Context,
+) -> Result<Reconciled, Error> {
+    if !tr.finalizers().iter().any(|f| f == FINALIZER_DEPENDENTS) {
+        return Ok(Reconciled::done());
+    }
+    let name = tr.name_any();
+    let mis: Api<ModuleInstance> = Api::all(ctx.client.clone());
+    let list = mis.list(&ListParams::default()).await.map_err(|e| {
+        Error::kube(
+            format!("listing ModuleInstances for the dependents of TransformerRegistration {name}"),
+            e,
+        )
+    })?;
+    let required: Vec<(String, String, Vec<String>)> = list
+        .items
+        .iter()
+        .map(|mi| {
+            (
+                mi.namespace().unwrap_or_default(),
+                mi.name_any(),
+                mi.status
+                    .as_ref()
+                    .map(|s| s.required_contracts.clone())
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
+    let dependents = claims::dependents(
+        &tr.spec.provides,
+        required
+            .iter()
+            .map(|(ns, n, r)| (ns.as_str(), n.as_str(), r.as_slice())),
+    );
+    let api: Api<TransformerRegistration> = Api::all(ctx.client.clone());
+    let mut patcher = Patcher::new(api, &tr, format!("TransformerRegistration {name}"))?;
+    if dependents.is_empty() {
+        let fins: Vec<String> = tr
+            .finalizers()
+            .iter()
+            .filter(|f| *f != FINALIZER_DEPENDENTS)
+            .cloned()
+            .collect();
+        patcher.patch_finalizers(&fins).await?;
+        tracing::info!("no dependents; removal guard released");
+        return Ok(Reconciled::done());
+    }
+    let message = claims::dependents_message(&dependents);
+    let generation = tr.metadata.generation;
+    let prior = tr
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let status = tr.status.get_or_insert_with(Default::default);
+    conditions::mark_stalled(
+        &mut status.conditions,
+        reasons::DEPENDENTS_REMAIN,
+        &message,
+        generation,
+        &frame::now(),
+    );
+    patcher.patch_status(&tr).await?;
+    if super::events::is_transition(&prior, reasons::DEPENDENTS_REMAIN, &message) {
+        ctx.events
+            .publish(
+                &tr,
+                EventType::Warning,
+                reasons::DEPENDENTS_REMAIN,
+                ACTION_DELETE,
+                &message,
+            )
+            .await;
+    }
+    Ok(Reconciled {
+        requeue: Some(STALLED_RECHECK),
+        outcome: Some(Outcome::FailedStalled),
+        reason: Some(reasons::DEPENDENTS_REMAIN),
+    })
+}

@@ -1,0 +1,424 @@
+//! `opm-operator serve`: the controller side (operator-spec.md §7.1 flags and startup order).
+//!
+//! Rules implemented here:
+//! - Webhooks (and later the render endpoint) run on every replica; the controllers run only on
+//!   the replica holding the `coordination.k8s.io/v1` Lease `4cc9e43e.opmodel.dev`
+//!   (`--leader-elect`, default on; `--leader-elect-lease-duration`, `--leader-elect-renew-deadline`,
+//!   `--leader-elect-retry-period`, ordered retry < renew deadline < lease duration).
+//! - `--platform-dir` (default `<temp dir>/opm-platform`) is reset once at boot, before anything
+//!   reconciles: the disk is ephemeral and the first reconcile regenerates; a failed reset fails
+//!   `serve` (exit 1).
+//! - `--registry` (CUE_REGISTRY syntax) resolves flag → `OPM_REGISTRY` → the built-in default, is
+//!   validated at boot and logged with its source; the kernel is constructed once for the process
+//!   from the resolved value.
+//! - The cluster comes from `--kubeconfig`, else the in-cluster config, else `KUBECONFIG` /
+//!   `~/.kube/config`. Without a reachable cluster `serve` says so (one error line naming the
+//!   source and the cause), keeps serving webhooks, and retries the connection every retry period
+//!   ×5 until it succeeds or the process stops.
+//! - Graceful shutdown stops the controllers, then releases the lease.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio::sync::watch;
+
+use super::context::Context;
+use super::leader::{Elector, Timing, TimingError};
+use super::manager::{self, Role};
+use super::metrics::ControllerMetrics;
+use crate::kernel::{
+    AcquireError, BuiltPlatform, CatalogAcquirer, CatalogInfo, ErrorClass, KernelError,
+    PlatformBuilder, PlatformInput,
+};
+use crate::platform::{Layout, Store};
+use crate::server::{parse_duration, Sidecar};
+
+/// The built-in registry mapping when neither `--registry` nor `OPM_REGISTRY` is set.
+pub const DEFAULT_REGISTRY: &str =
+    "testing.opmodel.dev=ghcr.io/open-platform-model,opmodel.dev=ghcr.io/open-platform-model,registry.cue.works";
+
+/// Flags of the controller side of `opm-operator serve`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ControllerArgs {
+    /// Run the controllers only on the replica holding the leader Lease (4cc9e43e.opmodel.dev);
+    /// `--leader-elect=false` runs them at once (a single replica).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub leader_elect: bool,
+
+    /// How long the leader Lease is valid after its last renewal.
+    #[arg(long, default_value = "15s", value_parser = parse_duration, value_name = "DURATION")]
+    pub leader_elect_lease_duration: Duration,
+
+    /// How long the leader keeps leading without a successful renewal (below the lease duration).
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub leader_elect_renew_deadline: Duration,
+
+    /// The interval between attempts to acquire or renew the Lease (below the renew deadline).
+    #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
+    pub leader_elect_retry_period: Duration,
+
+    /// Namespace of the leader Lease.
+    #[arg(
+        long,
+        env = "POD_NAMESPACE",
+        default_value = "opm-system",
+        value_name = "NAMESPACE"
+    )]
+    pub leader_elect_namespace: String,
+
+    /// Kubeconfig file of the cluster to reconcile [default: in-cluster config, else KUBECONFIG or
+    /// ~/.kube/config].
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Directory of the generated platform packages; emptied at start [default: <temp dir>/opm-platform].
+    #[arg(long, value_name = "DIR")]
+    pub platform_dir: Option<PathBuf>,
+
+    /// Module registry mapping in CUE_REGISTRY syntax [default: $OPM_REGISTRY, else the OPM
+    /// registries on ghcr.io with registry.cue.works as the catch-all].
+    #[arg(long, value_name = "MAPPING")]
+    pub registry: Option<String>,
+}
+
+/// Where the registry mapping came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegistrySource {
+    /// `--registry`.
+    Flag,
+    /// `OPM_REGISTRY`.
+    Env,
+    /// [`DEFAULT_REGISTRY`].
+    Default,
+}
+
+impl RegistrySource {
+    /// The log word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RegistrySource::Flag => "flag",
+            RegistrySource::Env => "env",
+            RegistrySource::Default => "default",
+        }
+    }
+}
+
+/// The resolved registry mapping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedRegistry {
+    /// The mapping text (CUE_REGISTRY syntax).
+    pub mapping: String,
+    /// Its source.
+    pub source: RegistrySource,
+}
+
+/// Resolves `--registry` → `OPM_REGISTRY` → default (empty values count as unset).
+pub fn resolve_registry(flag: Option<&str>, env: Option<&str>) -> ResolvedRegistry {
+    let set = |v: Option<&str>| {
+        v.map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    if let Some(mapping) = set(flag) {
+        return ResolvedRegistry {
+            mapping,
+            source: RegistrySource::Flag,
+        };
+    }
+    if let Some(mapping) = set(env) {
+        return ResolvedRegistry {
+            mapping,
+            source: RegistrySource::Env,
+        };
+    }
+    ResolvedRegistry {
+        mapping: DEFAULT_REGISTRY.to_owned(),
+        source: RegistrySource::Default,
+    }
+}
+
+/// Why the controller side cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The leader election timing is not ordered.
+    #[error("leader election: {0}")]
+    Timing(#[from] TimingError),
+    /// `--registry` (or `OPM_REGISTRY`) does not parse.
+    #[error("registry mapping {mapping:?} (from {source_name}): {message}")]
+    Registry {
+        /// The mapping.
+        mapping: String,
+        /// flag, env or default.
+        source_name: &'static str,
+        /// The parse error.
+        message: String,
+    },
+    /// `--platform-dir` could not be reset.
+    #[error("resetting --platform-dir {}: {source}", dir.display())]
+    PlatformDir {
+        /// The directory.
+        dir: PathBuf,
+        /// The layout error.
+        #[source]
+        source: crate::platform::Error,
+    },
+}
+
+/// The kernel seams the controllers use.
+#[derive(Clone)]
+pub struct Kernel {
+    /// Platform generation and build.
+    pub builder: Arc<dyn PlatformBuilder>,
+    /// Catalog acquisition.
+    pub acquirer: Arc<dyn CatalogAcquirer>,
+}
+
+impl std::fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kernel").finish_non_exhaustive()
+    }
+}
+
+/// The kernel of a build that does not link the render kernel yet: every call fails with a
+/// message saying so (Platform `GenerateFailed`, claims `CatalogUnresolved`). Replaced by the real
+/// kernel when `render/` lands (issue 12).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KernelNotLinked;
+
+/// The message of [`KernelNotLinked`].
+pub const KERNEL_NOT_LINKED: &str =
+    "the render kernel is not linked into this build of opm-operator (issue 12)";
+
+impl PlatformBuilder for KernelNotLinked {
+    fn generate(&self, _input: &PlatformInput) -> Result<Vec<(String, Vec<u8>)>, KernelError> {
+        Err(KernelError::new(ErrorClass::Other, KERNEL_NOT_LINKED))
+    }
+
+    fn build(&self, _dir: &std::path::Path) -> Result<BuiltPlatform, KernelError> {
+        Err(KernelError::new(ErrorClass::Other, KERNEL_NOT_LINKED))
+    }
+}
+
+impl CatalogAcquirer for KernelNotLinked {
+    fn acquire(&self, _path: &str, _version: &str) -> Result<CatalogInfo, AcquireError> {
+        Err(AcquireError::Other(KernelError::new(
+            ErrorClass::Other,
+            KERNEL_NOT_LINKED,
+        )))
+    }
+}
+
+/// The default `--platform-dir`.
+pub fn default_platform_dir() -> PathBuf {
+    std::env::temp_dir().join("opm-platform")
+}
+
+/// This process's identity in the Lease and in events: `$POD_NAME`, else the host name, plus
+/// the process id.
+pub fn identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|s| s.trim().to_owned())
+        })
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "opm-operator".to_owned());
+    format!("{host}_{}", std::process::id())
+}
+
+/// Builds a client from `--kubeconfig`, else the inferred config. Returns where it came from.
+async fn client(kubeconfig: Option<&PathBuf>) -> Result<(kube::Client, String), String> {
+    let (config, source) = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("reading kubeconfig {}: {e}", path.display()))?;
+            let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?;
+            (config, format!("kubeconfig {}", path.display()))
+        }
+        None => (
+            kube::Config::infer()
+                .await
+                .map_err(|e| format!("no cluster configuration (in-cluster or KUBECONFIG): {e}"))?,
+            "inferred configuration".to_owned(),
+        ),
+    };
+    let url = config.cluster_url.to_string();
+    let client = kube::Client::try_from(config).map_err(|e| format!("{source}: {e}"))?;
+    client
+        .apiserver_version()
+        .await
+        .map_err(|e| format!("{source}: the API server at {url} is not reachable: {e}"))?;
+    Ok((client, format!("{source} ({url})")))
+}
+
+/// Prepares the controller side (timing, registry, `--platform-dir` reset) and returns the
+/// [`Sidecar`] the server runs. `kernel` constructs the process's one kernel from the resolved
+/// registry.
+pub fn sidecar(
+    args: ControllerArgs,
+    kernel: impl FnOnce(&ResolvedRegistry) -> Kernel,
+) -> Result<Sidecar, ServeError> {
+    let timing = Timing {
+        lease_duration: args.leader_elect_lease_duration,
+        renew_deadline: args.leader_elect_renew_deadline,
+        retry_period: args.leader_elect_retry_period,
+    };
+    timing.validate()?;
+    let registry = resolve_registry(
+        args.registry.as_deref(),
+        std::env::var("OPM_REGISTRY").ok().as_deref(),
+    );
+    crate::registry::Mapping::parse(&registry.mapping).map_err(|message| ServeError::Registry {
+        mapping: registry.mapping.clone(),
+        source_name: registry.source.as_str(),
+        message,
+    })?;
+    let root = args
+        .platform_dir
+        .clone()
+        .unwrap_or_else(default_platform_dir);
+    let layout = Layout::new(&root).map_err(|source| ServeError::PlatformDir {
+        dir: root.clone(),
+        source,
+    })?;
+    layout.reset().map_err(|source| ServeError::PlatformDir {
+        dir: root.clone(),
+        source,
+    })?;
+    let kernel = kernel(&registry);
+    let metrics: Arc<Mutex<Option<ControllerMetrics>>> = Arc::default();
+    let registered = Arc::clone(&metrics);
+    let layout = Arc::new(layout);
+    Ok(Sidecar {
+        register: Box::new(move |r| {
+            let m = ControllerMetrics::register(r);
+            *registered.lock().unwrap_or_else(PoisonError::into_inner) = Some(m);
+        }),
+        run: Box::new(move |stop| {
+            let metrics = metrics
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            async move {
+                // Logged here: logging is initialised by the server, after this function ran.
+                tracing::info!(
+                    registry = %registry.mapping,
+                    source = registry.source.as_str(),
+                    "resolved the module registry"
+                );
+                tracing::info!(platform_dir = %root.display(), "reset the platform directory");
+                run(args, timing, layout, kernel, metrics, stop).await;
+            }
+            .boxed()
+        }),
+    })
+}
+
+async fn run(
+    args: ControllerArgs,
+    timing: Timing,
+    layout: Arc<Layout>,
+    kernel: Kernel,
+    metrics: Option<ControllerMetrics>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let retry = timing.retry_period.saturating_mul(5);
+    let mut reported = false;
+    let client = loop {
+        if *stop.borrow() {
+            return;
+        }
+        match client(args.kubeconfig.as_ref()).await {
+            Ok((client, source)) => {
+                tracing::info!(cluster = %source, "connected to the cluster");
+                break client;
+            }
+            Err(e) => {
+                if !reported {
+                    tracing::error!(
+                        error = %e,
+                        retry_s = retry.as_secs(),
+                        "no reachable Kubernetes cluster: the controllers are not running; \
+                         serving webhooks only and retrying"
+                    );
+                    reported = true;
+                } else {
+                    tracing::debug!(error = %e, "cluster still unreachable");
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(retry) => {}
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+            }
+        }
+    };
+    let me = identity();
+    let mut ctx = Context::new(
+        client.clone(),
+        Store::new(),
+        layout,
+        kernel.builder,
+        kernel.acquirer,
+        &me,
+    );
+    ctx.metrics = metrics;
+    let elector = args.leader_elect.then(|| {
+        Elector::new(
+            client,
+            &args.leader_elect_namespace,
+            crds::LEADER_ELECTION_ID,
+            &me,
+            timing,
+        )
+    });
+    let (role, mut role_rx) = watch::channel(Role::Follower);
+    let watcher = tokio::spawn(async move {
+        while role_rx.changed().await.is_ok() {
+            let r = *role_rx.borrow();
+            tracing::info!(role = ?r, "leadership changed");
+        }
+    });
+    manager::run(Arc::new(ctx), elector, stop, role).await;
+    let _ = watcher.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_registry_resolves_flag_then_env_then_default() {
+        let r = resolve_registry(Some("a.test=127.0.0.1:5000"), Some("b"));
+        assert_eq!(
+            (r.mapping.as_str(), r.source),
+            ("a.test=127.0.0.1:5000", RegistrySource::Flag)
+        );
+        let r = resolve_registry(Some(""), Some("b.test=x"));
+        assert_eq!(
+            (r.mapping.as_str(), r.source),
+            ("b.test=x", RegistrySource::Env)
+        );
+        let r = resolve_registry(None, Some("  "));
+        assert_eq!(
+            (r.mapping.as_str(), r.source),
+            (DEFAULT_REGISTRY, RegistrySource::Default)
+        );
+        assert!(crate::registry::Mapping::parse(DEFAULT_REGISTRY).is_ok());
+    }
+
+    #[test]
+    fn the_placeholder_kernel_says_what_is_missing() {
+        let e = PlatformBuilder::build(&KernelNotLinked, std::path::Path::new("/x"));
+        assert_eq!(
+            e.err().map(|e| e.message).as_deref(),
+            Some(KERNEL_NOT_LINKED)
+        );
+    }
+}

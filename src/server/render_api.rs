@@ -1,0 +1,660 @@
+//! The REST render API: `POST /v1/namespaces/{ns}/render` (issue 16, DESIGN.md §3 "HTTP",
+//! lessons.md §1.6 and rule 16).
+//!
+//! Rules:
+//! - The body names a module either as `module` (`path`, `version`) + `values` + `name`, or as a
+//!   whole ModuleInstance manifest in `instance` (`metadata.name`, `spec.module`, `spec.values`;
+//!   a `metadata.namespace` must equal the path's namespace). Unknown members are a 400, so a typo
+//!   never renders something other than what the caller meant. Values enter the kernel as data.
+//! - Order of work: authentication and authorisation first ([`auth`]: nothing of an anonymous
+//!   body is parsed), then the body (content type, size limit → 413, shape → 400), then a lease
+//!   on the current platform record (none → 503 `platform_not_ready` with `Retry-After`), then the
+//!   render: a permit of the render semaphore (`--max-concurrent-renders`) and the kernel call in
+//!   `spawn_blocking`, both inside `--render-timeout` (→ 504). The lease is held until the render
+//!   ends, so a platform regenerated meanwhile never removes the directory it reads.
+//!   A render that outlives the timeout keeps its permit and lease until the kernel returns (it
+//!   is bounded by the evaluator's own limits), so a slow client cannot multiply the load.
+//! - Kernel errors map by [`ErrorClass`] only, never by message text: `PlatformNotReady` 503,
+//!   `TransientPull` 502, `Resolution` 404, `Values` 422 (each `values.<path>` with file:line in
+//!   `error.problems`), `SkewRefused` 409, `UnsupportedKind` 422, `Timeout` 504, `Other` 422 (a
+//!   module that does not evaluate is the caller's input, not a server fault).
+//! - `mode`: `render` returns objects with provenance, warnings, inventory entries, required
+//!   contracts and the render digest. `validate` and `diff` need the apply engine's dry-run and
+//!   are answered 501 `not_implemented` until it is wired (a known gap, stated in the issue note).
+//! - Without a configured backend (no platform store / kernel, e.g. a webhook-only server) the
+//!   route answers 503 `render_unavailable`.
+
+pub mod auth;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+use tracing::Span;
+
+use self::auth::{AuthError, KubeStatus, RenderAuth};
+use super::error::{json_response, ApiError, ErrorCode, ErrorProblem};
+use super::state::AppState;
+use crate::kernel::{BuiltPlatform, ErrorClass, KernelError, ModuleRenderer, ModuleRequest};
+use crate::platform::Store;
+
+/// Route of the render API.
+pub const RENDER_PATH: &str = "/v1/namespaces/{ns}/render";
+
+/// Seconds a client is told to wait when no platform is ready.
+pub const PLATFORM_RETRY_AFTER_SECS: u64 = 10;
+
+/// Everything the render route needs; absent on a webhook-only server.
+#[derive(Clone)]
+pub struct RenderBackend {
+    /// The leased platform store the Platform reconciler records into.
+    pub store: Store<BuiltPlatform>,
+    /// The render kernel.
+    pub renderer: Arc<dyn ModuleRenderer>,
+    /// Authentication and authorisation of callers.
+    pub auth: RenderAuth,
+    /// Deadline of one render, including the wait for a permit.
+    pub timeout: Duration,
+    /// Renders running at once.
+    pub semaphore: Arc<Semaphore>,
+}
+
+impl std::fmt::Debug for RenderBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RenderBackend")
+            .field("store", &self.store)
+            .field("auth", &self.auth)
+            .field("timeout", &self.timeout)
+            .field("permits", &self.semaphore.available_permits())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RenderBackend {
+    /// A backend over `store` and `renderer` with `max_concurrent` renders of at most `timeout`.
+    pub fn new(
+        store: Store<BuiltPlatform>,
+        renderer: Arc<dyn ModuleRenderer>,
+        auth: RenderAuth,
+        timeout: Duration,
+        max_concurrent: usize,
+    ) -> Self {
+        RenderBackend {
+            store,
+            renderer,
+            auth,
+            timeout,
+            semaphore: Arc::new(Semaphore::new(max_concurrent.max(1))),
+        }
+    }
+}
+
+/// What the caller asks for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RenderMode {
+    /// Render only.
+    #[default]
+    Render,
+    /// Render and server-side dry-run each object as the caller (not yet wired: 501).
+    Validate,
+    /// Render and compare with the cluster (not yet wired: 501).
+    Diff,
+}
+
+/// A module coordinate.
+#[derive(Clone, Debug, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ModuleCoordinate {
+    /// Major-suffixed module path, e.g. `opmodel.dev/modules/web_app@v0`.
+    pub path: String,
+    /// Module version, `v`-prefixed SemVer (`v0.1.0`; a bare `0.1.0` is accepted).
+    pub version: String,
+}
+
+/// The body of a render request.
+#[derive(Clone, Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenderRequest {
+    /// `render` (default), `validate` or `diff`.
+    #[serde(default)]
+    pub mode: RenderMode,
+    /// Instance name (a DNS label); required with `module`, taken from `metadata.name` with
+    /// `instance`.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The module to render (exclusive with `instance`).
+    #[serde(default)]
+    pub module: Option<ModuleCoordinate>,
+    /// Values as JSON data, unified with the module's `#config` (with `module` only).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub values: Option<serde_json::Value>,
+    /// A whole `opmodel.dev/v1alpha1` ModuleInstance manifest (exclusive with `module`).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub instance: Option<serde_json::Value>,
+}
+
+/// One rendered object with its provenance.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct RenderedObjectDoc {
+    /// The Kubernetes object, in CUE field order.
+    #[schema(value_type = Object)]
+    pub object: serde_json::Value,
+    /// The component that produced it.
+    pub component: String,
+    /// The transformer FQN that produced it.
+    pub transformer: String,
+}
+
+/// The instance identity the render used.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct InstanceDoc {
+    /// Name.
+    pub name: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Fully qualified name.
+    pub fqn: String,
+    /// Instance UUID.
+    pub uuid: String,
+}
+
+/// The answer of a successful render.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RenderResponse {
+    /// The mode answered.
+    pub mode: RenderMode,
+    /// The instance.
+    pub instance: InstanceDoc,
+    /// Objects in execution order.
+    pub objects: Vec<RenderedObjectDoc>,
+    /// Inventory entries (`group`, `kind`, `namespace`, `name`, `v`, `component`), same order.
+    #[schema(value_type = Vec<Object>)]
+    pub inventory: Vec<crds::common::InventoryEntry>,
+    /// Render warnings.
+    pub warnings: Vec<String>,
+    /// Contract FQNs the components demand, sorted.
+    pub required_contracts: Vec<String>,
+    /// `sha256:<hex>` render digest.
+    pub digest: String,
+}
+
+/// Why a request body is not a render request.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RequestError {
+    /// Not JSON, or not the request shape.
+    #[error("the body is not a render request: {0}")]
+    Shape(String),
+    /// Neither or both of `module` and `instance`.
+    #[error("name exactly one of `module` and `instance`")]
+    ModuleOrInstance,
+    /// `values` or `name` next to `instance`.
+    #[error("`{0}` cannot be combined with `instance` (the manifest carries it)")]
+    WithInstance(&'static str),
+    /// The manifest is not a ModuleInstance.
+    #[error("`instance` must be an opmodel.dev/v1alpha1 ModuleInstance: {0}")]
+    Instance(String),
+    /// The manifest names another namespace.
+    #[error("`instance.metadata.namespace` is {found:?} but the request is for the namespace {expected:?}")]
+    NamespaceMismatch {
+        /// From the URL.
+        expected: String,
+        /// From the manifest.
+        found: String,
+    },
+    /// A field has a bad value.
+    #[error("`{field}`: {message}")]
+    Field {
+        /// The field.
+        field: &'static str,
+        /// Why.
+        message: String,
+    },
+}
+
+/// Turns a request body into the kernel's request for `namespace`.
+pub fn parse_request(
+    bytes: &[u8],
+    namespace: &str,
+) -> Result<(RenderMode, ModuleRequest), RequestError> {
+    let req: RenderRequest =
+        serde_json::from_slice(bytes).map_err(|e| RequestError::Shape(e.to_string()))?;
+    let (name, module, values) = match (req.module, req.instance) {
+        (Some(module), None) => {
+            let name = req.name.ok_or(RequestError::Field {
+                field: "name",
+                message: "required with `module` (the instance name)".to_string(),
+            })?;
+            (name, module, req.values)
+        }
+        (None, Some(instance)) => {
+            if req.values.is_some() {
+                return Err(RequestError::WithInstance("values"));
+            }
+            if req.name.is_some() {
+                return Err(RequestError::WithInstance("name"));
+            }
+            from_manifest(instance, namespace)?
+        }
+        _ => return Err(RequestError::ModuleOrInstance),
+    };
+    webhooks::check_dns_label(&name).map_err(|message| RequestError::Field {
+        field: "name",
+        message,
+    })?;
+    webhooks::syntax::check_major_module_path(&module.path).map_err(|message| {
+        RequestError::Field {
+            field: "module.path",
+            message,
+        }
+    })?;
+    let bare = module.version.strip_prefix('v').unwrap_or(&module.version);
+    webhooks::syntax::check_bare_semver(bare).map_err(|message| RequestError::Field {
+        field: "module.version",
+        message,
+    })?;
+    if values.as_ref().is_some_and(|v| !v.is_object()) {
+        return Err(RequestError::Field {
+            field: "values",
+            message: "must be a JSON object".to_string(),
+        });
+    }
+    Ok((
+        req.mode,
+        ModuleRequest {
+            name,
+            namespace: namespace.to_string(),
+            path: module.path,
+            version: format!("v{bare}"),
+            values,
+        },
+    ))
+}
+
+fn from_manifest(
+    instance: serde_json::Value,
+    namespace: &str,
+) -> Result<(String, ModuleCoordinate, Option<serde_json::Value>), RequestError> {
+    let api_version = instance.get("apiVersion").and_then(|v| v.as_str());
+    let kind = instance.get("kind").and_then(|v| v.as_str());
+    if api_version != Some("opmodel.dev/v1alpha1") || kind != Some("ModuleInstance") {
+        return Err(RequestError::Instance(format!(
+            "apiVersion {api_version:?}, kind {kind:?}"
+        )));
+    }
+    let mi: crds::ModuleInstance =
+        serde_json::from_value(instance).map_err(|e| RequestError::Instance(e.to_string()))?;
+    let name = mi.metadata.name.clone().ok_or(RequestError::Field {
+        field: "instance.metadata.name",
+        message: "required".to_string(),
+    })?;
+    if let Some(found) = mi.metadata.namespace.clone() {
+        if found != namespace {
+            return Err(RequestError::NamespaceMismatch {
+                expected: namespace.to_string(),
+                found,
+            });
+        }
+    }
+    let module = ModuleCoordinate {
+        path: mi.spec.module.path,
+        version: mi.spec.module.version,
+    };
+    Ok((name, module, mi.spec.values))
+}
+
+/// The error answer of a kernel error, by class.
+pub fn kernel_error(e: KernelError) -> ApiError {
+    let code = match e.class {
+        ErrorClass::PlatformNotReady => ErrorCode::PlatformNotReady,
+        ErrorClass::TransientPull => ErrorCode::RegistryUnavailable,
+        ErrorClass::Resolution => ErrorCode::ModuleNotFound,
+        ErrorClass::Values => ErrorCode::InvalidValues,
+        ErrorClass::SkewRefused => ErrorCode::SkewRefused,
+        ErrorClass::UnsupportedKind => ErrorCode::UnsupportedKind,
+        ErrorClass::Timeout => ErrorCode::RenderTimeout,
+        ErrorClass::Other => ErrorCode::RenderFailed,
+    };
+    let mut err = ApiError::new(code, e.message);
+    err.problems = e
+        .problems
+        .into_iter()
+        .map(|p| ErrorProblem {
+            path: p.path,
+            message: p.message,
+            positions: p
+                .positions
+                .into_iter()
+                .map(|s| format!("{}:{}:{}", s.file, s.line, s.column))
+                .collect(),
+        })
+        .collect();
+    if code == ErrorCode::PlatformNotReady {
+        err.retry_after = Some(PLATFORM_RETRY_AFTER_SECS);
+    }
+    err
+}
+
+fn auth_error(e: AuthError) -> Response {
+    let (status, reason) = match &e {
+        AuthError::NoToken | AuthError::BadToken { .. } => {
+            (StatusCode::UNAUTHORIZED, "Unauthorized")
+        }
+        AuthError::Denied { .. } => (StatusCode::FORBIDDEN, "Forbidden"),
+        AuthError::Review { .. } => {
+            tracing::warn!(error = %e, "render authorisation could not be checked");
+            return ApiError::new(
+                ErrorCode::AuthUnavailable,
+                format!("the caller could not be authenticated or authorised: {e}"),
+            )
+            .into_response();
+        }
+    };
+    let body = KubeStatus {
+        api_version: "v1",
+        kind: "Status",
+        status: "Failure",
+        message: e.to_string(),
+        reason,
+        code: status.as_u16(),
+    };
+    let mut resp = json_response(status, &body);
+    if status == StatusCode::UNAUTHORIZED {
+        resp.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    resp
+}
+
+/// Renders a module on the current platform.
+#[utoipa::path(
+    post,
+    path = "/v1/namespaces/{ns}/render",
+    tag = "render",
+    params(("ns" = String, Path, description = "Namespace of the instance")),
+    request_body(content = RenderRequest, content_type = "application/json"),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The rendered objects", body = RenderResponse),
+        (status = 400, description = "Not a render request (shape, unknown member, bad name/path/version)", body = super::error::ErrorBody),
+        (status = 401, description = "No or a rejected bearer token", body = auth::KubeStatus),
+        (status = 403, description = "The caller may not create moduleinstances/render in the namespace", body = auth::KubeStatus),
+        (status = 404, description = "The module (or a catalog it needs) does not resolve", body = super::error::ErrorBody),
+        (status = 405, description = "Method other than POST", body = super::error::ErrorBody),
+        (status = 408, description = "The request did not complete in time", body = super::error::ErrorBody),
+        (status = 409, description = "The module needs newer catalogs and the skew policy is Refuse", body = super::error::ErrorBody),
+        (status = 413, description = "Body over the limit", body = super::error::ErrorBody),
+        (status = 415, description = "Content-Type present and not application/json", body = super::error::ErrorBody),
+        (status = 422, description = "Bad values (error.problems name each values.<path> with file:line), or the module does not evaluate", body = super::error::ErrorBody),
+        (status = 501, description = "mode validate/diff is not available yet", body = super::error::ErrorBody),
+        (status = 502, description = "The registry failed", body = super::error::ErrorBody),
+        (status = 503, description = "No platform is ready (Retry-After), render API not configured, or authorisation unavailable", body = super::error::ErrorBody),
+        (status = 504, description = "The render ran over --render-timeout", body = super::error::ErrorBody)
+    )
+)]
+pub async fn render(
+    State(state): State<AppState>,
+    UrlPath(ns): UrlPath<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let span = Span::current();
+    span.record("namespace", ns.as_str());
+    let Some(backend) = state.render.clone() else {
+        return ApiError::new(
+            ErrorCode::RenderUnavailable,
+            "this server has no render backend (no platform store)",
+        )
+        .into_response();
+    };
+    if let Err(message) = webhooks::check_dns_label(&ns) {
+        return ApiError::new(
+            ErrorCode::BadRequest,
+            format!("namespace {ns:?}: {message}"),
+        )
+        .into_response();
+    }
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if let Err(e) = backend.auth.check(authorization, &ns).await {
+        return auth_error(e);
+    }
+    match render_inner(&state, &backend, &ns, &headers, body).await {
+        Ok(resp) => json_response(StatusCode::OK, &resp),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn render_inner(
+    state: &AppState,
+    backend: &RenderBackend,
+    ns: &str,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<RenderResponse, ApiError> {
+    super::routes::check_content_type(headers)?;
+    let bytes = super::routes::read_body(headers, body, state.limits.body_limit).await?;
+    let (mode, request) = parse_request(&bytes, ns)
+        .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.to_string()))?;
+    let span = Span::current();
+    span.record("name", request.name.as_str());
+    if mode != RenderMode::Render {
+        return Err(ApiError::new(
+            ErrorCode::NotImplemented,
+            "mode validate and diff need the apply engine's dry-run, which this server does not \
+             wire yet; use mode render",
+        ));
+    }
+    let Some((record, lease)) = backend.store.lease() else {
+        return Err(kernel_error(KernelError::new(
+            ErrorClass::PlatformNotReady,
+            "no platform is ready: the Platform reconciler has not recorded a built platform yet",
+        )));
+    };
+    let timeout = backend.timeout;
+    let semaphore = backend.semaphore.clone();
+    let renderer = backend.renderer.clone();
+    let render_span = span.clone();
+    let work = async move {
+        let permit = semaphore
+            .acquire_owned()
+            .await
+            .map_err(|e| ApiError::internal(format!("render semaphore: {e}")))?;
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let _lease = lease;
+            render_span.in_scope(|| renderer.render_module(&request, &record.platform, record.skew))
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("the render task failed: {e}")))
+    };
+    let result = match tokio::time::timeout(timeout, work).await {
+        Ok(Ok(Ok(result))) => result,
+        Ok(Ok(Err(e))) => return Err(kernel_error(e)),
+        Ok(Err(e)) => return Err(e),
+        Err(_) => {
+            return Err(ApiError::new(
+                ErrorCode::RenderTimeout,
+                format!(
+                    "the render did not finish within {} ms (--render-timeout)",
+                    timeout.as_millis()
+                ),
+            ))
+        }
+    };
+    Ok(RenderResponse {
+        mode,
+        instance: InstanceDoc {
+            name: result.instance.name,
+            namespace: result.instance.namespace,
+            fqn: result.instance.fqn,
+            uuid: result.instance.uuid,
+        },
+        objects: result
+            .objects
+            .into_iter()
+            .map(|o| RenderedObjectDoc {
+                object: o.object,
+                component: o.component,
+                transformer: o.transformer,
+            })
+            .collect(),
+        inventory: result.inventory,
+        warnings: result.warnings,
+        required_contracts: result.required_contracts,
+        digest: result.digest,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(v: serde_json::Value) -> Result<(RenderMode, ModuleRequest), RequestError> {
+        parse_request(&serde_json::to_vec(&v).unwrap(), "team-a")
+    }
+
+    #[test]
+    fn a_module_request_becomes_a_kernel_request() {
+        let (mode, req) = parse(json!({
+            "name": "demo",
+            "module": {"path": "fixtures.test/modules/demo@v0", "version": "0.1.0"},
+            "values": {"replicas": 2}
+        }))
+        .unwrap();
+        assert_eq!(mode, RenderMode::Render);
+        assert_eq!(
+            req,
+            ModuleRequest {
+                name: "demo".into(),
+                namespace: "team-a".into(),
+                path: "fixtures.test/modules/demo@v0".into(),
+                version: "v0.1.0".into(),
+                values: Some(json!({"replicas": 2})),
+            }
+        );
+    }
+
+    #[test]
+    fn a_manifest_request_takes_name_module_and_values_from_the_manifest() {
+        let (_, req) = parse(json!({
+            "mode": "render",
+            "instance": {
+                "apiVersion": "opmodel.dev/v1alpha1",
+                "kind": "ModuleInstance",
+                "metadata": {"name": "web", "namespace": "team-a"},
+                "spec": {"module": {"path": "example.com/web@v1", "version": "v1.2.3"},
+                         "values": {"image": "nginx"}}
+            }
+        }))
+        .unwrap();
+        assert_eq!(req.name, "web");
+        assert_eq!(req.path, "example.com/web@v1");
+        assert_eq!(req.version, "v1.2.3");
+        assert_eq!(req.values, Some(json!({"image": "nginx"})));
+    }
+
+    #[test]
+    fn malformed_requests_are_named() {
+        let module = json!({"path": "example.com/web@v1", "version": "1.0.0"});
+        assert_eq!(
+            parse(json!({"name": "x"})).unwrap_err(),
+            RequestError::ModuleOrInstance
+        );
+        assert!(matches!(
+            parse(json!({"module": module})).unwrap_err(),
+            RequestError::Field { field: "name", .. }
+        ));
+        assert!(matches!(
+            parse(json!({"name": "x", "module": module, "valuez": {}})).unwrap_err(),
+            RequestError::Shape(_)
+        ));
+        assert!(matches!(
+            parse(json!({"name": "Not_A_Label", "module": module})).unwrap_err(),
+            RequestError::Field { field: "name", .. }
+        ));
+        assert!(matches!(
+            parse(json!({"name": "x", "module": {"path": "example.com/web", "version": "1.0.0"}}))
+                .unwrap_err(),
+            RequestError::Field {
+                field: "module.path",
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse(
+                json!({"name": "x", "module": {"path": "example.com/web@v1", "version": "latest"}})
+            )
+            .unwrap_err(),
+            RequestError::Field {
+                field: "module.version",
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse(json!({"name": "x", "module": module, "values": [1]})).unwrap_err(),
+            RequestError::Field {
+                field: "values",
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse(json!({"mode": "explode", "name": "x", "module": module})).unwrap_err(),
+            RequestError::Shape(_)
+        ));
+        let manifest = json!({
+            "apiVersion": "opmodel.dev/v1alpha1", "kind": "ModuleInstance",
+            "metadata": {"name": "web", "namespace": "other"},
+            "spec": {"module": {"path": "example.com/web@v1", "version": "v1.0.0"}}
+        });
+        assert_eq!(
+            parse(json!({"instance": manifest})).unwrap_err(),
+            RequestError::NamespaceMismatch {
+                expected: "team-a".into(),
+                found: "other".into()
+            }
+        );
+        assert_eq!(
+            parse(json!({"instance": manifest, "values": {}})).unwrap_err(),
+            RequestError::WithInstance("values")
+        );
+        assert!(matches!(
+            parse(json!({"instance": {"apiVersion": "v1", "kind": "ConfigMap"}})).unwrap_err(),
+            RequestError::Instance(_)
+        ));
+        assert!(matches!(
+            parse_request(b"{not json", "ns").unwrap_err(),
+            RequestError::Shape(_)
+        ));
+    }
+
+    #[test]
+    fn kernel_errors_map_by_class() {
+        let cases = [
+            (ErrorClass::PlatformNotReady, 503),
+            (ErrorClass::TransientPull, 502),
+            (ErrorClass::Resolution, 404),
+            (ErrorClass::Values, 422),
+            (ErrorClass::SkewRefused, 409),
+            (ErrorClass::UnsupportedKind, 422),
+            (ErrorClass::Timeout, 504),
+            (ErrorClass::Other, 422),
+        ];
+        for (class, status) in cases {
+            let e = kernel_error(KernelError::new(class, "m"));
+            assert_eq!(e.code.status().as_u16(), status, "{class:?}");
+        }
+        let e = kernel_error(KernelError::new(ErrorClass::PlatformNotReady, "m"));
+        assert_eq!(e.retry_after, Some(PLATFORM_RETRY_AFTER_SECS));
+    }
+}

@@ -1,0 +1,688 @@
+//! The apply engine against kube-emu: staged SSA (a CRD and its CR in one pass), change-set
+//! counts, conflict semantics with and without force, label stamping, impersonation
+//! (scenario 41), drift (scenario 36) and health waits.
+//!
+//! Operator-spec §8 scenarios → tests:
+//! - 36 (drift, dry-run error counted): `apply::scenario_36_drift_detected_ignored_counted_and_cleared`
+//! - 37 (prune + guards): `apply_prune::scenario_37_prune_deletes_stale_and_honours_every_guard`
+//! - 38 (component move / API version change not stale):
+//!   `apply_prune::scenario_38_component_move_and_version_change_are_not_stale`
+//! - 39 (apply error: no prune, inventory kept): `apply_faults::failed_apply_adds_nothing_and_prunes_nothing`
+//! - 41, 43 (impersonation; 403 typed as an impersonation failure):
+//!   `apply::scenario_41_impersonation_403_typed_and_group_rolebinding_authorises`
+//! - 44 (deletion, fail-slow, finalizer kept until gone):
+//!   `apply_prune::scenario_44_deletion_prunes_all_but_protected_fail_slow_and_waits_for_gone`
+//! - 45 (SA gone on deletion, orphan annotation): `apply_prune::scenario_45_deleting_with_the_sa_gone`
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test helpers fail loudly"
+)]
+
+use std::time::Duration;
+
+use http::Method;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube_emu::fault::{FaultKind, FaultRule};
+use opm_operator::apply::drift::{DriftOptions, DriftOutcome, IgnoreRule};
+use opm_operator::apply::health::Cancel;
+use opm_operator::apply::object::{InstanceLabels, ObjectRef};
+use opm_operator::apply::{Action, ApplyOptions, Engine, EngineOptions, Error};
+use serde_json::{json, Value};
+
+pub(crate) async fn emu() -> kube_emu::Emulator {
+    kube_emu::Emulator::start(kube_emu::Options::default())
+        .await
+        .unwrap()
+}
+
+pub(crate) fn engine(emu: &kube_emu::Emulator) -> Engine {
+    Engine::new(
+        emu.client().unwrap(),
+        EngineOptions {
+            wait_interval: Duration::from_millis(20),
+            stage_timeout: Duration::from_secs(10),
+            ..EngineOptions::default()
+        },
+    )
+}
+
+pub(crate) fn cm(ns: &str, name: &str, data: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns,
+            "labels": {"component.opmodel.dev/name": "web"}},
+        "data": data})
+}
+
+pub(crate) fn ns(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+}
+
+pub(crate) fn crd() -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.dev"},
+        "spec": {"group": "example.dev", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]}})
+}
+
+pub(crate) fn widget(ns: &str, name: &str, size: i64) -> Value {
+    json!({"apiVersion": "example.dev/v1", "kind": "Widget",
+        "metadata": {"name": name, "namespace": ns}, "spec": {"size": size}})
+}
+
+pub(crate) fn dyn_api(
+    client: &kube::Client,
+    ns: &str,
+    gvk: (&str, &str, &str),
+    plural: &str,
+) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(gvk.0, gvk.1, gvk.2), plural);
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+pub(crate) fn cm_api(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    dyn_api(client, ns, ("", "v1", "ConfigMap"), "configmaps")
+}
+
+pub(crate) async fn live_cm(client: &kube::Client, ns: &str, name: &str) -> Option<Value> {
+    cm_api(client, ns)
+        .get_opt(name)
+        .await
+        .unwrap()
+        .map(|o| serde_json::to_value(o).unwrap())
+}
+
+#[tokio::test]
+async fn crd_and_its_cr_apply_in_one_pass() {
+    let emu = emu().await;
+    let eng = engine(&emu);
+    // Render order puts the CR first: staging must still apply the CRD and Namespace before it.
+    let objects = vec![widget("shop", "w1", 3), crd(), ns("shop")];
+    let cs = eng
+        .apply_all_staged(&objects, &ApplyOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(cs.count(Action::Created), 3, "{cs:?}");
+    let w = dyn_api(
+        &emu.client().unwrap(),
+        "shop",
+        ("example.dev", "v1", "Widget"),
+        "widgets",
+    )
+    .get("w1")
+    .await
+    .unwrap();
+    assert_eq!(w.data["spec"]["size"], 3);
+    // Re-applying is a no-op, also once the server's status timestamps (second precision) of
+    // the CRD would differ between a dry-run answer and the live object.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let cs = eng
+        .apply_all_staged(&objects, &ApplyOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(cs.count(Action::Unchanged), 3, "{cs:?}");
+
+    // The CRD is removed behind our back: the next apply of the CR sees fresh discovery and
+    // reports the kind as not served (no stale discovery cache).
+    let crds = Api::<DynamicObject>::all_with(
+        emu.client().unwrap(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+            "customresourcedefinitions",
+        ),
+    );
+    crds.delete("widgets.example.dev", &Default::default())
+        .await
+        .unwrap();
+    let err = eng
+        .apply_all_staged(&[widget("shop", "w1", 3)], &ApplyOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::UnknownKind { .. }), "{err:?}");
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn change_set_counts_created_configured_unchanged() {
+    let emu = emu().await;
+    let eng = engine(&emu);
+    let client = emu.client().unwrap();
+    let mut objects = vec![
+        ns("app"),
+        cm("app", "a", json!({"k": "1"})),
+        cm("app", "b", json!({"k": "1"})),
+    ];
+    let cs = eng
+        .apply_all_staged(&objects, &ApplyOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        cs.applied_message(),
+        "Applied 3 resources (3 created, 0 updated, 0 unchanged)"
+    );
+    let rv_b = live_cm(&client, "app", "b").await.unwrap()["metadata"]["resourceVersion"].clone();
+    objects[1] = cm("app", "a", json!({"k": "2"}));
+    objects.push(cm("app", "c", json!({})));
+    let cs = eng
+        .apply_all_staged(&objects, &ApplyOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        cs.applied_message(),
+        "Applied 4 resources (1 created, 1 updated, 2 unchanged)"
+    );
+    assert_eq!(
+        cs.changes
+            .iter()
+            .map(|c| (c.object.to_string(), c.action))
+            .collect::<Vec<_>>(),
+        vec![
+            ("Namespace/app".to_string(), Action::Unchanged),
+            ("ConfigMap/app/a".to_string(), Action::Configured),
+            ("ConfigMap/app/b".to_string(), Action::Unchanged),
+            ("ConfigMap/app/c".to_string(), Action::Created),
+        ]
+    );
+    assert_eq!(
+        live_cm(&client, "app", "a").await.unwrap()["data"]["k"],
+        "2"
+    );
+    // The unchanged object was not written.
+    assert_eq!(
+        live_cm(&client, "app", "b").await.unwrap()["metadata"]["resourceVersion"],
+        rv_b
+    );
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn plan_previews_without_writing() {
+    let emu = emu().await;
+    let eng = engine(&emu);
+    let client = emu.client().unwrap();
+    let objects = [cm("default", "a", json!({"k": "1"}))];
+    eng.apply_all_staged(&objects, &ApplyOptions::default())
+        .await
+        .unwrap();
+    let rv = emu.resource_version();
+    let changed = vec![
+        cm("default", "a", json!({"k": "2"})),
+        cm("default", "b", json!({"k": "1"})),
+    ];
+    let cs = eng.plan(&changed, &ApplyOptions::default()).await.unwrap();
+    assert_eq!(
+        cs.changes.iter().map(|c| c.action).collect::<Vec<_>>(),
+        vec![Action::Configured, Action::Created]
+    );
+    assert_eq!(emu.resource_version(), rv, "nothing written");
+    assert!(live_cm(&client, "default", "b").await.is_none());
+    let cs = eng
+        .plan(&objects[..1], &ApplyOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(cs.count(Action::Unchanged), 1);
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn status_and_managed_fields_stripped_and_runtime_labels_stamped() {
+    let emu = emu().await;
+    let eng = engine(&emu);
+    let mut o = cm("default", "x", json!({"a": "b"}));
+    o["status"] = json!({"phase": "Whatever"});
+    o["metadata"]["managedFields"] = json!([{"manager": "someone", "operation": "Apply"}]);
+    o["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("author");
+    let opts = ApplyOptions {
+        instance: Some(InstanceLabels {
+            name: "inst".into(),
+            namespace: "default".into(),
+            uuid: "uuid-1".into(),
+        }),
+        ..ApplyOptions::default()
+    };
+    eng.apply_all_staged(&[o], &opts).await.unwrap();
+    let live = live_cm(&emu.client().unwrap(), "default", "x")
+        .await
+        .unwrap();
+    let labels = &live["metadata"]["labels"];
+    assert_eq!(labels["app.kubernetes.io/managed-by"], "opm-controller");
+    assert_eq!(labels["module-instance.opmodel.dev/uuid"], "uuid-1");
+    assert_eq!(labels["module-instance.opmodel.dev/name"], "inst");
+    assert!(live.get("status").is_none());
+    let managers: Vec<&str> = live["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["manager"].as_str().unwrap())
+        .collect();
+    assert_eq!(managers, vec!["opm-controller"]);
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn conflict_without_force_is_typed_and_force_takes_ownership() {
+    let emu = emu().await;
+    let eng = engine(&emu);
+    let client = emu.client().unwrap();
+    // Another manager owns data.k.
+    cm_api(&client, "default")
+        .patch(
+            "shared",
+            &PatchParams::apply("kubectl"),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "shared", "namespace": "default"}, "data": {"k": "theirs"}})),
+        )
+        .await
+        .unwrap();
+    let ours = cm("default", "shared", json!({"k": "ours"}));
+    // A new object in the same stage as the conflicting one is not written either: the stage
+    // is planned (dry-run) as a whole before any of it is applied.
+    let fresh = cm("default", "fresh", json!({"k": "new"}));
+    let err = eng
+        .apply_all_staged(&[fresh, ours.clone()], &ApplyOptions::default())
+        .await
+        .unwrap_err();
+    assert!(live_cm(&client, "default", "fresh").await.is_none());
+    match &err {
+        Error::Conflict {
+            object,
+            managers,
+            fields,
+        } => {
+            assert_eq!(object, "ConfigMap/default/shared");
+            assert_eq!(managers, &vec!["kubectl".to_string()]);
+            assert!(fields.iter().any(|f| f.contains("data.k")), "{fields:?}");
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert!(err.is_conflict());
+    assert_eq!(
+        live_cm(&client, "default", "shared").await.unwrap()["data"]["k"],
+        "theirs"
+    );
+
+    let forced = ApplyOptions {
+        force: true,
+        ..ApplyOptions::default()
+    };
+    let cs = eng.apply_all_staged(&[ours], &forced).await.unwrap();
+    assert_eq!(cs.count(Action::Configured), 1);
+    let live = live_cm(&client, "default", "shared").await.unwrap();
+    assert_eq!(live["data"]["k"], "ours");
+    let ours_owns_k = live["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["manager"] == "opm-controller" && m["fieldsV1"]["f:data"]["f:k"].is_object());
+    assert!(ours_owns_k, "{live}");
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn unknown_kind_and_invalid_objects_are_typed_errors() {
+    let emu = emu().await;
+    let eng = engine(&emu);
+    let err = eng
+        .apply_all_staged(&[widget("default", "w", 1)], &ApplyOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::UnknownKind { ref kind, .. } if kind == "Widget"),
+        "{err:?}"
+    );
+    let err = eng
+        .apply_all_staged(&[json!({"kind": "ConfigMap"})], &ApplyOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidObject { .. }), "{err:?}");
+    let twice = vec![
+        cm("default", "dup", json!({"k": "1"})),
+        cm("default", "dup", json!({"k": "2"})),
+    ];
+    let err = eng
+        .apply_all_staged(&twice, &ApplyOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidObject { ref object, .. } if object == "ConfigMap/default/dup"),
+        "{err:?}"
+    );
+    assert!(live_cm(&emu.client().unwrap(), "default", "dup")
+        .await
+        .is_none());
+    let no_ns = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}});
+    let err = eng
+        .apply_all_staged(&[no_ns], &ApplyOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidObject { .. }), "{err:?}");
+    emu.shutdown().await;
+}
+
+async fn make_sa(client: &kube::Client, namespace: &str, name: &str) {
+    let sa = dyn_api(
+        client,
+        namespace,
+        ("", "v1", "ServiceAccount"),
+        "serviceaccounts",
+    );
+    let obj: DynamicObject =
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": name, "namespace": namespace}}))
+        .unwrap();
+    sa.create(&PostParams::default(), &obj).await.unwrap();
+}
+
+#[tokio::test]
+async fn scenario_41_impersonation_403_typed_and_group_rolebinding_authorises() {
+    let emu = emu().await;
+    let eng = engine(&emu);
+    let admin = emu.client().unwrap();
+    eng.apply_all_staged(&[ns("team-a")], &ApplyOptions::default())
+        .await
+        .unwrap();
+    make_sa(&admin, "team-a", "deploy-sa").await;
+    let config = emu.config().unwrap();
+    let as_sa = eng
+        .impersonating(&config, "team-a", "deploy-sa")
+        .await
+        .unwrap();
+    assert_eq!(
+        as_sa.impersonated(),
+        Some("system:serviceaccount:team-a:deploy-sa")
+    );
+    let objects = vec![cm("team-a", "app", json!({"k": "v"}))];
+    let err = as_sa
+        .apply_all_staged(&objects, &ApplyOptions::default())
+        .await
+        .unwrap_err();
+    assert!(err.is_impersonation_forbidden(), "{err:?}");
+    match &err {
+        Error::Forbidden { impersonated, .. } => assert_eq!(
+            impersonated.as_deref(),
+            Some("system:serviceaccount:team-a:deploy-sa")
+        ),
+        other => panic!("{other:?}"),
+    }
+    // The same 403 under the controller identity is not an impersonation failure.
+    let rbac = |kind: &str, body: Value| -> Value {
+        let mut b = body;
+        b["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
+        b["kind"] = json!(kind);
+        b
+    };
+    let role = rbac(
+        "Role",
+        json!({"metadata": {"name": "deployer", "namespace": "team-a"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}]}),
+    );
+    // Bound to the namespace's SA *group*, not to the SA by name (scenario 41).
+    let binding = rbac(
+        "RoleBinding",
+        json!({"metadata": {"name": "deployer", "namespace": "team-a"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "deployer"},
+            "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io",
+                "name": "system:serviceaccounts:team-a"}]}),
+    );
+    eng.apply_all_staged(&[binding, role], &ApplyOptions::default())
+        .await
+        .unwrap();
+    let cs = as_sa
+        .apply_all_staged(&objects, &ApplyOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(cs.count(Action::Created), 1);
+    // A missing SA is typed (uncached read), and no engine is built.
+    let err = eng
+        .impersonating(&config, "team-a", "nobody")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::ServiceAccountNotFound { ref namespace, ref name } if namespace == "team-a" && name == "nobody")
+    );
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn scenario_36_drift_detected_ignored_counted_and_cleared() {
+    let emu = emu().await;
+    let eng = engine(&emu);
+    let client = emu.client().unwrap();
+    let objects = vec![
+        cm("default", "a", json!({"k": "1"})),
+        cm("default", "b", json!({"k": "1"})),
+    ];
+    eng.apply_all_staged(&objects, &ApplyOptions::default())
+        .await
+        .unwrap();
+    let rep = eng.drift(&objects, &DriftOptions::default()).await;
+    assert_eq!(rep.outcome(), DriftOutcome::InSync);
+    assert_eq!(rep.checked, 2);
+
+    // A hand edit (an Update by another manager) of a field we own, plus a field we do not own.
+    let hand = PatchParams {
+        field_manager: Some("kubectl-edit".into()),
+        ..PatchParams::default()
+    };
+    cm_api(&client, "default")
+        .patch(
+            "a",
+            &hand,
+            &Patch::Merge(json!({"data": {"k": "hand-edited", "extra": "x"}})),
+        )
+        .await
+        .unwrap();
+    let rep = eng.drift(&objects, &DriftOptions::default()).await;
+    assert_eq!(rep.outcome(), DriftOutcome::Drifted(1));
+    assert_eq!(rep.drifted[0].to_string(), "ConfigMap/default/a");
+
+    // An ignore rule on the drifted pointer hides it.
+    let ignore = DriftOptions {
+        ignore: vec![IgnoreRule {
+            paths: vec!["/data/k".into()],
+            kind: Some("ConfigMap".into()),
+            name: Some("a".into()),
+        }],
+        ..DriftOptions::default()
+    };
+    assert_eq!(
+        eng.drift(&objects, &ignore).await.outcome(),
+        DriftOutcome::InSync
+    );
+
+    // A dry-run error is counted and never read as "no drift".
+    emu.inject_fault(
+        FaultRule::any(1, FaultKind::Internal)
+            .method(Method::PATCH)
+            .path_contains("/configmaps/b")
+            .dry_run(true),
+    );
+    let rep = eng.drift(&objects, &ignore).await;
+    assert_eq!(rep.outcome(), DriftOutcome::Unknown);
+    assert_eq!(rep.errors.len(), 1);
+    assert_eq!(rep.errors[0].0.to_string(), "ConfigMap/default/b");
+    assert_eq!(emu.faults_fired(), 1);
+
+    // Drift as an identity without RBAC: a 403 dry-run is an error, not "in sync".
+    make_sa(&client, "default", "tenant").await;
+    let as_sa = eng
+        .impersonating(&emu.config().unwrap(), "default", "tenant")
+        .await
+        .unwrap();
+    let rep = as_sa.drift(&objects, &DriftOptions::default()).await;
+    assert_eq!(rep.outcome(), DriftOutcome::Unknown);
+    assert!(rep
+        .errors
+        .iter()
+        .all(|(_, e)| e.is_impersonation_forbidden()));
+
+    // The hand edit took ownership of data.k (an Update), so the next apply without force is a
+    // typed conflict naming the editor; with force (rollout.forceConflicts) it corrects the
+    // object and the drift is cleared.
+    let err = eng
+        .apply_all_staged(&objects, &ApplyOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Conflict { ref managers, .. } if managers == &vec!["kubectl-edit".to_string()]),
+        "{err:?}"
+    );
+    let forced = ApplyOptions {
+        force: true,
+        ..ApplyOptions::default()
+    };
+    let cs = eng.apply_all_staged(&objects, &forced).await.unwrap();
+    assert_eq!(cs.count(Action::Configured), 1);
+    assert_eq!(
+        eng.drift(&objects, &DriftOptions::default())
+            .await
+            .outcome(),
+        DriftOutcome::InSync
+    );
+    // Opt-in correction re-applies a drifted object.
+    cm_api(&client, "default")
+        .patch("b", &hand, &Patch::Merge(json!({"data": {"k": "x"}})))
+        .await
+        .unwrap();
+    let rep = eng
+        .drift(
+            &objects,
+            &DriftOptions {
+                correct: true,
+                force: true,
+                ..DriftOptions::default()
+            },
+        )
+        .await;
+    assert_eq!(rep.corrected.len(), 1);
+    assert_eq!(
+        live_cm(&client, "default", "b").await.unwrap()["data"]["k"],
+        "1"
+    );
+    emu.shutdown().await;
+}
+
+fn deployment(ns: &str, name: &str) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": "nginx"}]}}}})
+}
+
+#[tokio::test]
+async fn health_wait_times_out_succeeds_and_cancels() {
+    let emu = emu().await;
+    let eng = engine(&emu);
+    let client = emu.client().unwrap();
+    let d = deployment("default", "web");
+    let opts = ApplyOptions {
+        wait: true,
+        wait_timeout: Duration::from_millis(200),
+        ..ApplyOptions::default()
+    };
+    // kube-emu runs no controllers: the Deployment never becomes ready by itself.
+    let err = eng
+        .apply_all_staged(std::slice::from_ref(&d), &opts)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Timeout { ref waiting_for, .. } if waiting_for[0].starts_with("Deployment/default/web")),
+        "{err:?}"
+    );
+    let r = ObjectRef::of(&d).unwrap();
+
+    // A per-object opt-out skips the final wait for that object.
+    let mut quiet = deployment("default", "quiet");
+    quiet["metadata"]["annotations"] = json!({"opm.dev/wait": "disabled"});
+    let cs = eng.apply_all_staged(&[quiet], &opts).await.unwrap();
+    assert_eq!(cs.count(Action::Created), 1);
+
+    // An apply waiting for health is cancelled when a newer desired state arrives.
+    let (handle, cancel) = Cancel::pair();
+    let waiting = ApplyOptions {
+        wait: true,
+        wait_timeout: Duration::from_secs(30),
+        cancel,
+        ..ApplyOptions::default()
+    };
+    let eng1 = eng.clone();
+    let d1 = d.clone();
+    let applying = tokio::spawn(async move { eng1.apply_all_staged(&[d1], &waiting).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    handle.cancel();
+    let res = tokio::time::timeout(Duration::from_secs(5), applying)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(res, Err(Error::Cancelled)), "{res:?}");
+
+    // Cancellation (a newer desired state) ends the wait at once.
+    let (handle, cancel) = Cancel::pair();
+    let eng2 = eng.clone();
+    let r2 = r.clone();
+    let waiter = tokio::spawn(async move {
+        eng2.wait_ready(&[r2], Duration::from_secs(30), cancel)
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    handle.cancel();
+    let res = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(res, Err(Error::Cancelled)), "{res:?}");
+
+    // A controller reports it ready: the wait succeeds.
+    let deployments = dyn_api(
+        &client,
+        "default",
+        ("apps", "v1", "Deployment"),
+        "deployments",
+    );
+    let generation = deployments.get("web").await.unwrap().metadata.generation;
+    deployments
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"observedGeneration": generation, "replicas": 1,
+                "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1}}),
+            ),
+        )
+        .await
+        .unwrap();
+    eng.wait_ready(
+        std::slice::from_ref(&r),
+        Duration::from_secs(5),
+        Cancel::never(),
+    )
+    .await
+    .unwrap();
+
+    // A terminal failure fails fast, long before the deadline.
+    deployments
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"conditions": [{"type": "Progressing", "status": "False",
+                "reason": "ProgressDeadlineExceeded", "message": "deadline exceeded"}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let start = std::time::Instant::now();
+    let err = eng
+        .wait_ready(&[r], Duration::from_secs(30), Cancel::never())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::HealthFailed { .. }), "{err:?}");
+    assert!(start.elapsed() < Duration::from_secs(5));
+    emu.shutdown().await;
+}

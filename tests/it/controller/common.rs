@@ -1,0 +1,294 @@
+//! Shared fixtures of the controller tests: a kube-emu cluster with the CRDs, fakes of the kernel
+//! seams (`PlatformBuilder`, `CatalogAcquirer`) and small helpers.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use crds::k8s_openapi::api::events::v1::Event as K8sEvent;
+use crds::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use crds::platform::Platform;
+use crds::transformer_registration::TransformerRegistration;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Resource};
+use opm_operator::controller::context::Context;
+use opm_operator::kernel::{
+    AcquireError, BuiltPlatform, CatalogAcquirer, CatalogInfo, ContractInventory, KernelError,
+    PlatformBuilder, PlatformInput,
+};
+use opm_operator::platform::{Layout, Store};
+
+/// The fake builder: generation is a deterministic function of the input; build returns the
+/// configured inventory; either step can be made to fail.
+#[derive(Default)]
+pub struct FakeBuilder {
+    pub generate_error: Mutex<Option<KernelError>>,
+    pub build_error: Mutex<Option<KernelError>>,
+    pub contracts: Mutex<ContractInventory>,
+    pub deps: Mutex<BTreeMap<String, String>>,
+    pub inputs: Mutex<Vec<PlatformInput>>,
+    pub builds: Mutex<u32>,
+    pub build_delay: Mutex<std::time::Duration>,
+}
+
+impl FakeBuilder {
+    pub fn healthy() -> Arc<Self> {
+        let b = FakeBuilder::default();
+        *b.contracts.lock().unwrap() = ContractInventory {
+            routable: true,
+            discriminated: true,
+            fulfilled: true,
+            ..Default::default()
+        };
+        b.deps.lock().unwrap().insert(
+            "opmodel.dev/core@v2".to_owned(),
+            "v2.0.0-alpha.4".to_owned(),
+        );
+        Arc::new(b)
+    }
+
+    pub fn last_input(&self) -> PlatformInput {
+        self.inputs.lock().unwrap().last().cloned().unwrap()
+    }
+}
+
+impl PlatformBuilder for FakeBuilder {
+    fn generate(&self, input: &PlatformInput) -> Result<Vec<(String, Vec<u8>)>, KernelError> {
+        self.inputs.lock().unwrap().push(input.clone());
+        if let Some(e) = self.generate_error.lock().unwrap().clone() {
+            return Err(e);
+        }
+        let mut platform = format!("type: {:?}\n", input.platform_type);
+        for e in &input.entries {
+            platform.push_str(&format!(
+                "{:?}: {{enable: {}, version: {:?}}}\n",
+                e.path, e.enable, e.version
+            ));
+        }
+        Ok(vec![
+            (
+                "cue.mod/module.cue".to_owned(),
+                b"module: \"opmodel.dev/platforms/cluster@v0\"\n".to_vec(),
+            ),
+            ("platform.cue".to_owned(), platform.into_bytes()),
+        ])
+    }
+
+    fn build(&self, dir: &Path) -> Result<BuiltPlatform, KernelError> {
+        *self.builds.lock().unwrap() += 1;
+        let delay = *self.build_delay.lock().unwrap();
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "build() is a blocking kernel call; the reconciler runs it on spawn_blocking"
+        )]
+        std::thread::sleep(delay);
+        if let Some(e) = self.build_error.lock().unwrap().clone() {
+            return Err(e);
+        }
+        assert!(
+            dir.join("platform.cue").is_file(),
+            "built an incomplete dir"
+        );
+        Ok(BuiltPlatform {
+            dir: dir.to_path_buf(),
+            deps: self.deps.lock().unwrap().clone(),
+            transformers: Vec::new(),
+            contracts: self.contracts.lock().unwrap().clone(),
+        })
+    }
+}
+
+/// The fake acquirer: a table of catalogs by (path, version); unknown ones are "not found".
+#[derive(Default)]
+pub struct FakeAcquirer {
+    pub catalogs: Mutex<HashMap<(String, String), Result<CatalogInfo, AcquireError>>>,
+    pub calls: Mutex<u32>,
+}
+
+impl FakeAcquirer {
+    pub fn set(&self, path: &str, version: &str, r: Result<CatalogInfo, AcquireError>) {
+        self.catalogs
+            .lock()
+            .unwrap()
+            .insert((path.to_owned(), version.to_owned()), r);
+    }
+
+    pub fn provides(&self, path: &str, version: &str, provides: &[&str]) {
+        self.set(
+            path,
+            version,
+            Ok(CatalogInfo {
+                provides: provides.iter().map(|s| s.to_string()).collect(),
+                requires: BTreeMap::new(),
+            }),
+        );
+    }
+}
+
+impl CatalogAcquirer for FakeAcquirer {
+    fn acquire(&self, path: &str, version: &str) -> Result<CatalogInfo, AcquireError> {
+        *self.calls.lock().unwrap() += 1;
+        self.catalogs
+            .lock()
+            .unwrap()
+            .get(&(path.to_owned(), version.to_owned()))
+            .cloned()
+            .unwrap_or_else(|| {
+                Err(AcquireError::Other(KernelError::new(
+                    opm_operator::kernel::ErrorClass::Resolution,
+                    format!("module {path}@v{version} not found"),
+                )))
+            })
+    }
+}
+
+/// A cluster with the CRDs, and a context over fakes.
+pub struct Env {
+    /// Kept alive for the test's duration.
+    #[allow(dead_code)]
+    pub emu: kube_emu::Emulator,
+    pub client: kube::Client,
+    pub builder: Arc<FakeBuilder>,
+    pub acquirer: Arc<FakeAcquirer>,
+    pub ctx: Arc<Context>,
+    /// Kept alive for the test's duration.
+    #[allow(dead_code)]
+    pub dir: tempfile::TempDir,
+}
+
+pub async fn env() -> Env {
+    let emu = kube_emu::Emulator::start(kube_emu::Options::default())
+        .await
+        .unwrap();
+    let client = emu.client().unwrap();
+    install_crds(&client).await;
+    let dir = tempfile::tempdir().unwrap();
+    let builder = FakeBuilder::healthy();
+    let acquirer = Arc::new(FakeAcquirer::default());
+    let ctx = context(&client, dir.path(), builder.clone(), acquirer.clone());
+    Env {
+        emu,
+        client,
+        builder,
+        acquirer,
+        ctx,
+        dir,
+    }
+}
+
+pub fn context(
+    client: &kube::Client,
+    root: &Path,
+    builder: Arc<FakeBuilder>,
+    acquirer: Arc<FakeAcquirer>,
+) -> Arc<Context> {
+    let layout = Arc::new(Layout::new(root.join("platform")).unwrap());
+    layout.reset().unwrap();
+    Arc::new(Context::new(
+        client.clone(),
+        Store::new(),
+        layout,
+        builder,
+        acquirer,
+        "test",
+    ))
+}
+
+pub async fn install_crds(client: &kube::Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds::all_crds() {
+        api.create(&PostParams::default(), &crd).await.unwrap();
+    }
+}
+
+/// Creates an object built by a fixture (server-assigned fields cleared).
+pub async fn create<K>(api: &Api<K>, mut obj: K) -> K
+where
+    K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let meta = obj.meta_mut();
+    meta.uid = None;
+    meta.generation = None;
+    meta.resource_version = None;
+    api.create(&PostParams::default(), &obj).await.unwrap()
+}
+
+pub fn platforms(client: &kube::Client) -> Api<Platform> {
+    Api::all(client.clone())
+}
+
+pub fn claims(client: &kube::Client) -> Api<TransformerRegistration> {
+    Api::all(client.clone())
+}
+
+/// Sets a status by merge patch on /status.
+pub async fn patch_status<K>(api: &Api<K>, name: &str, status: serde_json::Value) -> K
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({ "status": status })),
+    )
+    .await
+    .unwrap()
+}
+
+/// Merge-patches the spec.
+pub async fn patch_spec<K>(api: &Api<K>, name: &str, spec: serde_json::Value) -> K
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({ "spec": spec })),
+    )
+    .await
+    .unwrap()
+}
+
+/// The events about `name` with `reason` (events of cluster-scoped objects land in `default`).
+pub async fn events(client: &kube::Client, name: &str, reason: &str) -> Vec<K8sEvent> {
+    let api: Api<K8sEvent> = Api::all(client.clone());
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .collect()
+}
+
+/// The condition of `type_` (status, reason, message).
+pub fn condition(
+    conds: &[crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    type_: &str,
+) -> Option<(String, String, String)> {
+    conds
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// Polls `f` every 50 ms until it returns true or `secs` pass.
+pub async fn eventually<F, Fut>(secs: u64, mut f: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if f().await {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    false
+}

@@ -1,0 +1,279 @@
+//! `opm-operator serve` as processes: without a reachable cluster it says so and keeps serving
+//! webhooks; two replicas against one kube-emu elect exactly one leader, which reconciles, and a
+//! stopped leader hands over within one lease duration; `--platform-dir` is reset at boot.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crds::k8s_openapi::api::coordination::v1::Lease;
+use crds::k8s_openapi::api::core::v1::Namespace;
+use crds::platform::Platform;
+use kube::Api;
+use opm_operator::controller::serve::KERNEL_NOT_LINKED;
+
+use super::common::*;
+
+struct Serve {
+    child: Child,
+    log: Arc<Mutex<String>>,
+}
+
+impl Serve {
+    fn start(dir: &Path, kubeconfig: &Path, platform_dir: &Path) -> Serve {
+        Self::start_with_metrics(dir, kubeconfig, platform_dir, "0")
+    }
+
+    fn start_with_metrics(
+        dir: &Path,
+        kubeconfig: &Path,
+        platform_dir: &Path,
+        metrics_addr: &str,
+    ) -> Serve {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_opm-operator"))
+            .args(["serve", "--self-signed", "--self-signed-dir"])
+            .arg(dir.join("certs"))
+            .args([
+                "--webhook-addr",
+                "127.0.0.1:0",
+                "--probe-addr",
+                "127.0.0.1:0",
+                "--metrics-addr",
+                metrics_addr,
+                "--leader-elect-lease-duration",
+                "2s",
+                "--leader-elect-renew-deadline",
+                "1500ms",
+                "--leader-elect-retry-period",
+                "200ms",
+                "--leader-elect-namespace",
+                "opm-system",
+                "--registry",
+                "127.0.0.1:1",
+                "--kubeconfig",
+            ])
+            .arg(kubeconfig)
+            .arg("--platform-dir")
+            .arg(platform_dir)
+            .env("RUST_LOG", "info")
+            .env("HOSTNAME", "replica")
+            .env_remove("POD_NAME")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        for out in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    let mut l = log.lock().unwrap();
+                    l.push_str(&line);
+                    l.push('\n');
+                }
+            });
+        }
+        Serve { child, log }
+    }
+
+    fn identity(&self) -> String {
+        format!("replica_{}", self.child.id())
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    async fn wait_log(&self, needle: &str, secs: u64) -> bool {
+        eventually(secs, || async { self.log().contains(needle) }).await
+    }
+
+    /// SIGTERM, then waits (polling, so the in-process kube-emu keeps serving) up to 20 s.
+    async fn terminate(&mut self) -> std::process::ExitStatus {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "did not stop: {}", self.log());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn without_a_cluster_serve_says_so_and_keeps_serving_webhooks() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: gone\n  cluster:\n    server: http://127.0.0.1:1\ncontexts:\n- name: gone\n  context:\n    cluster: gone\n    user: u\ncurrent-context: gone\nusers:\n- name: u\n  user:\n    token: t\n",
+    )
+    .unwrap();
+    let mut serve = Serve::start(dir.path(), &kubeconfig, &dir.path().join("platform"));
+    assert!(
+        serve.wait_log("no reachable Kubernetes cluster", 30).await,
+        "{}",
+        serve.log()
+    );
+    assert!(serve.wait_log("serving", 5).await, "{}", serve.log());
+    let log = serve.log();
+    assert!(log.contains("127.0.0.1:1"), "names the cluster: {log}");
+    assert!(serve.child.try_wait().unwrap().is_none(), "still running");
+    let status = serve.terminate().await;
+    assert!(status.success(), "{status:?}\n{}", serve.log());
+}
+
+async fn holder(client: &kube::Client) -> Option<String> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), "opm-system");
+    api.get_opt(crds::LEADER_ELECTION_ID)
+        .await
+        .ok()??
+        .spec?
+        .holder_identity
+        .filter(|h| !h.is_empty())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_one_leader_and_a_handover() {
+    let env = env().await;
+    let ns: Api<Namespace> = Api::all(env.client.clone());
+    let mut n = Namespace::default();
+    n.metadata.name = Some("opm-system".into());
+    ns.create(&Default::default(), &n).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, env.emu.kubeconfig_yaml()).unwrap();
+    // Replica a boots on a non-empty platform dir: it is reset.
+    let pa = dir.path().join("platform-a");
+    std::fs::create_dir_all(pa.join("gen-9/cue.mod")).unwrap();
+    std::fs::write(pa.join("gen-9/platform.cue"), "stale").unwrap();
+    let metrics_port = free_port();
+    let metrics_addr = format!("127.0.0.1:{metrics_port}");
+    let a = Serve::start_with_metrics(&dir.path().join("a"), &kubeconfig, &pa, &metrics_addr);
+    let b = Serve::start(
+        &dir.path().join("b"),
+        &kubeconfig,
+        &dir.path().join("platform-b"),
+    );
+    assert!(
+        eventually(30, || async { holder(&env.client).await.is_some() }).await,
+        "a: {}\nb: {}",
+        a.log(),
+        b.log()
+    );
+    assert!(a.wait_log("reset the platform directory", 5).await);
+    assert!(
+        std::fs::read_dir(&pa).unwrap().next().is_none(),
+        "platform dir reset at boot"
+    );
+    let leader_id = holder(&env.client).await.unwrap();
+    let a_id = a.identity();
+    let (mut leader, follower) = if leader_id == a.identity() {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert_eq!(leader_id, leader.identity());
+    // The leader reconciles: the Platform fails with the placeholder kernel's message, and every
+    // event comes from the leader.
+    create(&platforms(&env.client), Platform::test().without_catalogs()).await;
+    assert!(
+        eventually(20, || async {
+            platforms(&env.client)
+                .get("cluster")
+                .await
+                .ok()
+                .and_then(|p| p.status)
+                .and_then(|s| condition(&s.conditions, crds::conditions::types::READY))
+                .is_some_and(|c| c.1 == "GenerateFailed" && c.2.contains(KERNEL_NOT_LINKED))
+        })
+        .await,
+        "leader: {}",
+        leader.log()
+    );
+    let evs = events(&env.client, "cluster", "GenerateFailed").await;
+    assert_eq!(evs.len(), 1);
+    assert_eq!(
+        evs[0].reporting_instance.as_deref(),
+        Some(leader_id.as_str())
+    );
+    assert!(
+        !follower.log().contains("acquired the leader lease"),
+        "{}",
+        follower.log()
+    );
+    // Replica a's /metrics (the server's registry) carries the controller families; when a leads,
+    // its Platform reconcile is counted there.
+    let text = get_metrics(metrics_port).await;
+    assert!(
+        text.contains("# TYPE opm_controller_reconcile_total counter"),
+        "{text}"
+    );
+    assert!(
+        text.contains("admission_reviews"),
+        "the server's own families: {text}"
+    );
+    if leader_id == a_id {
+        assert!(
+            text.contains(r#"opm_controller_reconcile_total{kind="Platform",name="cluster",namespace="",outcome="failed_stalled"}"#),
+            "{text}"
+        );
+    }
+    // A graceful stop releases the lease; the follower takes over within one lease duration.
+    let status = leader.terminate().await;
+    assert!(status.success(), "{}", leader.log());
+    let stopped = Instant::now();
+    let follower_id = follower.identity();
+    let took_over = eventually(2, || async {
+        holder(&env.client).await.as_deref() == Some(follower_id.as_str())
+    })
+    .await;
+    let took = stopped.elapsed();
+    assert!(took_over, "follower: {}", follower.log());
+    eprintln!("serve handover after SIGTERM: {took:?}");
+    assert!(took < Duration::from_secs(2));
+    assert!(follower.wait_log("acquired the leader lease", 5).await);
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// GET /metrics over plain HTTP/1.0 (polled until the listener answers).
+async fn get_metrics(port: u16) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+                .await
+                .unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).await.unwrap();
+            return out;
+        }
+        assert!(Instant::now() < deadline, "metrics listener never answered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

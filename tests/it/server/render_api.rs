@@ -1,0 +1,494 @@
+//! The REST render API over real TLS, authenticated and authorised against `kube-emu`
+//! (TokenReview + SubjectAccessReview with real RBAC objects), on a real leased platform store.
+//!
+//! The kernel is a scripted [`ModuleRenderer`]: these tests are about the HTTP contract (auth,
+//! status codes, error shapes, lease and permit handling). The render kernel's own output is
+//! tested in the kernel's tests; byte-identity with `opm-operator render` is a test of the wired
+//! binary once the kernel lands (see the issue note).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use kube::api::PostParams;
+use kube::Api;
+use kube_emu::{Emulator, UserInfo};
+use opm_operator::kernel::{
+    BuiltPlatform, ErrorClass, InstanceRef, KernelError, ModuleRenderer, ModuleRequest, Problem,
+    RenderResult, RenderedObject, SourcePos,
+};
+use opm_operator::platform::{Generated, PackageIdentity, SkewPolicy, Store};
+use opm_operator::server::render_api::{auth::RenderAuth, RenderBackend};
+use opm_operator::server::Settings;
+use serde_json::{json, Value};
+
+use super::common::{Options, Resp, TestServer};
+
+/// A scripted kernel: a ConfigMap per request carrying the values; `values.fail` picks an error
+/// class; `values.block` waits until the test releases it.
+#[derive(Default)]
+struct Scripted {
+    calls: AtomicUsize,
+    gate: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
+    started: Mutex<Option<std::sync::mpsc::Sender<PathLeased>>>,
+}
+
+/// What a blocked render saw when it started.
+#[derive(Debug)]
+struct PathLeased(std::path::PathBuf);
+
+impl ModuleRenderer for Scripted {
+    fn render_module(
+        &self,
+        req: &ModuleRequest,
+        platform: &BuiltPlatform,
+        _skew: SkewPolicy,
+    ) -> Result<RenderResult, KernelError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let values = req.values.clone().unwrap_or_else(|| json!({}));
+        if values.get("block").is_some() {
+            if let Some(tx) = self.started.lock().unwrap().take() {
+                tx.send(PathLeased(platform.dir.clone())).unwrap();
+            }
+            if let Some(rx) = self.gate.lock().unwrap().take() {
+                let _ = rx.recv_timeout(Duration::from_secs(20));
+            }
+        }
+        if let Some(class) = values.get("fail").and_then(Value::as_str) {
+            let class = match class {
+                "values" => ErrorClass::Values,
+                "resolution" => ErrorClass::Resolution,
+                "pull" => ErrorClass::TransientPull,
+                "skew" => ErrorClass::SkewRefused,
+                "timeout" => ErrorClass::Timeout,
+                _ => ErrorClass::Other,
+            };
+            return Err(KernelError {
+                class,
+                message: format!("{}@{}: scripted failure", req.path, req.version),
+                problems: vec![Problem {
+                    path: "values.replicas".into(),
+                    message: "invalid value 99 (out of bound <=10)".into(),
+                    positions: vec![SourcePos {
+                        file: "module.cue".into(),
+                        line: 12,
+                        column: 14,
+                    }],
+                }],
+            });
+        }
+        let object = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": req.name, "namespace": req.namespace,
+                         "labels": {"component.opmodel.dev/name": "config"}},
+            "data": {"values": values.to_string(), "platform": platform.dir.display().to_string()}
+        });
+        Ok(RenderResult {
+            instance: InstanceRef {
+                name: req.name.clone(),
+                namespace: req.namespace.clone(),
+                fqn: format!("{}:{}", req.path, req.version),
+                uuid: "00000000-0000-5000-8000-000000000001".into(),
+            },
+            objects: vec![RenderedObject {
+                object: object.clone(),
+                component: "config".into(),
+                transformer: "fixtures.test/catalogs/mini@v0#configmap".into(),
+            }],
+            inventory: vec![opm_operator::inventory::entry_of(0, &object).unwrap()],
+            warnings: vec![],
+            required_contracts: vec!["fixtures.test/contracts/config@v0".into()],
+            digest: "sha256:0".into(),
+        })
+    }
+}
+
+fn record(generation: i64) -> Generated<BuiltPlatform> {
+    let identity = PackageIdentity::unclaimed(generation).unwrap();
+    let dir = std::path::PathBuf::from(format!("/platforms/{identity}"));
+    Generated {
+        identity,
+        dir: dir.clone(),
+        platform: BuiltPlatform {
+            dir,
+            ..BuiltPlatform::default()
+        },
+        skew: SkewPolicy::Warn,
+    }
+}
+
+struct Fixture {
+    _emu: Emulator,
+    server: TestServer,
+    store: Store<BuiltPlatform>,
+    kernel: Arc<Scripted>,
+}
+
+async fn fixture(timeout: Duration, with_platform: bool) -> Fixture {
+    let emu = Emulator::start(kube_emu::Options::default()).await.unwrap();
+    emu.add_token(
+        "alice-token",
+        UserInfo {
+            username: "alice".into(),
+            groups: vec!["devs".into(), "system:authenticated".into()],
+            uid: "u-alice".into(),
+        },
+    );
+    emu.add_token(
+        "bob-token",
+        UserInfo {
+            username: "bob".into(),
+            groups: vec!["system:authenticated".into()],
+            uid: String::new(),
+        },
+    );
+    let admin = emu.client().unwrap();
+    let role = Role {
+        metadata: kube::api::ObjectMeta {
+            name: Some("opm-render".into()),
+            namespace: Some("team-a".into()),
+            ..Default::default()
+        },
+        rules: Some(vec![PolicyRule {
+            api_groups: Some(vec!["opmodel.dev".into()]),
+            resources: Some(vec!["moduleinstances/render".into()]),
+            verbs: vec!["create".into()],
+            ..Default::default()
+        }]),
+    };
+    let ns = k8s_openapi::api::core::v1::Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some("team-a".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    Api::<Role>::namespaced(admin.clone(), "team-a")
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let binding = RoleBinding {
+        metadata: kube::api::ObjectMeta {
+            name: Some("devs-render".into()),
+            namespace: Some("team-a".into()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "Role".into(),
+            name: "opm-render".into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "Group".into(),
+            name: "devs".into(),
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            ..Default::default()
+        }]),
+    };
+    Api::<RoleBinding>::namespaced(admin.clone(), "team-a")
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+
+    let store = Store::new();
+    if with_platform {
+        store.set_generated(record(1));
+    }
+    let kernel = Arc::new(Scripted::default());
+    let mut settings = Settings::loopback();
+    settings.render = Some(RenderBackend::new(
+        store.clone(),
+        kernel.clone(),
+        RenderAuth::Kube(admin),
+        timeout,
+        2,
+    ));
+    let server = TestServer::start_with(Options {
+        settings,
+        ..Options::default()
+    })
+    .await;
+    Fixture {
+        _emu: emu,
+        server,
+        store,
+        kernel,
+    }
+}
+
+impl Fixture {
+    async fn render(&self, ns: &str, token: Option<&str>, body: &Value) -> Resp {
+        let mut b = http::Request::post(format!("/v1/namespaces/{ns}/render"))
+            .header("host", "localhost")
+            .header("content-type", "application/json");
+        if let Some(t) = token {
+            b = b.header("authorization", format!("Bearer {t}"));
+        }
+        let req = b
+            .body(http_body_util::Full::new(bytes::Bytes::from(
+                serde_json::to_vec(body).unwrap(),
+            )))
+            .unwrap();
+        self.server
+            .client
+            .request(self.server.running.webhook_addr, req)
+            .await
+            .unwrap()
+    }
+}
+
+fn request(values: Value) -> Value {
+    json!({
+        "name": "demo",
+        "module": {"path": "fixtures.test/modules/demo@v0", "version": "0.1.0"},
+        "values": values
+    })
+}
+
+fn assert_status_shape(r: &Resp, code: u16, reason: &str) {
+    assert_eq!(r.status, code, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["kind"], "Status", "{v}");
+    assert_eq!(v["apiVersion"], "v1");
+    assert_eq!(v["status"], "Failure");
+    assert_eq!(v["reason"], reason);
+    assert_eq!(v["code"], code);
+    assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()));
+}
+
+#[tokio::test]
+async fn callers_without_a_valid_token_get_401_and_denied_callers_403() {
+    let f = fixture(Duration::from_secs(5), true).await;
+    let body = request(json!({}));
+    let r = f.render("team-a", None, &body).await;
+    assert_status_shape(&r, 401, "Unauthorized");
+    assert_eq!(
+        r.headers
+            .get("www-authenticate")
+            .and_then(|h| h.to_str().ok()),
+        Some("Bearer")
+    );
+    let r = f.render("team-a", Some("forged"), &body).await;
+    assert_status_shape(&r, 401, "Unauthorized");
+    let r = f.render("team-a", Some("bob-token"), &body).await;
+    assert_status_shape(&r, 403, "Forbidden");
+    assert!(r.json()["message"].as_str().unwrap().contains("\"bob\""));
+    // alice may render in team-a only.
+    let r = f.render("team-b", Some("alice-token"), &body).await;
+    assert_status_shape(&r, 403, "Forbidden");
+    assert_eq!(f.kernel.calls.load(Ordering::SeqCst), 0, "nothing rendered");
+}
+
+#[tokio::test]
+async fn an_allowed_render_returns_objects_provenance_and_inventory() {
+    let f = fixture(Duration::from_secs(5), true).await;
+    let r = f
+        .render(
+            "team-a",
+            Some("alice-token"),
+            &request(json!({"replicas": 2})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["mode"], "render");
+    assert_eq!(v["instance"]["name"], "demo");
+    assert_eq!(v["instance"]["namespace"], "team-a");
+    assert_eq!(v["objects"].as_array().unwrap().len(), 1);
+    let obj = &v["objects"][0];
+    assert_eq!(obj["component"], "config");
+    assert_eq!(
+        obj["transformer"],
+        "fixtures.test/catalogs/mini@v0#configmap"
+    );
+    // Values reached the kernel as data; the platform was the recorded one.
+    assert_eq!(obj["object"]["data"]["values"], r#"{"replicas":2}"#);
+    assert!(obj["object"]["data"]["platform"]
+        .as_str()
+        .unwrap()
+        .starts_with("/platforms/"));
+    // Field order of the object is the kernel's.
+    let keys: Vec<_> = obj["object"].as_object().unwrap().keys().cloned().collect();
+    assert_eq!(keys, ["apiVersion", "kind", "metadata", "data"]);
+    assert_eq!(
+        v["inventory"],
+        json!([{"kind": "ConfigMap", "namespace": "team-a", "name": "demo", "v": "v1", "component": "config"}])
+    );
+    assert_eq!(
+        v["requiredContracts"],
+        json!(["fixtures.test/contracts/config@v0"])
+    );
+
+    // The ModuleInstance-manifest form renders the same thing.
+    let manifest = json!({"instance": {
+        "apiVersion": "opmodel.dev/v1alpha1", "kind": "ModuleInstance",
+        "metadata": {"name": "demo"},
+        "spec": {"module": {"path": "fixtures.test/modules/demo@v0", "version": "v0.1.0"},
+                 "values": {"replicas": 2}}
+    }});
+    let r2 = f.render("team-a", Some("alice-token"), &manifest).await;
+    assert_eq!(r2.status, 200, "{}", r2.text());
+    assert_eq!(r2.json()["objects"], v["objects"]);
+}
+
+#[tokio::test]
+async fn no_platform_is_503_with_retry_after() {
+    let f = fixture(Duration::from_secs(5), false).await;
+    let r = f
+        .render("team-a", Some("alice-token"), &request(json!({})))
+        .await;
+    assert_eq!(r.status, 503);
+    assert_eq!(r.error_code(), "platform_not_ready");
+    let retry: u64 = r
+        .headers
+        .get("retry-after")
+        .and_then(|h| h.to_str().ok())
+        .and_then(|s| s.parse().ok())
+        .expect("Retry-After");
+    assert!(retry > 0);
+    assert_eq!(f.kernel.calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn kernel_errors_answer_by_class_with_problem_paths() {
+    let f = fixture(Duration::from_secs(5), true).await;
+    for (fail, status, code) in [
+        ("values", 422, "invalid_values"),
+        ("resolution", 404, "module_not_found"),
+        ("pull", 502, "registry_unavailable"),
+        ("skew", 409, "skew_refused"),
+        ("timeout", 504, "render_timeout"),
+        ("other", 422, "render_failed"),
+    ] {
+        let r = f
+            .render(
+                "team-a",
+                Some("alice-token"),
+                &request(json!({"fail": fail})),
+            )
+            .await;
+        assert_eq!(r.status, status, "{fail}: {}", r.text());
+        assert_eq!(r.error_code(), code);
+        let v = r.json();
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("fixtures.test/modules/demo@v0@v0.1.0"),
+            "the message names the coordinate: {v}"
+        );
+        assert_eq!(
+            v["error"]["problems"],
+            json!([{"path": "values.replicas", "message": "invalid value 99 (out of bound <=10)",
+                    "positions": ["module.cue:12:14"]}])
+        );
+    }
+}
+
+#[tokio::test]
+async fn bad_requests_are_400_or_413_and_render_nothing() {
+    let f = fixture(Duration::from_secs(5), true).await;
+    let r = f
+        .render("team-a", Some("alice-token"), &json!({"name": "demo"}))
+        .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.error_code(), "invalid_request");
+    let r = f
+        .render(
+            "team-a",
+            Some("alice-token"),
+            &json!({"name": "demo", "modul": {"path": "a.b/c@v0", "version": "1.0.0"}}),
+        )
+        .await;
+    assert_eq!(r.status, 400, "unknown member");
+    let big = "x".repeat(4 * 1024 * 1024);
+    let r = f
+        .render("team-a", Some("alice-token"), &request(json!({"big": big})))
+        .await;
+    assert_eq!(r.status, 413);
+    assert_eq!(r.error_code(), "payload_too_large");
+    let r = f
+        .render(
+            "team-a",
+            Some("alice-token"),
+            &json!({"mode": "validate", "name": "demo",
+                    "module": {"path": "a.b/c@v0", "version": "1.0.0"}}),
+        )
+        .await;
+    assert_eq!(r.status, 501);
+    assert_eq!(r.error_code(), "not_implemented");
+    assert_eq!(f.kernel.calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_render_holds_its_platform_lease_while_the_platform_is_regenerated() {
+    let f = fixture(Duration::from_secs(10), true).await;
+    let (release, gate) = std::sync::mpsc::channel();
+    let (started_tx, started) = std::sync::mpsc::channel();
+    *f.kernel.gate.lock().unwrap() = Some(gate);
+    *f.kernel.started.lock().unwrap() = Some(started_tx);
+    let old = f.store.identity().unwrap();
+
+    let server = &f;
+    let body = request(json!({"block": true}));
+    let render = server.render("team-a", Some("alice-token"), &body);
+    let observe = async {
+        let seen = tokio::task::spawn_blocking(move || {
+            started.recv_timeout(Duration::from_secs(10)).unwrap()
+        })
+        .await
+        .unwrap();
+        // The platform is regenerated while the render runs.
+        f.store.set_generated(record(2));
+        assert_ne!(f.store.identity().unwrap(), old);
+        let leased: Vec<_> = f.store.leased().into_iter().map(|l| l.identity).collect();
+        assert_eq!(leased, vec![old], "the running render pins the old package");
+        release.send(()).unwrap();
+        seen
+    };
+    let (r, seen) = tokio::join!(render, observe);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json()["objects"][0]["object"]["data"]["platform"],
+        seen.0.display().to_string()
+    );
+    super::common::eventually("the lease is released", Duration::from_secs(5), || async {
+        f.store.leased().is_empty()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_render_over_the_timeout_is_504() {
+    let f = fixture(Duration::from_millis(300), true).await;
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    *f.kernel.gate.lock().unwrap() = Some(gate);
+    let r = f
+        .render(
+            "team-a",
+            Some("alice-token"),
+            &request(json!({"block": true})),
+        )
+        .await;
+    assert_eq!(r.status, 504, "{}", r.text());
+    assert_eq!(r.error_code(), "render_timeout");
+    drop(release);
+}
+
+#[tokio::test]
+async fn a_server_without_a_render_backend_answers_503() {
+    let server = TestServer::start().await;
+    let r = server
+        .post(
+            "/v1/namespaces/team-a/render",
+            serde_json::to_vec(&request(json!({}))).unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, 503);
+    assert_eq!(r.error_code(), "render_unavailable");
+}
