@@ -16,8 +16,9 @@
 //!    the value), others [`Error::Instance`]; then the metadata is decoded.
 //! 5. **Match** (`matcher`, §1.6, D28): in Rust over the build (the choice and its reason are in
 //!    the `matcher` docs).
-//! 6. **Execute** (§1.6–§1.8): for each pair sorted by (component, transformer FQN), the glue's
-//!    `_opmPair` is evaluated with the component and the transformer; a struct output is one
+//! 6. **Execute** (§1.6–§1.8): for each pair sorted by (component, transformer FQN), the
+//!    transformer's `#transform` is unified with the component and the context (data: instance and
+//!    component metadata, runtime name) and its `output` exported; a struct output is one
 //!    object, a list one object per element (an empty list none), anything else an error; each
 //!    pair's output must be concrete. All pair failures are reported together.
 //! 7. **Result**: objects (JSON in CUE field order) with provenance, inventory entries
@@ -202,9 +203,6 @@ impl Renderer {
         mark("built");
         let rt = &staged.rt;
         let root = &staged.root;
-        let classify = |d: &[Diagnostic], make: &dyn Fn(Vec<Problem>) -> Error| {
-            stage::classify(rt, &coord, d, make)
-        };
 
         // Shape gate and identity.
         let module = root
@@ -228,7 +226,10 @@ impl Renderer {
                 }),
                 Err(d) => {
                     if d.iter().any(|x| x.code == cue::DiagCode::Limit) {
-                        return Err(classify(&d, &|_| Error::Thread(String::new())));
+                        return Err(Error::Limit {
+                            coordinate: coord.clone(),
+                            problems: problems_of(rt, &d),
+                        });
                     }
                     Err(Error::Shape {
                         coordinate: coord.clone(),

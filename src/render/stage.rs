@@ -126,9 +126,9 @@ fn read_platform(platform: &BuiltPlatform) -> Result<(Vec<(String, String)>, Mod
     Ok((files, mf))
 }
 
-/// The major of core the module requires (`fixtures.test/core@v0`), found among its deps as the
-/// path whose module root declares `#ModuleInstance`; falls back to the single dep whose last
-/// element is `core`.
+/// The core the module requires (`fixtures.test/core@v0`, `opmodel.dev/core@v2`): the first
+/// dependency (in path order) whose last path element is `core`. A module requiring no such path
+/// is refused by the shape gate.
 fn core_path(module: &ModFile) -> Option<String> {
     let mut cores = module.deps.keys().filter(|p| {
         let base = p.split('@').next().unwrap_or(p);

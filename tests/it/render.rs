@@ -579,3 +579,34 @@ fn an_instance_package_renders_like_the_module_request() {
         .unwrap_err();
     assert_eq!(e.class(), ErrorClass::UnsupportedKind, "{e}");
 }
+
+#[test]
+fn an_exceeded_evaluation_limit_is_a_timeout() {
+    let reg = DistRegistry::start();
+    publish_all(&["--registry", &reg.mapping()]);
+    let p = platform("platform/generated");
+    for config in [
+        cue::Config {
+            max_steps: 200,
+            ..cue::Config::default()
+        },
+        cue::Config {
+            max_wall_time: Duration::from_millis(1),
+            ..cue::Config::default()
+        },
+    ] {
+        let r = Renderer::new(Arc::new(client(&reg))).with_config(config);
+        let e = r
+            .render(
+                &request("demo", Some(values("valid.json"))),
+                &p,
+                SkewPolicy::Warn,
+            )
+            .unwrap_err();
+        assert_eq!(e.class(), ErrorClass::Timeout, "{e}");
+        assert!(
+            e.to_string().contains("fixtures.test/modules/demo@v0.1.0"),
+            "{e}"
+        );
+    }
+}
