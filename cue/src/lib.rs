@@ -28,8 +28,8 @@
 //!   `spawn_blocking` thread, say) has less. The evaluator's own stack budget then turns deeper
 //!   recursion into a `Limit` diagnostic. A thread with enough stack (the CLI's 64 MiB) pays
 //!   nothing; a small one pays one mapping of the segment per call: measured with
-//!   `CUE_MEM_STACK_MIB=2 cargo bench -p cue --bench memory`, 2.9 ms per OPM-shaped render on a
-//!   2 MiB thread against 1.4 ms on a 64 MiB one. Callers that render often should therefore
+//!   `CUE_MEM_STACK_MIB=2 cargo bench -p cue --bench memory`, 2.2 ms per OPM-shaped render on a
+//!   2 MiB thread against 0.93 ms on a 64 MiB one. Callers that render often should therefore
 //!   run evaluation on threads with `max_stack_bytes` + 4 MiB of stack (tokio:
 //!   `runtime::Builder::thread_stack_size` for the blocking pool); small threads stay correct.
 
