@@ -209,6 +209,25 @@ impl std::fmt::Debug for Engine {
 struct Plan {
     action: Action,
     api: Api<DynamicObject>,
+    /// The live object (comparable form), if it exists.
+    live: Option<Value>,
+    /// The server-side dry-run result (comparable form).
+    planned: Value,
+}
+
+/// What applying one object would do, with both sides (for render previews: validate and diff).
+/// `live` and `planned` have `status`, `managedFields`, `resourceVersion` and `generation`
+/// removed, so any difference between them is a change the apply would make.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preview {
+    /// The object.
+    pub object: ObjectRef,
+    /// What an apply would do.
+    pub action: Action,
+    /// The live object, if it exists.
+    pub live: Option<Value>,
+    /// The object as the server-side dry-run returned it.
+    pub planned: Value,
 }
 
 /// One prepared object.
@@ -236,6 +255,11 @@ impl Engine {
             opts: self.opts.clone(),
             impersonated: Some(user),
         }
+    }
+
+    /// The client this engine acts with.
+    pub fn client(&self) -> Client {
+        self.client.clone()
     }
 
     /// The impersonated user, if any.
@@ -439,6 +463,42 @@ impl Engine {
         }
     }
 
+    /// A preview of every object, fail-slow: each entry is what applying that object would do
+    /// (GET + server-side dry-run with this engine's identity), or why the server refused it.
+    /// Nothing is written. An invalid object (no kind/name, duplicates) fails the whole call.
+    pub async fn preview(
+        &self,
+        objects: &[Value],
+        opts: &ApplyOptions,
+    ) -> Result<Vec<(ObjectRef, Result<Preview, Error>)>, Error> {
+        let prepared = self.prepare_all(objects, opts)?;
+        self.resolver.refresh();
+        let force = opts.force;
+        // Owned items (not `iter()`): the future must be `Send` for any caller, including an
+        // axum handler, which a closure over `&Prepared` cannot prove.
+        let planned: Vec<(Prepared, Result<Plan, Error>)> = stream::iter(prepared)
+            .map(|p| async move {
+                let r = self.plan_one(&p, force).await;
+                (p, r)
+            })
+            .buffered(self.opts.concurrency.max(1))
+            .collect()
+            .await;
+        Ok(planned
+            .into_iter()
+            .map(|(p, r)| {
+                let object = p.r.clone();
+                let preview = r.map(|plan| Preview {
+                    object: p.r,
+                    action: plan.action,
+                    live: plan.live,
+                    planned: plan.planned,
+                });
+                (object, preview)
+            })
+            .collect())
+    }
+
     /// GET and dry-run one object: what applying it would do.
     async fn plan_one(&self, p: &Prepared, force: bool) -> Result<Plan, Error> {
         let Some((api, _)) = self.api_for(&p.r).await? else {
@@ -458,13 +518,19 @@ impl Engine {
             .patch(&p.r.name, &dry, &Patch::Apply(&p.body))
             .await
             .map_err(|e| self.err(e, &p.r, "apply (dry-run)"))?;
-        let planned = to_value(&planned, &p.r)?;
+        let planned = comparable(&to_value(&planned, &p.r)?);
+        let live = live.as_ref().map(comparable);
         let action = match &live {
             None => Action::Created,
-            Some(l) if comparable(l) == comparable(&planned) => Action::Unchanged,
+            Some(l) if *l == planned => Action::Unchanged,
             Some(_) => Action::Configured,
         };
-        Ok(Plan { action, api })
+        Ok(Plan {
+            action,
+            api,
+            live,
+            planned,
+        })
     }
 
     /// Applies one object for real.

@@ -168,8 +168,8 @@ pub struct RenderParts {
     pub store: crate::platform::Store<crate::kernel::BuiltPlatform>,
     /// The render kernel.
     pub renderer: Arc<dyn crate::kernel::ModuleRenderer>,
-    /// The cluster client, published when connected.
-    pub client: watch::Receiver<Option<kube::Client>>,
+    /// The cluster, published when connected.
+    pub cluster: render_api::auth::ClusterRx,
 }
 
 impl std::fmt::Debug for RenderParts {
@@ -471,7 +471,7 @@ async fn serve(args: ServeArgs, sidecar: Option<Sidecar>) -> Result<(), Error> {
     let mut settings = settings;
     settings.render = render.map(|parts| {
         let auth = match args.render_auth {
-            RenderAuthMode::Kube => render_api::auth::RenderAuth::Pending(parts.client),
+            RenderAuthMode::Kube => render_api::auth::RenderAuth::Kube,
             RenderAuthMode::None => {
                 tracing::warn!(
                     "--render-auth=none: the REST render API answers anyone who can reach it; \
@@ -484,6 +484,7 @@ async fn serve(args: ServeArgs, sidecar: Option<Sidecar>) -> Result<(), Error> {
             parts.store,
             parts.renderer,
             auth,
+            parts.cluster,
             args.render_timeout,
             usize::from(args.max_concurrent_renders),
         )

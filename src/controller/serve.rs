@@ -246,7 +246,9 @@ pub fn identity() -> String {
 }
 
 /// Builds a client from `--kubeconfig`, else the inferred config. Returns where it came from.
-async fn client(kubeconfig: Option<&PathBuf>) -> Result<(kube::Client, String), String> {
+async fn client(
+    kubeconfig: Option<&PathBuf>,
+) -> Result<(kube::Client, kube::Config, String), String> {
     let (config, source) = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
@@ -264,12 +266,12 @@ async fn client(kubeconfig: Option<&PathBuf>) -> Result<(kube::Client, String), 
         ),
     };
     let url = config.cluster_url.to_string();
-    let client = kube::Client::try_from(config).map_err(|e| format!("{source}: {e}"))?;
+    let client = kube::Client::try_from(config.clone()).map_err(|e| format!("{source}: {e}"))?;
     client
         .apiserver_version()
         .await
         .map_err(|e| format!("{source}: the API server at {url} is not reachable: {e}"))?;
-    Ok((client, format!("{source} ({url})")))
+    Ok((client, config, format!("{source} ({url})")))
 }
 
 /// Prepares the controller side (timing, registry, `--platform-dir` reset) and returns the
@@ -317,7 +319,7 @@ pub fn sidecar(
         .map(|renderer| crate::server::RenderParts {
             store: store.clone(),
             renderer,
-            client: client_rx,
+            cluster: client_rx,
         });
     let metrics: Arc<Mutex<Option<ControllerMetrics>>> = Arc::default();
     let registered = Arc::clone(&metrics);
@@ -351,6 +353,10 @@ pub fn sidecar(
     })
 }
 
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the sidecar's private entry point: each argument is a distinct piece it owns"
+)]
 async fn run(
     args: ControllerArgs,
     timing: Timing,
@@ -358,7 +364,7 @@ async fn run(
     layout: Arc<Layout>,
     kernel: Kernel,
     metrics: Option<ControllerMetrics>,
-    connected: watch::Sender<Option<kube::Client>>,
+    connected: watch::Sender<Option<crate::server::render_api::auth::Cluster>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let retry = timing.retry_period.saturating_mul(5);
@@ -368,9 +374,12 @@ async fn run(
             return;
         }
         match client(args.kubeconfig.as_ref()).await {
-            Ok((client, source)) => {
+            Ok((client, config, source)) => {
                 tracing::info!(cluster = %source, "connected to the cluster");
-                connected.send_replace(Some(client.clone()));
+                connected.send_replace(Some(crate::server::render_api::auth::Cluster {
+                    client: client.clone(),
+                    config,
+                }));
                 break client;
             }
             Err(e) => {

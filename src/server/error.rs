@@ -127,8 +127,10 @@ error_codes! {
     RenderUnavailable = ("render_unavailable", SERVICE_UNAVAILABLE);
     /// The TokenReview/SubjectAccessReview calls failed; the caller is not at fault.
     AuthUnavailable = ("auth_unavailable", SERVICE_UNAVAILABLE);
-    /// The request asks for something this server does not do yet.
-    NotImplemented = ("not_implemented", NOT_IMPLEMENTED);
+    /// validate/diff need the cluster and the operator is not connected to it (yet).
+    ClusterUnavailable = ("cluster_unavailable", SERVICE_UNAVAILABLE);
+    /// The caller may not read what the answer needs (e.g. the instance for `diff`).
+    Forbidden = ("forbidden", FORBIDDEN);
 }
 
 /// The `error` member of [`ErrorBody`].

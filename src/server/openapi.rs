@@ -10,8 +10,8 @@ use utoipa::OpenApi;
 
 use super::error::{ErrorBody, ErrorCode, ErrorDetail, ErrorProblem};
 use super::render_api::{
-    auth::KubeStatus, InstanceDoc, ModuleCoordinate, RenderMode, RenderRequest, RenderResponse,
-    RenderedObjectDoc,
+    auth::KubeStatus, InstanceDoc, ModuleCoordinate, ObjectErrorDoc, ObjectPreviewDoc,
+    ObjectRefDoc, RenderMode, RenderRequest, RenderResponse, RenderedObjectDoc,
 };
 use super::routes::ProbeStatus;
 
@@ -129,6 +129,9 @@ impl utoipa::Modify for BearerAuth {
         RenderResponse,
         RenderedObjectDoc,
         InstanceDoc,
+        ObjectPreviewDoc,
+        ObjectRefDoc,
+        ObjectErrorDoc,
         ProbeStatus,
         AdmissionReviewDoc,
         AdmissionRequestDoc,

@@ -19,8 +19,17 @@
 //!   `error.problems`), `SkewRefused` 409, `UnsupportedKind` 422, `Timeout` 504, `Other` 422 (a
 //!   module that does not evaluate is the caller's input, not a server fault).
 //! - `mode`: `render` returns objects with provenance, warnings, inventory entries, required
-//!   contracts and the render digest. `validate` and `diff` need the apply engine's dry-run and
-//!   are answered 501 `not_implemented` until it is wired (a known gap, stated in the issue note).
+//!   contracts and the render digest. `validate` and `diff` add `results`: each object previewed
+//!   by the apply engine (GET + server-side apply dry-run, field manager `opm-controller`)
+//!   **as the caller** (impersonating the TokenReview's user and groups), so a caller sees only
+//!   what they may do: `create` / `update` / `unchanged`, or `error` with a reason (`forbidden`,
+//!   `conflict`, `unknown_kind`, `rejected`) and the server's message. `diff` also gives, for an
+//!   `update`, an RFC 6902 JSON Patch from the live object to the dry-run result (both without
+//!   `status`, `managedFields`, `resourceVersion`, `generation`), and `prune`: the entries of the
+//!   named ModuleInstance's inventory (read as the caller) that the render no longer produces —
+//!   what a reconcile would prune. With `--render-auth=none` (dev only) previews run as the
+//!   operator. Without a cluster connection they are a 503 `cluster_unavailable`. A failed
+//!   object is a result, never a failed request: the preview is fail-slow like apply.
 //! - Without a configured backend (no platform store / kernel, e.g. a webhook-only server) the
 //!   route answers 503 `render_unavailable`.
 
@@ -37,9 +46,10 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 use tracing::Span;
 
-use self::auth::{AuthError, KubeStatus, RenderAuth};
+use self::auth::{AuthError, Caller, Cluster, ClusterRx, KubeStatus, RenderAuth};
 use super::error::{json_response, ApiError, ErrorCode, ErrorProblem};
 use super::state::AppState;
+use crate::apply::{Action, ApplyOptions, Engine, EngineOptions};
 use crate::kernel::{BuiltPlatform, ErrorClass, KernelError, ModuleRenderer, ModuleRequest};
 use crate::platform::Store;
 
@@ -58,6 +68,8 @@ pub struct RenderBackend {
     pub renderer: Arc<dyn ModuleRenderer>,
     /// Authentication and authorisation of callers.
     pub auth: RenderAuth,
+    /// The cluster, once connected (auth reviews, validate and diff).
+    pub cluster: ClusterRx,
     /// Deadline of one render, including the wait for a permit.
     pub timeout: Duration,
     /// Renders running at once.
@@ -81,6 +93,7 @@ impl RenderBackend {
         store: Store<BuiltPlatform>,
         renderer: Arc<dyn ModuleRenderer>,
         auth: RenderAuth,
+        cluster: ClusterRx,
         timeout: Duration,
         max_concurrent: usize,
     ) -> Self {
@@ -88,6 +101,7 @@ impl RenderBackend {
             store,
             renderer,
             auth,
+            cluster,
             timeout,
             semaphore: Arc::new(Semaphore::new(max_concurrent.max(1))),
         }
@@ -101,9 +115,9 @@ pub enum RenderMode {
     /// Render only.
     #[default]
     Render,
-    /// Render and server-side dry-run each object as the caller (not yet wired: 501).
+    /// Render and server-side dry-run each object as the caller.
     Validate,
-    /// Render and compare with the cluster (not yet wired: 501).
+    /// Render, dry-run as the caller and compare with the live objects; list what would be pruned.
     Diff,
 }
 
@@ -185,6 +199,53 @@ pub struct RenderResponse {
     pub required_contracts: Vec<String>,
     /// `sha256:<hex>` render digest.
     pub digest: String,
+    /// `validate` and `diff`: one preview per object, in render order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub results: Option<Vec<ObjectPreviewDoc>>,
+    /// `diff`: inventory entries of the named instance that this render no longer produces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub prune: Option<Vec<crds::common::InventoryEntry>>,
+}
+
+/// The object a preview is about.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRefDoc {
+    /// `group/version` or `version`.
+    pub api_version: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace, for namespaced objects.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+}
+
+/// Why the server refused an object's dry-run.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct ObjectErrorDoc {
+    /// `forbidden`, `conflict`, `unknown_kind` or `rejected`.
+    pub reason: String,
+    /// The server's message.
+    pub message: String,
+}
+
+/// One object's preview (`validate`, `diff`).
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct ObjectPreviewDoc {
+    /// The object.
+    pub object: ObjectRefDoc,
+    /// `create`, `update`, `unchanged` or `error`.
+    pub result: String,
+    /// `diff` and `update` only: RFC 6902 JSON Patch from the live object to the dry-run result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub patch: Option<serde_json::Value>,
+    /// `error` only: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ObjectErrorDoc>,
 }
 
 /// Why a request body is not a render request.
@@ -386,7 +447,7 @@ fn auth_error(e: AuthError) -> Response {
         (status = 200, description = "The rendered objects", body = RenderResponse),
         (status = 400, description = "Not a render request (shape, unknown member, bad name/path/version)", body = super::error::ErrorBody),
         (status = 401, description = "No or a rejected bearer token", body = auth::KubeStatus),
-        (status = 403, description = "The caller may not create moduleinstances/render in the namespace", body = auth::KubeStatus),
+        (status = 403, description = "The caller may not create moduleinstances/render in the namespace (Status shape), or (diff) may not read the named ModuleInstance (error shape)", body = auth::KubeStatus),
         (status = 404, description = "The module (or a catalog it needs) does not resolve", body = super::error::ErrorBody),
         (status = 405, description = "Method other than POST", body = super::error::ErrorBody),
         (status = 408, description = "The request did not complete in time", body = super::error::ErrorBody),
@@ -394,9 +455,8 @@ fn auth_error(e: AuthError) -> Response {
         (status = 413, description = "Body over the limit", body = super::error::ErrorBody),
         (status = 415, description = "Content-Type present and not application/json", body = super::error::ErrorBody),
         (status = 422, description = "Bad values (error.problems name each values.<path> with file:line), or the module does not evaluate", body = super::error::ErrorBody),
-        (status = 501, description = "mode validate/diff is not available yet", body = super::error::ErrorBody),
         (status = 502, description = "The registry failed", body = super::error::ErrorBody),
-        (status = 503, description = "No platform is ready (Retry-After), render API not configured, or authorisation unavailable", body = super::error::ErrorBody),
+        (status = 503, description = "No platform is ready (Retry-After), render API not configured, authorisation unavailable, or (validate/diff) no cluster connection", body = super::error::ErrorBody),
         (status = 504, description = "The render ran over --render-timeout", body = super::error::ErrorBody)
     )
 )]
@@ -425,10 +485,16 @@ pub async fn render(
     let authorization = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    if let Err(e) = backend.auth.check(authorization, &ns).await {
-        return auth_error(e);
-    }
-    match render_inner(&state, &backend, &ns, &headers, body).await {
+    let cluster = backend.cluster.borrow().clone();
+    let caller = match backend
+        .auth
+        .check(cluster.as_ref(), authorization, &ns)
+        .await
+    {
+        Ok(caller) => caller,
+        Err(e) => return auth_error(e),
+    };
+    match render_inner(&state, &backend, &ns, &headers, body, cluster, caller).await {
         Ok(resp) => json_response(StatusCode::OK, &resp),
         Err(e) => e.into_response(),
     }
@@ -440,6 +506,8 @@ async fn render_inner(
     ns: &str,
     headers: &HeaderMap,
     body: Body,
+    cluster: Option<Cluster>,
+    caller: Option<Caller>,
 ) -> Result<RenderResponse, ApiError> {
     super::routes::check_content_type(headers)?;
     let bytes = super::routes::read_body(headers, body, state.limits.body_limit).await?;
@@ -447,13 +515,16 @@ async fn render_inner(
         .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.to_string()))?;
     let span = Span::current();
     span.record("name", request.name.as_str());
-    if mode != RenderMode::Render {
-        return Err(ApiError::new(
-            ErrorCode::NotImplemented,
-            "mode validate and diff need the apply engine's dry-run, which this server does not \
-             wire yet; use mode render",
-        ));
-    }
+    let cluster =
+        match (mode, cluster) {
+            (RenderMode::Render, _) => None,
+            (_, Some(c)) => Some(c),
+            (_, None) => return Err(ApiError::new(
+                ErrorCode::ClusterUnavailable,
+                "validate and diff dry-run against the cluster, and the operator is not connected \
+                 to it yet; retry, or use mode render",
+            )),
+        };
     let Some((record, lease)) = backend.store.lease() else {
         return Err(kernel_error(KernelError::new(
             ErrorClass::PlatformNotReady,
@@ -491,8 +562,17 @@ async fn render_inner(
             ))
         }
     };
+    let (results, prune) = match cluster {
+        Some(cluster) => {
+            let (results, prune) = preview(&cluster, caller.as_ref(), mode, &result, ns).await?;
+            (Some(results), prune)
+        }
+        None => (None, None),
+    };
     Ok(RenderResponse {
         mode,
+        results,
+        prune,
         instance: InstanceDoc {
             name: result.instance.name,
             namespace: result.instance.namespace,
@@ -513,6 +593,136 @@ async fn render_inner(
         required_contracts: result.required_contracts,
         digest: result.digest,
     })
+}
+
+/// The apply engine acting as `caller` (or as the operator when auth is off).
+fn engine_for(cluster: &Cluster, caller: Option<&Caller>) -> Result<Engine, ApiError> {
+    let base = Engine::new(cluster.client.clone(), EngineOptions::default());
+    let Some(caller) = caller else {
+        return Ok(base);
+    };
+    let mut config = cluster.config.clone();
+    config.auth_info.impersonate = Some(caller.username.clone());
+    config.auth_info.impersonate_groups = Some(caller.groups.clone());
+    let client = kube::Client::try_from(config)
+        .map_err(|e| ApiError::internal(format!("building the impersonating client: {e}")))?;
+    Ok(base.with_identity(client, caller.username.clone()))
+}
+
+fn object_doc(r: &crate::apply::object::ObjectRef) -> ObjectRefDoc {
+    ObjectRefDoc {
+        api_version: if r.group.is_empty() {
+            r.version.clone()
+        } else {
+            format!("{}/{}", r.group, r.version)
+        },
+        kind: r.kind.clone(),
+        namespace: r.namespace.clone(),
+        name: r.name.clone(),
+    }
+}
+
+fn refusal(e: &crate::apply::Error) -> ObjectErrorDoc {
+    let reason = if e.is_forbidden() {
+        "forbidden"
+    } else if e.is_conflict() {
+        "conflict"
+    } else if matches!(e, crate::apply::Error::UnknownKind { .. }) {
+        "unknown_kind"
+    } else {
+        "rejected"
+    };
+    ObjectErrorDoc {
+        reason: reason.to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// Previews every rendered object as `caller`; for `diff` also the prune set.
+async fn preview(
+    cluster: &Cluster,
+    caller: Option<&Caller>,
+    mode: RenderMode,
+    result: &crate::kernel::RenderResult,
+    ns: &str,
+) -> Result<
+    (
+        Vec<ObjectPreviewDoc>,
+        Option<Vec<crds::common::InventoryEntry>>,
+    ),
+    ApiError,
+> {
+    let engine = engine_for(cluster, caller)?;
+    let objects: Vec<serde_json::Value> = result.objects.iter().map(|o| o.object.clone()).collect();
+    let previews = engine
+        .preview(&objects, &ApplyOptions::default())
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::RenderFailed, e.to_string()))?;
+    let diff = mode == RenderMode::Diff;
+    let results = previews
+        .into_iter()
+        .map(|(r, p)| match p {
+            Ok(p) => {
+                let (word, patch) = match p.action {
+                    Action::Created => ("create", None),
+                    Action::Unchanged => ("unchanged", None),
+                    Action::Configured => {
+                        let patch = match (&p.live, diff) {
+                            (Some(live), true) => {
+                                serde_json::to_value(json_patch::diff(live, &p.planned)).ok()
+                            }
+                            _ => None,
+                        };
+                        ("update", patch)
+                    }
+                };
+                ObjectPreviewDoc {
+                    object: object_doc(&r),
+                    result: word.to_string(),
+                    patch,
+                    error: None,
+                }
+            }
+            Err(e) => ObjectPreviewDoc {
+                object: object_doc(&r),
+                result: "error".to_string(),
+                patch: None,
+                error: Some(refusal(&e)),
+            },
+        })
+        .collect();
+    let prune = if diff {
+        Some(prune_set(&engine, result, ns).await?)
+    } else {
+        None
+    };
+    Ok((results, prune))
+}
+
+/// The named instance's inventory entries the render no longer produces (read as the caller;
+/// no instance means nothing to prune).
+async fn prune_set(
+    engine: &Engine,
+    result: &crate::kernel::RenderResult,
+    ns: &str,
+) -> Result<Vec<crds::common::InventoryEntry>, ApiError> {
+    let api: kube::Api<crds::ModuleInstance> = kube::Api::namespaced(engine.client(), ns);
+    let instance = api.get_opt(&result.instance.name).await.map_err(|e| {
+        let message = format!(
+            "reading ModuleInstance {ns}/{} for the prune set: {e}",
+            result.instance.name
+        );
+        match &e {
+            kube::Error::Api(s) if s.code == 403 => ApiError::new(ErrorCode::Forbidden, message),
+            _ => ApiError::new(ErrorCode::ClusterUnavailable, message),
+        }
+    })?;
+    let previous = instance
+        .and_then(|mi| mi.status)
+        .and_then(|s| s.reconcile.inventory)
+        .map(|inv| inv.entries)
+        .unwrap_or_default();
+    Ok(crate::inventory::stale(&previous, &result.inventory))
 }
 
 #[cfg(test)]

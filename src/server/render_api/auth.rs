@@ -13,8 +13,8 @@
 //!   `reason: Unauthorized|Forbidden`, `code`), like the apiserver's own, so kubectl-style clients
 //!   print them unchanged. A failure of the review calls themselves (the apiserver unreachable or
 //!   refusing the operator) is a 503 in the server's own error shape: the caller is not at fault.
-//! - With [`RenderAuth::Pending`] the client is published once `serve` has connected to the
-//!   cluster; before that every request is a 503 `auth_unavailable`.
+//! - The cluster client is published once `serve` has connected ([`ClusterRx`]); before that
+//!   every request is a 503 `auth_unavailable`.
 //! - [`RenderAuth::None`] skips both checks. It exists for the embedded `dev` cluster only; `serve`
 //!   logs a warning when it is chosen.
 
@@ -32,30 +32,35 @@ pub const RENDER_RESOURCE: &str = "moduleinstances";
 pub const RENDER_SUBRESOURCE: &str = "render";
 
 /// How render requests are authenticated and authorised.
-#[derive(Clone)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RenderAuth {
     /// No checks (the embedded `dev` cluster only).
     None,
-    /// TokenReview + SubjectAccessReview against this cluster.
-    Kube(kube::Client),
-    /// Like `Kube`, with the client published later (when `serve` has connected to the cluster);
-    /// until then every request is a 503 `auth_unavailable`, never let through.
-    Pending(tokio::sync::watch::Receiver<Option<kube::Client>>),
+    /// TokenReview + SubjectAccessReview against the connected cluster; until `serve` has
+    /// connected, every request is a 503 `auth_unavailable`, never let through.
+    Kube,
 }
 
-impl std::fmt::Debug for RenderAuth {
+/// The cluster the operator talks to: the controller's client and the configuration it was
+/// built from (impersonating clients for validate/diff are derived from it).
+#[derive(Clone)]
+pub struct Cluster {
+    /// The controller's client.
+    pub client: kube::Client,
+    /// Its configuration.
+    pub config: kube::Config,
+}
+
+impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RenderAuth::None => f.write_str("RenderAuth::None"),
-            RenderAuth::Kube(_) => f.write_str("RenderAuth::Kube"),
-            RenderAuth::Pending(rx) => write!(
-                f,
-                "RenderAuth::Pending(connected: {})",
-                rx.borrow().is_some()
-            ),
-        }
+        f.debug_struct("Cluster")
+            .field("url", &self.config.cluster_url)
+            .finish_non_exhaustive()
     }
 }
+
+/// The cluster, published once `serve` has connected (`None` before).
+pub type ClusterRx = tokio::sync::watch::Receiver<Option<Cluster>>;
 
 /// The caller, as the TokenReview saw it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -136,29 +141,22 @@ pub fn bearer_token(header: Option<&str>) -> Result<&str, AuthError> {
 }
 
 impl RenderAuth {
-    /// Authenticates `authorization` (the header value) and authorises a render in `namespace`.
+    /// Authenticates `authorization` (the header value) and authorises a render in `namespace`
+    /// against `cluster`. With [`RenderAuth::None`] the caller is `None` (nobody checked).
     pub async fn check(
         &self,
+        cluster: Option<&Cluster>,
         authorization: Option<&str>,
         namespace: &str,
-    ) -> Result<Caller, AuthError> {
-        let client = match self {
-            RenderAuth::None => {
-                return Ok(Caller {
-                    username: "system:anonymous".to_string(),
-                    ..Caller::default()
-                })
-            }
-            RenderAuth::Kube(client) => client.clone(),
-            RenderAuth::Pending(rx) => {
-                let current = rx.borrow().clone();
-                current.ok_or(AuthError::NotConnected)?
-            }
-        };
+    ) -> Result<Option<Caller>, AuthError> {
+        if *self == RenderAuth::None {
+            return Ok(None);
+        }
+        let client = &cluster.ok_or(AuthError::NotConnected)?.client;
         let token = bearer_token(authorization)?;
-        let caller = authenticate(&client, token).await?;
-        authorize(&client, &caller, namespace).await?;
-        Ok(caller)
+        let caller = authenticate(client, token).await?;
+        authorize(client, &caller, namespace).await?;
+        Ok(Some(caller))
     }
 }
 
@@ -260,12 +258,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_pending_client_refuses_until_it_is_published() {
-        let (_tx, rx) = tokio::sync::watch::channel(None);
-        let auth = RenderAuth::Pending(rx);
-        let err = auth.check(Some("Bearer t"), "ns").await.unwrap_err();
+    async fn without_a_cluster_kube_auth_refuses_and_none_lets_through() {
+        let err = RenderAuth::Kube
+            .check(None, Some("Bearer t"), "ns")
+            .await
+            .unwrap_err();
         assert!(matches!(err, AuthError::NotConnected), "{err:?}");
-        assert!(RenderAuth::None.check(None, "ns").await.is_ok());
+        assert_eq!(
+            RenderAuth::None.check(None, None, "ns").await.unwrap(),
+            None
+        );
     }
 
     #[test]

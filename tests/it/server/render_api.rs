@@ -19,7 +19,8 @@ use opm_operator::kernel::{
     RenderResult, RenderedObject, SourcePos,
 };
 use opm_operator::platform::{Generated, PackageIdentity, SkewPolicy, Store};
-use opm_operator::server::render_api::{auth::RenderAuth, RenderBackend};
+use opm_operator::server::render_api::auth::{Cluster, RenderAuth};
+use opm_operator::server::render_api::RenderBackend;
 use opm_operator::server::Settings;
 use serde_json::{json, Value};
 
@@ -119,7 +120,7 @@ fn record(generation: i64) -> Generated<BuiltPlatform> {
 }
 
 struct Fixture {
-    _emu: Emulator,
+    emu: Emulator,
     server: TestServer,
     store: Store<BuiltPlatform>,
     kernel: Arc<Scripted>,
@@ -144,6 +145,12 @@ async fn fixture(timeout: Duration, with_platform: bool) -> Fixture {
         },
     );
     let admin = emu.client().unwrap();
+    let crds_api: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(admin.clone());
+    for crd in crds::all_crds() {
+        crds_api.create(&PostParams::default(), &crd).await.unwrap();
+    }
     let role = Role {
         metadata: kube::api::ObjectMeta {
             name: Some("opm-render".into()),
@@ -201,10 +208,15 @@ async fn fixture(timeout: Duration, with_platform: bool) -> Fixture {
     }
     let kernel = Arc::new(Scripted::default());
     let mut settings = Settings::loopback();
+    let (_, cluster) = tokio::sync::watch::channel(Some(Cluster {
+        client: admin,
+        config: emu.config().unwrap(),
+    }));
     settings.render = Some(RenderBackend::new(
         store.clone(),
         kernel.clone(),
-        RenderAuth::Kube(admin),
+        RenderAuth::Kube,
+        cluster,
         timeout,
         2,
     ));
@@ -214,7 +226,7 @@ async fn fixture(timeout: Duration, with_platform: bool) -> Fixture {
     })
     .await;
     Fixture {
-        _emu: emu,
+        emu,
         server,
         store,
         kernel,
@@ -412,16 +424,6 @@ async fn bad_requests_are_400_or_413_and_render_nothing() {
         .await;
     assert_eq!(r.status, 413);
     assert_eq!(r.error_code(), "payload_too_large");
-    let r = f
-        .render(
-            "team-a",
-            Some("alice-token"),
-            &json!({"mode": "validate", "name": "demo",
-                    "module": {"path": "a.b/c@v0", "version": "1.0.0"}}),
-        )
-        .await;
-    assert_eq!(r.status, 501);
-    assert_eq!(r.error_code(), "not_implemented");
     assert_eq!(f.kernel.calls.load(Ordering::SeqCst), 0);
 }
 
@@ -491,4 +493,236 @@ async fn a_server_without_a_render_backend_answers_503() {
         .await;
     assert_eq!(r.status, 503);
     assert_eq!(r.error_code(), "render_unavailable");
+}
+
+/// Grants alice `verbs` on ConfigMaps in team-a.
+async fn grant_configmaps(f: &Fixture, verbs: &[&str]) {
+    let admin = f.emu.client().unwrap();
+    let role = Role {
+        metadata: kube::api::ObjectMeta {
+            name: Some("configmaps".into()),
+            namespace: Some("team-a".into()),
+            ..Default::default()
+        },
+        rules: Some(vec![PolicyRule {
+            api_groups: Some(vec!["".into()]),
+            resources: Some(vec!["configmaps".into()]),
+            verbs: verbs.iter().map(|v| v.to_string()).collect(),
+            ..Default::default()
+        }]),
+    };
+    Api::<Role>::namespaced(admin.clone(), "team-a")
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let binding = RoleBinding {
+        metadata: kube::api::ObjectMeta {
+            name: Some("alice-configmaps".into()),
+            namespace: Some("team-a".into()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "Role".into(),
+            name: "configmaps".into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "User".into(),
+            name: "alice".into(),
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            ..Default::default()
+        }]),
+    };
+    Api::<RoleBinding>::namespaced(admin, "team-a")
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+}
+
+fn mode(mode: &str, values: Value) -> Value {
+    let mut r = request(values);
+    r["mode"] = json!(mode);
+    r
+}
+
+#[tokio::test]
+async fn validate_dry_runs_as_the_caller_and_reports_what_they_may_not_create() {
+    let f = fixture(Duration::from_secs(10), true).await;
+    // alice may render in team-a but not create ConfigMaps there.
+    let r = f
+        .render("team-a", Some("alice-token"), &mode("validate", json!({})))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["mode"], "validate");
+    let res = &v["results"][0];
+    assert_eq!(
+        res["object"],
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "namespace": "team-a", "name": "demo"})
+    );
+    assert_eq!(res["result"], "error", "{v}");
+    assert_eq!(res["error"]["reason"], "forbidden", "{v}");
+    assert!(
+        res["error"]["message"].as_str().unwrap().contains("alice"),
+        "{v}"
+    );
+    // Nothing was created by the dry-run.
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(f.emu.client().unwrap(), "team-a");
+    assert!(cms.get_opt("demo").await.unwrap().is_none());
+
+    grant_configmaps(&f, &["get", "create", "patch"]).await;
+    let r = f
+        .render("team-a", Some("alice-token"), &mode("validate", json!({})))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["results"][0]["result"], "create", "{v}");
+    assert!(v["results"][0].get("error").is_none());
+    assert!(v.get("prune").is_none(), "validate lists no prune set");
+    assert!(
+        cms.get_opt("demo").await.unwrap().is_none(),
+        "still a dry-run"
+    );
+}
+
+#[tokio::test]
+async fn diff_shows_unchanged_after_apply_then_the_patch_and_the_prune_set() {
+    let f = fixture(Duration::from_secs(10), true).await;
+    grant_configmaps(&f, &["get", "create", "patch"]).await;
+    let admin = f.emu.client().unwrap();
+    // Apply what the render produces, as the operator would (field manager opm-controller).
+    let rendered = f
+        .render(
+            "team-a",
+            Some("alice-token"),
+            &request(json!({"replicas": 1})),
+        )
+        .await
+        .json();
+    let object = rendered["objects"][0]["object"].clone();
+    let engine = opm_operator::apply::Engine::new(admin.clone(), Default::default());
+    engine
+        .apply_all_staged(&[object], &Default::default())
+        .await
+        .unwrap();
+    // An instance whose inventory also holds an object the render no longer produces.
+    let mis: Api<crds::ModuleInstance> = Api::namespaced(admin.clone(), "team-a");
+    mis.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "apiVersion": "opmodel.dev/v1alpha1", "kind": "ModuleInstance",
+            "metadata": {"name": "demo", "namespace": "team-a"},
+            "spec": {"module": {"path": "fixtures.test/modules/demo@v0", "version": "v0.1.0"}}
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    mis.patch_status(
+        "demo",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"status": {"inventory": {"revision": 1, "count": 2, "entries": [
+            {"kind": "ConfigMap", "namespace": "team-a", "name": "demo", "v": "v1", "component": "config"},
+            {"kind": "ConfigMap", "namespace": "team-a", "name": "old", "v": "v1", "component": "legacy"}
+        ]}}})),
+    )
+    .await
+    .unwrap();
+    // alice may not read ModuleInstances: the prune set cannot be computed as her.
+    let r = f
+        .render(
+            "team-a",
+            Some("alice-token"),
+            &mode("diff", json!({"replicas": 1})),
+        )
+        .await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(r.error_code(), "forbidden");
+    let role: Api<Role> = Api::namespaced(admin.clone(), "team-a");
+    role.patch(
+        "opm-render",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"rules": [
+            {"apiGroups": ["opmodel.dev"], "resources": ["moduleinstances/render"], "verbs": ["create"]},
+            {"apiGroups": ["opmodel.dev"], "resources": ["moduleinstances"], "verbs": ["get"]}
+        ]})),
+    )
+    .await
+    .unwrap();
+
+    let r = f
+        .render(
+            "team-a",
+            Some("alice-token"),
+            &mode("diff", json!({"replicas": 1})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["results"][0]["result"], "unchanged", "{v}");
+    assert!(v["results"][0].get("patch").is_none());
+    assert_eq!(
+        v["prune"],
+        json!([{"kind": "ConfigMap", "namespace": "team-a", "name": "old", "v": "v1", "component": "legacy"}])
+    );
+
+    // A values change: the same object, updated, with the patch of what changes.
+    let r = f
+        .render(
+            "team-a",
+            Some("alice-token"),
+            &mode("diff", json!({"replicas": 3})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["results"][0]["result"], "update", "{v}");
+    assert_eq!(
+        v["results"][0]["patch"],
+        json!([{"op": "replace", "path": "/data/values", "value": "{\"replicas\":3}"}]),
+        "{v}"
+    );
+    // Still a preview: the live object is unchanged.
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(admin, "team-a");
+    let live = cms.get("demo").await.unwrap();
+    assert_eq!(live.data.unwrap()["values"], r#"{"replicas":1}"#);
+}
+
+#[tokio::test]
+async fn previews_without_a_cluster_connection_are_503() {
+    let store = Store::new();
+    store.set_generated(record(1));
+    let (_tx, cluster) = tokio::sync::watch::channel(None);
+    let mut settings = Settings::loopback();
+    settings.render = Some(RenderBackend::new(
+        store,
+        Arc::new(Scripted::default()),
+        RenderAuth::None,
+        cluster,
+        Duration::from_secs(5),
+        1,
+    ));
+    let server = TestServer::start_with(Options {
+        settings,
+        ..Options::default()
+    })
+    .await;
+    let post = |body: Value| {
+        let server = &server;
+        async move {
+            server
+                .post(
+                    "/v1/namespaces/team-a/render",
+                    serde_json::to_vec(&body).unwrap(),
+                )
+                .await
+        }
+    };
+    // Auth off (dev): a plain render works with no cluster at all.
+    let r = post(request(json!({}))).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = post(mode("diff", json!({}))).await;
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.error_code(), "cluster_unavailable");
 }
