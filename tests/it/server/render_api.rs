@@ -151,19 +151,6 @@ async fn fixture(timeout: Duration, with_platform: bool) -> Fixture {
     for crd in crds::all_crds() {
         crds_api.create(&PostParams::default(), &crd).await.unwrap();
     }
-    let role = Role {
-        metadata: kube::api::ObjectMeta {
-            name: Some("opm-render".into()),
-            namespace: Some("team-a".into()),
-            ..Default::default()
-        },
-        rules: Some(vec![PolicyRule {
-            api_groups: Some(vec!["opmodel.dev".into()]),
-            resources: Some(vec!["moduleinstances/render".into()]),
-            verbs: vec!["create".into()],
-            ..Default::default()
-        }]),
-    };
     let ns = k8s_openapi::api::core::v1::Namespace {
         metadata: kube::api::ObjectMeta {
             name: Some("team-a".into()),
@@ -175,32 +162,13 @@ async fn fixture(timeout: Duration, with_platform: bool) -> Fixture {
         .create(&PostParams::default(), &ns)
         .await
         .unwrap();
-    Api::<Role>::namespaced(admin.clone(), "team-a")
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    let binding = RoleBinding {
-        metadata: kube::api::ObjectMeta {
-            name: Some("devs-render".into()),
-            namespace: Some("team-a".into()),
-            ..Default::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "Role".into(),
-            name: "opm-render".into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "Group".into(),
-            name: "devs".into(),
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            ..Default::default()
-        }]),
-    };
-    Api::<RoleBinding>::namespaced(admin.clone(), "team-a")
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
+    bind_role(
+        &admin,
+        "opm-render",
+        ("opmodel.dev", "moduleinstances/render", &["create"]),
+        ("Group", "devs"),
+    )
+    .await;
 
     let store = Store::new();
     if with_platform {
@@ -495,18 +463,23 @@ async fn a_server_without_a_render_backend_answers_503() {
     assert_eq!(r.error_code(), "render_unavailable");
 }
 
-/// Grants alice `verbs` on ConfigMaps in team-a.
-async fn grant_configmaps(f: &Fixture, verbs: &[&str]) {
-    let admin = f.emu.client().unwrap();
+/// Creates Role `name` in team-a with one rule (api group, resource, verbs) and binds it to
+/// `subject` (kind, name).
+async fn bind_role(
+    admin: &kube::Client,
+    name: &str,
+    (group, resource, verbs): (&str, &str, &[&str]),
+    (kind, subject): (&str, &str),
+) {
     let role = Role {
         metadata: kube::api::ObjectMeta {
-            name: Some("configmaps".into()),
+            name: Some(name.into()),
             namespace: Some("team-a".into()),
             ..Default::default()
         },
         rules: Some(vec![PolicyRule {
-            api_groups: Some(vec!["".into()]),
-            resources: Some(vec!["configmaps".into()]),
+            api_groups: Some(vec![group.into()]),
+            resources: Some(vec![resource.into()]),
             verbs: verbs.iter().map(|v| v.to_string()).collect(),
             ..Default::default()
         }]),
@@ -517,26 +490,38 @@ async fn grant_configmaps(f: &Fixture, verbs: &[&str]) {
         .unwrap();
     let binding = RoleBinding {
         metadata: kube::api::ObjectMeta {
-            name: Some("alice-configmaps".into()),
+            name: Some(format!("{name}-{}", subject.to_lowercase())),
             namespace: Some("team-a".into()),
             ..Default::default()
         },
         role_ref: RoleRef {
             api_group: Some("rbac.authorization.k8s.io".into()),
             kind: "Role".into(),
-            name: "configmaps".into(),
+            name: name.into(),
         },
         subjects: Some(vec![Subject {
-            kind: "User".into(),
-            name: "alice".into(),
+            kind: kind.into(),
+            name: subject.into(),
             api_group: Some("rbac.authorization.k8s.io".into()),
             ..Default::default()
         }]),
     };
-    Api::<RoleBinding>::namespaced(admin, "team-a")
+    Api::<RoleBinding>::namespaced(admin.clone(), "team-a")
         .create(&PostParams::default(), &binding)
         .await
         .unwrap();
+}
+
+/// Grants alice `verbs` on ConfigMaps in team-a.
+async fn grant_configmaps(f: &Fixture, verbs: &[&str]) {
+    let admin = f.emu.client().unwrap();
+    bind_role(
+        &admin,
+        "configmaps",
+        ("", "configmaps", verbs),
+        ("User", "alice"),
+    )
+    .await;
 }
 
 fn mode(mode: &str, values: Value) -> Value {
