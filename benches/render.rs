@@ -162,7 +162,9 @@ fn main() {
     let mut times = Vec::new();
     for _ in 0..10 {
         let t = Instant::now();
-        let r = renderer.render(&demo, &p, SkewPolicy::Warn).unwrap();
+        let r = renderer
+            .render(&demo, &p, SkewPolicy::Warn)
+            .unwrap_or_else(|e| panic!("demo: {}", opm_operator::kernel::KernelError::from(e)));
         times.push(t.elapsed());
         assert_eq!(r.objects.len(), 3);
     }
@@ -176,7 +178,9 @@ fn main() {
         namespace: "prod".into(),
         path: "fixtures.test/modules/big@v0".into(),
         version: "v0.1.0".into(),
-        values: None,
+        // Concrete values: the module's defaults collide with the catalog's (`*"1.0.0"` vs
+        // `*"latest"`, `*2` vs `*1`), which CUE resolves to no default at all.
+        values: Some(serde_json::json!({"tag": "1.0.0", "replicas": 2})),
     };
     let mut times = Vec::new();
     let mut objects = 0;
@@ -184,7 +188,7 @@ fn main() {
         let t = Instant::now();
         let r = renderer
             .render(&bigreq, &p, SkewPolicy::Warn)
-            .unwrap_or_else(|e| panic!("big: {e}"));
+            .unwrap_or_else(|e| panic!("big: {}", opm_operator::kernel::KernelError::from(e)));
         times.push(t.elapsed());
         objects = r.objects.len();
     }

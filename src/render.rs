@@ -207,16 +207,30 @@ impl Renderer {
         // Shape gate and identity.
         let module = root
             .lookup_path(&Path::new(vec![def("#module")]))
-            .ok_or_else(|| Error::Shape {
-                coordinate: coord.clone(),
-                message: "the root package is missing".into(),
+            .ok_or_else(|| {
+                limit_or(
+                    rt,
+                    root,
+                    &coord,
+                    Error::Shape {
+                        coordinate: coord.clone(),
+                        message: "the root package is missing".into(),
+                    },
+                )
             })?;
         let text = |p: &[&str]| -> Result<String, Error> {
             let path = Path::new(p.iter().map(|s| field(s)).collect());
             let shown = p.join(".");
-            let v = module.lookup_path(&path).ok_or_else(|| Error::Shape {
-                coordinate: coord.clone(),
-                message: format!("{shown} is missing"),
+            let v = module.lookup_path(&path).ok_or_else(|| {
+                limit_or(
+                    rt,
+                    root,
+                    &coord,
+                    Error::Shape {
+                        coordinate: coord.clone(),
+                        message: format!("{shown} is missing"),
+                    },
+                )
             })?;
             match v.to_json_value() {
                 Ok(serde_json::Value::String(s)) => Ok(s),
@@ -317,9 +331,16 @@ impl Renderer {
         // Instance concreteness, values first.
         let instance = root
             .lookup_path(&Path::new(vec![def("#instance")]))
-            .ok_or_else(|| Error::Instance {
-                coordinate: coord.clone(),
-                problems: Vec::new(),
+            .ok_or_else(|| {
+                limit_or(
+                    rt,
+                    root,
+                    &coord,
+                    Error::Instance {
+                        coordinate: coord.clone(),
+                        problems: Vec::new(),
+                    },
+                )
             })?;
         if let Err(d) = instance.validate(true) {
             let problems = problems_of(rt, &d);
@@ -352,9 +373,16 @@ impl Renderer {
         }
         let meta: InstanceMeta = instance
             .lookup_path(&Path::new(vec![field("metadata")]))
-            .ok_or_else(|| Error::Instance {
-                coordinate: coord.clone(),
-                problems: Vec::new(),
+            .ok_or_else(|| {
+                limit_or(
+                    rt,
+                    root,
+                    &coord,
+                    Error::Instance {
+                        coordinate: coord.clone(),
+                        problems: Vec::new(),
+                    },
+                )
             })?
             .decode()
             .map_err(|e| Error::Instance {
@@ -371,16 +399,30 @@ impl Renderer {
         // Match.
         let comps_v = instance
             .lookup_path(&Path::new(vec![field("components")]))
-            .ok_or_else(|| Error::Instance {
-                coordinate: coord.clone(),
-                problems: Vec::new(),
+            .ok_or_else(|| {
+                limit_or(
+                    rt,
+                    root,
+                    &coord,
+                    Error::Instance {
+                        coordinate: coord.clone(),
+                        problems: Vec::new(),
+                    },
+                )
             })?;
         let composed = root
             .lookup_path(&Path::new(vec![def("#transformers")]))
-            .ok_or_else(|| Error::Platform {
-                dir: platform.dir.display().to_string(),
-                message: "the platform has no #composedTransformers".into(),
-                problems: Vec::new(),
+            .ok_or_else(|| {
+                limit_or(
+                    rt,
+                    root,
+                    &coord,
+                    Error::Platform {
+                        dir: platform.dir.display().to_string(),
+                        message: "the platform has no #composedTransformers".into(),
+                        problems: Vec::new(),
+                    },
+                )
             })?;
         let comps = matcher::components(&comps_v);
         let tfs = matcher::transformers(&composed);
@@ -412,9 +454,16 @@ impl Renderer {
             let cm: ComponentMeta = c
                 .value
                 .lookup_path(&Path::new(vec![field("metadata")]))
-                .ok_or_else(|| Error::Instance {
-                    coordinate: coord.clone(),
-                    problems: Vec::new(),
+                .ok_or_else(|| {
+                    limit_or(
+                        rt,
+                        root,
+                        &coord,
+                        Error::Instance {
+                            coordinate: coord.clone(),
+                            problems: Vec::new(),
+                        },
+                    )
                 })?
                 .decode()
                 .map_err(|e| Error::Instance {
@@ -569,6 +618,18 @@ impl PackageRenderer for Renderer {
         skew: SkewPolicy,
     ) -> Result<RenderResult, KernelError> {
         Renderer::render_package(self, dir, platform, skew).map_err(KernelError::from)
+    }
+}
+
+/// `err`, unless the build has hit an evaluation limit (a lookup finds nothing once the step or
+/// time budget is spent): then [`Error::Limit`].
+fn limit_or(rt: &Runtime, root: &Value, coordinate: &str, err: Error) -> Error {
+    match root.validate(false) {
+        Err(d) if d.iter().any(|x| x.code == cue::DiagCode::Limit) => Error::Limit {
+            coordinate: coordinate.to_string(),
+            problems: problems_of(rt, &d),
+        },
+        _ => err,
     }
 }
 

@@ -10,13 +10,13 @@
 //! - **Skew** compares, per path, the module's own requirement with the platform's tidied list
 //!   (never the promoted list): a module requirement newer than the platform's pin is a finding
 //!   (Warn: a warning; Refuse: an error); an older one is plain data.
-//! - Module-file reading and writing goes through this file only (`registry::modfile` today), so it
-//!   is one place to rewire when the module-file code moves into `cue::module`.
+//! - Module-file reading and writing goes through this file only (`cue::module::ModuleFile`), so
+//!   it is the one place to rewire if the module-file code moves again.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use crate::registry::modfile::{Dep, ModuleFile};
+use cue::module::{Dep, ModuleFile, SourceKind};
 
 /// A module file as the render needs it.
 pub type ModFile = ModuleFile;
@@ -70,7 +70,7 @@ pub fn promote(
             .language_version
             .clone()
             .or_else(|| Some("v0.17.0".to_string())),
-        source: Some(cue::module::SourceKind::SelfFiles),
+        source: Some(SourceKind::SelfFiles),
         deps,
     }
 }

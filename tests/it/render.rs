@@ -610,3 +610,43 @@ fn an_exceeded_evaluation_limit_is_a_timeout() {
         );
     }
 }
+
+#[test]
+fn a_generated_and_built_platform_renders_the_demo_exactly() {
+    use opm_operator::kernel::{PlatformBuilder as _, PlatformEntry, PlatformInput};
+    use opm_operator::platform::{
+        Generator, Layout, PackageIdentity, PlatformKernel, RegistryShape,
+    };
+    let reg = DistRegistry::start();
+    publish_all(&["--registry", &reg.mapping()]);
+    let c = Arc::new(client(&reg));
+    let kernel = PlatformKernel::new(
+        c.clone(),
+        Generator::new(
+            "fixtures.test/core@v0",
+            "v0.1.0",
+            RegistryShape::CatalogEntry,
+        ),
+        cue::Config::default(),
+    );
+    let files = kernel
+        .generate(&PlatformInput {
+            platform_type: "kubernetes".into(),
+            entries: vec![PlatformEntry {
+                path: "fixtures.test/catalogs/mini@v0".into(),
+                version: "0.1.0".into(),
+                enable: true,
+            }],
+        })
+        .unwrap_or_else(|e| panic!("generate: {e}"));
+    let root = tempfile::tempdir().unwrap();
+    let dir = Layout::new(root.path())
+        .unwrap()
+        .write(&PackageIdentity::unclaimed(1).unwrap(), &files)
+        .unwrap();
+    let built = kernel.build(&dir).unwrap_or_else(|e| panic!("build: {e}"));
+    assert_eq!(built.transformers, [CONFIGMAP_TF, DEPLOYMENT_TF]);
+    let r = renderer(client(&reg));
+    let got = ok(&r, &request("demo", Some(values("valid.json"))), &built);
+    assert_eq!(without_digest(&got), expected());
+}
