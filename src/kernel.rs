@@ -69,6 +69,27 @@ pub struct Problem {
     pub positions: Vec<SourcePos>,
 }
 
+impl From<cue::DiagnosticReport> for Problem {
+    /// A CUE diagnostic as a problem: its path and message, the primary position first, then the
+    /// related ones (both sides of a conflict).
+    fn from(r: cue::DiagnosticReport) -> Self {
+        Problem {
+            path: r.path,
+            message: r.message,
+            positions: r
+                .primary
+                .into_iter()
+                .chain(r.related)
+                .map(|p| SourcePos {
+                    file: p.file,
+                    line: u32::try_from(p.line).unwrap_or(u32::MAX),
+                    column: u32::try_from(p.column).unwrap_or(u32::MAX),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// A kernel error: a class, a message naming the coordinate / component / transformer /
 /// `values.<path>` it is about, and the structured problems behind it.
 #[derive(Debug, Clone, PartialEq, Eq)]

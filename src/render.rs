@@ -53,7 +53,7 @@ pub use error::{Demand, DemandReason, Error, IdentityField, PairFailure};
 
 use crate::kernel::{
     BuiltPlatform, InstanceRef, KernelError, ModuleRenderer, ModuleRequest, PackageRenderer,
-    Problem, RenderResult, RenderedObject, SourcePos, RUNTIME_NAME,
+    Problem, RenderResult, RenderedObject, RUNTIME_NAME,
 };
 use crate::platform::SkewPolicy;
 
@@ -76,23 +76,7 @@ impl std::fmt::Debug for Renderer {
 
 /// Diagnostics as [`Problem`]s with resolved positions.
 pub(crate) fn problems_of(rt: &Runtime, diags: &[Diagnostic]) -> Vec<Problem> {
-    rt.reports(diags)
-        .into_iter()
-        .map(|r| Problem {
-            path: r.path,
-            message: r.message,
-            positions: r
-                .primary
-                .into_iter()
-                .chain(r.related)
-                .map(|p| SourcePos {
-                    file: p.file,
-                    line: u32::try_from(p.line).unwrap_or(u32::MAX),
-                    column: u32::try_from(p.column).unwrap_or(u32::MAX),
-                })
-                .collect(),
-        })
-        .collect()
+    rt.reports(diags).into_iter().map(Problem::from).collect()
 }
 
 fn def(name: &str) -> Selector {

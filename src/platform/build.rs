@@ -55,7 +55,7 @@ use super::contracts::{self, EntryFacts, TransformerFacts};
 use super::generate::{Generator, RegistryShape, MODULE_FILE};
 use crate::kernel::{
     AcquireError, BuiltPlatform, CatalogAcquirer, CatalogInfo, ErrorClass, KernelError,
-    PlatformBuilder, PlatformInput, Problem, SourcePos,
+    PlatformBuilder, PlatformInput, Problem,
 };
 
 /// A registry the platform kernel can use: full module fetches for builds, module files for the
@@ -222,23 +222,7 @@ fn diag_error(rt: &Runtime, what: &str, diags: &[Diagnostic]) -> KernelError {
             }
         })
         .collect();
-    let problems = reports
-        .into_iter()
-        .map(|r| Problem {
-            path: r.path,
-            message: r.message,
-            positions: r
-                .primary
-                .into_iter()
-                .chain(r.related)
-                .map(|p| SourcePos {
-                    file: p.file,
-                    line: u32::try_from(p.line).unwrap_or(u32::MAX),
-                    column: u32::try_from(p.column).unwrap_or(u32::MAX),
-                })
-                .collect(),
-        })
-        .collect();
+    let problems = reports.into_iter().map(Problem::from).collect();
     KernelError {
         class: ErrorClass::Other,
         message: format!("{what}: {}", summary.join("; ")),
