@@ -5,7 +5,7 @@
 //! What it emulates, and every known difference from a real apiserver, is listed in the crate's
 //! README.md. Module map: `server` (HTTP, auth, watch), `ops` (verbs), `state` (store, history,
 //! store controllers), `ssa`/`fieldset` (managedFields), `patch`, `schema` (CRD structural
-//! schemas), `selector`, `rbac`, `admission`, `discovery`, `resources`, `fault` (request-fault injection for tests).
+//! schemas), `selector`, `rbac`, `admission`, `discovery`, `resources`, `table` (server-side printing), `fault` (request-fault injection for tests).
 
 pub mod admission;
 pub mod api_error;
@@ -22,6 +22,7 @@ pub mod selector;
 pub mod server;
 pub mod ssa;
 pub mod state;
+pub mod table;
 pub mod timefmt;
 mod tls;
 

@@ -30,6 +30,7 @@ use crate::ops::{self, Query, Req, Target};
 use crate::rbac::{self, Attributes, UserInfo};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::state::{Event, EventType, State};
+use crate::table;
 use crate::Shared;
 
 fn json_response(code: u16, v: &Value) -> Response {
@@ -324,6 +325,11 @@ async fn route(
         "delete" => ops::delete(sh, &t, &r, parse_body(&body)?).await?,
         _ => ops::delete_collection(sh, &t, &r, parse_body(&body)?).await?,
     };
+    if matches!(verb, "get" | "list") && t.sub.is_empty() && table::wants_table(accept) {
+        let include = r.q.get("includeObject").unwrap_or("PartialObjectMetadata");
+        let st = sh.state.lock();
+        return Ok(json_response(code, &table::to_table(&st, &t, &v, include)));
+    }
     if partial && matches!(verb, "get" | "list") {
         return Ok(json_response(code, &partial_metadata(&v)));
     }

@@ -279,3 +279,94 @@ async fn kubectl_over_https() {
     assert!(out.contains("configmap/c created"), "{out}");
     emu.shutdown().await;
 }
+
+/// An emulator with the operator's own CRDs (`crds::all_crds()`) installed through kubectl,
+/// and a kubectl bound to it.
+async fn with_operator_crds() -> (kube_emu::Emulator, Kubectl, tempfile::TempDir) {
+    let tmp = tempfile::tempdir().unwrap();
+    let emu = start().await;
+    std::fs::write(tmp.path().join("kubeconfig"), emu.kubeconfig_yaml()).unwrap();
+    let k = Kubectl {
+        bin: find_kubectl(),
+        dir: Path::new(tmp.path()).to_path_buf(),
+    };
+    let crds: Vec<Value> = crds::all_crds()
+        .iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .collect();
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": crds});
+    let f = k.file("crds.json", &list.to_string());
+    k.ok(&["apply", "-f", &f]).await;
+    (emu, k, tmp)
+}
+
+const MODULE_INSTANCE: &str = "apiVersion: opmodel.dev/v1alpha1
+kind: ModuleInstance
+metadata:
+  name: web
+  namespace: team-a
+spec:
+  module:
+    path: opmodel.dev/modules/web@v0
+    version: v0.1.0
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_prints_the_crd_printer_columns() {
+    let (emu, k, _tmp) = with_operator_crds().await;
+    k.ok(&["create", "namespace", "team-a"]).await;
+    let f = k.file("mi.yaml", MODULE_INSTANCE);
+    k.ok(&["apply", "-f", &f]).await;
+
+    // Before any status: READY is blank (a null cell, as the apiserver answers for a JSONPath
+    // that selects nothing).
+    let out = k.ok(&["get", "mi", "-A"]).await;
+    let mut lines = out.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAMESPACE", "NAME", "READY", "MODULE", "VERSION", "AGE"],
+        "{out}"
+    );
+    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        &row[..4],
+        ["team-a", "web", "opmodel.dev/modules/web@v0", "v0.1.0"],
+        "{out}"
+    );
+    assert_eq!(row.len(), 5, "{out}");
+    assert!(row[4].ends_with('s'), "AGE is a duration: {out}");
+
+    // A Ready condition shows up through the JSONPath filter column.
+    let api: Api<crds::ModuleInstance> = Api::namespaced(emu.client().unwrap(), "team-a");
+    let status = json!({"status": {"conditions": [
+        {"type": "Reconciling", "status": "False", "reason": "Done", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        {"type": "Ready", "status": "True", "reason": "Applied", "message": "ok", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    ]}});
+    api.patch_status("web", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    let out = k
+        .ok(&["get", "moduleinstance", "web", "-n", "team-a"])
+        .await;
+    let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(
+        &row[..4],
+        ["web", "True", "opmodel.dev/modules/web@v0", "v0.1.0"],
+        "{out}"
+    );
+
+    // The priority-1 RETRY column only in wide output.
+    let wide = k.ok(&["get", "mi", "-n", "team-a", "-o", "wide"]).await;
+    assert!(wide.lines().next().unwrap().contains("RETRY"), "{wide}");
+
+    // Built-in kinds: NAME and AGE.
+    let out = k.ok(&["get", "namespaces"]).await;
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "AGE"], "{out}");
+    assert!(out.contains("team-a"), "{out}");
+
+    // -o json still returns the objects themselves.
+    let v = k.json(&["get", "mi", "-A"]).await;
+    assert_eq!(v["items"][0]["spec"]["module"]["version"], "v0.1.0");
+}
