@@ -5,10 +5,11 @@
 //! What it emulates, and every known difference from a real apiserver, is listed in the crate's
 //! README.md. Module map: `server` (HTTP, auth, watch), `ops` (verbs), `state` (store, history,
 //! store controllers), `ssa`/`fieldset` (managedFields), `patch`, `schema` (CRD structural
-//! schemas), `selector`, `rbac`, `admission`, `discovery`, `resources`, `table` (server-side printing), `fault` (request-fault injection for tests).
+//! schemas), `cel` (CRD validation rules), `selector`, `rbac`, `admission`, `discovery`, `resources`, `table` (server-side printing), `fault` (request-fault injection for tests).
 
 pub mod admission;
 pub mod api_error;
+pub mod cel;
 pub mod discovery;
 pub mod error;
 pub mod fault;

@@ -370,3 +370,55 @@ async fn kubectl_get_prints_the_crd_printer_columns() {
     let v = k.json(&["get", "mi", "-A"]).await;
     assert_eq!(v["items"][0]["spec"]["module"]["version"], "v0.1.0");
 }
+
+fn platform_yaml(name: &str) -> String {
+    format!("apiVersion: opmodel.dev/v1alpha1\nkind: Platform\nmetadata:\n  name: {name}\nspec:\n  type: kubernetes\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_is_refused_by_the_crd_validation_rules() {
+    let (_emu, k, _tmp) = with_operator_crds().await;
+
+    // The Platform singleton rule: `self.metadata.name == 'cluster'`.
+    let other = k.file("other.yaml", &platform_yaml("other"));
+    let o = k.run(&["create", "-f", &other]).await;
+    assert!(
+        !o.ok,
+        "a Platform named other must be refused: {}",
+        o.stdout
+    );
+    assert!(
+        o.stderr.contains("The Platform \"other\" is invalid")
+            && o.stderr.contains(
+                "<nil>: Invalid value: \"object\": Platform is a cluster singleton; the only permitted name is 'cluster'"
+            ),
+        "{}",
+        o.stderr
+    );
+    let cluster = k.file("cluster.yaml", &platform_yaml("cluster"));
+    let out = k.ok(&["create", "-f", &cluster]).await;
+    assert!(
+        out.contains("platform.opmodel.dev/cluster created"),
+        "{out}"
+    );
+    // Updates of the accepted object still pass the rule.
+    k.ok(&["label", "platform", "cluster", "tier=dev"]).await;
+
+    // The TransformerRegistration naming rule: `self.metadata.name.contains('.')`.
+    let tr = |name: &str| {
+        format!(
+            "apiVersion: opmodel.dev/v1alpha1\nkind: TransformerRegistration\nmetadata:\n  name: {name}\nspec:\n  catalog: opmodel.dev/catalogs/k8up@v1\n  version: 1.0.0\n  provides: [a]\n  providerRef: {{namespace: team-a, name: k8up}}\n"
+        )
+    };
+    let bad = k.file("tr-bad.yaml", &tr("k8up"));
+    let o = k.run(&["create", "-f", &bad]).await;
+    assert!(!o.ok, "a registration without a dot must be refused");
+    assert!(
+        o.stderr
+            .contains("name must be the dot-joined <namespace>.<name> of the claiming instance"),
+        "{}",
+        o.stderr
+    );
+    let good = k.file("tr-good.yaml", &tr("team-a.k8up"));
+    k.ok(&["create", "-f", &good]).await;
+}
