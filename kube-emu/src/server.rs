@@ -26,6 +26,7 @@ use serde_json::{json, Value};
 
 use crate::api_error::{ApiError, ApiResult};
 use crate::discovery;
+use crate::openapi;
 use crate::ops::{self, Query, Req, Target};
 use crate::rbac::{self, Attributes, UserInfo};
 use crate::selector::{FieldSelector, LabelSelector};
@@ -212,18 +213,28 @@ async fn route(
             return Ok(Response::new(Body::from("ok")));
         }
         ["openapi", "v2"] | ["swagger.json"] => {
+            let st = sh.state.lock();
             if accept.contains("protobuf") {
                 return Ok(Response::builder()
                     .header(
                         "content-type",
                         "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
                     )
-                    .body(Body::from(discovery::openapi_v2_proto()))
+                    .body(Body::from(openapi::v2_proto(&st)))
                     .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()));
             }
-            return Ok(json_response(200, &discovery::openapi_v2_json()));
+            return Ok(json_response(200, &openapi::v2_json(&st)));
         }
-        ["openapi", "v3"] => return Ok(json_response(200, &discovery::openapi_v3_root())),
+        ["openapi", "v3"] => {
+            let st = sh.state.lock();
+            return Ok(json_response(200, &openapi::v3_root(&st)));
+        }
+        ["openapi", "v3", "apis", g, v] => {
+            let st = sh.state.lock();
+            return openapi::v3_group_version(&st, g, v)
+                .map(|d| json_response(200, &d))
+                .ok_or_else(|| ApiError::no_route(path));
+        }
         ["api"] => return Ok(json_response(200, &discovery::core_versions(&sh.addr))),
         ["apis"] => {
             let st = sh.state.lock();

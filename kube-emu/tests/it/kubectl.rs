@@ -422,3 +422,46 @@ async fn kubectl_create_is_refused_by_the_crd_validation_rules() {
     let good = k.file("tr-good.yaml", &tr("team-a.k8up"));
     k.ok(&["create", "-f", &good]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_explain_reads_the_crd_schemas() {
+    let (emu, k, _tmp) = with_operator_crds().await;
+
+    let out = k.ok(&["explain", "moduleinstance.spec"]).await;
+    assert!(out.contains("KIND:     ModuleInstance"), "{out}");
+    assert!(out.contains("VERSION:  opmodel.dev/v1alpha1"), "{out}");
+    assert!(out.contains("RESOURCE: spec <Object>"), "{out}");
+    assert!(out.contains("module\t<Object> -required-"), "{out}");
+    assert!(out.contains("The module to instantiate."), "{out}");
+    let out = k.ok(&["explain", "mi.spec.module.version"]).await;
+    assert!(out.contains("FIELD:    version <string>"), "{out}");
+    assert!(out.contains("Module version"), "{out}");
+    let out = k.ok(&["explain", "platform"]).await;
+    assert!(out.contains("KIND:     Platform"), "{out}");
+
+    // The v3 index and group-version document (what newer kubectl versions read).
+    let http = reqwest_free_get(&emu, "/openapi/v3").await;
+    let url = http["paths"]["apis/opmodel.dev/v1alpha1"]["serverRelativeURL"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let gv = reqwest_free_get(&emu, &url).await;
+    let mi = &gv["components"]["schemas"]["dev.opmodel.v1alpha1.ModuleInstance"];
+    assert_eq!(
+        mi["x-kubernetes-group-version-kind"][0]["kind"],
+        "ModuleInstance"
+    );
+    assert!(mi["properties"]["spec"]["properties"]["module"].is_object());
+
+    // Client-side validation now knows the CRDs and still accepts a valid object.
+    k.ok(&["create", "namespace", "team-a"]).await;
+    let f = k.file("mi.yaml", MODULE_INSTANCE);
+    k.ok(&["create", "-f", &f]).await;
+}
+
+/// GET of a raw path through kube-rs (JSON).
+async fn reqwest_free_get(emu: &kube_emu::Emulator, path: &str) -> Value {
+    let client = emu.client().unwrap();
+    let req = http::Request::get(path).body(Vec::new()).unwrap();
+    client.request::<Value>(req).await.unwrap()
+}
