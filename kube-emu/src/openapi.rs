@@ -11,7 +11,9 @@
 //!   the emulator does not publish).
 //! - v3 carries the structural schema as stored. v2 is the apiserver's lossy down-conversion in
 //!   the parts kubectl reads: a node with `x-kubernetes-preserve-unknown-fields` keeps only its
-//!   description (kubectl then accepts anything there), `nullable` drops the node's type,
+//!   description (an emulator choice: kubectl then accepts anything there), `nullable` drops
+//!   the node's `type`, `properties` and `items` and its entry in the parent's `required`, an
+//!   array without `items` loses its type,
 //!   `oneOf`/`anyOf`/`allOf`/`not` are dropped. The protobuf form encodes `description`, `type`,
 //!   `format`, `required`, `properties`, `items`, `additionalProperties` and the GVK extension.
 //! - Built-in kinds have no definitions: kubectl skips client-side validation for them and uses
@@ -91,10 +93,31 @@ fn to_v2(s: &Value) -> Value {
         }
         return Value::Object(out);
     }
+    let nullable = m.get("nullable") == Some(&Value::Bool(true));
     for (k, v) in m {
         match k.as_str() {
             "oneOf" | "anyOf" | "allOf" | "not" | "nullable" => {}
-            "type" if m.get("nullable") == Some(&Value::Bool(true)) => {}
+            // An untyped node must not carry properties or items (kubectl's parser rejects it).
+            "type" | "properties" | "items" if nullable => {}
+            // kubectl cannot parse an array without an item schema.
+            "type" if v == "array" && !m.get("items").is_some_and(Value::is_object) => {}
+            // A nullable property is not required in v2.
+            "required" => {
+                let props = m.get("properties");
+                let kept: Vec<Value> = v
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|r| {
+                        let p = r.as_str().and_then(|r| props.and_then(|p| p.get(r)));
+                        !p.is_some_and(|p| p.get("nullable") == Some(&Value::Bool(true)))
+                    })
+                    .cloned()
+                    .collect();
+                if !kept.is_empty() {
+                    out.insert(k.clone(), Value::Array(kept));
+                }
+            }
             "properties" => {
                 let props: Map<String, Value> = v
                     .as_object()
@@ -282,15 +305,15 @@ mod tests {
 
     #[test]
     fn v2_down_conversion() {
-        let s = json!({"type": "object", "properties": {
+        let s = json!({"type": "object", "required": ["maybe", "either"], "properties": {
             "values": {"type": "object", "description": "free", "x-kubernetes-preserve-unknown-fields": true,
                        "properties": {"a": {"type": "string"}}},
-            "maybe": {"type": "string", "nullable": true, "description": "n"},
+            "maybe": {"type": "object", "nullable": true, "description": "n", "properties": {"x": {"type": "string"}}},
             "either": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]},
         }});
         assert_eq!(
             to_v2(&s),
-            json!({"type": "object", "properties": {
+            json!({"type": "object", "required": ["either"], "properties": {
                 "values": {"description": "free"},
                 "maybe": {"description": "n"},
                 "either": {"x-kubernetes-int-or-string": true},

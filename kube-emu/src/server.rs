@@ -10,7 +10,8 @@
 //! sends one ERROR event with a 410 `Expired` Status when the version is older than the history
 //! window. Selectors filter the stream; an object entering or leaving the selection is
 //! ADDED/DELETED. `allowWatchBookmarks` adds periodic BOOKMARK events. `timeoutSeconds` ends the
-//! stream; so does emulator shutdown.
+//! stream; so does emulator shutdown. A watch asking for `as=Table` gets each event's object as
+//! a one-row Table (see `table`).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -321,7 +322,14 @@ async fn route(
     };
     let partial = accept.contains("as=PartialObjectMetadata");
     let (code, v) = match verb {
-        "watch" => return watch(sh.clone(), t, &r.q, partial),
+        "watch" => {
+            let printer = table::wants_table(accept).then(|| {
+                let st = sh.state.lock();
+                let include = r.q.get("includeObject").unwrap_or("PartialObjectMetadata");
+                table::Printer::new(&st, &t, include)
+            });
+            return watch(sh.clone(), t, &r.q, partial, printer);
+        }
         "list" => (200, ops::list(sh, &t, &r.q)?),
         "get" => (200, ops::get(sh, &t)?),
         "create" => ops::create(sh, &t, &r, parse_body(&body)?).await?,
@@ -478,6 +486,7 @@ fn event_line(etype: &str, obj: &Value) -> Bytes {
 
 struct Filter {
     partial: bool,
+    table: Option<table::Printer>,
     key: (String, String),
     ns: String,
     ls: LabelSelector,
@@ -508,7 +517,9 @@ impl Filter {
     }
 
     fn render(&self, etype: &str, o: &Value, t: &Target) -> Bytes {
-        if self.partial {
+        if let Some(p) = &self.table {
+            event_line(etype, &p.table(&ops::at_version(o, t)))
+        } else if self.partial {
             event_line(etype, &partial_metadata(o))
         } else {
             event_line(etype, &ops::at_version(o, t))
@@ -516,9 +527,16 @@ impl Filter {
     }
 }
 
-fn watch(sh: Arc<Shared>, t: Target, q: &Query, partial: bool) -> ApiResult<Response> {
+fn watch(
+    sh: Arc<Shared>,
+    t: Target,
+    q: &Query,
+    partial: bool,
+    table: Option<table::Printer>,
+) -> ApiResult<Response> {
     let filter = Filter {
         partial,
+        table,
         key: t.key(),
         ns: t.ns.clone(),
         ls: LabelSelector::parse(q.get("labelSelector").unwrap_or(""))?,

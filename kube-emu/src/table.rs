@@ -13,6 +13,7 @@
 //!   human-readable age of the timestamp (`5s`, `3m10s`, `2d4h`, like `duration.HumanDuration`).
 //!   Strings stay strings, integers/numbers/booleans stay JSON values, objects and lists are their
 //!   JSON text.
+//! - Watches asking for a Table get one Table (column definitions and one row) per event.
 //! - Each row carries the object per `includeObject`: `None`, `Object`, or (the default)
 //!   `PartialObjectMetadata`. The table's `metadata` is the list's (resourceVersion, continue).
 //!   An unsupported JSONPath is a `null` cell, never an error.
@@ -331,9 +332,36 @@ fn row_object(obj: &Value, include: &str) -> Value {
     }
 }
 
+/// The columns and row-object mode of one request, computed once (a watch reuses it for every
+/// event).
+#[derive(Debug, Clone)]
+pub struct Printer {
+    cols: Vec<Column>,
+    include_object: String,
+}
+
+impl Printer {
+    /// The printer for target `t` (`include_object`: `None`, `Object` or
+    /// `PartialObjectMetadata`).
+    pub fn new(st: &State, t: &Target, include_object: &str) -> Self {
+        Printer {
+            cols: columns(st, t),
+            include_object: include_object.to_string(),
+        }
+    }
+
+    /// The Table for a GET (one object), a LIST (`items`) or a watch event's object.
+    pub fn table(&self, v: &Value) -> Value {
+        build(&self.cols, v, &self.include_object)
+    }
+}
+
 /// The Table for a GET (one object) or LIST (`items`) answer `v` of target `t`.
 pub fn to_table(st: &State, t: &Target, v: &Value, include_object: &str) -> Value {
-    let cols = columns(st, t);
+    Printer::new(st, t, include_object).table(v)
+}
+
+fn build(cols: &[Column], v: &Value, include_object: &str) -> Value {
     let now = now_unix();
     let objs: Vec<&Value> = match v.get("items").and_then(Value::as_array) {
         Some(items) => items.iter().collect(),

@@ -369,6 +369,31 @@ async fn kubectl_get_prints_the_crd_printer_columns() {
     // -o json still returns the objects themselves.
     let v = k.json(&["get", "mi", "-A"]).await;
     assert_eq!(v["items"][0]["spec"]["module"]["version"], "v0.1.0");
+
+    // get -w: watch events are Tables too, so every line keeps the printer columns.
+    let mut watch = k
+        .cmd(&["get", "mi", "-n", "team-a", "-w"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    let header = next_line(&mut lines).await;
+    assert!(header.contains("MODULE"), "{header}");
+    assert!(next_line(&mut lines).await.contains("v0.1.0"));
+    k.ok(&["label", "mi", "-n", "team-a", "web", "tier=dev"])
+        .await;
+    let changed: Vec<String> = next_line(&mut lines)
+        .await
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        &changed[..4],
+        ["web", "True", "opmodel.dev/modules/web@v0", "v0.1.0"],
+        "{changed:?}"
+    );
+    watch.kill().await.unwrap();
 }
 
 fn platform_yaml(name: &str) -> String {
