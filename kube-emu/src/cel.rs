@@ -15,7 +15,8 @@
 //! - A rule whose shape is not supported, or whose path selects a missing field (the apiserver
 //!   reports "no such key", but never rejecting what it would accept is the safer side), is
 //!   skipped; an unsupported rule is logged once per process.
-//! - Transition rules (using `oldSelf`) are skipped. On update, a rule the old object already
+//! - Transition rules (using `oldSelf`) are skipped (and logged once, like every unsupported
+//!   shape). On update, a rule the old object already
 //!   failed is not enforced (a lenient form of the apiserver's validation ratcheting).
 
 use std::collections::HashSet;
@@ -246,9 +247,7 @@ fn walk(v: &Value, schema: &Value, path: &str, out: &mut Vec<Failure>) {
                 continue;
             };
             let Some(parsed) = parse(text) else {
-                if !text.contains("oldSelf") {
-                    warn_unsupported(text);
-                }
+                warn_unsupported(text);
                 continue;
             };
             if eval(&parsed, v) == Some(false) {

@@ -1,5 +1,7 @@
 //! The HTTP front: path routing, authentication (bearer tokens), impersonation, authorization,
-//! JSON bodies, `Status` errors, and watch streams.
+//! JSON bodies, `Status` errors, and watch streams. GET and LIST answer a `meta.k8s.io/v1` Table
+//! when the `Accept` header asks for one (`as=Table`), a PartialObjectMetadata form for
+//! `as=PartialObjectMetadata`; `/openapi/*` comes from `openapi`.
 //!
 //! Paths: `/api/v1/...` and `/apis/<group>/<version>/...`, then
 //! `[namespaces/<ns>/]<resource>[/<name>[/<subresource>]]`. Verbs: GET (get, list, watch with
