@@ -1,8 +1,6 @@
 //! Discovery documents: `/api`, `/apis`, `/apis/<group>`, `/api/v1`, `/apis/<group>/<version>`,
-//! `/version` and a minimal OpenAPI v2 (JSON, or protobuf for clients such as kubectl that ask
-//! for `application/com.github.proto-openapi.spec.v2@v1.0+protobuf`) and v3. The OpenAPI
-//! documents carry no definitions: kubectl then skips schema validation and uses its built-in
-//! types for strategic merge. Aggregated discovery (`apidiscovery.k8s.io/v2`) is not served;
+//! `/version`, and empty OpenAPI documents (the served ones, with the CRDs' definitions, are
+//! built by `openapi`). Aggregated discovery (`apidiscovery.k8s.io/v2`) is not served;
 //! clients asking for it get the legacy documents, which they accept as a fallback.
 
 use std::collections::BTreeMap;

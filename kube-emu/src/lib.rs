@@ -5,14 +5,16 @@
 //! What it emulates, and every known difference from a real apiserver, is listed in the crate's
 //! README.md. Module map: `server` (HTTP, auth, watch), `ops` (verbs), `state` (store, history,
 //! store controllers), `ssa`/`fieldset` (managedFields), `patch`, `schema` (CRD structural
-//! schemas), `selector`, `rbac`, `admission`, `discovery`, `resources`, `fault` (request-fault injection for tests).
+//! schemas), `cel` (CRD validation rules), `selector`, `rbac`, `admission`, `discovery`, `openapi` (CRD schemas for `kubectl explain`), `resources`, `table` (server-side printing), `fault` (request-fault injection for tests).
 
 pub mod admission;
 pub mod api_error;
+pub mod cel;
 pub mod discovery;
 pub mod error;
 pub mod fault;
 pub mod fieldset;
+pub mod openapi;
 pub mod ops;
 pub mod patch;
 pub mod rbac;
@@ -22,6 +24,7 @@ pub mod selector;
 pub mod server;
 pub mod ssa;
 pub mod state;
+pub mod table;
 pub mod timefmt;
 mod tls;
 

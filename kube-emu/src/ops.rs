@@ -12,6 +12,8 @@
 //! that keeps the resourceVersion. Deleting an object with finalizers sets `deletionTimestamp`;
 //! an update that removes the last finalizer of such an object deletes it; no finalizer may be
 //! added once deleting. Deleting a namespace makes it Terminating and cascades (see state.rs).
+//! Custom resources are pruned, defaulted and validated against their structural schema and
+//! their `x-kubernetes-validations` rules (see `schema` and `cel`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,6 +23,7 @@ use serde_json::{json, Value};
 
 use crate::admission;
 use crate::api_error::{ApiError, ApiResult};
+use crate::cel;
 use crate::fieldset::Shape;
 use crate::patch;
 use crate::rbac::UserInfo;
@@ -427,12 +430,13 @@ fn kind_hooks(t: &Target, new: &mut Value, now: &str) -> ApiResult<()> {
     Ok(())
 }
 
-fn custom_schema(t: &Target, new: &mut Value, name: &str) -> ApiResult<()> {
+fn custom_schema(t: &Target, new: &mut Value, old: Option<&Value>, name: &str) -> ApiResult<()> {
     if let Some(s) = t.rt.schema(&t.version) {
         schema::prune(new, s, true);
         schema::default(new, s);
         let mut errs = Vec::new();
         schema::validate(new, s, "", &mut errs);
+        errs.extend(cel::validate(new, old, s));
         if !errs.is_empty() {
             return Err(invalid(t, name, errs));
         }
@@ -556,7 +560,7 @@ fn prepare_new(st: &State, t: &Target, mut obj: Value, tracking: Tracking) -> Ap
     }
     kind_hooks(t, &mut obj, &now)?;
     if t.rt.custom {
-        custom_schema(t, &mut obj, &name)?;
+        custom_schema(t, &mut obj, None, &name)?;
     }
     // Validation comes first, as in the apiserver: an invalid object is 422 even if the name
     // is taken.
@@ -670,7 +674,7 @@ fn prepare_replace(
     }
     kind_hooks(t, &mut new, &now)?;
     if t.rt.custom {
-        custom_schema(t, &mut new, &t.name)?;
+        custom_schema(t, &mut new, Some(old), &t.name)?;
     }
     let deleting = old["metadata"]["deletionTimestamp"].is_string();
     if deleting {

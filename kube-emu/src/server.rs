@@ -1,5 +1,7 @@
 //! The HTTP front: path routing, authentication (bearer tokens), impersonation, authorization,
-//! JSON bodies, `Status` errors, and watch streams.
+//! JSON bodies, `Status` errors, and watch streams. GET and LIST answer a `meta.k8s.io/v1` Table
+//! when the `Accept` header asks for one (`as=Table`), a PartialObjectMetadata form for
+//! `as=PartialObjectMetadata`; `/openapi/*` comes from `openapi`.
 //!
 //! Paths: `/api/v1/...` and `/apis/<group>/<version>/...`, then
 //! `[namespaces/<ns>/]<resource>[/<name>[/<subresource>]]`. Verbs: GET (get, list, watch with
@@ -10,7 +12,8 @@
 //! sends one ERROR event with a 410 `Expired` Status when the version is older than the history
 //! window. Selectors filter the stream; an object entering or leaving the selection is
 //! ADDED/DELETED. `allowWatchBookmarks` adds periodic BOOKMARK events. `timeoutSeconds` ends the
-//! stream; so does emulator shutdown.
+//! stream; so does emulator shutdown. A watch asking for `as=Table` gets each event's object as
+//! a one-row Table (see `table`).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -26,10 +29,12 @@ use serde_json::{json, Value};
 
 use crate::api_error::{ApiError, ApiResult};
 use crate::discovery;
+use crate::openapi;
 use crate::ops::{self, Query, Req, Target};
 use crate::rbac::{self, Attributes, UserInfo};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::state::{Event, EventType, State};
+use crate::table;
 use crate::Shared;
 
 fn json_response(code: u16, v: &Value) -> Response {
@@ -211,18 +216,28 @@ async fn route(
             return Ok(Response::new(Body::from("ok")));
         }
         ["openapi", "v2"] | ["swagger.json"] => {
+            let st = sh.state.lock();
             if accept.contains("protobuf") {
                 return Ok(Response::builder()
                     .header(
                         "content-type",
                         "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
                     )
-                    .body(Body::from(discovery::openapi_v2_proto()))
+                    .body(Body::from(openapi::v2_proto(&st)))
                     .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()));
             }
-            return Ok(json_response(200, &discovery::openapi_v2_json()));
+            return Ok(json_response(200, &openapi::v2_json(&st)));
         }
-        ["openapi", "v3"] => return Ok(json_response(200, &discovery::openapi_v3_root())),
+        ["openapi", "v3"] => {
+            let st = sh.state.lock();
+            return Ok(json_response(200, &openapi::v3_root(&st)));
+        }
+        ["openapi", "v3", "apis", g, v] => {
+            let st = sh.state.lock();
+            return openapi::v3_group_version(&st, g, v)
+                .map(|d| json_response(200, &d))
+                .ok_or_else(|| ApiError::no_route(path));
+        }
         ["api"] => return Ok(json_response(200, &discovery::core_versions(&sh.addr))),
         ["apis"] => {
             let st = sh.state.lock();
@@ -309,7 +324,14 @@ async fn route(
     };
     let partial = accept.contains("as=PartialObjectMetadata");
     let (code, v) = match verb {
-        "watch" => return watch(sh.clone(), t, &r.q, partial),
+        "watch" => {
+            let printer = table::wants_table(accept).then(|| {
+                let st = sh.state.lock();
+                let include = r.q.get("includeObject").unwrap_or("PartialObjectMetadata");
+                table::Printer::new(&st, &t, include)
+            });
+            return watch(sh.clone(), t, &r.q, partial, printer);
+        }
         "list" => (200, ops::list(sh, &t, &r.q)?),
         "get" => (200, ops::get(sh, &t)?),
         "create" => ops::create(sh, &t, &r, parse_body(&body)?).await?,
@@ -324,6 +346,11 @@ async fn route(
         "delete" => ops::delete(sh, &t, &r, parse_body(&body)?).await?,
         _ => ops::delete_collection(sh, &t, &r, parse_body(&body)?).await?,
     };
+    if matches!(verb, "get" | "list") && t.sub.is_empty() && table::wants_table(accept) {
+        let include = r.q.get("includeObject").unwrap_or("PartialObjectMetadata");
+        let st = sh.state.lock();
+        return Ok(json_response(code, &table::to_table(&st, &t, &v, include)));
+    }
     if partial && matches!(verb, "get" | "list") {
         return Ok(json_response(code, &partial_metadata(&v)));
     }
@@ -461,6 +488,7 @@ fn event_line(etype: &str, obj: &Value) -> Bytes {
 
 struct Filter {
     partial: bool,
+    table: Option<table::Printer>,
     key: (String, String),
     ns: String,
     ls: LabelSelector,
@@ -491,7 +519,9 @@ impl Filter {
     }
 
     fn render(&self, etype: &str, o: &Value, t: &Target) -> Bytes {
-        if self.partial {
+        if let Some(p) = &self.table {
+            event_line(etype, &p.table(&ops::at_version(o, t)))
+        } else if self.partial {
             event_line(etype, &partial_metadata(o))
         } else {
             event_line(etype, &ops::at_version(o, t))
@@ -499,9 +529,16 @@ impl Filter {
     }
 }
 
-fn watch(sh: Arc<Shared>, t: Target, q: &Query, partial: bool) -> ApiResult<Response> {
+fn watch(
+    sh: Arc<Shared>,
+    t: Target,
+    q: &Query,
+    partial: bool,
+    table: Option<table::Printer>,
+) -> ApiResult<Response> {
     let filter = Filter {
         partial,
+        table,
         key: t.key(),
         ns: t.ns.clone(),
         ls: LabelSelector::parse(q.get("labelSelector").unwrap_or(""))?,

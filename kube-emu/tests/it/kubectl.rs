@@ -279,3 +279,214 @@ async fn kubectl_over_https() {
     assert!(out.contains("configmap/c created"), "{out}");
     emu.shutdown().await;
 }
+
+/// An emulator with the operator's own CRDs (`crds::all_crds()`) installed through kubectl,
+/// and a kubectl bound to it.
+async fn with_operator_crds() -> (kube_emu::Emulator, Kubectl, tempfile::TempDir) {
+    let tmp = tempfile::tempdir().unwrap();
+    let emu = start().await;
+    std::fs::write(tmp.path().join("kubeconfig"), emu.kubeconfig_yaml()).unwrap();
+    let k = Kubectl {
+        bin: find_kubectl(),
+        dir: Path::new(tmp.path()).to_path_buf(),
+    };
+    let crds: Vec<Value> = crds::all_crds()
+        .iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .collect();
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": crds});
+    let f = k.file("crds.json", &list.to_string());
+    k.ok(&["apply", "-f", &f]).await;
+    (emu, k, tmp)
+}
+
+const MODULE_INSTANCE: &str = "apiVersion: opmodel.dev/v1alpha1
+kind: ModuleInstance
+metadata:
+  name: web
+  namespace: team-a
+spec:
+  module:
+    path: opmodel.dev/modules/web@v0
+    version: v0.1.0
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_prints_the_crd_printer_columns() {
+    let (emu, k, _tmp) = with_operator_crds().await;
+    k.ok(&["create", "namespace", "team-a"]).await;
+    let f = k.file("mi.yaml", MODULE_INSTANCE);
+    k.ok(&["apply", "-f", &f]).await;
+
+    // Before any status: READY is blank (a null cell, as the apiserver answers for a JSONPath
+    // that selects nothing).
+    let out = k.ok(&["get", "mi", "-A"]).await;
+    let mut lines = out.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAMESPACE", "NAME", "READY", "MODULE", "VERSION", "AGE"],
+        "{out}"
+    );
+    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        &row[..4],
+        ["team-a", "web", "opmodel.dev/modules/web@v0", "v0.1.0"],
+        "{out}"
+    );
+    assert_eq!(row.len(), 5, "{out}");
+    assert!(row[4].ends_with('s'), "AGE is a duration: {out}");
+
+    // A Ready condition shows up through the JSONPath filter column.
+    let api: Api<crds::ModuleInstance> = Api::namespaced(emu.client().unwrap(), "team-a");
+    let status = json!({"status": {"conditions": [
+        {"type": "Reconciling", "status": "False", "reason": "Done", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        {"type": "Ready", "status": "True", "reason": "Applied", "message": "ok", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    ]}});
+    api.patch_status("web", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    let out = k
+        .ok(&["get", "moduleinstance", "web", "-n", "team-a"])
+        .await;
+    let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(
+        &row[..4],
+        ["web", "True", "opmodel.dev/modules/web@v0", "v0.1.0"],
+        "{out}"
+    );
+
+    // The priority-1 RETRY column only in wide output.
+    let wide = k.ok(&["get", "mi", "-n", "team-a", "-o", "wide"]).await;
+    assert!(wide.lines().next().unwrap().contains("RETRY"), "{wide}");
+
+    // Built-in kinds: NAME and AGE.
+    let out = k.ok(&["get", "namespaces"]).await;
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "AGE"], "{out}");
+    assert!(out.contains("team-a"), "{out}");
+
+    // -o json still returns the objects themselves.
+    let v = k.json(&["get", "mi", "-A"]).await;
+    assert_eq!(v["items"][0]["spec"]["module"]["version"], "v0.1.0");
+
+    // get -w: watch events are Tables too, so every line keeps the printer columns.
+    let mut watch = k
+        .cmd(&["get", "mi", "-n", "team-a", "-w"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    let header = next_line(&mut lines).await;
+    assert!(header.contains("MODULE"), "{header}");
+    assert!(next_line(&mut lines).await.contains("v0.1.0"));
+    k.ok(&["label", "mi", "-n", "team-a", "web", "tier=dev"])
+        .await;
+    let changed: Vec<String> = next_line(&mut lines)
+        .await
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        &changed[..4],
+        ["web", "True", "opmodel.dev/modules/web@v0", "v0.1.0"],
+        "{changed:?}"
+    );
+    watch.kill().await.unwrap();
+}
+
+fn platform_yaml(name: &str) -> String {
+    format!("apiVersion: opmodel.dev/v1alpha1\nkind: Platform\nmetadata:\n  name: {name}\nspec:\n  type: kubernetes\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_is_refused_by_the_crd_validation_rules() {
+    let (_emu, k, _tmp) = with_operator_crds().await;
+
+    // The Platform singleton rule: `self.metadata.name == 'cluster'`.
+    let other = k.file("other.yaml", &platform_yaml("other"));
+    let o = k.run(&["create", "-f", &other]).await;
+    assert!(
+        !o.ok,
+        "a Platform named other must be refused: {}",
+        o.stdout
+    );
+    assert!(
+        o.stderr.contains("The Platform \"other\" is invalid")
+            && o.stderr.contains(
+                "<nil>: Invalid value: \"object\": Platform is a cluster singleton; the only permitted name is 'cluster'"
+            ),
+        "{}",
+        o.stderr
+    );
+    let cluster = k.file("cluster.yaml", &platform_yaml("cluster"));
+    let out = k.ok(&["create", "-f", &cluster]).await;
+    assert!(
+        out.contains("platform.opmodel.dev/cluster created"),
+        "{out}"
+    );
+    // Updates of the accepted object still pass the rule.
+    k.ok(&["label", "platform", "cluster", "tier=dev"]).await;
+
+    // The TransformerRegistration naming rule: `self.metadata.name.contains('.')`.
+    let tr = |name: &str| {
+        format!(
+            "apiVersion: opmodel.dev/v1alpha1\nkind: TransformerRegistration\nmetadata:\n  name: {name}\nspec:\n  catalog: opmodel.dev/catalogs/k8up@v1\n  version: 1.0.0\n  provides: [a]\n  providerRef: {{namespace: team-a, name: k8up}}\n"
+        )
+    };
+    let bad = k.file("tr-bad.yaml", &tr("k8up"));
+    let o = k.run(&["create", "-f", &bad]).await;
+    assert!(!o.ok, "a registration without a dot must be refused");
+    assert!(
+        o.stderr
+            .contains("name must be the dot-joined <namespace>.<name> of the claiming instance"),
+        "{}",
+        o.stderr
+    );
+    let good = k.file("tr-good.yaml", &tr("team-a.k8up"));
+    k.ok(&["create", "-f", &good]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_explain_reads_the_crd_schemas() {
+    let (emu, k, _tmp) = with_operator_crds().await;
+
+    let out = k.ok(&["explain", "moduleinstance.spec"]).await;
+    assert!(out.contains("KIND:     ModuleInstance"), "{out}");
+    assert!(out.contains("VERSION:  opmodel.dev/v1alpha1"), "{out}");
+    assert!(out.contains("RESOURCE: spec <Object>"), "{out}");
+    assert!(out.contains("module\t<Object> -required-"), "{out}");
+    assert!(out.contains("The module to instantiate."), "{out}");
+    let out = k.ok(&["explain", "mi.spec.module.version"]).await;
+    assert!(out.contains("FIELD:    version <string>"), "{out}");
+    assert!(out.contains("Module version"), "{out}");
+    let out = k.ok(&["explain", "platform"]).await;
+    assert!(out.contains("KIND:     Platform"), "{out}");
+
+    // The v3 index and group-version document (what newer kubectl versions read).
+    let http = reqwest_free_get(&emu, "/openapi/v3").await;
+    let url = http["paths"]["apis/opmodel.dev/v1alpha1"]["serverRelativeURL"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let gv = reqwest_free_get(&emu, &url).await;
+    let mi = &gv["components"]["schemas"]["dev.opmodel.v1alpha1.ModuleInstance"];
+    assert_eq!(
+        mi["x-kubernetes-group-version-kind"][0]["kind"],
+        "ModuleInstance"
+    );
+    assert!(mi["properties"]["spec"]["properties"]["module"].is_object());
+
+    // Client-side validation now knows the CRDs and still accepts a valid object.
+    k.ok(&["create", "namespace", "team-a"]).await;
+    let f = k.file("mi.yaml", MODULE_INSTANCE);
+    k.ok(&["create", "-f", &f]).await;
+}
+
+/// GET of a raw path through kube-rs (JSON).
+async fn reqwest_free_get(emu: &kube_emu::Emulator, path: &str) -> Value {
+    let client = emu.client().unwrap();
+    let req = http::Request::get(path).body(Vec::new()).unwrap();
+    client.request::<Value>(req).await.unwrap()
+}
