@@ -378,9 +378,9 @@ async fn run(
                 tracing::info!(cluster = %source, "connected to the cluster");
                 connected.send_replace(Some(crate::server::render_api::auth::Cluster {
                     client: client.clone(),
-                    config,
+                    config: config.clone(),
                 }));
-                break client;
+                break (client, config);
             }
             Err(e) => {
                 if !reported {
@@ -401,6 +401,7 @@ async fn run(
             }
         }
     };
+    let (client, config) = client;
     let me = identity();
     let mut ctx = Context::new(
         client.clone(),
@@ -411,6 +412,8 @@ async fn run(
         &me,
     );
     ctx.metrics = metrics;
+    ctx.renderer = kernel.renderer;
+    ctx.kube_config = Some(config);
     let elector = args.leader_elect.then(|| {
         Elector::new(
             client,
