@@ -1,0 +1,590 @@
+//! ModuleInstance reconciler scenarios 27–30, 33, 36, 37, 44 (operator-spec §8) against kube-emu
+//! with a fake `ModuleRenderer` rendering three ConfigMaps from the values, and a Platform
+//! recorded through the fake builder.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crds::conditions::types;
+use crds::k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use crds::module_instance::ModuleInstance;
+use crds::platform::Platform;
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams};
+use kube::Api;
+use opm_operator::controller::context::{Context, Reconciled};
+use opm_operator::controller::{instance, platform};
+use opm_operator::kernel::{
+    BuiltPlatform, ErrorClass, InstanceRef, KernelError, ModuleRenderer, ModuleRequest, Problem,
+    RenderResult, RenderedObject,
+};
+use opm_operator::platform::{Layout, SkewPolicy, Store};
+
+use super::common::*;
+
+const NS: &str = "team-a";
+const NAME: &str = "web";
+const UUID: &str = "6f1c0e52-0000-4000-8000-000000000001";
+
+/// Renders ConfigMaps `web-a`, `web-b`, `web-c` (the first `count`), data `msg` = `values.msg`
+/// (default `hello`), with the OPM labels; or the configured error.
+struct FakeRenderer {
+    count: Mutex<usize>,
+    error: Mutex<Option<KernelError>>,
+    renders: Mutex<u32>,
+}
+
+impl FakeRenderer {
+    fn new() -> Arc<Self> {
+        Arc::new(FakeRenderer {
+            count: Mutex::new(3),
+            error: Mutex::new(None),
+            renders: Mutex::new(0),
+        })
+    }
+}
+
+impl ModuleRenderer for FakeRenderer {
+    fn render_module(
+        &self,
+        req: &ModuleRequest,
+        _platform: &BuiltPlatform,
+        _skew: SkewPolicy,
+    ) -> Result<RenderResult, KernelError> {
+        *self.renders.lock().unwrap() += 1;
+        if let Some(e) = self.error.lock().unwrap().clone() {
+            return Err(e);
+        }
+        let msg = req
+            .values
+            .as_ref()
+            .and_then(|v| v.get("msg"))
+            .and_then(|v| v.as_str())
+            .unwrap_or("hello")
+            .to_owned();
+        let n = *self.count.lock().unwrap();
+        let objects: Vec<RenderedObject> = ["a", "b", "c"][..n]
+            .iter()
+            .map(|suffix| RenderedObject {
+                object: serde_json::json!({
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {
+                        "name": format!("{}-{suffix}", req.name),
+                        "namespace": req.namespace,
+                        "labels": {
+                            "app.kubernetes.io/managed-by": "opm-controller",
+                            "module-instance.opmodel.dev/name": req.name,
+                            "module-instance.opmodel.dev/namespace": req.namespace,
+                            "module-instance.opmodel.dev/uuid": UUID,
+                            "component.opmodel.dev/name": suffix,
+                        },
+                    },
+                    "data": { "msg": msg },
+                }),
+                component: (*suffix).to_owned(),
+                transformer: "x.test/t#ConfigMap".to_owned(),
+            })
+            .collect();
+        let inventory =
+            opm_operator::inventory::entries_of(objects.iter().map(|o| &o.object)).unwrap();
+        Ok(RenderResult {
+            instance: InstanceRef {
+                name: req.name.clone(),
+                namespace: req.namespace.clone(),
+                fqn: String::new(),
+                uuid: UUID.to_owned(),
+            },
+            objects,
+            inventory,
+            warnings: Vec::new(),
+            required_contracts: vec!["x.test/contracts/db@v1".to_owned()],
+            digest: String::new(),
+        })
+    }
+}
+
+struct Mi {
+    env: Env,
+    ctx: Arc<Context>,
+    renderer: Arc<FakeRenderer>,
+}
+
+async fn mi_env(prune: bool) -> Mi {
+    let env = env().await;
+    let ns: Api<Namespace> = Api::all(env.client.clone());
+    ns.create(
+        &Default::default(),
+        &Namespace {
+            metadata: ObjectMeta {
+                name: Some(NS.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let layout = Arc::new(Layout::new(env.dir.path().join("mi-platform")).unwrap());
+    layout.reset().unwrap();
+    let renderer = FakeRenderer::new();
+    let mut ctx = Context::new(
+        env.client.clone(),
+        Store::new(),
+        layout,
+        env.builder.clone(),
+        env.acquirer.clone(),
+        "test",
+    );
+    ctx.renderer = Some(renderer.clone());
+    let ctx = Arc::new(ctx);
+    create(
+        &instances(&env.client),
+        ModuleInstance::test().named(NS, NAME).with_prune(prune),
+    )
+    .await;
+    Mi { env, ctx, renderer }
+}
+
+fn instances(client: &kube::Client) -> Api<ModuleInstance> {
+    Api::namespaced(client.clone(), NS)
+}
+
+fn config_maps(client: &kube::Client) -> Api<ConfigMap> {
+    Api::namespaced(client.clone(), NS)
+}
+
+async fn record_platform(m: &Mi) {
+    create(
+        &platforms(&m.env.client),
+        Platform::test().without_catalogs(),
+    )
+    .await;
+    platform::reconcile("cluster", &m.ctx).await.unwrap();
+}
+
+async fn reconcile(m: &Mi) -> Reconciled {
+    instance::reconcile(NS, NAME, &m.ctx).await.unwrap()
+}
+
+async fn get(m: &Mi) -> ModuleInstance {
+    instances(&m.env.client).get(NAME).await.unwrap()
+}
+
+async fn msg_of(m: &Mi, name: &str) -> Option<String> {
+    config_maps(&m.env.client)
+        .get_opt(name)
+        .await
+        .unwrap()
+        .and_then(|c| c.data)
+        .and_then(|d| d.get("msg").cloned())
+}
+
+/// Finalizer first, then PlatformNotReady, then Ready with the platform recorded.
+async fn ready(m: &Mi) -> ModuleInstance {
+    let r = reconcile(m).await;
+    assert_eq!(r.requeue, Some(Duration::ZERO));
+    record_platform(m).await;
+    let r = reconcile(m).await;
+    assert_eq!(r.reason, Some("ReconciliationSucceeded"), "{r:?}");
+    get(m).await
+}
+
+#[tokio::test]
+async fn scenarios_27_and_30_finalizer_first_then_platform_not_ready_then_ready() {
+    let m = mi_env(false).await;
+    // 27: the finalizer is added, nothing rendered.
+    let r = reconcile(&m).await;
+    assert_eq!(r.requeue, Some(Duration::ZERO));
+    let mi = get(&m).await;
+    assert_eq!(
+        mi.metadata.finalizers,
+        Some(vec!["opmodel.dev/cleanup".to_owned()])
+    );
+    assert_eq!(*m.renderer.renders.lock().unwrap(), 0);
+    // 30: no platform → Ready=False PlatformNotReady (not Stalled), backoff 5 s, Warning.
+    let r = reconcile(&m).await;
+    assert_eq!(r.requeue, Some(Duration::from_secs(5)));
+    assert_eq!(r.reason, Some("PlatformNotReady"));
+    let status = get(&m).await.status.unwrap();
+    let (s, reason, _) = condition(&status.conditions, types::READY).unwrap();
+    assert_eq!((s.as_str(), reason.as_str()), ("False", "PlatformNotReady"));
+    assert!(condition(&status.conditions, types::STALLED).is_none());
+    assert!(msg_of(&m, "web-a").await.is_none(), "nothing applied");
+    assert_eq!(
+        events(&m.env.client, NAME, "PlatformNotReady").await.len(),
+        1
+    );
+    // A repeat backs off further and emits no second Warning (scenario 64).
+    let r = reconcile(&m).await;
+    assert_eq!(r.requeue, Some(Duration::from_secs(10)));
+    assert_eq!(
+        events(&m.env.client, NAME, "PlatformNotReady").await.len(),
+        1
+    );
+    // Once recorded: Ready.
+    record_platform(&m).await;
+    let r = reconcile(&m).await;
+    assert_eq!(r.reason, Some("ReconciliationSucceeded"));
+    let status = get(&m).await.status.unwrap();
+    assert_eq!(
+        condition(&status.conditions, types::READY).map(|c| c.0),
+        Some("True".to_owned())
+    );
+    let counters = status.reconcile.failure_counters.unwrap();
+    assert_eq!(counters.reconcile, 0);
+    assert!(status.reconcile.next_retry_at.is_none());
+}
+
+#[tokio::test]
+async fn scenarios_28_and_29_applied_then_no_op() {
+    let m = mi_env(false).await;
+    let mi = ready(&m).await;
+    let status = mi.status.unwrap();
+    // 28: three objects applied with the OPM labels, by manager opm-controller.
+    for n in ["web-a", "web-b", "web-c"] {
+        let cm = config_maps(&m.env.client).get(n).await.unwrap();
+        let labels = cm.metadata.labels.unwrap();
+        assert_eq!(labels["app.kubernetes.io/managed-by"], "opm-controller");
+        assert_eq!(labels["module-instance.opmodel.dev/uuid"], UUID);
+        let managers: Vec<_> = cm
+            .metadata
+            .managed_fields
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|f| f.manager)
+            .collect();
+        assert!(
+            managers.contains(&"opm-controller".to_owned()),
+            "{managers:?}"
+        );
+    }
+    let (s, reason, _) = condition(&status.conditions, types::READY).unwrap();
+    assert_eq!(
+        (s.as_str(), reason.as_str()),
+        ("True", "ReconciliationSucceeded")
+    );
+    assert_eq!(
+        condition(&status.conditions, types::MODULE_RESOLVED).map(|c| c.2),
+        Some("module resolved: opmodel.dev/modules/web@v0@v0.1.0".to_owned())
+    );
+    let inv = status.reconcile.inventory.clone().unwrap();
+    assert_eq!((inv.revision, inv.count, inv.entries.len()), (1, 3, 3));
+    assert!(inv.digest.starts_with("sha256:"));
+    assert_eq!(status.reconcile.history.len(), 1);
+    assert_eq!(status.reconcile.history[0].phase, "complete");
+    assert_eq!(status.instance_uuid.as_deref(), Some(UUID));
+    assert_eq!(status.required_contracts, vec!["x.test/contracts/db@v1"]);
+    assert_eq!(
+        status.observed_generation,
+        get(&m).await.metadata.generation
+    );
+    assert!(status.reconcile.last_applied_render_digest.is_some());
+    let applied = events(&m.env.client, NAME, "Applied").await;
+    assert_eq!(
+        applied[0].note.as_deref(),
+        Some("Applied 3 resources (3 created, 0 updated, 0 unchanged)")
+    );
+    assert_eq!(
+        events(&m.env.client, NAME, "ReconciliationSucceeded")
+            .await
+            .len(),
+        1
+    );
+    // 29: an unchanged second reconcile is a NoOp: nothing applied, attempt fields untouched.
+    let r = reconcile(&m).await;
+    assert_eq!(
+        r.outcome,
+        Some(opm_operator::controller::outcome::Outcome::NoOp)
+    );
+    let again = get(&m).await.status.unwrap();
+    assert_eq!(again.reconcile.history, status.reconcile.history);
+    assert_eq!(
+        again.reconcile.last_attempted_at,
+        status.reconcile.last_attempted_at
+    );
+    assert_eq!(again.reconcile.inventory, status.reconcile.inventory);
+    assert!(again.reconcile.next_retry_at.is_none());
+    assert_eq!(events(&m.env.client, NAME, "NoOp").await.len(), 1);
+    assert_eq!(events(&m.env.client, NAME, "Applied").await.len(), 1);
+}
+
+#[tokio::test]
+async fn scenario_28_a_values_edit_updates_the_objects() {
+    let m = mi_env(false).await;
+    ready(&m).await;
+    assert_eq!(msg_of(&m, "web-a").await.as_deref(), Some("hello"));
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"values": {"msg": "bye"}}})),
+        )
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(
+        r.outcome,
+        Some(opm_operator::controller::outcome::Outcome::Applied)
+    );
+    for n in ["web-a", "web-b", "web-c"] {
+        assert_eq!(msg_of(&m, n).await.as_deref(), Some("bye"));
+    }
+    let status = get(&m).await.status.unwrap();
+    assert_eq!(status.reconcile.inventory.unwrap().revision, 2);
+    assert_eq!(status.reconcile.history.len(), 2);
+    assert_eq!(status.reconcile.history[0].sequence, 2);
+    let applied = events(&m.env.client, NAME, "Applied").await;
+    assert!(applied
+        .iter()
+        .any(|e| e.note.as_deref()
+            == Some("Applied 3 resources (0 created, 3 updated, 0 unchanged)")));
+}
+
+#[tokio::test]
+async fn scenario_33_a_values_error_stalls_naming_the_values_path() {
+    let m = mi_env(false).await;
+    let before = ready(&m).await.status.unwrap();
+    let mut e = KernelError::new(
+        ErrorClass::Values,
+        "values do not satisfy #config of opmodel.dev/modules/web@v0",
+    );
+    e.problems.push(Problem {
+        path: "values.replicas".into(),
+        message: "conflicting values \"x\" and int".into(),
+        positions: Vec::new(),
+    });
+    *m.renderer.error.lock().unwrap() = Some(e);
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"values": {"replicas": "x"}}})),
+        )
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(r.requeue, Some(Duration::from_secs(30 * 60)));
+    let status = get(&m).await.status.unwrap();
+    let (s, reason, message) = condition(&status.conditions, types::STALLED).unwrap();
+    assert_eq!((s.as_str(), reason.as_str()), ("True", "ResolutionFailed"));
+    assert!(message.contains("values.replicas"), "{message}");
+    assert_eq!(
+        condition(&status.conditions, types::READY).map(|c| c.0),
+        Some("False".to_owned())
+    );
+    // The previous inventory and lastApplied* are kept; a failure history entry is written.
+    assert_eq!(status.reconcile.inventory, before.reconcile.inventory);
+    assert_eq!(
+        status.reconcile.last_applied_config_digest,
+        before.reconcile.last_applied_config_digest
+    );
+    assert_eq!(status.reconcile.history[0].phase, "failed");
+    assert!(status.reconcile.next_retry_at.is_some());
+    assert_eq!(status.required_contracts, before.required_contracts);
+    assert_eq!(
+        events(&m.env.client, NAME, "ResolutionFailed").await.len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn scenario_36_a_hand_edit_is_drift_without_apply() {
+    let m = mi_env(false).await;
+    ready(&m).await;
+    config_maps(&m.env.client)
+        .patch(
+            "web-b",
+            &PatchParams::apply("someone-else").force(),
+            &Patch::Apply(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "web-b", "namespace": NS},
+                "data": {"msg": "edited"},
+            })),
+        )
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(
+        r.outcome,
+        Some(opm_operator::controller::outcome::Outcome::NoOp)
+    );
+    let status = get(&m).await.status.unwrap();
+    let (s, reason, message) = condition(&status.conditions, types::DRIFTED).unwrap();
+    assert_eq!((s.as_str(), reason.as_str()), ("True", "DriftDetected"));
+    assert_eq!(message, "1 resource(s) drifted from desired state");
+    assert_eq!(
+        condition(&status.conditions, types::READY).map(|c| c.0),
+        Some("True".to_owned())
+    );
+    assert_eq!(
+        msg_of(&m, "web-b").await.as_deref(),
+        Some("edited"),
+        "no correction"
+    );
+    // The next apply clears it (forced: the editor now owns `data.msg`).
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {
+                "values": {"msg": "again"},
+                "rollout": {"forceConflicts": true},
+            }})),
+        )
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(r.reason, Some("ReconciliationSucceeded"), "{r:?}");
+    let status = get(&m).await.status.unwrap();
+    assert!(condition(&status.conditions, types::DRIFTED).is_none());
+    assert_eq!(msg_of(&m, "web-b").await.as_deref(), Some("again"));
+}
+
+#[tokio::test]
+async fn scenario_37_a_removed_component_is_pruned() {
+    let m = mi_env(true).await;
+    ready(&m).await;
+    *m.renderer.count.lock().unwrap() = 2;
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"values": {"msg": "two"}}})),
+        )
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(
+        r.outcome,
+        Some(opm_operator::controller::outcome::Outcome::AppliedAndPruned)
+    );
+    assert!(msg_of(&m, "web-c").await.is_none());
+    assert_eq!(msg_of(&m, "web-a").await.as_deref(), Some("two"));
+    let status = get(&m).await.status.unwrap();
+    assert_eq!(status.reconcile.inventory.unwrap().count, 2);
+    let pruned = events(&m.env.client, NAME, "Pruned").await;
+    assert_eq!(pruned[0].note.as_deref(), Some("Pruned 1 stale resources"));
+}
+
+#[tokio::test]
+async fn scenario_44_deletion_prunes_the_inventory_and_releases_the_finalizer() {
+    let m = mi_env(true).await;
+    ready(&m).await;
+    instances(&m.env.client)
+        .delete(NAME, &DeleteParams::default())
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(r, Reconciled::done());
+    for n in ["web-a", "web-b", "web-c"] {
+        assert!(msg_of(&m, n).await.is_none(), "{n} deleted");
+    }
+    assert!(instances(&m.env.client)
+        .get_opt(NAME)
+        .await
+        .unwrap()
+        .is_none());
+}
+
+#[tokio::test]
+async fn scenario_44_prune_false_orphans_on_deletion() {
+    let m = mi_env(false).await;
+    ready(&m).await;
+    instances(&m.env.client)
+        .delete(NAME, &DeleteParams::default())
+        .await
+        .unwrap();
+    reconcile(&m).await;
+    assert_eq!(msg_of(&m, "web-a").await.as_deref(), Some("hello"));
+    assert!(instances(&m.env.client)
+        .get_opt(NAME)
+        .await
+        .unwrap()
+        .is_none());
+}
+
+#[tokio::test]
+async fn scenario_31_a_recorded_platform_re_enqueues_every_instance() {
+    let m = mi_env(false).await;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let ctx = Arc::clone(&m.ctx);
+    let task = tokio::spawn(opm_operator::controller::manager::run_controllers(
+        ctx, stop_rx,
+    ));
+    // Without a platform the instance waits on PlatformNotReady (backoff 5 s, 10 s, ...).
+    let waiting = eventually(10, || async {
+        get(&m)
+            .await
+            .status
+            .and_then(|s| condition(&s.conditions, types::READY))
+            .is_some_and(|c| c.1 == "PlatformNotReady")
+    })
+    .await;
+    assert!(waiting);
+    create(
+        &platforms(&m.env.client),
+        Platform::test().without_catalogs(),
+    )
+    .await;
+    // The recorded package wakes the instance well before its backoff would.
+    let ready = eventually(3, || async {
+        get(&m)
+            .await
+            .status
+            .and_then(|s| condition(&s.conditions, types::READY))
+            .is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    stop_tx.send_replace(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    assert!(ready);
+}
+
+#[tokio::test]
+async fn scenario_39_an_apply_error_keeps_the_inventory_and_backs_off() {
+    let m = mi_env(true).await;
+    let before = ready(&m).await.status.unwrap();
+    // Another manager takes `data.msg` of web-b: our unforced apply now conflicts.
+    config_maps(&m.env.client)
+        .patch(
+            "web-b",
+            &PatchParams::apply("someone-else").force(),
+            &Patch::Apply(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "web-b", "namespace": NS},
+                "data": {"msg": "theirs"},
+            })),
+        )
+        .await
+        .unwrap();
+    *m.renderer.count.lock().unwrap() = 2;
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"values": {"msg": "ours"}}})),
+        )
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(r.requeue, Some(Duration::from_secs(5)));
+    let status = get(&m).await.status.unwrap();
+    let (s, reason, _) = condition(&status.conditions, types::READY).unwrap();
+    assert_eq!((s.as_str(), reason.as_str()), ("False", "ApplyFailed"));
+    assert!(condition(&status.conditions, types::STALLED).is_none());
+    let counters = status.reconcile.failure_counters.clone().unwrap();
+    assert_eq!((counters.apply, counters.reconcile), (1, 1));
+    assert_eq!(status.reconcile.inventory, before.reconcile.inventory);
+    assert_eq!(
+        status.reconcile.last_applied_config_digest,
+        before.reconcile.last_applied_config_digest
+    );
+    // No prune after a failed apply: web-c is still there.
+    assert!(msg_of(&m, "web-c").await.is_some());
+    assert_eq!(events(&m.env.client, NAME, "ApplyFailed").await.len(), 1);
+    // The next failure backs off further.
+    let r = reconcile(&m).await;
+    assert_eq!(r.requeue, Some(Duration::from_secs(10)));
+}
