@@ -588,3 +588,183 @@ async fn scenario_39_an_apply_error_keeps_the_inventory_and_backs_off() {
     let r = reconcile(&m).await;
     assert_eq!(r.requeue, Some(Duration::from_secs(10)));
 }
+
+/// The real kernel on the published fixture set: the `demo` module from `docker-registry`,
+/// rendered on the generated platform fixture recorded in the store.
+mod registry {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use crds::k8s_openapi::api::apps::v1::Deployment;
+    use opm_operator::platform::{Generated, PackageIdentity};
+    use opm_operator::registry::modfile::ModuleFile;
+    use opm_operator::render::Renderer;
+
+    use super::*;
+    use crate::registry::harness::{cli_ok, DistRegistry};
+
+    const PROD: &str = "prod";
+    const SHOP: &str = "shop";
+
+    fn opm() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/opm")
+    }
+
+    fn values(name: &str) -> serde_json::Value {
+        let text = std::fs::read_to_string(opm().join("values").join(name)).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    fn built_platform() -> BuiltPlatform {
+        let dir = opm().join("platform/generated");
+        let mf =
+            ModuleFile::parse(&std::fs::read(dir.join("cue.mod/module.cue")).unwrap()).unwrap();
+        BuiltPlatform {
+            dir,
+            deps: mf
+                .deps
+                .iter()
+                .map(|(p, d)| (p.clone(), d.version.clone()))
+                .collect::<BTreeMap<_, _>>(),
+            ..BuiltPlatform::default()
+        }
+    }
+
+    async fn reconcile_shop(ctx: &Context) -> Reconciled {
+        instance::reconcile(PROD, SHOP, ctx).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn scenarios_28_29_44_the_fixture_demo_module_from_the_registry() {
+        let reg = DistRegistry::start();
+        for m in ["core", "kube", "mini", "gateway", "demo"] {
+            let d = opm().join(m);
+            cli_ok(&[
+                "module",
+                "publish",
+                d.to_str().unwrap(),
+                "v0.1.0",
+                "--registry",
+                &reg.mapping(),
+            ]);
+        }
+        let env = env().await;
+        let client = env.client.clone();
+        let ns: Api<Namespace> = Api::all(client.clone());
+        ns.create(
+            &Default::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(PROD.into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        let renderer = Renderer::new(Arc::new(reg.client(None))).with_config(cue::Config {
+            max_wall_time: Duration::from_secs(300),
+            ..cue::Config::default()
+        });
+        let store = Store::new();
+        let platform = built_platform();
+        store.set_generated(Generated {
+            identity: PackageIdentity::unclaimed(1).unwrap(),
+            dir: platform.dir.clone(),
+            platform,
+            skew: SkewPolicy::Warn,
+        });
+        let layout = Arc::new(Layout::new(env.dir.path().join("reg-platform")).unwrap());
+        let mut ctx = Context::new(
+            client.clone(),
+            store,
+            layout,
+            env.builder.clone(),
+            env.acquirer.clone(),
+            "test",
+        );
+        ctx.renderer = Some(Arc::new(renderer));
+        let mis: Api<ModuleInstance> = Api::namespaced(client.clone(), PROD);
+        create(
+            &mis,
+            ModuleInstance::test()
+                .named(PROD, SHOP)
+                .with_module("fixtures.test/modules/demo@v0", "v0.1.0")
+                .with_values(values("valid.json"))
+                .with_prune(true),
+        )
+        .await;
+
+        // Finalizer, then Ready with the three objects applied and OPM-labelled.
+        assert_eq!(reconcile_shop(&ctx).await.requeue, Some(Duration::ZERO));
+        let r = reconcile_shop(&ctx).await;
+        assert_eq!(r.reason, Some("ReconciliationSucceeded"), "{r:?}");
+        let status = mis.get(SHOP).await.unwrap().status.unwrap();
+        let inv = status.reconcile.inventory.clone().unwrap();
+        assert_eq!((inv.revision, inv.count), (1, 3));
+        let names: Vec<_> = inv.entries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["settings", "shop-hosts-77eb3aa434", "shop-web"]);
+        assert_eq!(
+            status.instance_uuid.as_deref(),
+            Some("4cc2523c-c376-545e-a997-dc2f4899f403")
+        );
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), PROD);
+        let web = deployments.get("shop-web").await.unwrap();
+        let labels = web.metadata.labels.clone().unwrap();
+        assert_eq!(labels["app.kubernetes.io/managed-by"], "opm-controller");
+        assert_eq!(labels["module-instance.opmodel.dev/name"], SHOP);
+        assert_eq!(web.spec.replicas, Some(3));
+        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), PROD);
+        assert!(cms.get_opt("settings").await.unwrap().is_some());
+
+        // NoOp on an unchanged second reconcile.
+        let r = reconcile_shop(&ctx).await;
+        assert_eq!(
+            r.outcome,
+            Some(opm_operator::controller::outcome::Outcome::NoOp)
+        );
+
+        // A values edit updates the Deployment.
+        let mut v = values("valid.json");
+        v["replicas"] = serde_json::json!(2);
+        mis.patch(
+            SHOP,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"values": v}})),
+        )
+        .await
+        .unwrap();
+        let r = reconcile_shop(&ctx).await;
+        assert_eq!(r.reason, Some("ReconciliationSucceeded"), "{r:?}");
+        let web = deployments.get("shop-web").await.unwrap();
+        assert_eq!(web.spec.replicas, Some(2));
+        let status = mis.get(SHOP).await.unwrap().status.unwrap();
+        assert_eq!(status.reconcile.inventory.unwrap().revision, 2);
+
+        // A values error stalls, naming the values path; nothing changes on the cluster.
+        let mut bad = values("valid.json");
+        bad["replicas"] = serde_json::json!(1000);
+        mis.patch(
+            SHOP,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"values": bad}})),
+        )
+        .await
+        .unwrap();
+        let r = reconcile_shop(&ctx).await;
+        assert_eq!(r.requeue, Some(Duration::from_secs(30 * 60)), "{r:?}");
+        let status = mis.get(SHOP).await.unwrap().status.unwrap();
+        let (s, _, message) = condition(&status.conditions, types::STALLED).unwrap();
+        assert_eq!(s, "True");
+        assert!(message.contains("values.replicas"), "{message}");
+        assert_eq!(status.reconcile.inventory.unwrap().revision, 2);
+
+        // Deletion prunes the inventory and releases the finalizer.
+        mis.delete(SHOP, &DeleteParams::default()).await.unwrap();
+        assert_eq!(reconcile_shop(&ctx).await, Reconciled::done());
+        assert!(deployments.get_opt("shop-web").await.unwrap().is_none());
+        assert!(cms.get_opt("settings").await.unwrap().is_none());
+        assert!(mis.get_opt(SHOP).await.unwrap().is_none());
+    }
+}
