@@ -385,10 +385,17 @@ impl<'a> Run<'a> {
                     .impersonating(config, &self.namespace, &sa)
                     .await
             }
-            None => Err(apply::Error::InvalidObject {
-                object: format!("ServiceAccount/{}/{sa}", self.namespace),
-                reason: "no client configuration to impersonate with".to_owned(),
-            }),
+            // Without a configuration to copy, the SA's existence is still checked first, so a
+            // missing SA keeps its typed NotFound (§2.4 DeletionSAMissing).
+            None => {
+                match apply::impersonate::check_sa(&self.ctx.client, &self.namespace, &sa).await {
+                    Err(e) => Err(e),
+                    Ok(()) => Err(apply::Error::InvalidObject {
+                        object: format!("ServiceAccount/{}/{sa}", self.namespace),
+                        reason: "no client configuration to impersonate with".to_owned(),
+                    }),
+                }
+            }
         };
         Some((sa, engine))
     }

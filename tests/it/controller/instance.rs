@@ -589,6 +589,176 @@ async fn scenario_39_an_apply_error_keeps_the_inventory_and_backs_off() {
     assert_eq!(r.requeue, Some(Duration::from_secs(10)));
 }
 
+#[tokio::test]
+async fn scenario_34_an_owner_cli_instance_is_managed_externally() {
+    let m = mi_env(true).await;
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"owner": "cli"}})),
+        )
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(r.reason, Some("ManagedExternally"));
+    let mi = get(&m).await;
+    assert!(mi.metadata.finalizers.unwrap_or_default().is_empty());
+    let status = mi.status.unwrap();
+    let (s, reason, _) = condition(&status.conditions, types::READY).unwrap();
+    assert_eq!(
+        (s.as_str(), reason.as_str()),
+        ("Unknown", "ManagedExternally")
+    );
+    assert_eq!(status.observed_generation, None);
+    assert_eq!(*m.renderer.renders.lock().unwrap(), 0);
+    let rv = get(&m).await.metadata.resource_version;
+    // A repeat writes nothing.
+    reconcile(&m).await;
+    assert_eq!(get(&m).await.metadata.resource_version, rv);
+    assert_eq!(
+        events(&m.env.client, NAME, "ManagedExternally").await.len(),
+        1
+    );
+    // Flipped to operator: finalizer added, then adopted.
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"owner": "operator"}})),
+        )
+        .await
+        .unwrap();
+    let r = ready(&m).await;
+    assert!(r.status.unwrap().reconcile.inventory.is_some());
+}
+
+#[tokio::test]
+async fn scenario_35_suspend_preserves_status_and_resume_reconciles() {
+    let m = mi_env(false).await;
+    let before = ready(&m).await.status.unwrap();
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(
+                serde_json::json!({"spec": {"suspend": true, "values": {"msg": "later"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(r.reason, Some("Suspended"));
+    let mi = get(&m).await;
+    let status = mi.status.unwrap();
+    let (s, reason, _) = condition(&status.conditions, types::READY).unwrap();
+    assert_eq!((s.as_str(), reason.as_str()), ("False", "Suspended"));
+    assert_eq!(status.observed_generation, mi.metadata.generation);
+    assert_eq!(status.reconcile.inventory, before.reconcile.inventory);
+    assert_eq!(status.reconcile.history, before.reconcile.history);
+    assert_eq!(msg_of(&m, "web-a").await.as_deref(), Some("hello"));
+    assert_eq!(events(&m.env.client, NAME, "Suspended").await.len(), 1);
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"suspend": false}})),
+        )
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(r.reason, Some("ReconciliationSucceeded"));
+    assert_eq!(events(&m.env.client, NAME, "Resumed").await.len(), 1);
+    assert_eq!(msg_of(&m, "web-a").await.as_deref(), Some("later"));
+}
+
+#[tokio::test]
+async fn scenario_42_a_missing_service_account_stalls_impersonation_failed() {
+    let m = mi_env(false).await;
+    record_platform(&m).await;
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"serviceAccountName": "deploy-sa"}})),
+        )
+        .await
+        .unwrap();
+    reconcile(&m).await;
+    let r = reconcile(&m).await;
+    assert_eq!(r.requeue, Some(Duration::from_secs(30 * 60)));
+    let status = get(&m).await.status.unwrap();
+    let (s, reason, message) = condition(&status.conditions, types::STALLED).unwrap();
+    assert_eq!(
+        (s.as_str(), reason.as_str()),
+        ("True", "ImpersonationFailed")
+    );
+    assert!(message.contains("team-a/deploy-sa"), "{message}");
+    assert!(msg_of(&m, "web-a").await.is_none(), "nothing applied");
+}
+
+#[tokio::test]
+async fn scenario_45_deletion_with_the_service_account_gone() {
+    let m = mi_env(true).await;
+    ready(&m).await;
+    // The inventory is recorded; now the SA in effect is gone.
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"serviceAccountName": "deploy-sa"}})),
+        )
+        .await
+        .unwrap();
+    instances(&m.env.client)
+        .delete(NAME, &DeleteParams::default())
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(r.reason, Some("DeletionSAMissing"));
+    reconcile(&m).await;
+    let mi = get(&m).await;
+    let (_, reason, message) = condition(&mi.status.unwrap().conditions, types::STALLED).unwrap();
+    assert_eq!(reason, "DeletionSAMissing");
+    assert!(message.contains("team-a/deploy-sa"), "{message}");
+    assert_eq!(
+        events(&m.env.client, NAME, "DeletionSAMissing").await.len(),
+        1
+    );
+    assert_eq!(
+        msg_of(&m, "web-a").await.as_deref(),
+        Some("hello"),
+        "no prune"
+    );
+    // `"yes"` is ignored; `"true"` orphans in the same pass.
+    for (value, gone) in [("yes", false), ("true", true)] {
+        instances(&m.env.client)
+            .patch(
+                NAME,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"metadata": {"annotations": {"opm.dev/force-delete-orphan": value}}})),
+            )
+            .await
+            .unwrap();
+        reconcile(&m).await;
+        assert_eq!(
+            instances(&m.env.client)
+                .get_opt(NAME)
+                .await
+                .unwrap()
+                .is_none(),
+            gone
+        );
+    }
+    let orphaned = events(&m.env.client, NAME, "OrphanedOnDeletion").await;
+    assert!(orphaned[0]
+        .note
+        .as_deref()
+        .unwrap()
+        .starts_with("Orphaned 3 managed resources"));
+    assert_eq!(msg_of(&m, "web-a").await.as_deref(), Some("hello"));
+}
+
 /// The real kernel on the published fixture set: the `demo` module from `docker-registry`,
 /// rendered on the generated platform fixture recorded in the store.
 mod registry {
