@@ -79,10 +79,6 @@ pub struct ControllerArgs {
     #[arg(long, default_value = "", value_name = "NAME")]
     pub default_service_account: String,
 
-    /// Concurrent ModuleInstance reconciles (renders); 0 is taken as 1 [default: min(cores, 8)].
-    #[arg(long, value_name = "N")]
-    pub max_concurrent_renders: Option<u16>,
-
     /// Module registry mapping in CUE_REGISTRY syntax [default: $OPM_REGISTRY, else the OPM
     /// registries on ghcr.io with registry.cue.works as the catch-all].
     #[arg(long, value_name = "MAPPING")]
@@ -425,10 +421,12 @@ async fn run(
     ctx.kube_config = Some(config);
     ctx.default_service_account =
         (!args.default_service_account.is_empty()).then(|| args.default_service_account.clone());
-    ctx.max_concurrent_renders = args.max_concurrent_renders.unwrap_or_else(|| {
+    // The server's `--max-concurrent-renders` bounds the render API; the ModuleInstance
+    // controller takes min(cores, 8) until that flag is passed down here.
+    ctx.max_concurrent_renders = {
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
         u16::try_from(cores.min(8)).unwrap_or(1)
-    });
+    };
     let elector = args.leader_elect.then(|| {
         Elector::new(
             client,
