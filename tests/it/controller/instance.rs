@@ -759,6 +759,56 @@ async fn scenario_45_deletion_with_the_service_account_gone() {
     assert_eq!(msg_of(&m, "web-a").await.as_deref(), Some("hello"));
 }
 
+#[tokio::test]
+async fn scenario_66_status_only_updates_do_not_enqueue_and_spec_changes_do() {
+    let m = mi_env(false).await;
+    create(
+        &platforms(&m.env.client),
+        Platform::test().without_catalogs(),
+    )
+    .await;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(opm_operator::controller::manager::run_controllers(
+        Arc::clone(&m.ctx),
+        stop_rx,
+    ));
+    let is_ready = || async {
+        get(&m)
+            .await
+            .status
+            .and_then(|s| condition(&s.conditions, types::READY))
+            .is_some_and(|c| c.0 == "True")
+    };
+    assert!(eventually(10, is_ready).await);
+    // Let the start-up wakes (package recorded, finalizer requeue) settle.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let renders = *m.renderer.renders.lock().unwrap();
+    patch_status(
+        &instances(&m.env.client),
+        NAME,
+        serde_json::json!({"lastAppliedVersion": "v0.0.9"}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let after_status = *m.renderer.renders.lock().unwrap();
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"values": {"msg": "spec"}}})),
+        )
+        .await
+        .unwrap();
+    let updated = eventually(10, || async {
+        msg_of(&m, "web-a").await.as_deref() == Some("spec")
+    })
+    .await;
+    stop_tx.send_replace(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    assert_eq!(after_status, renders, "a status-only update rendered again");
+    assert!(updated, "a spec change was not reconciled");
+}
+
 /// The real kernel on the published fixture set: the `demo` module from `docker-registry`,
 /// rendered on the generated platform fixture recorded in the store.
 mod registry {
