@@ -343,7 +343,7 @@ async fn scenario_28_a_values_edit_updates_the_objects() {
 }
 
 #[tokio::test]
-async fn scenario_33_a_values_error_stalls_naming_the_values_path() {
+async fn scenarios_33_and_40_a_values_error_stalls_naming_the_values_path_then_recovers() {
     let m = mi_env(false).await;
     let before = ready(&m).await.status.unwrap();
     let mut e = KernelError::new(
@@ -387,6 +387,19 @@ async fn scenario_33_a_values_error_stalls_naming_the_values_path() {
         events(&m.env.client, NAME, "ResolutionFailed").await.len(),
         1
     );
+    // Scenario 40: nextRetryAt ≈ now + 30 min; the next success resets the counters and
+    // clears it.
+    let retry = status.reconcile.next_retry_at.clone().unwrap().0;
+    let ahead = retry.as_second() - crds::k8s_openapi::jiff::Timestamp::now().as_second();
+    assert!((1700..=1800).contains(&ahead), "{ahead}");
+    assert_eq!(status.reconcile.failure_counters.unwrap().reconcile, 1);
+    *m.renderer.error.lock().unwrap() = None;
+    let r = reconcile(&m).await;
+    assert_eq!(r.reason, Some("ReconciliationSucceeded"));
+    let status = get(&m).await.status.unwrap();
+    assert!(status.reconcile.next_retry_at.is_none());
+    assert_eq!(status.reconcile.failure_counters.unwrap().reconcile, 0);
+    assert!(condition(&status.conditions, types::STALLED).is_none());
 }
 
 #[tokio::test]
