@@ -230,6 +230,8 @@ struct Run<'a> {
 /// How a failed phase is reported.
 struct Failure {
     reason: &'static str,
+    /// The Warning event's reason (the phase's failure reason, §7.3).
+    event: &'static str,
     message: String,
     outcome: Outcome,
     action: &'static str,
@@ -606,6 +608,7 @@ impl<'a> Run<'a> {
             Err(e) => {
                 let f = Failure {
                     reason: reasons::APPLY_FAILED,
+                    event: reasons::APPLY_FAILED,
                     message: format!("converting resources: {e}"),
                     outcome: Outcome::FailedStalled,
                     action: actions::APPLY,
@@ -666,6 +669,7 @@ impl<'a> Run<'a> {
             Some((_, Err(e))) => {
                 let f = Failure {
                     reason: reasons::IMPERSONATION_FAILED,
+                    event: reasons::IMPERSONATION_FAILED,
                     message: e.to_string(),
                     outcome: Outcome::FailedStalled,
                     action: actions::APPLY,
@@ -769,6 +773,7 @@ impl<'a> Run<'a> {
                 let f = match e.phase {
                     Phase::Plan => Failure {
                         reason: reasons::APPLY_FAILED,
+                        event: reasons::APPLY_FAILED,
                         message: e.error.to_string(),
                         outcome: Outcome::FailedStalled,
                         action: actions::APPLY,
@@ -780,6 +785,7 @@ impl<'a> Run<'a> {
                         } else {
                             reasons::APPLY_FAILED
                         },
+                        event: reasons::APPLY_FAILED,
                         message: e.error.to_string(),
                         outcome: if forbidden {
                             Outcome::FailedStalled
@@ -795,6 +801,7 @@ impl<'a> Run<'a> {
                         } else {
                             reasons::PRUNE_FAILED
                         },
+                        event: reasons::PRUNE_FAILED,
                         message: e.error.to_string(),
                         outcome: if forbidden {
                             Outcome::FailedStalled
@@ -818,6 +825,7 @@ impl<'a> Run<'a> {
         let Some((record, mut guard)) = self.ctx.store.lease() else {
             return Ok(Err(Failure {
                 reason: reasons::PLATFORM_NOT_READY,
+                event: reasons::PLATFORM_NOT_READY,
                 message: "no platform is recorded: waiting for Platform cluster".to_owned(),
                 outcome: Outcome::FailedTransient,
                 action: actions::RENDER,
@@ -828,6 +836,7 @@ impl<'a> Run<'a> {
             guard.release();
             return Ok(Err(Failure {
                 reason: reasons::RENDER_FAILED,
+                event: reasons::RENDER_FAILED,
                 message: "no module renderer is configured".to_owned(),
                 outcome: Outcome::FailedStalled,
                 action: actions::RENDER,
@@ -851,6 +860,7 @@ impl<'a> Run<'a> {
             let c = classify_render(e.class);
             Failure {
                 reason: c.reason,
+                event: c.reason,
                 message: e.to_string(),
                 outcome: c.outcome,
                 action: actions::RENDER,
@@ -1035,12 +1045,7 @@ impl<'a> Run<'a> {
         }
         self.patcher.patch_status(&self.mi).await?;
         if super::events::is_transition(&self.prior.conditions, f.reason, &f.message) {
-            let reason = match (f.action, f.reason) {
-                (actions::APPLY, reasons::IMPERSONATION_FAILED) => reasons::APPLY_FAILED,
-                (actions::PRUNE, reasons::IMPERSONATION_FAILED) => reasons::PRUNE_FAILED,
-                (_, r) => r,
-            };
-            self.event(EventType::Warning, reason, f.action, &f.message)
+            self.event(EventType::Warning, f.event, f.action, &f.message)
                 .await;
         }
         tracing::warn!(reason = f.reason, message = %f.message, "module instance not reconciled");

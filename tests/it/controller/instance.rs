@@ -708,6 +708,12 @@ async fn scenario_42_a_missing_service_account_stalls_impersonation_failed() {
     );
     assert!(message.contains("team-a/deploy-sa"), "{message}");
     assert!(msg_of(&m, "web-a").await.is_none(), "nothing applied");
+    assert_eq!(
+        events(&m.env.client, NAME, "ImpersonationFailed")
+            .await
+            .len(),
+        1
+    );
 }
 
 #[tokio::test]
