@@ -33,6 +33,7 @@ struct FakeRenderer {
     count: Mutex<usize>,
     error: Mutex<Option<KernelError>>,
     renders: Mutex<u32>,
+    contracts: Mutex<Vec<String>>,
 }
 
 impl FakeRenderer {
@@ -41,6 +42,7 @@ impl FakeRenderer {
             count: Mutex::new(3),
             error: Mutex::new(None),
             renders: Mutex::new(0),
+            contracts: Mutex::new(vec!["x.test/contracts/db@v1".to_owned()]),
         })
     }
 }
@@ -99,7 +101,7 @@ impl ModuleRenderer for FakeRenderer {
             objects,
             inventory,
             warnings: Vec::new(),
-            required_contracts: vec!["x.test/contracts/db@v1".to_owned()],
+            required_contracts: self.contracts.lock().unwrap().clone(),
             digest: String::new(),
         })
     }
@@ -826,6 +828,25 @@ async fn scenario_66_status_only_updates_do_not_enqueue_and_spec_changes_do() {
     let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
     assert_eq!(after_status, renders, "a status-only update rendered again");
     assert!(updated, "a spec change was not reconciled");
+}
+
+#[tokio::test]
+async fn scenario_46_required_contracts_follow_the_render_even_on_a_no_op() {
+    let m = mi_env(false).await;
+    let before = ready(&m).await.status.unwrap();
+    assert_eq!(before.required_contracts, vec!["x.test/contracts/db@v1"]);
+    *m.renderer.contracts.lock().unwrap() = vec!["b@v1".into(), "c@v1".into()];
+    let r = reconcile(&m).await;
+    assert_eq!(
+        r.outcome,
+        Some(opm_operator::controller::outcome::Outcome::NoOp)
+    );
+    let status = get(&m).await.status.unwrap();
+    assert_eq!(status.required_contracts, vec!["b@v1", "c@v1"]);
+    assert_eq!(
+        status.reconcile.last_attempted_at,
+        before.reconcile.last_attempted_at
+    );
 }
 
 /// The real kernel on the published fixture set: the `demo` module from `docker-registry`,
