@@ -15,12 +15,15 @@
 //! - [`serve`]: the controller flags of `opm-operator serve`, boot (registry, `--platform-dir`
 //!   reset) and the sidecar the HTTP server runs.
 //!
-//! The ModuleInstance and ModulePackage reconcilers (issue 17) build on the same frame.
+//! - [`instance`]: the ModuleInstance reconciler (§2.2, §2.4–§2.6).
+//!
+//! The ModulePackage reconciler (issue 17) builds on the same frame.
 
 pub mod claims;
 pub mod context;
 pub mod events;
 pub mod frame;
+pub mod instance;
 pub mod leader;
 pub mod manager;
 pub mod metrics;

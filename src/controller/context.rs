@@ -21,7 +21,8 @@ use tokio::sync::watch;
 use super::frame::Events;
 use super::metrics::ControllerMetrics;
 use super::outcome::Outcome;
-use crate::kernel::{BuiltPlatform, CatalogAcquirer, PlatformBuilder};
+use crate::apply::{Engine, EngineOptions};
+use crate::kernel::{BuiltPlatform, CatalogAcquirer, ModuleRenderer, PlatformBuilder};
 use crate::platform::{Layout, Store};
 
 /// The shared state of the reconcilers.
@@ -44,6 +45,17 @@ pub struct Context {
     pub operator_version: String,
     /// Bumped each time a package is recorded.
     pub recorded: watch::Sender<u64>,
+    /// Module rendering for the ModuleInstance reconciler (`None`: its controller does not run).
+    pub renderer: Option<Arc<dyn ModuleRenderer>>,
+    /// The apply engine acting as the controller (drift, and apply/prune without a SA).
+    pub engine: Engine,
+    /// The controller's client configuration, copied into impersonating clients (§2.5); `None`:
+    /// a ServiceAccount in effect fails with ImpersonationFailed.
+    pub kube_config: Option<kube::Config>,
+    /// `--default-service-account` (§2.5; empty or `None`: the controller identity).
+    pub default_service_account: Option<String>,
+    /// Concurrent ModuleInstance reconciles (`--max-concurrent-renders`; 0 is taken as 1).
+    pub max_concurrent_renders: u16,
     /// Consecutive reconcile errors per object key (`Kind/name`), for the error backoff.
     failures: FailureCounts,
 }
@@ -76,7 +88,7 @@ impl Context {
         let (recorded, _) = watch::channel(0);
         Context {
             events: super::frame::Events::new(client.clone(), instance),
-            client,
+            client: client.clone(),
             store,
             layout,
             builder,
@@ -84,6 +96,11 @@ impl Context {
             metrics: None,
             operator_version: operator_version(),
             recorded,
+            renderer: None,
+            engine: Engine::new(client.clone(), EngineOptions::default()),
+            kube_config: None,
+            default_service_account: None,
+            max_concurrent_renders: 1,
             failures: FailureCounts::default(),
         }
     }

@@ -71,6 +71,15 @@ pub enum Error {
         /// The deadline.
         after: Duration,
     },
+    /// Deleting an object's inventory failed (the finalizer is kept; operator-spec §2.4 step 3).
+    #[error("{what}: {source}")]
+    Delete {
+        /// The owner whose inventory was being deleted.
+        what: String,
+        /// The joined deletion errors (boxed: the variant would dwarf the others).
+        #[source]
+        source: Box<crate::apply::Error>,
+    },
     /// A blocking task of the reconcile panicked or was cancelled.
     #[error("{what}: the blocking task did not finish: {message}")]
     Join {

@@ -44,7 +44,7 @@ use super::context::{Context, Reconciled};
 use super::frame::Error;
 use super::leader::Elector;
 use super::platform::{contribution, Mode};
-use super::{platform, registration};
+use super::{instance, platform, registration};
 
 fn action(r: Reconciled) -> Action {
     match r.requeue {
@@ -317,14 +317,93 @@ pub async fn run_registrations(
         .await;
 }
 
-/// Runs both controllers until `stop` turns true.
+/// Runs the ModuleInstance controller until `stop` resolves (§2.6): For(MI) with the generation
+/// predicate (plus a newly set deletion timestamp); every Platform event and every recorded
+/// platform package re-enqueue every instance (a restart into a Ready Platform must not leave
+/// instances on PlatformNotReady); at most `max_concurrent_renders` reconciles at once.
+pub async fn run_instances(
+    ctx: Arc<Context>,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = ctx.client.clone();
+    let wc = watcher::Config::default();
+    let (reader, writer) = reflector::store();
+    let mis = watcher(Api::<ModuleInstance>::all(client.clone()), wc.clone())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(claim_predicate_of::<ModuleInstance>, Default::default());
+    let recorded = futures::stream::unfold(ctx.recorded.subscribe(), |mut rx| async move {
+        rx.changed().await.ok()?;
+        Some(((), rx))
+    });
+    let all = reader.clone();
+    let concurrency = ctx.max_concurrent_renders.max(1);
+    Controller::for_stream(mis, reader)
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+        .watches(Api::<Platform>::all(client), wc, move |_p| {
+            all.state()
+                .iter()
+                .map(|mi| ObjectRef::from_obj(mi.as_ref()))
+                .collect::<Vec<_>>()
+        })
+        .reconcile_all_on(recorded)
+        .graceful_shutdown_on(stop)
+        .run(
+            |mi: Arc<ModuleInstance>, ctx: Arc<Context>| async move {
+                let ns = mi.namespace().unwrap_or_default();
+                let r = instance::reconcile(&ns, &mi.name_any(), &ctx).await;
+                match r {
+                    Ok(r) => {
+                        ctx.succeeded(&instance_key(mi.as_ref()));
+                        Ok(action(r))
+                    }
+                    Err(e) => Err(e),
+                }
+            },
+            |mi: Arc<ModuleInstance>, err: &Error, ctx: Arc<Context>| {
+                let n = ctx.failed(&instance_key(mi.as_ref()));
+                let after = err.retry_after(n);
+                tracing::warn!(error = %err, retry_ms = after.as_millis() as u64, "reconcile failed; retrying");
+                Action::requeue(after)
+            },
+            ctx,
+        )
+        .for_each(|_| future::ready(()))
+        .await;
+}
+
+fn instance_key(mi: &ModuleInstance) -> String {
+    format!(
+        "ModuleInstance/{}/{}",
+        mi.namespace().unwrap_or_default(),
+        mi.name_any()
+    )
+}
+
+/// Runs the controllers until `stop` turns true: Platform and TransformerRegistration always,
+/// ModuleInstance when a module renderer is configured.
 pub async fn run_controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
     let until = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    let instances = {
+        let ctx = Arc::clone(&ctx);
+        let stop = until(stop.clone());
+        async move {
+            if ctx.renderer.is_some() {
+                run_instances(ctx, stop).await;
+            } else {
+                tracing::info!(
+                    "no module renderer configured: the ModuleInstance controller is off"
+                );
+            }
+        }
+    };
     tokio::join!(
         run_platform(Arc::clone(&ctx), until(stop.clone()), Mode::Lead),
         run_registrations(ctx, until(stop)),
+        instances,
     );
 }
 

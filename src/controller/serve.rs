@@ -74,6 +74,11 @@ pub struct ControllerArgs {
     #[arg(long, value_name = "DIR")]
     pub platform_dir: Option<PathBuf>,
 
+    /// ServiceAccount (in each instance's own namespace) ModuleInstances apply and prune as when
+    /// their spec names none (operator-spec §2.5); empty: the controller identity.
+    #[arg(long, default_value = "", value_name = "NAME")]
+    pub default_service_account: String,
+
     /// Module registry mapping in CUE_REGISTRY syntax [default: $OPM_REGISTRY, else the OPM
     /// registries on ghcr.io with registry.cue.works as the catch-all].
     #[arg(long, value_name = "MAPPING")]
@@ -378,9 +383,9 @@ async fn run(
                 tracing::info!(cluster = %source, "connected to the cluster");
                 connected.send_replace(Some(crate::server::render_api::auth::Cluster {
                     client: client.clone(),
-                    config,
+                    config: config.clone(),
                 }));
-                break client;
+                break (client, config);
             }
             Err(e) => {
                 if !reported {
@@ -401,6 +406,7 @@ async fn run(
             }
         }
     };
+    let (client, config) = client;
     let me = identity();
     let mut ctx = Context::new(
         client.clone(),
@@ -411,6 +417,16 @@ async fn run(
         &me,
     );
     ctx.metrics = metrics;
+    ctx.renderer = kernel.renderer;
+    ctx.kube_config = Some(config);
+    ctx.default_service_account =
+        (!args.default_service_account.is_empty()).then(|| args.default_service_account.clone());
+    // The server's `--max-concurrent-renders` bounds the render API; the ModuleInstance
+    // controller takes min(cores, 8) until that flag is passed down here.
+    ctx.max_concurrent_renders = {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        u16::try_from(cores.min(8)).unwrap_or(1)
+    };
     let elector = args.leader_elect.then(|| {
         Elector::new(
             client,

@@ -1,7 +1,9 @@
 //! Controller tests (issue 15): the Platform and TransformerRegistration reconcilers, their
-//! watches, leader election and restart recovery, against kube-emu with fake kernel seams.
+//! watches, leader election and restart recovery, and the ModuleInstance reconciler (issue 17),
+//! against kube-emu with fake kernel seams.
 
 mod common;
+mod instance;
 mod manager;
 mod platform;
 mod registration;

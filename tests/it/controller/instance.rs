@@ -1,0 +1,1030 @@
+//! ModuleInstance reconciler scenarios 27–30, 33, 36, 37, 44 (operator-spec §8) against kube-emu
+//! with a fake `ModuleRenderer` rendering three ConfigMaps from the values, and a Platform
+//! recorded through the fake builder.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crds::conditions::types;
+use crds::k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use crds::module_instance::ModuleInstance;
+use crds::platform::Platform;
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams};
+use kube::Api;
+use opm_operator::controller::context::{Context, Reconciled};
+use opm_operator::controller::{instance, platform};
+use opm_operator::kernel::{
+    BuiltPlatform, ErrorClass, InstanceRef, KernelError, ModuleRenderer, ModuleRequest, Problem,
+    RenderResult, RenderedObject,
+};
+use opm_operator::platform::{Layout, SkewPolicy, Store};
+
+use super::common::*;
+
+const NS: &str = "team-a";
+const NAME: &str = "web";
+const UUID: &str = "6f1c0e52-0000-4000-8000-000000000001";
+
+/// Renders ConfigMaps `web-a`, `web-b`, `web-c` (the first `count`), data `msg` = `values.msg`
+/// (default `hello`), with the OPM labels; or the configured error.
+struct FakeRenderer {
+    count: Mutex<usize>,
+    error: Mutex<Option<KernelError>>,
+    renders: Mutex<u32>,
+    contracts: Mutex<Vec<String>>,
+}
+
+impl FakeRenderer {
+    fn new() -> Arc<Self> {
+        Arc::new(FakeRenderer {
+            count: Mutex::new(3),
+            error: Mutex::new(None),
+            renders: Mutex::new(0),
+            contracts: Mutex::new(vec!["x.test/contracts/db@v1".to_owned()]),
+        })
+    }
+}
+
+impl ModuleRenderer for FakeRenderer {
+    fn render_module(
+        &self,
+        req: &ModuleRequest,
+        _platform: &BuiltPlatform,
+        _skew: SkewPolicy,
+    ) -> Result<RenderResult, KernelError> {
+        *self.renders.lock().unwrap() += 1;
+        if let Some(e) = self.error.lock().unwrap().clone() {
+            return Err(e);
+        }
+        let msg = req
+            .values
+            .as_ref()
+            .and_then(|v| v.get("msg"))
+            .and_then(|v| v.as_str())
+            .unwrap_or("hello")
+            .to_owned();
+        let n = *self.count.lock().unwrap();
+        let objects: Vec<RenderedObject> = ["a", "b", "c"][..n]
+            .iter()
+            .map(|suffix| RenderedObject {
+                object: serde_json::json!({
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {
+                        "name": format!("{}-{suffix}", req.name),
+                        "namespace": req.namespace,
+                        "labels": {
+                            "app.kubernetes.io/managed-by": "opm-controller",
+                            "module-instance.opmodel.dev/name": req.name,
+                            "module-instance.opmodel.dev/namespace": req.namespace,
+                            "module-instance.opmodel.dev/uuid": UUID,
+                            "component.opmodel.dev/name": suffix,
+                        },
+                    },
+                    "data": { "msg": msg },
+                }),
+                component: (*suffix).to_owned(),
+                transformer: "x.test/t#ConfigMap".to_owned(),
+            })
+            .collect();
+        let inventory =
+            opm_operator::inventory::entries_of(objects.iter().map(|o| &o.object)).unwrap();
+        Ok(RenderResult {
+            instance: InstanceRef {
+                name: req.name.clone(),
+                namespace: req.namespace.clone(),
+                fqn: String::new(),
+                uuid: UUID.to_owned(),
+            },
+            objects,
+            inventory,
+            warnings: Vec::new(),
+            required_contracts: self.contracts.lock().unwrap().clone(),
+            digest: String::new(),
+        })
+    }
+}
+
+struct Mi {
+    env: Env,
+    ctx: Arc<Context>,
+    renderer: Arc<FakeRenderer>,
+}
+
+async fn mi_env(prune: bool) -> Mi {
+    let env = env().await;
+    let ns: Api<Namespace> = Api::all(env.client.clone());
+    ns.create(
+        &Default::default(),
+        &Namespace {
+            metadata: ObjectMeta {
+                name: Some(NS.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let layout = Arc::new(Layout::new(env.dir.path().join("mi-platform")).unwrap());
+    layout.reset().unwrap();
+    let renderer = FakeRenderer::new();
+    let mut ctx = Context::new(
+        env.client.clone(),
+        Store::new(),
+        layout,
+        env.builder.clone(),
+        env.acquirer.clone(),
+        "test",
+    );
+    ctx.renderer = Some(renderer.clone());
+    let ctx = Arc::new(ctx);
+    create(
+        &instances(&env.client),
+        ModuleInstance::test().named(NS, NAME).with_prune(prune),
+    )
+    .await;
+    Mi { env, ctx, renderer }
+}
+
+fn instances(client: &kube::Client) -> Api<ModuleInstance> {
+    Api::namespaced(client.clone(), NS)
+}
+
+fn config_maps(client: &kube::Client) -> Api<ConfigMap> {
+    Api::namespaced(client.clone(), NS)
+}
+
+async fn record_platform(m: &Mi) {
+    create(
+        &platforms(&m.env.client),
+        Platform::test().without_catalogs(),
+    )
+    .await;
+    platform::reconcile("cluster", &m.ctx).await.unwrap();
+}
+
+async fn reconcile(m: &Mi) -> Reconciled {
+    instance::reconcile(NS, NAME, &m.ctx).await.unwrap()
+}
+
+async fn get(m: &Mi) -> ModuleInstance {
+    instances(&m.env.client).get(NAME).await.unwrap()
+}
+
+async fn msg_of(m: &Mi, name: &str) -> Option<String> {
+    config_maps(&m.env.client)
+        .get_opt(name)
+        .await
+        .unwrap()
+        .and_then(|c| c.data)
+        .and_then(|d| d.get("msg").cloned())
+}
+
+/// Finalizer first, then PlatformNotReady, then Ready with the platform recorded.
+async fn ready(m: &Mi) -> ModuleInstance {
+    let r = reconcile(m).await;
+    assert_eq!(r.requeue, Some(Duration::ZERO));
+    record_platform(m).await;
+    let r = reconcile(m).await;
+    assert_eq!(r.reason, Some("ReconciliationSucceeded"), "{r:?}");
+    get(m).await
+}
+
+#[tokio::test]
+async fn scenarios_27_and_30_finalizer_first_then_platform_not_ready_then_ready() {
+    let m = mi_env(false).await;
+    // 27: the finalizer is added, nothing rendered.
+    let r = reconcile(&m).await;
+    assert_eq!(r.requeue, Some(Duration::ZERO));
+    let mi = get(&m).await;
+    assert_eq!(
+        mi.metadata.finalizers,
+        Some(vec!["opmodel.dev/cleanup".to_owned()])
+    );
+    assert_eq!(*m.renderer.renders.lock().unwrap(), 0);
+    // 30: no platform → Ready=False PlatformNotReady (not Stalled), backoff 5 s, Warning.
+    let r = reconcile(&m).await;
+    assert_eq!(r.requeue, Some(Duration::from_secs(5)));
+    assert_eq!(r.reason, Some("PlatformNotReady"));
+    let status = get(&m).await.status.unwrap();
+    let (s, reason, _) = condition(&status.conditions, types::READY).unwrap();
+    assert_eq!((s.as_str(), reason.as_str()), ("False", "PlatformNotReady"));
+    assert!(condition(&status.conditions, types::STALLED).is_none());
+    assert!(msg_of(&m, "web-a").await.is_none(), "nothing applied");
+    assert_eq!(
+        events(&m.env.client, NAME, "PlatformNotReady").await.len(),
+        1
+    );
+    // A repeat backs off further and emits no second Warning (scenario 64).
+    let r = reconcile(&m).await;
+    assert_eq!(r.requeue, Some(Duration::from_secs(10)));
+    assert_eq!(
+        events(&m.env.client, NAME, "PlatformNotReady").await.len(),
+        1
+    );
+    // Once recorded: Ready.
+    record_platform(&m).await;
+    let r = reconcile(&m).await;
+    assert_eq!(r.reason, Some("ReconciliationSucceeded"));
+    let status = get(&m).await.status.unwrap();
+    assert_eq!(
+        condition(&status.conditions, types::READY).map(|c| c.0),
+        Some("True".to_owned())
+    );
+    let counters = status.reconcile.failure_counters.unwrap();
+    assert_eq!(counters.reconcile, 0);
+    assert!(status.reconcile.next_retry_at.is_none());
+}
+
+#[tokio::test]
+async fn scenarios_28_and_29_applied_then_no_op() {
+    let m = mi_env(false).await;
+    let mi = ready(&m).await;
+    let status = mi.status.unwrap();
+    // 28: three objects applied with the OPM labels, by manager opm-controller.
+    for n in ["web-a", "web-b", "web-c"] {
+        let cm = config_maps(&m.env.client).get(n).await.unwrap();
+        let labels = cm.metadata.labels.unwrap();
+        assert_eq!(labels["app.kubernetes.io/managed-by"], "opm-controller");
+        assert_eq!(labels["module-instance.opmodel.dev/uuid"], UUID);
+        let managers: Vec<_> = cm
+            .metadata
+            .managed_fields
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|f| f.manager)
+            .collect();
+        assert!(
+            managers.contains(&"opm-controller".to_owned()),
+            "{managers:?}"
+        );
+    }
+    let (s, reason, _) = condition(&status.conditions, types::READY).unwrap();
+    assert_eq!(
+        (s.as_str(), reason.as_str()),
+        ("True", "ReconciliationSucceeded")
+    );
+    assert_eq!(
+        condition(&status.conditions, types::MODULE_RESOLVED).map(|c| c.2),
+        Some("module resolved: opmodel.dev/modules/web@v0@v0.1.0".to_owned())
+    );
+    let inv = status.reconcile.inventory.clone().unwrap();
+    assert_eq!((inv.revision, inv.count, inv.entries.len()), (1, 3, 3));
+    assert!(inv.digest.starts_with("sha256:"));
+    assert_eq!(status.reconcile.history.len(), 1);
+    assert_eq!(status.reconcile.history[0].phase, "complete");
+    assert_eq!(status.instance_uuid.as_deref(), Some(UUID));
+    assert_eq!(status.required_contracts, vec!["x.test/contracts/db@v1"]);
+    assert_eq!(
+        status.observed_generation,
+        get(&m).await.metadata.generation
+    );
+    assert!(status.reconcile.last_applied_render_digest.is_some());
+    let applied = events(&m.env.client, NAME, "Applied").await;
+    assert_eq!(
+        applied[0].note.as_deref(),
+        Some("Applied 3 resources (3 created, 0 updated, 0 unchanged)")
+    );
+    assert_eq!(
+        events(&m.env.client, NAME, "ReconciliationSucceeded")
+            .await
+            .len(),
+        1
+    );
+    // 29: an unchanged second reconcile is a NoOp: nothing applied, attempt fields untouched.
+    let r = reconcile(&m).await;
+    assert_eq!(
+        r.outcome,
+        Some(opm_operator::controller::outcome::Outcome::NoOp)
+    );
+    let again = get(&m).await.status.unwrap();
+    assert_eq!(again.reconcile.history, status.reconcile.history);
+    assert_eq!(
+        again.reconcile.last_attempted_at,
+        status.reconcile.last_attempted_at
+    );
+    assert_eq!(again.reconcile.inventory, status.reconcile.inventory);
+    assert!(again.reconcile.next_retry_at.is_none());
+    assert_eq!(events(&m.env.client, NAME, "NoOp").await.len(), 1);
+    assert_eq!(events(&m.env.client, NAME, "Applied").await.len(), 1);
+}
+
+#[tokio::test]
+async fn scenario_28_a_values_edit_updates_the_objects() {
+    let m = mi_env(false).await;
+    ready(&m).await;
+    assert_eq!(msg_of(&m, "web-a").await.as_deref(), Some("hello"));
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"values": {"msg": "bye"}}})),
+        )
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(
+        r.outcome,
+        Some(opm_operator::controller::outcome::Outcome::Applied)
+    );
+    for n in ["web-a", "web-b", "web-c"] {
+        assert_eq!(msg_of(&m, n).await.as_deref(), Some("bye"));
+    }
+    let status = get(&m).await.status.unwrap();
+    assert_eq!(status.reconcile.inventory.unwrap().revision, 2);
+    assert_eq!(status.reconcile.history.len(), 2);
+    assert_eq!(status.reconcile.history[0].sequence, 2);
+    let applied = events(&m.env.client, NAME, "Applied").await;
+    assert!(applied
+        .iter()
+        .any(|e| e.note.as_deref()
+            == Some("Applied 3 resources (0 created, 3 updated, 0 unchanged)")));
+}
+
+#[tokio::test]
+async fn scenarios_33_and_40_a_values_error_stalls_naming_the_values_path_then_recovers() {
+    let m = mi_env(false).await;
+    let before = ready(&m).await.status.unwrap();
+    let mut e = KernelError::new(
+        ErrorClass::Values,
+        "values do not satisfy #config of opmodel.dev/modules/web@v0",
+    );
+    e.problems.push(Problem {
+        path: "values.replicas".into(),
+        message: "conflicting values \"x\" and int".into(),
+        positions: Vec::new(),
+    });
+    *m.renderer.error.lock().unwrap() = Some(e);
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"values": {"replicas": "x"}}})),
+        )
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(r.requeue, Some(Duration::from_secs(30 * 60)));
+    let status = get(&m).await.status.unwrap();
+    let (s, reason, message) = condition(&status.conditions, types::STALLED).unwrap();
+    assert_eq!((s.as_str(), reason.as_str()), ("True", "ResolutionFailed"));
+    assert!(message.contains("values.replicas"), "{message}");
+    assert_eq!(
+        condition(&status.conditions, types::READY).map(|c| c.0),
+        Some("False".to_owned())
+    );
+    // The previous inventory and lastApplied* are kept; a failure history entry is written.
+    assert_eq!(status.reconcile.inventory, before.reconcile.inventory);
+    assert_eq!(
+        status.reconcile.last_applied_config_digest,
+        before.reconcile.last_applied_config_digest
+    );
+    assert_eq!(status.reconcile.history[0].phase, "failed");
+    assert!(status.reconcile.next_retry_at.is_some());
+    assert_eq!(status.required_contracts, before.required_contracts);
+    assert_eq!(
+        events(&m.env.client, NAME, "ResolutionFailed").await.len(),
+        1
+    );
+    // Scenario 40: nextRetryAt ≈ now + 30 min; the next success resets the counters and
+    // clears it.
+    let retry = status.reconcile.next_retry_at.clone().unwrap().0;
+    let ahead = retry.as_second() - crds::k8s_openapi::jiff::Timestamp::now().as_second();
+    assert!((1700..=1800).contains(&ahead), "{ahead}");
+    assert_eq!(status.reconcile.failure_counters.unwrap().reconcile, 1);
+    *m.renderer.error.lock().unwrap() = None;
+    let r = reconcile(&m).await;
+    assert_eq!(r.reason, Some("ReconciliationSucceeded"));
+    let status = get(&m).await.status.unwrap();
+    assert!(status.reconcile.next_retry_at.is_none());
+    assert_eq!(status.reconcile.failure_counters.unwrap().reconcile, 0);
+    assert!(condition(&status.conditions, types::STALLED).is_none());
+}
+
+#[tokio::test]
+async fn scenario_36_a_hand_edit_is_drift_without_apply() {
+    let m = mi_env(false).await;
+    ready(&m).await;
+    config_maps(&m.env.client)
+        .patch(
+            "web-b",
+            &PatchParams::apply("someone-else").force(),
+            &Patch::Apply(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "web-b", "namespace": NS},
+                "data": {"msg": "edited"},
+            })),
+        )
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(
+        r.outcome,
+        Some(opm_operator::controller::outcome::Outcome::NoOp)
+    );
+    let status = get(&m).await.status.unwrap();
+    let (s, reason, message) = condition(&status.conditions, types::DRIFTED).unwrap();
+    assert_eq!((s.as_str(), reason.as_str()), ("True", "DriftDetected"));
+    assert_eq!(message, "1 resource(s) drifted from desired state");
+    assert_eq!(
+        condition(&status.conditions, types::READY).map(|c| c.0),
+        Some("True".to_owned())
+    );
+    assert_eq!(
+        msg_of(&m, "web-b").await.as_deref(),
+        Some("edited"),
+        "no correction"
+    );
+    // The next apply clears it (forced: the editor now owns `data.msg`).
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {
+                "values": {"msg": "again"},
+                "rollout": {"forceConflicts": true},
+            }})),
+        )
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(r.reason, Some("ReconciliationSucceeded"), "{r:?}");
+    let status = get(&m).await.status.unwrap();
+    assert!(condition(&status.conditions, types::DRIFTED).is_none());
+    assert_eq!(msg_of(&m, "web-b").await.as_deref(), Some("again"));
+}
+
+#[tokio::test]
+async fn scenario_37_a_removed_component_is_pruned() {
+    let m = mi_env(true).await;
+    ready(&m).await;
+    *m.renderer.count.lock().unwrap() = 2;
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"values": {"msg": "two"}}})),
+        )
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(
+        r.outcome,
+        Some(opm_operator::controller::outcome::Outcome::AppliedAndPruned)
+    );
+    assert!(msg_of(&m, "web-c").await.is_none());
+    assert_eq!(msg_of(&m, "web-a").await.as_deref(), Some("two"));
+    let status = get(&m).await.status.unwrap();
+    assert_eq!(status.reconcile.inventory.unwrap().count, 2);
+    let pruned = events(&m.env.client, NAME, "Pruned").await;
+    assert_eq!(pruned[0].note.as_deref(), Some("Pruned 1 stale resources"));
+}
+
+#[tokio::test]
+async fn scenario_44_deletion_prunes_the_inventory_and_releases_the_finalizer() {
+    let m = mi_env(true).await;
+    ready(&m).await;
+    instances(&m.env.client)
+        .delete(NAME, &DeleteParams::default())
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(r, Reconciled::done());
+    for n in ["web-a", "web-b", "web-c"] {
+        assert!(msg_of(&m, n).await.is_none(), "{n} deleted");
+    }
+    assert!(instances(&m.env.client)
+        .get_opt(NAME)
+        .await
+        .unwrap()
+        .is_none());
+}
+
+#[tokio::test]
+async fn scenario_44_prune_false_orphans_on_deletion() {
+    let m = mi_env(false).await;
+    ready(&m).await;
+    instances(&m.env.client)
+        .delete(NAME, &DeleteParams::default())
+        .await
+        .unwrap();
+    reconcile(&m).await;
+    assert_eq!(msg_of(&m, "web-a").await.as_deref(), Some("hello"));
+    assert!(instances(&m.env.client)
+        .get_opt(NAME)
+        .await
+        .unwrap()
+        .is_none());
+}
+
+#[tokio::test]
+async fn scenario_31_a_recorded_platform_re_enqueues_every_instance() {
+    let m = mi_env(false).await;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let ctx = Arc::clone(&m.ctx);
+    let task = tokio::spawn(opm_operator::controller::manager::run_controllers(
+        ctx, stop_rx,
+    ));
+    // Without a platform the instance waits on PlatformNotReady (backoff 5 s, 10 s, ...).
+    let waiting = eventually(10, || async {
+        get(&m)
+            .await
+            .status
+            .and_then(|s| condition(&s.conditions, types::READY))
+            .is_some_and(|c| c.1 == "PlatformNotReady")
+    })
+    .await;
+    assert!(waiting);
+    create(
+        &platforms(&m.env.client),
+        Platform::test().without_catalogs(),
+    )
+    .await;
+    // The recorded package wakes the instance well before its backoff would.
+    let ready = eventually(3, || async {
+        get(&m)
+            .await
+            .status
+            .and_then(|s| condition(&s.conditions, types::READY))
+            .is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    stop_tx.send_replace(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    assert!(ready);
+}
+
+#[tokio::test]
+async fn scenario_39_an_apply_error_keeps_the_inventory_and_backs_off() {
+    let m = mi_env(true).await;
+    let before = ready(&m).await.status.unwrap();
+    // Another manager takes `data.msg` of web-b: our unforced apply now conflicts.
+    config_maps(&m.env.client)
+        .patch(
+            "web-b",
+            &PatchParams::apply("someone-else").force(),
+            &Patch::Apply(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "web-b", "namespace": NS},
+                "data": {"msg": "theirs"},
+            })),
+        )
+        .await
+        .unwrap();
+    *m.renderer.count.lock().unwrap() = 2;
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"values": {"msg": "ours"}}})),
+        )
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(r.requeue, Some(Duration::from_secs(5)));
+    let status = get(&m).await.status.unwrap();
+    let (s, reason, _) = condition(&status.conditions, types::READY).unwrap();
+    assert_eq!((s.as_str(), reason.as_str()), ("False", "ApplyFailed"));
+    assert!(condition(&status.conditions, types::STALLED).is_none());
+    let counters = status.reconcile.failure_counters.clone().unwrap();
+    assert_eq!((counters.apply, counters.reconcile), (1, 1));
+    assert_eq!(status.reconcile.inventory, before.reconcile.inventory);
+    assert_eq!(
+        status.reconcile.last_applied_config_digest,
+        before.reconcile.last_applied_config_digest
+    );
+    // No prune after a failed apply: web-c is still there.
+    assert!(msg_of(&m, "web-c").await.is_some());
+    assert_eq!(events(&m.env.client, NAME, "ApplyFailed").await.len(), 1);
+    // The next failure backs off further.
+    let r = reconcile(&m).await;
+    assert_eq!(r.requeue, Some(Duration::from_secs(10)));
+}
+
+#[tokio::test]
+async fn scenario_34_an_owner_cli_instance_is_managed_externally() {
+    let m = mi_env(true).await;
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"owner": "cli"}})),
+        )
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(r.reason, Some("ManagedExternally"));
+    let mi = get(&m).await;
+    assert!(mi.metadata.finalizers.unwrap_or_default().is_empty());
+    let status = mi.status.unwrap();
+    let (s, reason, _) = condition(&status.conditions, types::READY).unwrap();
+    assert_eq!(
+        (s.as_str(), reason.as_str()),
+        ("Unknown", "ManagedExternally")
+    );
+    assert_eq!(status.observed_generation, None);
+    assert_eq!(*m.renderer.renders.lock().unwrap(), 0);
+    let rv = get(&m).await.metadata.resource_version;
+    // A repeat writes nothing.
+    reconcile(&m).await;
+    assert_eq!(get(&m).await.metadata.resource_version, rv);
+    assert_eq!(
+        events(&m.env.client, NAME, "ManagedExternally").await.len(),
+        1
+    );
+    // Flipped to operator: finalizer added, then adopted.
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"owner": "operator"}})),
+        )
+        .await
+        .unwrap();
+    let r = ready(&m).await;
+    assert!(r.status.unwrap().reconcile.inventory.is_some());
+}
+
+#[tokio::test]
+async fn scenario_35_suspend_preserves_status_and_resume_reconciles() {
+    let m = mi_env(false).await;
+    let before = ready(&m).await.status.unwrap();
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(
+                serde_json::json!({"spec": {"suspend": true, "values": {"msg": "later"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(r.reason, Some("Suspended"));
+    let mi = get(&m).await;
+    let status = mi.status.unwrap();
+    let (s, reason, _) = condition(&status.conditions, types::READY).unwrap();
+    assert_eq!((s.as_str(), reason.as_str()), ("False", "Suspended"));
+    assert_eq!(status.observed_generation, mi.metadata.generation);
+    assert_eq!(status.reconcile.inventory, before.reconcile.inventory);
+    assert_eq!(status.reconcile.history, before.reconcile.history);
+    assert_eq!(msg_of(&m, "web-a").await.as_deref(), Some("hello"));
+    assert_eq!(events(&m.env.client, NAME, "Suspended").await.len(), 1);
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"suspend": false}})),
+        )
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(r.reason, Some("ReconciliationSucceeded"));
+    assert_eq!(events(&m.env.client, NAME, "Resumed").await.len(), 1);
+    assert_eq!(msg_of(&m, "web-a").await.as_deref(), Some("later"));
+}
+
+#[tokio::test]
+async fn scenario_42_a_missing_service_account_stalls_impersonation_failed() {
+    let m = mi_env(false).await;
+    record_platform(&m).await;
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"serviceAccountName": "deploy-sa"}})),
+        )
+        .await
+        .unwrap();
+    reconcile(&m).await;
+    let r = reconcile(&m).await;
+    assert_eq!(r.requeue, Some(Duration::from_secs(30 * 60)));
+    let status = get(&m).await.status.unwrap();
+    let (s, reason, message) = condition(&status.conditions, types::STALLED).unwrap();
+    assert_eq!(
+        (s.as_str(), reason.as_str()),
+        ("True", "ImpersonationFailed")
+    );
+    assert!(message.contains("team-a/deploy-sa"), "{message}");
+    assert!(msg_of(&m, "web-a").await.is_none(), "nothing applied");
+    assert_eq!(
+        events(&m.env.client, NAME, "ImpersonationFailed")
+            .await
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn scenario_45_deletion_with_the_service_account_gone() {
+    let m = mi_env(true).await;
+    ready(&m).await;
+    // The inventory is recorded; now the SA in effect is gone.
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"serviceAccountName": "deploy-sa"}})),
+        )
+        .await
+        .unwrap();
+    instances(&m.env.client)
+        .delete(NAME, &DeleteParams::default())
+        .await
+        .unwrap();
+    let r = reconcile(&m).await;
+    assert_eq!(r.reason, Some("DeletionSAMissing"));
+    reconcile(&m).await;
+    let mi = get(&m).await;
+    let (_, reason, message) = condition(&mi.status.unwrap().conditions, types::STALLED).unwrap();
+    assert_eq!(reason, "DeletionSAMissing");
+    assert!(message.contains("team-a/deploy-sa"), "{message}");
+    assert_eq!(
+        events(&m.env.client, NAME, "DeletionSAMissing").await.len(),
+        1
+    );
+    assert_eq!(
+        msg_of(&m, "web-a").await.as_deref(),
+        Some("hello"),
+        "no prune"
+    );
+    // `"yes"` is ignored; `"true"` orphans in the same pass.
+    for (value, gone) in [("yes", false), ("true", true)] {
+        instances(&m.env.client)
+            .patch(
+                NAME,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"metadata": {"annotations": {"opm.dev/force-delete-orphan": value}}})),
+            )
+            .await
+            .unwrap();
+        reconcile(&m).await;
+        assert_eq!(
+            instances(&m.env.client)
+                .get_opt(NAME)
+                .await
+                .unwrap()
+                .is_none(),
+            gone
+        );
+    }
+    let orphaned = events(&m.env.client, NAME, "OrphanedOnDeletion").await;
+    assert!(orphaned[0]
+        .note
+        .as_deref()
+        .unwrap()
+        .starts_with("Orphaned 3 managed resources"));
+    assert_eq!(msg_of(&m, "web-a").await.as_deref(), Some("hello"));
+}
+
+#[tokio::test]
+async fn scenario_66_status_only_updates_do_not_enqueue_and_spec_changes_do() {
+    let m = mi_env(false).await;
+    create(
+        &platforms(&m.env.client),
+        Platform::test().without_catalogs(),
+    )
+    .await;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(opm_operator::controller::manager::run_controllers(
+        Arc::clone(&m.ctx),
+        stop_rx,
+    ));
+    let is_ready = || async {
+        get(&m)
+            .await
+            .status
+            .and_then(|s| condition(&s.conditions, types::READY))
+            .is_some_and(|c| c.0 == "True")
+    };
+    assert!(eventually(10, is_ready).await);
+    // Let the start-up wakes (package recorded, finalizer requeue) settle.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let renders = *m.renderer.renders.lock().unwrap();
+    patch_status(
+        &instances(&m.env.client),
+        NAME,
+        serde_json::json!({"lastAppliedVersion": "v0.0.9"}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let after_status = *m.renderer.renders.lock().unwrap();
+    instances(&m.env.client)
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"values": {"msg": "spec"}}})),
+        )
+        .await
+        .unwrap();
+    let updated = eventually(10, || async {
+        msg_of(&m, "web-a").await.as_deref() == Some("spec")
+    })
+    .await;
+    stop_tx.send_replace(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    assert_eq!(after_status, renders, "a status-only update rendered again");
+    assert!(updated, "a spec change was not reconciled");
+}
+
+#[tokio::test]
+async fn scenario_46_required_contracts_follow_the_render_even_on_a_no_op() {
+    let m = mi_env(false).await;
+    let before = ready(&m).await.status.unwrap();
+    assert_eq!(before.required_contracts, vec!["x.test/contracts/db@v1"]);
+    *m.renderer.contracts.lock().unwrap() = vec!["b@v1".into(), "c@v1".into()];
+    let r = reconcile(&m).await;
+    assert_eq!(
+        r.outcome,
+        Some(opm_operator::controller::outcome::Outcome::NoOp)
+    );
+    let status = get(&m).await.status.unwrap();
+    assert_eq!(status.required_contracts, vec!["b@v1", "c@v1"]);
+    assert_eq!(
+        status.reconcile.last_attempted_at,
+        before.reconcile.last_attempted_at
+    );
+}
+
+/// The real kernel on the published fixture set: the `demo` module from `docker-registry`,
+/// rendered on the generated platform fixture recorded in the store.
+mod registry {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use crds::k8s_openapi::api::apps::v1::Deployment;
+    use opm_operator::platform::{Generated, PackageIdentity};
+    use opm_operator::registry::modfile::ModuleFile;
+    use opm_operator::render::Renderer;
+
+    use super::*;
+    use crate::registry::harness::{cli_ok, DistRegistry};
+
+    const PROD: &str = "prod";
+    const SHOP: &str = "shop";
+
+    fn opm() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/opm")
+    }
+
+    fn values(name: &str) -> serde_json::Value {
+        let text = std::fs::read_to_string(opm().join("values").join(name)).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    fn built_platform() -> BuiltPlatform {
+        let dir = opm().join("platform/generated");
+        let mf =
+            ModuleFile::parse(&std::fs::read(dir.join("cue.mod/module.cue")).unwrap()).unwrap();
+        BuiltPlatform {
+            dir,
+            deps: mf
+                .deps
+                .iter()
+                .map(|(p, d)| (p.clone(), d.version.clone()))
+                .collect::<BTreeMap<_, _>>(),
+            ..BuiltPlatform::default()
+        }
+    }
+
+    async fn reconcile_shop(ctx: &Context) -> Reconciled {
+        instance::reconcile(PROD, SHOP, ctx).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn scenarios_28_29_44_the_fixture_demo_module_from_the_registry() {
+        let reg = DistRegistry::start();
+        for m in ["core", "kube", "mini", "gateway", "demo"] {
+            let d = opm().join(m);
+            cli_ok(&[
+                "module",
+                "publish",
+                d.to_str().unwrap(),
+                "v0.1.0",
+                "--registry",
+                &reg.mapping(),
+            ]);
+        }
+        let env = env().await;
+        let client = env.client.clone();
+        let ns: Api<Namespace> = Api::all(client.clone());
+        ns.create(
+            &Default::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(PROD.into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        let renderer = Renderer::new(Arc::new(reg.client(None))).with_config(cue::Config {
+            max_wall_time: Duration::from_secs(300),
+            ..cue::Config::default()
+        });
+        let store = Store::new();
+        let platform = built_platform();
+        store.set_generated(Generated {
+            identity: PackageIdentity::unclaimed(1).unwrap(),
+            dir: platform.dir.clone(),
+            platform,
+            skew: SkewPolicy::Warn,
+        });
+        let layout = Arc::new(Layout::new(env.dir.path().join("reg-platform")).unwrap());
+        let mut ctx = Context::new(
+            client.clone(),
+            store,
+            layout,
+            env.builder.clone(),
+            env.acquirer.clone(),
+            "test",
+        );
+        ctx.renderer = Some(Arc::new(renderer));
+        let mis: Api<ModuleInstance> = Api::namespaced(client.clone(), PROD);
+        create(
+            &mis,
+            ModuleInstance::test()
+                .named(PROD, SHOP)
+                .with_module("fixtures.test/modules/demo@v0", "v0.1.0")
+                .with_values(values("valid.json"))
+                .with_prune(true),
+        )
+        .await;
+
+        // Finalizer, then Ready with the three objects applied and OPM-labelled.
+        assert_eq!(reconcile_shop(&ctx).await.requeue, Some(Duration::ZERO));
+        let r = reconcile_shop(&ctx).await;
+        assert_eq!(r.reason, Some("ReconciliationSucceeded"), "{r:?}");
+        let status = mis.get(SHOP).await.unwrap().status.unwrap();
+        let inv = status.reconcile.inventory.clone().unwrap();
+        assert_eq!((inv.revision, inv.count), (1, 3));
+        let names: Vec<_> = inv.entries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["settings", "shop-hosts-77eb3aa434", "shop-web"]);
+        assert_eq!(
+            status.instance_uuid.as_deref(),
+            Some("4cc2523c-c376-545e-a997-dc2f4899f403")
+        );
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), PROD);
+        let web = deployments.get("shop-web").await.unwrap();
+        let labels = web.metadata.labels.clone().unwrap();
+        assert_eq!(labels["app.kubernetes.io/managed-by"], "opm-controller");
+        assert_eq!(labels["module-instance.opmodel.dev/name"], SHOP);
+        assert_eq!(web.spec.replicas, Some(3));
+        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), PROD);
+        assert!(cms.get_opt("settings").await.unwrap().is_some());
+
+        // NoOp on an unchanged second reconcile.
+        let r = reconcile_shop(&ctx).await;
+        assert_eq!(
+            r.outcome,
+            Some(opm_operator::controller::outcome::Outcome::NoOp)
+        );
+
+        // A values edit updates the Deployment.
+        let mut v = values("valid.json");
+        v["replicas"] = serde_json::json!(2);
+        mis.patch(
+            SHOP,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"values": v}})),
+        )
+        .await
+        .unwrap();
+        let r = reconcile_shop(&ctx).await;
+        assert_eq!(r.reason, Some("ReconciliationSucceeded"), "{r:?}");
+        let web = deployments.get("shop-web").await.unwrap();
+        assert_eq!(web.spec.replicas, Some(2));
+        let status = mis.get(SHOP).await.unwrap().status.unwrap();
+        assert_eq!(status.reconcile.inventory.unwrap().revision, 2);
+
+        // A values error stalls, naming the values path; nothing changes on the cluster.
+        let mut bad = values("valid.json");
+        bad["replicas"] = serde_json::json!(1000);
+        mis.patch(
+            SHOP,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"values": bad}})),
+        )
+        .await
+        .unwrap();
+        let r = reconcile_shop(&ctx).await;
+        assert_eq!(r.requeue, Some(Duration::from_secs(30 * 60)), "{r:?}");
+        let status = mis.get(SHOP).await.unwrap().status.unwrap();
+        let (s, _, message) = condition(&status.conditions, types::STALLED).unwrap();
+        assert_eq!(s, "True");
+        assert!(message.contains("values.replicas"), "{message}");
+        assert_eq!(status.reconcile.inventory.unwrap().revision, 2);
+
+        // Deletion prunes the inventory and releases the finalizer.
+        mis.delete(SHOP, &DeleteParams::default()).await.unwrap();
+        assert_eq!(reconcile_shop(&ctx).await, Reconciled::done());
+        assert!(deployments.get_opt("shop-web").await.unwrap().is_none());
+        assert!(cms.get_opt("settings").await.unwrap().is_none());
+        assert!(mis.get_opt(SHOP).await.unwrap().is_none());
+    }
+}
