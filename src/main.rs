@@ -54,6 +54,8 @@ fn main() -> anyhow::Result<()> {
             use opm_operator::registry::{Mapping, ModuleRegistry, RegistryConfig};
             use std::sync::Arc;
             let store = opm_operator::platform::Store::new();
+            let mut args = args;
+            args.controllers.max_concurrent_renders = args.server.max_concurrent_renders;
             let core_module = args.controllers.core_module.clone();
             let core_version = args.controllers.core_version.clone();
             let shape = args.controllers.platform_shape.into();

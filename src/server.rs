@@ -141,13 +141,20 @@ pub struct ServeArgs {
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
     pub render_timeout: Duration,
 
-    /// Renders of the REST render API running at once (further requests wait for a slot).
-    #[arg(long, default_value = "1", value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
-    pub max_concurrent_renders: u16,
+    /// Renders running at once: REST render API requests, and ModuleInstance/ModulePackage
+    /// reconciles (each bounded separately) [default: min(CPUs, 8)].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_concurrent_renders: Option<u16>,
 
     /// Interval of the fallback check of the TLS files (file events are watched too).
     #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub cert_poll_interval: Duration,
+}
+
+/// The default `--max-concurrent-renders`: min(CPUs, 8) (memory is the real bound: each
+/// concurrent render holds one evaluation, operator-spec §2.6).
+pub fn default_concurrent_renders() -> u16 {
+    u16::try_from(default_concurrency().min(8)).unwrap_or(1)
 }
 
 /// How the REST render API checks its callers (`--render-auth`).
@@ -486,7 +493,10 @@ async fn serve(args: ServeArgs, sidecar: Option<Sidecar>) -> Result<(), Error> {
             auth,
             parts.cluster,
             args.render_timeout,
-            usize::from(args.max_concurrent_renders),
+            usize::from(
+                args.max_concurrent_renders
+                    .unwrap_or_else(default_concurrent_renders),
+            ),
         )
     });
     let running = start_with(settings, store, |r| {

@@ -218,8 +218,10 @@ impl Engine {
     /// Checks `objects` for drift (see the module rules), with the engine's bounded
     /// concurrency; the report lists objects in render order.
     pub async fn drift(&self, objects: &[Value], opts: &DriftOptions) -> DriftReport {
-        let checks: Vec<Check> = stream::iter(objects)
-            .map(|o| self.check_one(o, opts))
+        // Owned items (not `&Value`): the future must be `Send` for any caller, including a
+        // kube-runtime reconcile, which a closure over a borrowed item cannot prove.
+        let checks: Vec<Check> = stream::iter(objects.iter().cloned())
+            .map(|o| async move { self.check_one(&o, opts).await })
             .buffered(self.opts.concurrency.max(1))
             .collect()
             .await;

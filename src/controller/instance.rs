@@ -165,13 +165,7 @@ fn time_after(d: Duration) -> Time {
 /// `Send` (a higher-ranked closure inside it), which the controller runtime requires of the
 /// reconcile future; so it is driven to completion on a blocking thread of the same runtime.
 async fn drift_of(engine: &Engine, objects: &[Value]) -> Result<apply::drift::DriftReport, Error> {
-    let engine = engine.clone();
-    let objects = objects.to_vec();
-    let handle = tokio::runtime::Handle::current();
-    frame::blocking("checking drift", move || {
-        handle.block_on(engine.drift(&objects, &DriftOptions::default()))
-    })
-    .await
+    Ok(engine.drift(objects, &DriftOptions::default()).await)
 }
 
 fn counters(status: &mut ModuleInstanceStatus) -> &mut FailureCounters {

@@ -101,6 +101,11 @@ pub struct ControllerArgs {
         value_name = "SHAPE"
     )]
     pub platform_shape: PlatformShape,
+
+    /// The server's `--max-concurrent-renders` (not a flag of its own: `main` copies it here so
+    /// the ModuleInstance controller and the render API share one setting).
+    #[arg(skip)]
+    pub max_concurrent_renders: Option<u16>,
 }
 
 /// The default `--core-module`.
@@ -421,12 +426,10 @@ async fn run(
     ctx.kube_config = Some(config);
     ctx.default_service_account =
         (!args.default_service_account.is_empty()).then(|| args.default_service_account.clone());
-    // The server's `--max-concurrent-renders` bounds the render API; the ModuleInstance
-    // controller takes min(cores, 8) until that flag is passed down here.
-    ctx.max_concurrent_renders = {
-        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-        u16::try_from(cores.min(8)).unwrap_or(1)
-    };
+    // `--max-concurrent-renders` (a server flag, copied here by `main`).
+    ctx.max_concurrent_renders = args
+        .max_concurrent_renders
+        .unwrap_or_else(crate::server::default_concurrent_renders);
     let elector = args.leader_elect.then(|| {
         Elector::new(
             client,
