@@ -121,6 +121,34 @@ pub struct InstanceLabels {
     pub uuid: String,
 }
 
+impl InstanceLabels {
+    /// The instance labels a reconcile stamps for `rendered`: the uuid is the first rendered
+    /// object's `module-instance.opmodel.dev/uuid` label, else the instance's uuid; `None` when
+    /// neither is set (nothing is stamped then). One rule for the ModuleInstance reconciler and the
+    /// render API's previews, so a preview shows what a reconcile applies.
+    pub fn of(rendered: &crate::kernel::RenderResult) -> Option<InstanceLabels> {
+        let uuid = rendered
+            .objects
+            .iter()
+            .find_map(|o| {
+                o.object
+                    .pointer("/metadata/labels")
+                    .and_then(|l| l.get(crds::labels::INSTANCE_UUID))
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+            })
+            .or_else(|| {
+                (!rendered.instance.uuid.is_empty()).then(|| rendered.instance.uuid.clone())
+            })?;
+        Some(InstanceLabels {
+            name: rendered.instance.name.clone(),
+            namespace: rendered.instance.namespace.clone(),
+            uuid,
+        })
+    }
+}
+
 /// Returns the object as it is sent to server-side apply (see the module rules).
 pub fn prepare(object: &Value, runtime: &str, instance: Option<&InstanceLabels>) -> Value {
     let mut o = object.clone();

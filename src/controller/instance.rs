@@ -47,7 +47,7 @@ use crds::conditions::{self, reasons, types};
 use crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crds::k8s_openapi::jiff::{SignedDuration, Timestamp};
 use crds::module_instance::{ModuleInstance, ModuleInstanceStatus, Owner};
-use crds::{labels, FINALIZER_CLEANUP};
+use crds::FINALIZER_CLEANUP;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 use tracing::Instrument;
@@ -612,18 +612,7 @@ impl<'a> Run<'a> {
             }
         };
         digests.inventory = inventory::inventory_digest(&desired);
-        let uuid = objects
-            .iter()
-            .find_map(|o| {
-                o.pointer("/metadata/labels")
-                    .and_then(|l| l.get(labels::INSTANCE_UUID))
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_owned)
-            })
-            .or_else(|| {
-                (!rendered.instance.uuid.is_empty()).then(|| rendered.instance.uuid.clone())
-            });
+        let uuid = InstanceLabels::of(&rendered).map(|l| l.uuid);
         {
             let status = self.status();
             if uuid.is_some() {

@@ -654,8 +654,13 @@ async fn preview(
 > {
     let engine = engine_for(cluster, caller)?;
     let objects: Vec<serde_json::Value> = result.objects.iter().map(|o| o.object.clone()).collect();
+    // The same instance labels a reconcile stamps, so the preview is what it would apply.
+    let opts = ApplyOptions {
+        instance: crate::apply::object::InstanceLabels::of(result),
+        ..ApplyOptions::default()
+    };
     let previews = engine
-        .preview(&objects, &ApplyOptions::default())
+        .preview(&objects, &opts)
         .await
         .map_err(|e| ApiError::new(ErrorCode::RenderFailed, e.to_string()))?;
     let diff = mode == RenderMode::Diff;

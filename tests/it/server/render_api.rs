@@ -576,7 +576,8 @@ async fn diff_shows_unchanged_after_apply_then_the_patch_and_the_prune_set() {
     let f = fixture(Duration::from_secs(10), true).await;
     grant_configmaps(&f, &["get", "create", "patch"]).await;
     let admin = f.emu.client().unwrap();
-    // Apply what the render produces, as the operator would (field manager opm-controller).
+    // Apply what the render produces, as a reconcile would (field manager opm-controller, the
+    // instance labels stamped).
     let rendered = f
         .render(
             "team-a",
@@ -587,10 +588,15 @@ async fn diff_shows_unchanged_after_apply_then_the_patch_and_the_prune_set() {
         .json();
     let object = rendered["objects"][0]["object"].clone();
     let engine = opm_operator::apply::Engine::new(admin.clone(), Default::default());
-    engine
-        .apply_all_staged(&[object], &Default::default())
-        .await
-        .unwrap();
+    let stamped = opm_operator::apply::ApplyOptions {
+        instance: Some(opm_operator::apply::object::InstanceLabels {
+            name: "demo".into(),
+            namespace: "team-a".into(),
+            uuid: rendered["instance"]["uuid"].as_str().unwrap().into(),
+        }),
+        ..Default::default()
+    };
+    engine.apply_all_staged(&[object], &stamped).await.unwrap();
     // An instance whose inventory also holds an object the render no longer produces.
     let mis: Api<crds::ModuleInstance> = Api::namespaced(admin.clone(), "team-a");
     mis.create(
