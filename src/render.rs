@@ -159,6 +159,15 @@ impl Renderer {
         platform: &BuiltPlatform,
         skew: SkewPolicy,
     ) -> Result<RenderResult, Error> {
+        self.on_render_thread(platform, || self.render_here(req, platform, skew))
+    }
+
+    /// Runs `f` on a thread whose stack fits the evaluator's limit (no record → PlatformNotReady).
+    fn on_render_thread(
+        &self,
+        platform: &BuiltPlatform,
+        f: impl FnOnce() -> Result<RenderResult, Error> + Send,
+    ) -> Result<RenderResult, Error> {
         if platform.dir.as_os_str().is_empty() {
             return Err(Error::PlatformNotReady);
         }
@@ -167,7 +176,7 @@ impl Renderer {
             let h = std::thread::Builder::new()
                 .name("opm-render".into())
                 .stack_size(stack)
-                .spawn_scoped(s, || self.render_here(req, platform, skew))
+                .spawn_scoped(s, f)
                 .map_err(|e| Error::Thread(e.to_string()))?;
             h.join()
                 .map_err(|_| Error::Thread("the render thread panicked".into()))?
@@ -534,19 +543,7 @@ impl Renderer {
         platform: &BuiltPlatform,
         skew: SkewPolicy,
     ) -> Result<RenderResult, Error> {
-        if platform.dir.as_os_str().is_empty() {
-            return Err(Error::PlatformNotReady);
-        }
-        let stack = self.config.max_stack_bytes.saturating_add(8 << 20);
-        std::thread::scope(|s| {
-            let h = std::thread::Builder::new()
-                .name("opm-render".into())
-                .stack_size(stack)
-                .spawn_scoped(s, || self.render_package_here(dir, platform, skew))
-                .map_err(|e| Error::Thread(e.to_string()))?;
-            h.join()
-                .map_err(|_| Error::Thread("the render thread panicked".into()))?
-        })
+        self.on_render_thread(platform, || self.render_package_here(dir, platform, skew))
     }
 
     fn render_package_here(

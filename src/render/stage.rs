@@ -91,6 +91,44 @@ pub fn package_name(src: &str) -> Option<String> {
 }
 
 /// The platform's root package files (name, text) and its module file.
+/// Platform files (name, text), their package name, the promoted render module file.
+type StagedPlatform = (Vec<(String, String)>, String, ModFile);
+
+/// The platform half of a render build: the platform files, their package name, and the
+/// render module's module file with the platform's deps promoted (the platform wins every shared
+/// path; its `default: true` markers kept).
+fn stage_platform(
+    platform: &BuiltPlatform,
+    module_file: &ModFile,
+) -> Result<StagedPlatform, Error> {
+    let (platform_files, platform_mf) = read_platform(platform)?;
+    let platform_pkg = platform_files
+        .iter()
+        .find_map(|(_, t)| package_name(t))
+        .ok_or_else(|| Error::Platform {
+            dir: platform.dir.display().to_string(),
+            message: "the platform files declare no package".into(),
+            problems: Vec::new(),
+        })?;
+    let platform_deps = if platform.deps.is_empty() {
+        platform_mf
+            .deps
+            .iter()
+            .map(|(p, d)| (p.clone(), d.version.clone()))
+            .collect()
+    } else {
+        platform.deps.clone()
+    };
+    let defaults: Vec<String> = platform_mf
+        .deps
+        .iter()
+        .filter(|(_, d)| d.default)
+        .map(|(p, _)| p.clone())
+        .collect();
+    let promoted = deps::promote(module_file, &platform_deps, &defaults);
+    Ok((platform_files, platform_pkg, promoted))
+}
+
 fn read_platform(platform: &BuiltPlatform) -> Result<(Vec<(String, String)>, ModFile), Error> {
     let dir = &platform.dir;
     let perr = |message: String| Error::Platform {
@@ -299,31 +337,7 @@ pub fn stage(
             .into(),
     })?;
 
-    let (platform_files, platform_mf) = read_platform(platform)?;
-    let platform_pkg = platform_files
-        .iter()
-        .find_map(|(_, t)| package_name(t))
-        .ok_or_else(|| Error::Platform {
-            dir: platform.dir.display().to_string(),
-            message: "the platform files declare no package".into(),
-            problems: Vec::new(),
-        })?;
-    let platform_deps = if platform.deps.is_empty() {
-        platform_mf
-            .deps
-            .iter()
-            .map(|(p, d)| (p.clone(), d.version.clone()))
-            .collect()
-    } else {
-        platform.deps.clone()
-    };
-    let defaults: Vec<String> = platform_mf
-        .deps
-        .iter()
-        .filter(|(_, d)| d.default)
-        .map(|(p, _)| p.clone())
-        .collect();
-    let promoted = deps::promote(&module_file, &platform_deps, &defaults);
+    let (platform_files, platform_pkg, promoted) = stage_platform(platform, &module_file)?;
 
     let mut top = MemFs::new();
     top.insert("cue.mod/module.cue", deps::write_module_file(&promoted));
@@ -383,31 +397,7 @@ pub fn stage_package(
         dir: shown.clone(),
         message: "the directory holds no CUE package".into(),
     })?;
-    let (platform_files, platform_mf) = read_platform(platform)?;
-    let platform_pkg = platform_files
-        .iter()
-        .find_map(|(_, t)| package_name(t))
-        .ok_or_else(|| Error::Platform {
-            dir: platform.dir.display().to_string(),
-            message: "the platform files declare no package".into(),
-            problems: Vec::new(),
-        })?;
-    let platform_deps = if platform.deps.is_empty() {
-        platform_mf
-            .deps
-            .iter()
-            .map(|(p, d)| (p.clone(), d.version.clone()))
-            .collect()
-    } else {
-        platform.deps.clone()
-    };
-    let defaults: Vec<String> = platform_mf
-        .deps
-        .iter()
-        .filter(|(_, d)| d.default)
-        .map(|(p, _)| p.clone())
-        .collect();
-    let promoted = deps::promote(&module_file, &platform_deps, &defaults);
+    let (platform_files, platform_pkg, promoted) = stage_platform(platform, &module_file)?;
     let mut top = MemFs::new();
     top.insert("cue.mod/module.cue", deps::write_module_file(&promoted));
     for (name, text) in platform_files {
