@@ -16,11 +16,12 @@
 //!   reset) and the sidecar the HTTP server runs.
 //!
 //! - [`instance`]: the ModuleInstance reconciler (§2.2, §2.4–§2.6).
-//!
-//! The ModulePackage reconciler (issue 17) builds on the same frame.
+//! - [`package`]: the ModulePackage reconciler (§2.3, §2.4) and its Flux sources.
+//! - [`deadline`]: the `--reconcile-timeout` of both.
 
 pub mod claims;
 pub mod context;
+pub mod deadline;
 pub mod events;
 pub mod frame;
 pub mod instance;
@@ -28,6 +29,7 @@ pub mod leader;
 pub mod manager;
 pub mod metrics;
 pub mod outcome;
+pub mod package;
 pub mod platform;
 pub mod platform_gate;
 pub mod registration;

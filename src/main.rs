@@ -73,7 +73,8 @@ fn main() -> anyhow::Result<()> {
                 Ok(Kernel {
                     builder: platform.clone(),
                     acquirer: platform,
-                    renderer: Some(renderer),
+                    renderer: Some(renderer.clone()),
+                    package_renderer: Some(renderer),
                 })
             })?;
             Ok(opm_operator::server::run_with(args.server, Some(sidecar))?)

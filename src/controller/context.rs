@@ -22,7 +22,9 @@ use super::frame::Events;
 use super::metrics::ControllerMetrics;
 use super::outcome::Outcome;
 use crate::apply::{Engine, EngineOptions};
-use crate::kernel::{BuiltPlatform, CatalogAcquirer, ModuleRenderer, PlatformBuilder};
+use crate::kernel::{
+    BuiltPlatform, CatalogAcquirer, ModuleRenderer, PackageRenderer, PlatformBuilder,
+};
 use crate::platform::{Layout, Store};
 
 /// The shared state of the reconcilers.
@@ -56,9 +58,26 @@ pub struct Context {
     pub default_service_account: Option<String>,
     /// Concurrent ModuleInstance reconciles (`--max-concurrent-renders`; 0 is taken as 1).
     pub max_concurrent_renders: u16,
+    /// Package rendering for the ModulePackage reconciler (`None`: its controller does not run).
+    pub package_renderer: Option<Arc<dyn PackageRenderer>>,
+    /// `--allow-cross-namespace-refs`: a ModulePackage may name a source in another namespace
+    /// (default deny, operator-spec §2.3).
+    pub allow_cross_namespace_refs: bool,
+    /// `--reconcile-timeout`: the deadline of one ModuleInstance or ModulePackage reconcile run
+    /// by the manager (a hung registry or artifact server cannot pin a worker).
+    pub reconcile_timeout: Duration,
+    /// Limits of one ModulePackage artifact (operator-spec §2.3 step 4).
+    pub artifact_limits: crate::artifact::Limits,
+    /// How often the ModulePackage controller looks for Flux source CRDs that were absent.
+    pub source_discovery_interval: Duration,
     /// Consecutive reconcile errors per object key (`Kind/name`), for the error backoff.
     failures: FailureCounts,
 }
+
+/// The default `--reconcile-timeout`.
+pub const DEFAULT_RECONCILE_TIMEOUT: Duration = Duration::from_secs(120);
+/// The default interval of looking for absent Flux source CRDs.
+pub const DEFAULT_SOURCE_DISCOVERY_INTERVAL: Duration = Duration::from_secs(30);
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -101,6 +120,11 @@ impl Context {
             kube_config: None,
             default_service_account: None,
             max_concurrent_renders: 1,
+            package_renderer: None,
+            allow_cross_namespace_refs: false,
+            reconcile_timeout: DEFAULT_RECONCILE_TIMEOUT,
+            artifact_limits: crate::artifact::Limits::default(),
+            source_discovery_interval: DEFAULT_SOURCE_DISCOVERY_INTERVAL,
             failures: FailureCounts::default(),
         }
     }

@@ -106,7 +106,11 @@ pub fn effective_service_account(mi: &ModuleInstance, default: Option<&str>) -> 
 
 /// NoOp iff the four last-applied digests are non-empty and equal to the current ones (§6.1).
 pub fn is_no_op(status: &ModuleInstanceStatus, digests: &Digests) -> bool {
-    let r = &status.reconcile;
+    is_no_op_of(&status.reconcile, digests)
+}
+
+/// [`is_no_op`] on the bookkeeping ModuleInstance and ModulePackage share.
+pub fn is_no_op_of(r: &crds::common::ReconcileStatus, digests: &Digests) -> bool {
     let inv = r.inventory.as_ref().map(|i| i.digest.as_str());
     let applied = [
         r.last_applied_source_digest.as_deref(),

@@ -29,6 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crds::module_instance::ModuleInstance;
+use crds::module_package::ModulePackage;
 use crds::platform::Platform;
 use crds::transformer_registration::TransformerRegistration;
 use crds::PLATFORM_NAME;
@@ -43,8 +44,9 @@ use tokio::task::JoinHandle;
 use super::context::{Context, Reconciled};
 use super::frame::Error;
 use super::leader::Elector;
+use super::package::source::{self as flux, SourceFilter};
 use super::platform::{contribution, Mode};
-use super::{instance, platform, registration};
+use super::{deadline, instance, package, platform, registration};
 
 fn action(r: Reconciled) -> Action {
     match r.requeue {
@@ -352,7 +354,15 @@ pub async fn run_instances(
         .run(
             |mi: Arc<ModuleInstance>, ctx: Arc<Context>| async move {
                 let ns = mi.namespace().unwrap_or_default();
-                let r = instance::reconcile(&ns, &mi.name_any(), &ctx).await;
+                let name = mi.name_any();
+                let api = Api::<ModuleInstance>::namespaced(ctx.client.clone(), &ns);
+                let r = deadline::bounded(
+                    &ctx,
+                    api,
+                    &name,
+                    instance::reconcile(&ns, &name, &ctx),
+                )
+                .await;
                 match r {
                     Ok(r) => {
                         ctx.succeeded(&instance_key(mi.as_ref()));
@@ -381,11 +391,205 @@ fn instance_key(mi: &ModuleInstance) -> String {
     )
 }
 
+/// Runs the ModulePackage controller until `stop` resolves (§2.3 watches, §2.6): For(MP) with the
+/// generation predicate (plus a newly set deletion timestamp); every Platform event and every
+/// recorded platform package re-enqueue every package; Flux sources enqueue the packages naming
+/// them ([`source_triggers`]); at most `max_concurrent_renders` reconciles at once, each bounded by
+/// `--reconcile-timeout`.
+pub async fn run_packages(
+    ctx: Arc<Context>,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = ctx.client.clone();
+    let wc = watcher::Config::default();
+    let (reader, writer) = reflector::store();
+    let mps = watcher(Api::<ModulePackage>::all(client.clone()), wc.clone())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(claim_predicate_of::<ModulePackage>, Default::default());
+    let recorded = futures::stream::unfold(ctx.recorded.subscribe(), |mut rx| async move {
+        rx.changed().await.ok()?;
+        Some(((), rx))
+    });
+    let (tx, rx) = futures::channel::mpsc::unbounded::<ModulePackage>();
+    let triggers = source_triggers(
+        client.clone(),
+        reader.clone(),
+        tx,
+        ctx.source_discovery_interval,
+    );
+    let all = reader.clone();
+    let concurrency = ctx.max_concurrent_renders.max(1);
+    let controller = Controller::for_stream(mps, reader)
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+        .watches(Api::<Platform>::all(client), wc, move |_p| {
+            all.state()
+                .iter()
+                .map(|mp| ObjectRef::from_obj(mp.as_ref()))
+                .collect::<Vec<_>>()
+        })
+        .watches_stream(rx.map(Ok::<_, watcher::Error>), |mp| {
+            Some(ObjectRef::from_obj(&mp))
+        })
+        .reconcile_all_on(recorded)
+        .graceful_shutdown_on(stop)
+        .run(
+            |mp: Arc<ModulePackage>, ctx: Arc<Context>| async move {
+                let ns = mp.namespace().unwrap_or_default();
+                let name = mp.name_any();
+                let api = Api::<ModulePackage>::namespaced(ctx.client.clone(), &ns);
+                let r =
+                    deadline::bounded(&ctx, api, &name, package::reconcile(&ns, &name, &ctx)).await;
+                match r {
+                    Ok(r) => {
+                        ctx.succeeded(&package_key(mp.as_ref()));
+                        Ok(action(r))
+                    }
+                    Err(e) => Err(e),
+                }
+            },
+            |mp: Arc<ModulePackage>, err: &Error, ctx: Arc<Context>| {
+                let n = ctx.failed(&package_key(mp.as_ref()));
+                let after = err.retry_after(n);
+                tracing::warn!(error = %err, retry_ms = after.as_millis() as u64, "reconcile failed; retrying");
+                Action::requeue(after)
+            },
+            ctx,
+        )
+        .for_each(|_| future::ready(()));
+    // The source watches live as long as the controller (dropped when it stops).
+    let triggers = Box::pin(triggers);
+    let controller = Box::pin(controller);
+    future::select(controller, triggers).await;
+}
+
+fn package_key(mp: &ModulePackage) -> String {
+    format!(
+        "ModulePackage/{}/{}",
+        mp.namespace().unwrap_or_default(),
+        mp.name_any()
+    )
+}
+
+/// Whether the Flux source kind `kind` is served (its CRD is installed).
+async fn source_served(client: &kube::Client, kind: &str) -> Result<bool, kube::Error> {
+    let ar = flux::kind_resource(kind, flux::DEFAULT_VERSION);
+    let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &ar);
+    match api.list(&kube::api::ListParams::default().limit(1)).await {
+        Ok(_) => Ok(true),
+        Err(e) if super::frame::is_not_found(&e) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Watches the Flux sources and sends the packages a passing source event concerns (§2.3
+/// watches, lessons rule 11): each of OCIRepository, GitRepository and Bucket is looked for at
+/// start and then every `poll` while absent; the absent kinds are logged once, and each kind's
+/// watch starts when its CRD appears, so a cluster without Flux never crashloops and one that
+/// installs Flux later gets the watches without a restart. Runs until dropped.
+pub async fn source_triggers(
+    client: kube::Client,
+    packages: reflector::Store<ModulePackage>,
+    tx: futures::channel::mpsc::UnboundedSender<ModulePackage>,
+    poll: Duration,
+) {
+    type Events = std::pin::Pin<
+        Box<
+            dyn Stream<
+                    Item = (
+                        &'static str,
+                        Result<watcher::Event<kube::api::DynamicObject>, watcher::Error>,
+                    ),
+                > + Send,
+        >,
+    >;
+    let mut pending: Vec<&'static str> = flux::KINDS.to_vec();
+    let mut streams: futures::stream::SelectAll<Events> = futures::stream::SelectAll::new();
+    let mut logged = false;
+    let mut filter = SourceFilter::default();
+    let mut tick = tokio::time::interval(poll.max(Duration::from_millis(10)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick(), if !pending.is_empty() => {
+                let mut absent = Vec::new();
+                for kind in pending {
+                    match source_served(&client, kind).await {
+                        Ok(true) => {
+                            tracing::info!(kind, "Flux source CRD found: watching its artifacts");
+                            let ar = flux::kind_resource(kind, flux::DEFAULT_VERSION);
+                            let api: Api<kube::api::DynamicObject> =
+                                Api::all_with(client.clone(), &ar);
+                            let s = watcher(api, watcher::Config::default())
+                                .default_backoff()
+                                .map(move |ev| (kind, ev));
+                            streams.push(Box::pin(s));
+                        }
+                        Ok(false) => absent.push(kind),
+                        Err(e) => {
+                            tracing::debug!(kind, error = %e, "looking for a Flux source CRD");
+                            absent.push(kind);
+                        }
+                    }
+                }
+                if !absent.is_empty() && !logged {
+                    tracing::info!(
+                        missing = ?absent,
+                        "Flux source CRDs not installed: ModulePackages naming these kinds wait \
+                         for their source; the watches start when the CRDs appear"
+                    );
+                    logged = true;
+                }
+                pending = absent;
+            }
+            Some((kind, ev)) = streams.next(), if !streams.is_empty() => {
+                let obj = match ev {
+                    Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => {
+                        if !filter.applied(kind, &o) {
+                            continue;
+                        }
+                        o
+                    }
+                    Ok(watcher::Event::Delete(o)) => {
+                        filter.deleted(kind, &o);
+                        continue;
+                    }
+                    Ok(_) => continue,
+                    Err(e) => {
+                        tracing::debug!(kind, error = %e, "Flux source watch");
+                        continue;
+                    }
+                };
+                let state = packages.state();
+                for mp in flux::packages_for(kind, &obj, state.iter().map(|a| a.as_ref())) {
+                    if tx.unbounded_send(mp.clone()).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Runs the controllers until `stop` turns true: Platform and TransformerRegistration always,
-/// ModuleInstance when a module renderer is configured.
+/// ModuleInstance when a module renderer is configured, ModulePackage when a package renderer is.
 pub async fn run_controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
     let until = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
+    };
+    let packages = {
+        let ctx = Arc::clone(&ctx);
+        let stop = until(stop.clone());
+        async move {
+            if ctx.package_renderer.is_some() {
+                run_packages(ctx, stop).await;
+            } else {
+                tracing::info!(
+                    "no package renderer configured: the ModulePackage controller is off"
+                );
+            }
+        }
     };
     let instances = {
         let ctx = Arc::clone(&ctx);
@@ -404,6 +608,7 @@ pub async fn run_controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
         run_platform(Arc::clone(&ctx), until(stop.clone()), Mode::Lead),
         run_registrations(ctx, until(stop)),
         instances,
+        packages,
     );
 }
 

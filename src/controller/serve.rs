@@ -102,6 +102,16 @@ pub struct ControllerArgs {
     )]
     pub platform_shape: PlatformShape,
 
+    /// Let a ModulePackage name a Flux source in another namespace (operator-spec §2.3; default
+    /// deny).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub allow_cross_namespace_refs: bool,
+
+    /// Deadline of one ModuleInstance or ModulePackage reconcile; a reconcile that passes it
+    /// (a hung registry or artifact server) is Ready=False `ReconcileTimedOut` and retried.
+    #[arg(long, default_value = "2m", value_parser = crate::server::parse_duration, value_name = "DURATION")]
+    pub reconcile_timeout: std::time::Duration,
+
     /// The server's `--max-concurrent-renders` (not a flag of its own: `main` copies it here so
     /// the ModuleInstance controller and the render API share one setting).
     #[arg(skip)]
@@ -226,6 +236,8 @@ pub struct Kernel {
     pub acquirer: Arc<dyn CatalogAcquirer>,
     /// Module rendering for the REST render API (`None`: the route answers 503).
     pub renderer: Option<Arc<dyn crate::kernel::ModuleRenderer>>,
+    /// Package rendering for the ModulePackage controller (`None`: the controller is off).
+    pub package_renderer: Option<Arc<dyn crate::kernel::PackageRenderer>>,
 }
 
 impl std::fmt::Debug for Kernel {
@@ -423,6 +435,9 @@ async fn run(
     );
     ctx.metrics = metrics;
     ctx.renderer = kernel.renderer;
+    ctx.package_renderer = kernel.package_renderer;
+    ctx.allow_cross_namespace_refs = args.allow_cross_namespace_refs;
+    ctx.reconcile_timeout = args.reconcile_timeout;
     ctx.kube_config = Some(config);
     ctx.default_service_account =
         (!args.default_service_account.is_empty()).then(|| args.default_service_account.clone());

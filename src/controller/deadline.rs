@@ -1,0 +1,134 @@
+//! The per-reconcile deadline of the ModuleInstance and ModulePackage controllers
+//! (`--reconcile-timeout`; operator-spec.md §2.1 classification, §2.6, issue 17 "a hung registry
+//! cannot pin a worker").
+//!
+//! Rules:
+//! - The manager runs each reconcile under [`bounded`]. When the deadline passes, the reconcile
+//!   future is dropped (a render already running on a blocking thread finishes there, bounded by
+//!   the evaluator's own wall-time limit, but no worker waits for it).
+//! - A timed-out reconcile is a classified transient failure, not an error: the object is read
+//!   again, Ready=False `ReconcileTimedOut` with a message naming the deadline, the reconcile
+//!   failure counter +1, `nextRetryAt` set, one optimistic status patch, a Warning event
+//!   (action `Reconcile`) once per transition; requeue with the §2.1 backoff of the counter.
+//! - observedGeneration, lastAttempted*, lastApplied*, the inventory and history are untouched
+//!   (nothing is known about how far the reconcile got).
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::time::Duration;
+
+use crds::common::{FailureCounters, ReconcileStatus};
+use crds::conditions;
+use crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use crds::k8s_openapi::jiff::{SignedDuration, Timestamp};
+use crds::module_instance::ModuleInstance;
+use crds::module_package::ModulePackage;
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::context::{Context, Reconciled};
+use super::frame::{self, Error, EventType, Patcher};
+use super::outcome::{backoff, Outcome};
+
+/// The Ready reason of a reconcile that passed its deadline.
+pub const REASON: &str = "ReconcileTimedOut";
+
+/// The message of a timed-out reconcile.
+pub fn message(after: Duration) -> String {
+    format!(
+        "the reconcile did not finish within {after:?} (--reconcile-timeout): a registry, \
+         artifact server or API call hung; retrying"
+    )
+}
+
+/// An object whose status carries conditions and the shared reconcile bookkeeping.
+pub trait Bookkeeping: Resource + Clone + DeserializeOwned + Serialize + Debug {
+    /// Conditions and bookkeeping (the status created when missing).
+    fn parts(&mut self) -> (&mut Vec<Condition>, &mut ReconcileStatus);
+}
+
+impl Bookkeeping for ModuleInstance {
+    fn parts(&mut self) -> (&mut Vec<Condition>, &mut ReconcileStatus) {
+        let s = self.status.get_or_insert_with(Default::default);
+        (&mut s.conditions, &mut s.reconcile)
+    }
+}
+
+impl Bookkeeping for ModulePackage {
+    fn parts(&mut self) -> (&mut Vec<Condition>, &mut ReconcileStatus) {
+        let s = self.status.get_or_insert_with(Default::default);
+        (&mut s.conditions, &mut s.reconcile)
+    }
+}
+
+/// Runs `reconcile` of `api`/`name` with `ctx.reconcile_timeout` (module docs).
+pub async fn bounded<K>(
+    ctx: &Context,
+    api: Api<K>,
+    name: &str,
+    reconcile: impl Future<Output = Result<Reconciled, Error>>,
+) -> Result<Reconciled, Error>
+where
+    K: Bookkeeping<DynamicType = ()>,
+{
+    let after = ctx.reconcile_timeout;
+    match tokio::time::timeout(after, reconcile).await {
+        Ok(r) => r,
+        Err(_) => timed_out(ctx, api, name, after).await,
+    }
+}
+
+async fn timed_out<K>(
+    ctx: &Context,
+    api: Api<K>,
+    name: &str,
+    after: Duration,
+) -> Result<Reconciled, Error>
+where
+    K: Bookkeeping<DynamicType = ()>,
+{
+    let kind = K::kind(&());
+    let what = format!("{kind} {}/{name}", api_namespace(&api));
+    tracing::warn!(object = %what, after = ?after, "reconcile timed out");
+    let Some(mut obj) = api
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("reading {what}"), e))?
+    else {
+        return Ok(Reconciled::done());
+    };
+    let mut patcher = Patcher::new(api, &obj, what)?;
+    let generation = obj.meta().generation;
+    let msg = message(after);
+    let now = frame::now();
+    let (conds, r) = obj.parts();
+    let prior = conds.clone();
+    let c = r
+        .failure_counters
+        .get_or_insert_with(FailureCounters::default);
+    let counter = u32::try_from(c.reconcile.max(0)).unwrap_or(u32::MAX);
+    c.reconcile = c.reconcile.saturating_add(1);
+    let requeue = backoff(counter);
+    let t = Timestamp::now();
+    let secs = i64::try_from(requeue.as_secs()).unwrap_or(i64::MAX);
+    r.next_retry_at = Some(Time(
+        t.checked_add(SignedDuration::from_secs(secs)).unwrap_or(t),
+    ));
+    conditions::mark_not_ready(conds, REASON, &msg, generation, &now);
+    patcher.patch_status(&obj).await?;
+    if super::events::is_transition(&prior, REASON, &msg) {
+        ctx.events
+            .publish(&obj, EventType::Warning, REASON, "Reconcile", &msg)
+            .await;
+    }
+    Ok(Reconciled {
+        requeue: Some(requeue),
+        outcome: Some(Outcome::FailedTransient),
+        reason: Some(REASON),
+    })
+}
+
+fn api_namespace<K: Resource>(api: &Api<K>) -> String {
+    api.namespace().unwrap_or_default().to_owned()
+}
