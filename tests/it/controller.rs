@@ -5,6 +5,7 @@
 mod common;
 mod instance;
 mod manager;
+mod package;
 mod platform;
 mod registration;
 mod serve;
