@@ -1214,3 +1214,100 @@ mod registry {
         assert!(m.packages().get_opt(NAME).await.unwrap().is_none());
     }
 }
+
+/// Scenarios 31 (for packages) and 66 through the running controllers: a package waiting on
+/// PlatformNotReady (its own requeue is 5 minutes away) is reconciled as soon as the Platform is
+/// recorded; a status-only update of the package does not enqueue it, a spec change does.
+#[tokio::test]
+async fn scenarios_31_and_66_platform_events_enqueue_packages_and_status_updates_do_not() {
+    let m = mp_env().await;
+    m.publish("r1", shop_tgz(&[])).await;
+    create(&m.packages(), test_package()).await;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(manager::run_controllers(Arc::clone(&m.ctx), stop_rx));
+    let reason_is = |want: &'static str| {
+        let m = &m;
+        move || async move {
+            m.get()
+                .await
+                .status
+                .and_then(|s| condition(&s.conditions, types::READY))
+                .is_some_and(|c| c.1 == want)
+        }
+    };
+    assert!(eventually(10, reason_is("PlatformNotReady")).await);
+    create(
+        &platforms(&m.env.client),
+        Platform::test().without_catalogs(),
+    )
+    .await;
+    let ready = eventually(10, reason_is("ReconciliationSucceeded")).await;
+    // Let the start-up wakes settle.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let renders = m.renderer.renders();
+    patch_status(
+        &m.packages(),
+        NAME,
+        serde_json::json!({"lastAppliedVersion": "v0.0.9"}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let after_status = m.renderer.renders();
+    patch_spec(&m.packages(), NAME, serde_json::json!({"interval": "7m"})).await;
+    let spec_enqueued = eventually(10, || async { m.renderer.renders() > after_status }).await;
+    stop_tx.send_replace(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    assert!(ready, "the recorded Platform did not enqueue the package");
+    assert_eq!(after_status, renders, "a status-only update rendered again");
+    assert!(spec_enqueued, "a spec change was not reconciled");
+}
+
+/// `--reconcile-timeout` bounds ModuleInstance reconciles too: a render that hangs frees the
+/// worker with Ready=False `ReconcileTimedOut` (transient, backoff).
+#[tokio::test]
+async fn the_reconcile_timeout_also_bounds_module_instances() {
+    use crds::module_instance::ModuleInstance;
+    use opm_operator::controller::instance;
+    use opm_operator::kernel::{ModuleRenderer, ModuleRequest};
+
+    struct Slow;
+    impl ModuleRenderer for Slow {
+        fn render_module(
+            &self,
+            _req: &ModuleRequest,
+            _platform: &BuiltPlatform,
+            _skew: SkewPolicy,
+        ) -> Result<RenderResult, KernelError> {
+            std::thread::sleep(Duration::from_secs(5));
+            Err(KernelError::new(ErrorClass::Other, "too late"))
+        }
+    }
+    let m = mp_env_with(true, |c| {
+        c.renderer = Some(Arc::new(Slow));
+        c.reconcile_timeout = Duration::from_secs(1);
+    })
+    .await;
+    m.record_platform().await;
+    let mis: Api<ModuleInstance> = Api::namespaced(m.env.client.clone(), NS);
+    create(&mis, ModuleInstance::test().named(NS, "web")).await;
+    let r = instance::reconcile(NS, "web", &m.ctx).await.unwrap();
+    assert_eq!(r.requeue, Some(Duration::ZERO), "finalizer first");
+    let started = std::time::Instant::now();
+    let r = deadline::bounded(
+        &m.ctx,
+        mis.clone(),
+        "web",
+        instance::reconcile(NS, "web", &m.ctx),
+    )
+    .await
+    .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the worker was freed"
+    );
+    assert_eq!(r.reason, Some(deadline::REASON));
+    let status = mis.get("web").await.unwrap().status.unwrap();
+    let (s, reason, msg) = condition(&status.conditions, types::READY).unwrap();
+    assert_eq!((s.as_str(), reason.as_str()), ("False", deadline::REASON));
+    assert!(msg.contains("1s"), "{msg}");
+}
