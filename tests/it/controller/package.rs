@@ -1278,6 +1278,10 @@ async fn the_reconcile_timeout_also_bounds_module_instances() {
             _platform: &BuiltPlatform,
             _skew: SkewPolicy,
         ) -> Result<RenderResult, KernelError> {
+            #[allow(
+                clippy::disallowed_methods,
+                reason = "a synchronous render (run on a blocking thread) that hangs"
+            )]
             std::thread::sleep(Duration::from_secs(5));
             Err(KernelError::new(ErrorClass::Other, "too late"))
         }
