@@ -6,6 +6,7 @@ mod common;
 mod instance;
 mod manager;
 mod package;
+mod package_serve;
 mod platform;
 mod registration;
 mod serve;

@@ -49,7 +49,7 @@ const STALLED: Duration = Duration::from_secs(30 * 60);
 // The artifact server.
 
 #[derive(Clone)]
-enum Route {
+pub enum Route {
     Body(Vec<u8>),
     /// A body sent without Content-Length (streamed).
     Stream(Vec<u8>),
@@ -59,15 +59,15 @@ enum Route {
 }
 
 #[derive(Clone, Default)]
-struct Artifacts(Arc<Mutex<HashMap<String, Route>>>);
+pub struct Artifacts(Arc<Mutex<HashMap<String, Route>>>);
 
 impl Artifacts {
-    fn set(&self, path: &str, r: Route) {
+    pub fn set(&self, path: &str, r: Route) {
         self.0.lock().unwrap().insert(path.to_owned(), r);
     }
 }
 
-async fn serve(artifacts: Artifacts) -> SocketAddr {
+pub async fn serve(artifacts: Artifacts) -> SocketAddr {
     let app = axum::Router::new().fallback(move |uri: Uri| {
         let route = artifacts.0.lock().unwrap().get(uri.path()).cloned();
         async move {
@@ -102,7 +102,7 @@ async fn serve(artifacts: Artifacts) -> SocketAddr {
     addr
 }
 
-fn digest(bytes: &[u8]) -> String {
+pub fn digest(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
@@ -111,7 +111,7 @@ fn shop_dir() -> PathBuf {
 }
 
 /// A tar.gz of the shop fixture under `app/`, plus extra files.
-fn shop_tgz(extra: &[(&str, &[u8])]) -> Vec<u8> {
+pub fn shop_tgz(extra: &[(&str, &[u8])]) -> Vec<u8> {
     let mut b = tar::Builder::new(flate2::write::GzEncoder::new(
         Vec::new(),
         flate2::Compression::fast(),
@@ -156,7 +156,7 @@ fn raw_tgz(entries: &[(&str, u8, &str, &[u8])]) -> Vec<u8> {
 // ---------------------------------------------------------------------------------------------
 // The Flux stand-in: the OCIRepository CRD and objects with a status artifact.
 
-async fn install_oci_repository_crd(client: &kube::Client) {
+pub async fn install_oci_repository_crd(client: &kube::Client) {
     let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -190,7 +190,7 @@ fn oci() -> ApiResource {
 
 /// Creates (or updates) OCIRepository `ns/name` with `ready` and the artifact (url, digest,
 /// revision) in its status.
-async fn set_source(
+pub async fn set_source(
     client: &kube::Client,
     ns: &str,
     name: &str,
@@ -439,7 +439,7 @@ impl Mp {
     }
 }
 
-fn test_package() -> ModulePackage {
+pub fn test_package() -> ModulePackage {
     let mut mp = ModulePackage::test();
     mp.spec.prune = Some(true);
     mp
@@ -1085,6 +1085,9 @@ async fn scenario_65_flux_crds_appearing_after_start_start_the_source_watch() {
         "{:?}",
         m.get().await.status
     );
+    // Let the wakes of the source's creation and of its artifact appearing settle (a reconcile
+    // woken by the creation may already have read the artifact).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let renders = m.renderer.renders();
 
     // A status-only change of the source (same artifact) does not enqueue.
