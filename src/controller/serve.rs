@@ -469,6 +469,34 @@ async fn run(
 mod tests {
     use super::*;
 
+    #[derive(clap::Parser, Debug)]
+    struct Flags {
+        #[command(flatten)]
+        args: ControllerArgs,
+    }
+
+    fn parse(args: &[&str]) -> ControllerArgs {
+        use clap::Parser as _;
+        let mut argv = vec!["serve"];
+        argv.extend_from_slice(args);
+        match Flags::try_parse_from(argv) {
+            Ok(f) => f.args,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    #[allow(clippy::panic, reason = "test")]
+    fn the_package_flags_default_to_deny_and_two_minutes() {
+        let d = parse(&[]);
+        assert!(!d.allow_cross_namespace_refs);
+        assert_eq!(d.reconcile_timeout, std::time::Duration::from_secs(120));
+        let set = parse(&["--allow-cross-namespace-refs", "--reconcile-timeout", "45s"]);
+        assert!(set.allow_cross_namespace_refs);
+        assert_eq!(set.reconcile_timeout, std::time::Duration::from_secs(45));
+        assert!(!parse(&["--allow-cross-namespace-refs=false"]).allow_cross_namespace_refs);
+    }
+
     #[test]
     fn the_registry_resolves_flag_then_env_then_default() {
         let r = resolve_registry(Some("a.test=127.0.0.1:5000"), Some("b"));

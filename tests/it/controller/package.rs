@@ -1318,3 +1318,62 @@ async fn the_reconcile_timeout_also_bounds_module_instances() {
     assert_eq!((s.as_str(), reason.as_str()), ("False", deadline::REASON));
     assert!(msg.contains("1s"), "{msg}");
 }
+
+/// §2.4 for packages: a deleting package whose ServiceAccount is gone stalls `DeletionSAMissing`
+/// (finalizer kept, nothing deleted); with `opm.dev/force-delete-orphan: "true"` it orphans and
+/// releases the finalizer in the same pass.
+#[tokio::test]
+async fn deletion_with_the_service_account_gone_stalls_then_orphans_on_the_annotation() {
+    let m = mp_env().await;
+    m.record_platform().await;
+    m.publish("r1", shop_tgz(&[])).await;
+    m.create(test_package()).await;
+    assert_eq!(m.reconcile().await.reason, Some("ReconciliationSucceeded"));
+    patch_spec(
+        &m.packages(),
+        NAME,
+        serde_json::json!({"serviceAccountName": "deploy-sa"}),
+    )
+    .await;
+    m.packages()
+        .delete(NAME, &DeleteParams::default())
+        .await
+        .unwrap();
+    let r = m.reconcile().await;
+    assert_eq!(
+        (r.reason, r.requeue),
+        (Some("DeletionSAMissing"), Some(STALLED))
+    );
+    let (_, _, msg) = m.ready_condition().await;
+    assert!(msg.contains("team-a/deploy-sa"), "{msg}");
+    m.reconcile().await;
+    assert_eq!(
+        events(&m.env.client, NAME, "DeletionSAMissing").await.len(),
+        1
+    );
+    assert!(m.msg_of("shop-a").await.is_some(), "nothing deleted");
+    assert!(
+        m.packages().get_opt(NAME).await.unwrap().is_some(),
+        "finalizer kept"
+    );
+
+    m.packages()
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"annotations": {
+                "opm.dev/force-delete-orphan": "true"
+            }}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(m.reconcile().await, Reconciled::done());
+    assert!(m.packages().get_opt(NAME).await.unwrap().is_none());
+    assert!(m.msg_of("shop-a").await.is_some(), "orphaned");
+    let ev = events(&m.env.client, NAME, "OrphanedOnDeletion").await;
+    assert!(ev[0]
+        .note
+        .as_deref()
+        .unwrap()
+        .starts_with("Orphaned 2 managed resources"));
+}
