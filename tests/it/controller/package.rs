@@ -157,15 +157,20 @@ fn raw_tgz(entries: &[(&str, u8, &str, &[u8])]) -> Vec<u8> {
 // The Flux stand-in: the OCIRepository CRD and objects with a status artifact.
 
 pub async fn install_oci_repository_crd(client: &kube::Client) {
+    install_source_crd(client, "OCIRepository", "ocirepositories").await;
+}
+
+/// Installs the CRD of Flux source `kind` (plural `plural`), v1, status subresource, any schema.
+pub async fn install_source_crd(client: &kube::Client, kind: &str, plural: &str) {
     let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": "ocirepositories.source.toolkit.fluxcd.io"},
+        "metadata": {"name": format!("{plural}.source.toolkit.fluxcd.io")},
         "spec": {
             "group": "source.toolkit.fluxcd.io",
             "names": {
-                "kind": "OCIRepository", "listKind": "OCIRepositoryList",
-                "plural": "ocirepositories", "singular": "ocirepository"
+                "kind": kind, "listKind": format!("{kind}List"),
+                "plural": plural, "singular": kind.to_lowercase()
             },
             "scope": "Namespaced",
             "versions": [{
@@ -197,9 +202,21 @@ pub async fn set_source(
     ready: bool,
     artifact: Option<(&str, &str, &str)>,
 ) {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &oci());
+    set_source_of(client, &oci(), ns, name, ready, artifact).await;
+}
+
+/// [`set_source`] for a source of resource `ar`.
+pub async fn set_source_of(
+    client: &kube::Client,
+    ar: &ApiResource,
+    ns: &str,
+    name: &str,
+    ready: bool,
+    artifact: Option<(&str, &str, &str)>,
+) {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
     if api.get_opt(name).await.unwrap().is_none() {
-        let mut o = DynamicObject::new(name, &oci()).within(ns);
+        let mut o = DynamicObject::new(name, ar).within(ns);
         o.data = serde_json::json!({"spec": {"url": "oci://127.0.0.1/x", "interval": "1m"}});
         api.create(&PostParams::default(), &o).await.unwrap();
     }
@@ -1376,4 +1393,48 @@ async fn deletion_with_the_service_account_gone_stalls_then_orphans_on_the_annot
         .as_deref()
         .unwrap()
         .starts_with("Orphaned 2 managed resources"));
+}
+
+/// GitRepository and Bucket sources are read the same way (their status artifact).
+#[tokio::test]
+async fn git_repository_and_bucket_sources_are_supported() {
+    let m = mp_env_with(false, |_| {}).await;
+    m.record_platform().await;
+    let bytes = shop_tgz(&[("app/msg.txt", b"from-source")]);
+    m.artifacts.set("/s.tar.gz", Route::Body(bytes.clone()));
+    let url = format!("http://{}/s.tar.gz", m.addr);
+    for (i, (kind, plural)) in [("GitRepository", "gitrepositories"), ("Bucket", "buckets")]
+        .into_iter()
+        .enumerate()
+    {
+        install_source_crd(&m.env.client, kind, plural).await;
+        set_source_of(
+            &m.env.client,
+            &kind_resource(kind, "v1"),
+            NS,
+            "repo",
+            true,
+            Some((&url, &digest(&bytes), "main@sha1:cafe")),
+        )
+        .await;
+        let name = format!("pkg-{i}");
+        let mut mp = test_package().with_source(kind, "repo");
+        mp.metadata.name = Some(name.clone());
+        create(&m.packages(), mp).await;
+        let run = || package::reconcile(NS, &name, &m.ctx);
+        assert_eq!(run().await.unwrap().requeue, Some(Duration::ZERO));
+        let r = run().await.unwrap();
+        assert_eq!(r.reason, Some("ReconciliationSucceeded"), "{kind}: {r:?}");
+        let src = m
+            .packages()
+            .get(&name)
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .source
+            .unwrap();
+        assert_eq!(src.r#ref, Some(format!("{kind}/team-a/repo")));
+        assert_eq!(m.msg_of("shop-a").await.as_deref(), Some("from-source"));
+    }
 }
