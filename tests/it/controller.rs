@@ -6,5 +6,6 @@ mod common;
 mod instance;
 mod manager;
 mod platform;
+mod platform_real;
 mod registration;
 mod serve;
