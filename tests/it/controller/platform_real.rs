@@ -907,3 +907,110 @@ async fn scenarios_25_57_58_60_64_one_provider_per_catalog_and_per_contract() {
         )
     );
 }
+
+/// A context over a fresh kernel (no in-process memo) on `reg`, sharing `r`'s store and layout:
+/// the next acquisitions really reach the registry.
+fn fresh_context(r: &Real) -> Arc<Context> {
+    let kernel = Arc::new(PlatformKernel::new(
+        Arc::new(r.reg.client(None)),
+        Generator::new(CORE, "v0.1.0", RegistryShape::CatalogEntry),
+        cue::Config::default(),
+    ));
+    Arc::new(Context::new(
+        r.client.clone(),
+        r.ctx.store.clone(),
+        r.ctx.layout.clone(),
+        kernel.clone(),
+        kernel,
+        "test",
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_registry_holds_an_accepted_verdict_and_refuses_a_new_claim() {
+    let mut r = real_with(&[(MINI, None)]).await;
+    provider(&r.client, "team-a", "gw", true).await;
+    claim(&r, "team-a", "gw", GATEWAY, "0.1.0", &[EXPOSE]).await;
+    judge(&r, "team-a.gw").await;
+    let trs = claims(&r.client);
+    let accepted = trs.get("team-a.gw").await.unwrap();
+    assert!(accepted.status.as_ref().unwrap().active);
+    provider(&r.client, "team-b", "gw2", true).await;
+    claim(&r, "team-b", "gw2", GATEWAY2, "0.1.0", &[EXPOSE]).await;
+
+    r.reg.stop();
+    let ctx = fresh_context(&r);
+    // The accepted claim keeps its verdict: only Reconciling records the failure.
+    for _ in 0..2 {
+        let out = registration::reconcile("team-a.gw", &ctx).await.unwrap();
+        assert_eq!(
+            out.requeue,
+            Some(Duration::from_secs(5)),
+            "hold-age backoff"
+        );
+    }
+    let tr = trs.get("team-a.gw").await.unwrap();
+    let s = tr.status.unwrap();
+    assert!(s.accepted && s.active);
+    assert_eq!(
+        condition(&s.conditions, types::READY).unwrap(),
+        (
+            "True".into(),
+            "Accepted".into(),
+            format!("Claim accepted for catalog {GATEWAY} at 0.1.0")
+        )
+    );
+    let (st, reason, msg) = condition(&s.conditions, types::RECONCILING).unwrap();
+    assert_eq!(
+        (st.as_str(), reason.as_str()),
+        ("True", "CatalogUnresolved")
+    );
+    assert!(
+        msg.starts_with(&format!(
+            "Claimed catalog {GATEWAY} at 0.1.0 could not be resolved: "
+        )) && msg.ends_with("; the accepted verdict is kept until the registry answers"),
+        "{msg}"
+    );
+    assert_eq!(
+        tr.metadata.finalizers.unwrap_or_default(),
+        vec!["opmodel.dev/dependents".to_owned()]
+    );
+    assert_eq!(
+        events(&r.client, "team-a.gw", "CatalogUnresolved")
+            .await
+            .len(),
+        1,
+        "one Warning when the hold starts"
+    );
+    // It still contributes its catalog (the platform keeps serving the held package).
+    assert!(platform::contribution(&trs.get("team-a.gw").await.unwrap()).is_some());
+
+    // A claim never accepted is refused as in the seed.
+    assert_eq!(
+        registration::reconcile("team-b.gw2", &ctx)
+            .await
+            .unwrap()
+            .requeue,
+        Some(THIRTY_MIN)
+    );
+    let (st, reason, _) = verdict(&r, "team-b.gw2").await;
+    assert_eq!(
+        (st.as_str(), reason.as_str()),
+        ("False", "CatalogUnresolved")
+    );
+
+    // An edited accepted claim (new generation) is judged afresh: refused.
+    patch_spec(
+        &trs,
+        "team-a.gw",
+        serde_json::json!({"provides": [EXPOSE, CONTAINER]}),
+    )
+    .await;
+    registration::reconcile("team-a.gw", &ctx).await.unwrap();
+    let s = trs.get("team-a.gw").await.unwrap().status.unwrap();
+    assert!(!s.accepted && s.active, "refused; the latch keeps active");
+    assert_eq!(
+        condition(&s.conditions, types::READY).unwrap().1,
+        "CatalogUnresolved"
+    );
+}
