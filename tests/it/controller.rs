@@ -7,5 +7,6 @@ mod instance;
 mod manager;
 mod platform;
 mod platform_real;
+mod platform_serve;
 mod registration;
 mod serve;
