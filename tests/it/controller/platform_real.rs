@@ -1014,3 +1014,219 @@ async fn an_unreachable_registry_holds_an_accepted_verdict_and_refuses_a_new_cla
         "CatalogUnresolved"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// The manager on the real kernel: restart recovery (§4.5) and the §5.3 hazard.
+
+/// The real kernel behind a gate: builds wait (at most 30 s) until the test opens it.
+struct GatedKernel {
+    inner: Arc<PlatformKernel>,
+    closed: std::sync::Mutex<bool>,
+    opened: std::sync::Condvar,
+    builds: std::sync::atomic::AtomicU32,
+}
+
+impl GatedKernel {
+    fn open(&self) {
+        *self.closed.lock().unwrap() = false;
+        self.opened.notify_all();
+    }
+}
+
+impl opm_operator::kernel::PlatformBuilder for GatedKernel {
+    fn generate(
+        &self,
+        input: &opm_operator::kernel::PlatformInput,
+    ) -> Result<Vec<(String, Vec<u8>)>, opm_operator::kernel::KernelError> {
+        self.inner.generate(input)
+    }
+
+    fn build(
+        &self,
+        dir: &std::path::Path,
+    ) -> Result<opm_operator::kernel::BuiltPlatform, opm_operator::kernel::KernelError> {
+        {
+            let closed = self.closed.lock().unwrap();
+            let _unused = self
+                .opened
+                .wait_timeout_while(closed, Duration::from_secs(30), |c| *c)
+                .unwrap();
+        }
+        self.builds
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.build(dir)
+    }
+}
+
+struct Running {
+    shutdown: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Runs the controllers on `ctx` as the only replica (no election).
+fn run_manager(ctx: Arc<Context>) -> Running {
+    let (shutdown, rx) = tokio::sync::watch::channel(false);
+    let (role, _) = tokio::sync::watch::channel(opm_operator::controller::manager::Role::Follower);
+    let task = tokio::spawn(opm_operator::controller::manager::run(ctx, None, rx, role));
+    Running { shutdown, task }
+}
+
+impl Running {
+    async fn stop(self) {
+        self.shutdown.send_replace(true);
+        self.task.await.unwrap();
+    }
+}
+
+async fn claim_ready(r: &Real, name: &str) -> Option<(String, String)> {
+    let tr = claims(&r.client).get_opt(name).await.ok()??;
+    let s = tr.status?;
+    condition(&s.conditions, types::READY).map(|c| (c.1, s.accepted.to_string()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_recovery_claims_defer_then_recover_when_the_real_package_is_recorded() {
+    // Before the restart: a package with an active gateway claim folded in.
+    let r = real_with(&[(MINI, None)]).await;
+    provider(&r.client, "team-a", "gw", true).await;
+    claim(&r, "team-a", "gw", GATEWAY, "0.1.0", &[EXPOSE]).await;
+    judge(&r, "team-a.gw").await;
+    platform::reconcile("cluster", &r.ctx).await.unwrap();
+    let before = r.ctx.store.generated().unwrap();
+    assert!(before.identity.has_claims());
+
+    // The restart: a fresh process state over the same, non-empty --platform-dir (reset at
+    // boot, as `serve` does), a fresh kernel, and builds held until the claim was judged.
+    let layout = Arc::new(Layout::new(r.ctx.layout.root()).unwrap());
+    layout.reset().unwrap();
+    assert!(layout.packages().unwrap().is_empty());
+    let gated = Arc::new(GatedKernel {
+        inner: Arc::new(PlatformKernel::new(
+            Arc::new(r.reg.client(None)),
+            Generator::new(CORE, "v0.1.0", RegistryShape::CatalogEntry),
+            cue::Config::default(),
+        )),
+        closed: std::sync::Mutex::new(true),
+        opened: std::sync::Condvar::new(),
+        builds: Default::default(),
+    });
+    let acquirer = gated.inner.clone();
+    let ctx = Arc::new(Context::new(
+        r.client.clone(),
+        Store::new(),
+        layout.clone(),
+        gated.clone(),
+        acquirer,
+        "restarted",
+    ));
+    let run = run_manager(ctx.clone());
+    // The store is empty: the claim defers with PlatformNotReady, `accepted` left true.
+    assert!(
+        eventually(20, || async {
+            claim_ready(&r, "team-a.gw").await == Some(("PlatformNotReady".into(), "true".into()))
+        })
+        .await,
+        "{:?}",
+        claim_ready(&r, "team-a.gw").await
+    );
+    let s = claims(&r.client)
+        .get("team-a.gw")
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert!(s.active, "the latch survives the restart");
+    // The build completes: the claim is re-judged at once, not after the 30-minute requeue.
+    let opened = std::time::Instant::now();
+    gated.open();
+    assert!(
+        eventually(20, || async {
+            claim_ready(&r, "team-a.gw").await == Some(("Accepted".into(), "true".into()))
+        })
+        .await,
+        "{:?}",
+        claim_ready(&r, "team-a.gw").await
+    );
+    eprintln!(
+        "claim recovered {:?} after the build was released",
+        opened.elapsed()
+    );
+    // Regenerated under the same identity (same generation, same active claims).
+    let after = ctx.store.generated().unwrap();
+    assert_eq!(after.identity, before.identity);
+    assert_eq!(after.dir, before.dir);
+    assert!(after.dir.join("platform.cue").is_file());
+    assert_eq!(after.platform.transformers, before.platform.transformers);
+    assert_eq!(layout.packages().unwrap(), vec![before.identity]);
+    run.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hazard_5_3_a_leased_real_package_stays_complete_while_a_claim_activates() {
+    let r = real().await;
+    create(&platforms(&r.client), plat(&[(MINI, None)])).await;
+    let run = run_manager(r.ctx.clone());
+    assert!(
+        eventually(30, || async { r.ctx.store.generated().is_some() }).await,
+        "the manager records the package"
+    );
+    // A render leases the unclaimed package.
+    let (leased, mut lease) = r.ctx.store.lease().unwrap();
+    assert!(!leased.identity.has_claims());
+    let files = |dir: &std::path::Path| {
+        (
+            std::fs::read(dir.join("platform.cue")).unwrap(),
+            std::fs::read(dir.join("cue.mod/module.cue")).unwrap(),
+        )
+    };
+    let leased_bytes = files(&leased.dir);
+    let generation = platforms(&r.client)
+        .get("cluster")
+        .await
+        .unwrap()
+        .metadata
+        .generation
+        .unwrap();
+
+    // A provider claim activates (judged by the running TR controller): the Platform regenerates
+    // at the same generation under a new identity.
+    provider(&r.client, "team-a", "gw", true).await;
+    claim(&r, "team-a", "gw", GATEWAY, "0.1.0", &[EXPOSE]).await;
+    assert!(
+        eventually(30, || async {
+            r.ctx.store.identity().is_some_and(|id| id.has_claims())
+        })
+        .await,
+        "claim folded in: {:?}",
+        claim_ready(&r, "team-a.gw").await
+    );
+    let current = r.ctx.store.generated().unwrap();
+    assert_eq!(current.identity.generation(), generation);
+    assert_ne!(current.dir, leased.dir);
+    // The leased directory is complete and unchanged while the lease is held.
+    assert_eq!(files(&leased.dir), leased_bytes);
+    let mut kept = r.ctx.layout.packages().unwrap();
+    kept.sort();
+    let mut want = vec![leased.identity, current.identity];
+    want.sort();
+    assert_eq!(kept, want);
+
+    // Released: the next build prunes it.
+    lease.release();
+    patch_spec(
+        &platforms(&r.client),
+        "cluster",
+        serde_json::json!({"type": "next"}),
+    )
+    .await;
+    assert!(
+        eventually(30, || async { !leased.dir.exists() }).await,
+        "{:?}",
+        r.ctx.layout.packages()
+    );
+    assert_eq!(
+        r.ctx.layout.packages().unwrap(),
+        vec![r.ctx.store.identity().unwrap()]
+    );
+    run.stop().await;
+}
