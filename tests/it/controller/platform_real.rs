@@ -7,9 +7,7 @@
 //! inventory gate on two real providers of one contract, the expected-version tripwire, an
 //! unreachable registry's requeue, a claimed provider catalog folded into the platform.
 //!
-//! Known limits of the fixture set: scenario 20's "discriminated=false alone" needs two catalogs
-//! with comparable predicates over distinct contracts (the fixtures only produce it together with
-//! an over-subscription, asserted here); scenario 56's refusal needs an `opmodel.dev/` path shared
+//! Known limit of the fixture set: scenario 56's refusal needs an `opmodel.dev/` path shared
 //! by a catalog and the platform, which the `fixtures.test/` set has none of (the fixtures assert
 //! that non-OPM paths are ignored; the refusal is covered with the fake acquirer).
 
@@ -474,6 +472,58 @@ async fn scenarios_19_20_21_64_two_real_providers_are_refused_until_one_is_disab
     assert!(condition(&s.conditions, types::STALLED).is_none());
     assert!(r.ctx.store.generated().is_some());
     assert!(!transformers(&r).iter().any(|t| t == ROUTE2_TF));
+}
+
+/// The gateway catalog renamed `plainroute` with its `expose` requirement dropped: its route
+/// transformer matches every container component, a superset of what mini's deployment
+/// transformer matches, and provides nothing.
+fn plainroute_files() -> Vec<(String, Vec<u8>)> {
+    crate::platform_gen::module_files(&opm("gateway"))
+        .into_iter()
+        .map(|(p, b)| {
+            let text: String = String::from_utf8(b)
+                .unwrap()
+                .replace("gateway", "plainroute")
+                .lines()
+                .filter(|l| !l.contains("requiredTraits") && !l.contains("tr \"fixtures.test"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            (p, text.into_bytes())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario_20_comparable_predicates_alone_refuse_with_broader_and_narrower_rows() {
+    let r = real().await;
+    let publisher = r.reg.client(None);
+    tokio::task::spawn_blocking(move || {
+        publisher
+            .publish_files(&plainroute_files(), "v0.1.0")
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    const PLAIN: &str = "fixtures.test/catalogs/plainroute@v0";
+    const PLAIN_TF: &str = "fixtures.test/catalogs/plainroute/transformers/route-transformer@0.1.0";
+    const DEPLOY_TF: &str = "fixtures.test/catalogs/mini/transformers/deployment-transformer@0.1.0";
+    create(&platforms(&r.client), plat(&[(MINI, None), (PLAIN, None)])).await;
+    let out = platform::reconcile("cluster", &r.ctx).await.unwrap();
+    assert_eq!(out.requeue, Some(THIRTY_MIN));
+    assert_eq!(
+        ready(&r).await,
+        (
+            "False".into(),
+            "ComparablePredicates".into(),
+            format!(
+                "platform is not discriminated: 1 comparable transformer pair; every component \
+                 the narrower transformer matches is also matched by the broader one, so both \
+                 would render (0015:D5):\n  {PLAIN_TF} (broader) and {DEPLOY_TF} (narrower) over \
+                 {CONTAINER}"
+            )
+        )
+    );
+    assert!(r.ctx.store.generated().is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
