@@ -526,6 +526,92 @@ async fn scenario_20_comparable_predicates_alone_refuse_with_broader_and_narrowe
     assert!(r.ctx.store.generated().is_none());
 }
 
+/// mini published as a second major, `mini@v1` at v1.0.0: the core stamps contract FQNs from
+/// the catalog's registry path without the major, so both majors define the same contracts.
+fn mini_v1_files() -> Vec<(String, Vec<u8>)> {
+    crate::platform_gen::module_files(&opm("mini"))
+        .into_iter()
+        .map(|(p, b)| {
+            let t = String::from_utf8(b).unwrap();
+            let t = match p.as_str() {
+                "cue.mod/module.cue" => t.replace(
+                    "module: \"fixtures.test/catalogs/mini@v0\"",
+                    "module: \"fixtures.test/catalogs/mini@v1\"",
+                ),
+                "identity/identity.cue" => t
+                    .replace("catalogs/mini@v0", "catalogs/mini@v1")
+                    .replace("*\"0.1.0\"", "*\"1.0.0\""),
+                _ => t,
+            };
+            (p, t.into_bytes())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contract_collisions_two_majors_of_one_catalog_defining_the_same_contracts_are_refused() {
+    let r = real().await;
+    let publisher = r.reg.client(None);
+    tokio::task::spawn_blocking(move || {
+        publisher.publish_files(&mini_v1_files(), "v1.0.0").unwrap()
+    })
+    .await
+    .unwrap();
+    const DUP: &str = "fixtures.test/catalogs/mini@v1";
+    let api = platforms(&r.client);
+    create(&api, plat(&[(MINI, None)]).with_catalog(DUP, "1.0.0", None)).await;
+    let out = platform::reconcile("cluster", &r.ctx).await.unwrap();
+    assert_eq!(out.requeue, Some(THIRTY_MIN));
+    let rows: String = [
+        "blueprints/stateless@v1",
+        "resources/configs@v1",
+        "resources/container@v1",
+        "traits/expose@v1",
+        "traits/scaling@v1",
+    ]
+    .iter()
+    .map(|c| format!("\n  fixtures.test/catalogs/mini/{c} defined by {MINI}, {DUP}"))
+    .collect();
+    let tf = |name: &str, v: &str| format!("fixtures.test/catalogs/mini/transformers/{name}@{v}");
+    let (st, reason, msg) = ready(&r).await;
+    assert_eq!(
+        (st.as_str(), reason.as_str()),
+        ("False", "ContractCollisions")
+    );
+    assert_eq!(
+        msg,
+        format!(
+            "platform has colliding contract definitions: 5 contracts are defined by more than \
+             one enabled catalog; a contract has exactly one definition, so disable all but one \
+             of them:{rows}\n\nplatform is not discriminated: 2 comparable transformer pairs; \
+             every component the narrower transformer matches is also matched by the broader \
+             one, so both would render (0015:D5):\n  {} (broader) and {} (narrower) over \
+             fixtures.test/catalogs/mini/resources/configs@v1\n  {} (broader) and {} (narrower) \
+             over {CONTAINER}",
+            tf("configmap-transformer", "0.1.0"),
+            tf("configmap-transformer", "1.0.0"),
+            tf("deployment-transformer", "0.1.0"),
+            tf("deployment-transformer", "1.0.0"),
+        )
+    );
+    assert!(r.ctx.store.generated().is_none());
+    // The second major disabled defines nothing: generated.
+    patch_spec(
+        &api,
+        "cluster",
+        serde_json::json!({"registry": {DUP: {"enable": false, "version": "1.0.0"}}}),
+    )
+    .await;
+    assert_eq!(
+        platform::reconcile("cluster", &r.ctx)
+            .await
+            .unwrap()
+            .requeue,
+        None
+    );
+    assert_eq!(ready(&r).await.1, "Generated");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_23_an_unreachable_registry_requeues_in_one_minute() {
     let mut r = real().await;
