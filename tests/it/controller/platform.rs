@@ -630,7 +630,7 @@ async fn scenario_18_a_versionless_legacy_subscription_refuses_without_registry_
 
 use kube::Api;
 
-fn drop_required_version(v: &mut serde_json::Value) {
+pub(super) fn drop_required_version(v: &mut serde_json::Value) {
     match v {
         serde_json::Value::Object(m) => {
             if let Some(serde_json::Value::Array(req)) = m.get_mut("required") {

@@ -613,6 +613,53 @@ async fn contract_collisions_two_majors_of_one_catalog_defining_the_same_contrac
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario_18_a_versionless_legacy_subscription_is_refused_before_any_registry_io() {
+    use crds::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let mut r = real().await;
+    // A stored object that predates the required field: the CRD relaxed, the object written raw.
+    let crds_api: Api<CustomResourceDefinition> = Api::all(r.client.clone());
+    let name = "platforms.opmodel.dev";
+    let mut v = serde_json::to_value(crds_api.get(name).await.unwrap()).unwrap();
+    super::platform::drop_required_version(&mut v);
+    let relaxed: CustomResourceDefinition = serde_json::from_value(v).unwrap();
+    crds_api
+        .replace(name, &Default::default(), &relaxed)
+        .await
+        .unwrap();
+    let raw: Api<kube::api::DynamicObject> = Api::all_with(
+        r.client.clone(),
+        &kube::api::ApiResource::erase::<Platform>(&()),
+    );
+    let obj: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "opmodel.dev/v1alpha1",
+        "kind": "Platform",
+        "metadata": {"name": "cluster"},
+        "spec": {"type": "kubernetes", "registry": {
+            MINI: {"version": "0.1.0"},
+            "fixtures.test/catalogs/legacy@v0": {}
+        }},
+    }))
+    .unwrap();
+    raw.create(&Default::default(), &obj).await.unwrap();
+    // With the registry gone, any registry I/O would be a transient closure failure instead.
+    r.reg.stop();
+    let out = platform::reconcile("cluster", &r.ctx).await.unwrap();
+    assert_eq!(out.requeue, Some(THIRTY_MIN));
+    assert_eq!(
+        ready(&r).await,
+        (
+            "False".into(),
+            "BuildFailed".into(),
+            "registry entry \"fixtures.test/catalogs/legacy@v0\": version is required (stored \
+             object predates the required field)"
+                .into()
+        )
+    );
+    assert!(r.ctx.store.generated().is_none());
+    assert!(r.ctx.layout.packages().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_23_an_unreachable_registry_requeues_in_one_minute() {
     let mut r = real().await;
     create(&platforms(&r.client), plat(&[(MINI, None)])).await;
