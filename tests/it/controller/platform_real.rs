@@ -1413,3 +1413,114 @@ async fn hazard_5_3_a_leased_real_package_stays_complete_while_a_claim_activates
     );
     run.stop().await;
 }
+
+/// The real acquirer, counting its calls.
+struct CountingAcquirer {
+    inner: Arc<PlatformKernel>,
+    calls: std::sync::atomic::AtomicU32,
+}
+
+impl opm_operator::kernel::CatalogAcquirer for CountingAcquirer {
+    fn acquire(
+        &self,
+        path: &str,
+        version: &str,
+    ) -> Result<opm_operator::kernel::CatalogInfo, opm_operator::kernel::AcquireError> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.acquire(path, version)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenarios_25_59_63_watches_drive_activation_and_folding_on_the_real_kernel() {
+    let r = real().await;
+    let kernel = Arc::new(PlatformKernel::new(
+        Arc::new(r.reg.client(None)),
+        Generator::new(CORE, "v0.1.0", RegistryShape::CatalogEntry),
+        cue::Config::default(),
+    ));
+    let counting = Arc::new(CountingAcquirer {
+        inner: kernel.clone(),
+        calls: Default::default(),
+    });
+    let ctx = Arc::new(Context::new(
+        r.client.clone(),
+        Store::new(),
+        r.ctx.layout.clone(),
+        kernel,
+        counting.clone(),
+        "watches",
+    ));
+    create(&platforms(&r.client), plat(&[(MINI, None)])).await;
+    provider(&r.client, "team-a", "gw", false).await;
+    claim(&r, "team-a", "gw", GATEWAY, "0.1.0", &[EXPOSE]).await;
+    let run = run_manager(ctx.clone());
+    // Judged once the package is recorded: accepted, inactive (provider not Ready).
+    assert!(
+        eventually(30, || async {
+            claims(&r.client)
+                .get("team-a.gw")
+                .await
+                .ok()
+                .and_then(|t| t.status)
+                .is_some_and(|s| {
+                    s.accepted
+                        && condition(&s.conditions, types::ACTIVE)
+                            .is_some_and(|c| c.1 == "ProviderNotReady")
+                })
+        })
+        .await,
+        "{:?}",
+        claim_ready(&r, "team-a.gw").await
+    );
+    // 63: a history-only update of the provider wakes nothing (no new acquisition).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let settled = counting.calls.load(std::sync::atomic::Ordering::SeqCst);
+    let mis: Api<ModuleInstance> = Api::namespaced(r.client.clone(), "team-a");
+    let patched = patch_status(
+        &mis,
+        "gw",
+        serde_json::json!({"lastAttemptedAction": "apply"}),
+    )
+    .await;
+    assert_eq!(
+        patched
+            .status
+            .unwrap()
+            .reconcile
+            .last_attempted_action
+            .as_deref(),
+        Some("apply")
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        counting.calls.load(std::sync::atomic::Ordering::SeqCst),
+        settled,
+        "history-only update dropped"
+    );
+    // 59 + 63 + 25: the provider turns Ready → the claim is re-judged and activates → the
+    // Platform folds gateway in, and the contract is fulfilled; all through the watches.
+    set_ready(&r.client, "team-a", "gw", true).await;
+    assert!(
+        eventually(30, || async {
+            ctx.store.identity().is_some_and(|id| id.has_claims())
+                && ctx
+                    .store
+                    .generated()
+                    .is_some_and(|g| g.platform.transformers.iter().any(|t| t == ROUTE_TF))
+        })
+        .await,
+        "{:?}",
+        claim_ready(&r, "team-a.gw").await
+    );
+    assert!(counting.calls.load(std::sync::atomic::Ordering::SeqCst) > settled);
+    assert!(
+        eventually(10, || async {
+            fulfilled(&r)
+                .await
+                .is_some_and(|f| f.1 == "ContractsFulfilled")
+        })
+        .await
+    );
+    run.stop().await;
+}
