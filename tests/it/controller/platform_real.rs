@@ -1407,10 +1407,14 @@ async fn hazard_5_3_a_leased_real_package_stays_complete_while_a_claim_activates
         "{:?}",
         r.ctx.layout.packages()
     );
-    assert_eq!(
-        r.ctx.layout.packages().unwrap(),
-        vec![r.ctx.store.identity().unwrap()]
-    );
+    // The current package remains (a package a claim judgement leased during that build may
+    // remain too, until the build after its release).
+    assert!(r
+        .ctx
+        .layout
+        .packages()
+        .unwrap()
+        .contains(&r.ctx.store.identity().unwrap()));
     run.stop().await;
 }
 

@@ -210,7 +210,14 @@ async fn two_serve_replicas_on_the_real_registry_one_leads_a_kill_hands_over_a_r
         b.log()
     );
     assert_eq!(a.packages(), vec![package.clone()]);
-    // Exactly one reconciles: the one Generated event comes from the leader.
+    // Exactly one reconciles: the one Generated event comes from the leader (published just
+    // after the status write: polled).
+    assert!(
+        eventually(10, || async {
+            !events(&env.client, "cluster", "Generated").await.is_empty()
+        })
+        .await
+    );
     let evs = events(&env.client, "cluster", "Generated").await;
     assert_eq!(evs.len(), 1, "{evs:#?}");
     assert_eq!(
@@ -263,10 +270,15 @@ async fn two_serve_replicas_on_the_real_registry_one_leads_a_kill_hands_over_a_r
         "b: {}",
         b.log()
     );
-    let evs = events(&env.client, "cluster", "Generated").await;
-    assert!(evs
-        .iter()
-        .any(|e| e.reporting_instance.as_deref() == Some(b_id.as_str())));
+    assert!(
+        eventually(10, || async {
+            events(&env.client, "cluster", "Generated")
+                .await
+                .iter()
+                .any(|e| e.reporting_instance.as_deref() == Some(b_id.as_str()))
+        })
+        .await
+    );
 
     // Restart a on its non-empty platform dir (the stale package marked): reset at boot, then
     // the package is regenerated for the current generation.
