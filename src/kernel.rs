@@ -203,8 +203,13 @@ pub struct BuiltPlatform {
 /// The platform's contract inventory (operator-spec §2.0, §3.5–§3.6; E0015 D5/D18).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ContractInventory {
-    /// Contract FQN → the enabled catalog (module path) defining it.
+    /// Contract FQN → the enabled catalog (module path) defining it (the first in path order
+    /// when several do: see `collisions`).
     pub defined_by: BTreeMap<String, String>,
+    /// Contract FQN → every enabled entry (catalog module path) defining it, sorted, for the
+    /// contracts more than one enabled entry defines (post-seed `ContractCollisions`, operator-spec
+    /// §3.5 step 4). Empty when every contract has one definition.
+    pub collisions: BTreeMap<String, Vec<String>>,
     /// Contract FQN → transformer FQNs requiring it, sorted.
     pub required_by: BTreeMap<String, Vec<String>>,
     /// Contract FQN → registry entries (catalog module paths) providing it, sorted; one per entry

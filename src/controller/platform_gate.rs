@@ -2,6 +2,13 @@
 //! §3.5 step 4, §3.6; E0015 D5/D18).
 //!
 //! Rules implemented here, as pure functions of a [`ContractInventory`]:
+//! - *(post-seed)* A contract defined by more than one enabled entry (`collisions` non-empty)
+//!   refuses with [`CONTRACT_COLLISIONS`], ahead of both other findings: the message is the
+//!   collision finding (`platform has colliding contract definitions: <1 contract is | N contracts
+//!   are> defined by more than one enabled catalog; a contract has exactly one definition, so
+//!   disable all but one of them:` then per contract `\n  <fqn> defined by <a>, <b>`), followed,
+//!   after a blank line each, by the over-subscription and comparability findings when those
+//!   also hold.
 //! - The gate reads the booleans, never list lengths. `!routable` refuses with
 //!   `OverSubscribedContracts`; `!discriminated` refuses with `ComparablePredicates`; both refuse with
 //!   `OverSubscribedContracts` carrying both findings separated by a blank line.
@@ -18,10 +25,14 @@ use crds::conditions::reasons;
 
 use crate::kernel::ContractInventory;
 
+/// The Ready/Stalled reason of a contract defined by more than one enabled catalog (post-seed,
+/// operator-spec §3.5 step 4 and §7.4; not yet among the CRD crate's reasons).
+pub const CONTRACT_COLLISIONS: &str = "ContractCollisions";
+
 /// A refusal of the inventory gate: the Ready/Stalled reason and its message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    /// `OverSubscribedContracts` or `ComparablePredicates`.
+    /// `ContractCollisions`, `OverSubscribedContracts` or `ComparablePredicates`.
     pub reason: &'static str,
     /// The finding(s), stable text.
     pub message: String,
@@ -111,8 +122,38 @@ fn comparable_finding(inv: &ContractInventory) -> String {
     msg
 }
 
+fn collision_finding(inv: &ContractInventory) -> String {
+    let mut msg = format!(
+        "platform has colliding contract definitions: {} defined by more than one enabled \
+         catalog; a contract has exactly one definition, so disable all but one of them:",
+        counted(inv.collisions.len(), "contract is", "contracts are")
+    );
+    for (fqn, definers) in &inv.collisions {
+        let definers: Vec<&str> = sorted(definers).iter().map(|s| s.as_str()).collect();
+        msg.push_str(&format!("\n  {fqn} defined by {}", definers.join(", ")));
+    }
+    msg
+}
+
 /// The gate: `None` when the platform may be recorded, else the refusal.
 pub fn gate(inv: &ContractInventory) -> Option<Refusal> {
+    let rest = inventory_gate(inv);
+    if inv.collisions.is_empty() {
+        return rest;
+    }
+    let mut message = collision_finding(inv);
+    if let Some(r) = rest {
+        message.push_str("\n\n");
+        message.push_str(&r.message);
+    }
+    Some(Refusal {
+        reason: CONTRACT_COLLISIONS,
+        message,
+    })
+}
+
+/// The seed's gate: over-subscription and comparable predicates.
+fn inventory_gate(inv: &ContractInventory) -> Option<Refusal> {
     match (inv.routable, inv.discriminated) {
         (true, true) => None,
         (false, true) => Some(Refusal {
@@ -263,6 +304,44 @@ mod tests {
         assert_eq!(parts.len(), 2);
         assert!(parts[0].starts_with("platform is not routable: 2 over-subscribed contracts;"));
         assert!(parts[1].starts_with("platform is not discriminated: 0 comparable"));
+    }
+
+    #[test]
+    fn colliding_definitions_refuse_ahead_of_the_other_findings() {
+        let mut i = inv();
+        i.collisions.insert(
+            "t.test/expose@v1".into(),
+            vec!["c.test/b@v0".into(), "c.test/a@v0".into()],
+        );
+        let r = gate(&i).unwrap();
+        assert_eq!(r.reason, "ContractCollisions");
+        assert_eq!(
+            r.message,
+            "platform has colliding contract definitions: 1 contract is defined by more than one \
+             enabled catalog; a contract has exactly one definition, so disable all but one of \
+             them:\n  t.test/expose@v1 defined by c.test/a@v0, c.test/b@v0"
+        );
+        // Over-subscribed too: the collision reason, both findings.
+        let mut both = over_subscribed();
+        both.collisions = i.collisions.clone();
+        both.collisions.insert(
+            "a.test/dns@v1".into(),
+            vec!["c.test/a@v0".into(), "c.test/c@v0".into()],
+        );
+        let r = gate(&both).unwrap();
+        assert_eq!(r.reason, "ContractCollisions");
+        let parts: Vec<&str> = r.message.split("\n\n").collect();
+        assert_eq!(parts.len(), 2);
+        assert!(
+            parts[0].starts_with("platform has colliding contract definitions: 2 contracts are"),
+            "{}",
+            parts[0]
+        );
+        assert!(parts[0].ends_with(
+            ":\n  a.test/dns@v1 defined by c.test/a@v0, c.test/c@v0\n  t.test/expose@v1 defined \
+             by c.test/a@v0, c.test/b@v0"
+        ));
+        assert_eq!(parts[1], gate(&over_subscribed()).unwrap().message);
     }
 
     #[test]

@@ -23,10 +23,19 @@
 //!   `status.requiredContracts` meet `spec.provides` (no registry access); any → Stalled
 //!   `DependentsRemain` (Warning on transition, action `Delete`), 30 min; none → the finalizer is
 //!   released. A list error is returned (never release on an unreadable answer).
+//! - *(post-seed)* transient catalog hold (§4.1 step 4): when the catalog cannot be pulled for
+//!   a transient reason (the kernel classifies it `TransientPull`: registry unreachable, timeout,
+//!   5xx) and the claim is accepted at its current generation (`status.accepted` and
+//!   `observedGeneration == metadata.generation`), the verdict is kept: `accepted`, `active`,
+//!   Ready and the finalizer are untouched (the catalog stays in the platform package), and only
+//!   Reconciling=True `CatalogUnresolved` records the failure (a Warning once per transition,
+//!   action `Accept`). Requeue is the hold-age backoff: the age of that Reconciling condition,
+//!   clamped to [5 s, 5 min] (level-computed from the status, so it survives restarts). A claim
+//!   not yet accepted, or edited since, is refused `CatalogUnresolved` as in the seed.
 //! - Every message names the claim, catalog and version, or the provider `ns/name`.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crds::common::Inventory;
 use crds::conditions::{self, reasons, types, Status};
@@ -41,7 +50,12 @@ use super::claims;
 use super::context::{Context, Reconciled};
 use super::frame::{self, is_not_found, Error, EventType, Patcher};
 use super::outcome::{Outcome, STALLED_RECHECK};
-use crate::kernel::AcquireError;
+use crate::kernel::{AcquireError, ErrorClass};
+
+/// The shortest requeue of a transient catalog hold.
+pub const HOLD_MIN: Duration = Duration::from_secs(5);
+/// The longest requeue of a transient catalog hold.
+pub const HOLD_MAX: Duration = Duration::from_secs(5 * 60);
 
 /// The event action of verdicts.
 pub const ACTION_ACCEPT: &str = "Accept";
@@ -55,6 +69,8 @@ pub const NO_PLATFORM: &str = "No platform has been generated yet, so the claim 
 enum Verdict {
     Refuse(&'static str, String),
     Defer(&'static str, String),
+    /// Keep the accepted verdict through a transient catalog pull failure.
+    Hold(String),
 }
 
 /// Whether a claim counts for D12/D2: not deleting, or deleting while holding the finalizer.
@@ -115,6 +131,7 @@ async fn judge(tr: TransformerRegistration, ctx: &Context) -> Result<Reconciled,
         Ok(provider) => accept(&mut patcher, tr, provider).await,
         Err(Verdict::Refuse(reason, msg)) => refuse(&mut patcher, tr, ctx, reason, msg).await,
         Err(Verdict::Defer(reason, msg)) => defer(&mut patcher, tr, reason, msg).await,
+        Err(Verdict::Hold(msg)) => hold(&mut patcher, tr, ctx, msg).await,
     }
 }
 
@@ -156,6 +173,12 @@ async fn verdict(
                 reasons::CATALOG_WRONG_KIND,
                 format!("Claimed artifact {catalog} at {version} is not a catalog: {m}"),
             ))
+        }
+        Err(AcquireError::Other(e)) if e.class == ErrorClass::TransientPull && holds(tr) => {
+            return Err(Verdict::Hold(format!(
+                "Claimed catalog {catalog} at {version} could not be resolved: {e}; the accepted \
+                 verdict is kept until the registry answers"
+            )))
         }
         Err(AcquireError::Other(e)) => {
             return Err(Verdict::Refuse(
@@ -435,6 +458,70 @@ async fn defer(
     })
 }
 
+/// Whether a transient pull failure keeps `tr`'s verdict: accepted at its current generation.
+fn holds(tr: &TransformerRegistration) -> bool {
+    tr.status.as_ref().is_some_and(|s| {
+        s.accepted
+            && s.observed_generation.is_some()
+            && s.observed_generation == tr.metadata.generation
+    })
+}
+
+/// The hold-age backoff: the time the hold has lasted, clamped to [`HOLD_MIN`, `HOLD_MAX`].
+pub fn hold_requeue(age: Duration) -> Duration {
+    age.clamp(HOLD_MIN, HOLD_MAX)
+}
+
+/// The transient catalog hold: only Reconciling=True `CatalogUnresolved` is written.
+async fn hold(
+    patcher: &mut Patcher<TransformerRegistration>,
+    mut tr: TransformerRegistration,
+    ctx: &Context,
+    message: String,
+) -> Result<Reconciled, Error> {
+    let generation = tr.metadata.generation;
+    let now = frame::now();
+    let status = tr.status.get_or_insert_with(Default::default);
+    let since = conditions::get(&status.conditions, types::RECONCILING)
+        .filter(|c| c.status == "True" && c.reason == reasons::CATALOG_UNRESOLVED)
+        .map(|c| c.last_transition_time.0);
+    let started = since.is_none();
+    let age = since
+        .and_then(|t| {
+            let secs = now.0.as_second().saturating_sub(t.as_second());
+            u64::try_from(secs).ok()
+        })
+        .map(Duration::from_secs)
+        .unwrap_or_default();
+    conditions::set(
+        &mut status.conditions,
+        types::RECONCILING,
+        Status::True,
+        reasons::CATALOG_UNRESOLVED,
+        &message,
+        generation,
+        &now,
+    );
+    patcher.patch_status(&tr).await?;
+    if started {
+        ctx.events
+            .publish(
+                &tr,
+                EventType::Warning,
+                reasons::CATALOG_UNRESOLVED,
+                ACTION_ACCEPT,
+                &message,
+            )
+            .await;
+    }
+    tracing::warn!(message = %message, held_s = age.as_secs(), "claim verdict held");
+    Ok(Reconciled {
+        requeue: Some(hold_requeue(age)),
+        outcome: Some(Outcome::FailedTransient),
+        reason: Some(reasons::CATALOG_UNRESOLVED),
+    })
+}
+
 /// §4.4: the removal guard.
 async fn guard_removal(
     mut tr: TransformerRegistration,
@@ -516,4 +603,20 @@ async fn guard_removal(
         outcome: Some(Outcome::FailedStalled),
         reason: Some(reasons::DEPENDENTS_REMAIN),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hold_backoff_follows_the_hold_age_within_bounds() {
+        assert_eq!(hold_requeue(Duration::ZERO), HOLD_MIN);
+        assert_eq!(hold_requeue(Duration::from_secs(3)), HOLD_MIN);
+        assert_eq!(
+            hold_requeue(Duration::from_secs(42)),
+            Duration::from_secs(42)
+        );
+        assert_eq!(hold_requeue(Duration::from_secs(3600)), HOLD_MAX);
+    }
 }

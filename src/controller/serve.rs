@@ -11,6 +11,11 @@
 //! - `--registry` (CUE_REGISTRY syntax) resolves flag → `OPM_REGISTRY` → the built-in default, is
 //!   validated at boot and logged with its source; the kernel is constructed once for the process
 //!   from the resolved value.
+//! - `--cue-cache-dir` (else `CUE_CACHE_DIR`, else `<temp dir>/cue-cache`) is the registry
+//!   client's module cache: created at boot (failure fails `serve`), logged, and handed to the
+//!   kernel constructor in [`ResolvedRegistry::cache_dir`]. It is not exported into the process
+//!   environment: our evaluator receives the registry as an object and reads no `CUE_*` variable,
+//!   and no child process needs it.
 //! - The cluster comes from `--kubeconfig`, else the in-cluster config, else `KUBECONFIG` /
 //!   `~/.kube/config`. Without a reachable cluster `serve` says so (one error line naming the
 //!   source and the cause), keeps serving webhooks, and retries the connection every retry period
@@ -83,6 +88,11 @@ pub struct ControllerArgs {
     /// registries on ghcr.io with registry.cue.works as the catch-all].
     #[arg(long, value_name = "MAPPING")]
     pub registry: Option<String>,
+
+    /// Module cache directory of the registry client (operator-spec §7.1) [default:
+    /// <temp dir>/cue-cache].
+    #[arg(long, env = "CUE_CACHE_DIR", value_name = "DIR")]
+    pub cue_cache_dir: Option<PathBuf>,
 
     /// The OPM core module every generated platform pins (operator-spec §3.3 roots).
     #[arg(long, default_value = DEFAULT_CORE_MODULE, value_name = "PATH@MAJOR")]
@@ -170,6 +180,9 @@ pub struct ResolvedRegistry {
     pub mapping: String,
     /// Its source.
     pub source: RegistrySource,
+    /// The module cache directory (`--cue-cache-dir`; exists once `sidecar` returned): the kernel
+    /// constructor sets it as the registry client's cache root.
+    pub cache_dir: PathBuf,
 }
 
 /// Resolves `--registry` → `OPM_REGISTRY` → default (empty values count as unset).
@@ -183,17 +196,20 @@ pub fn resolve_registry(flag: Option<&str>, env: Option<&str>) -> ResolvedRegist
         return ResolvedRegistry {
             mapping,
             source: RegistrySource::Flag,
+            cache_dir: default_cue_cache_dir(),
         };
     }
     if let Some(mapping) = set(env) {
         return ResolvedRegistry {
             mapping,
             source: RegistrySource::Env,
+            cache_dir: default_cue_cache_dir(),
         };
     }
     ResolvedRegistry {
         mapping: DEFAULT_REGISTRY.to_owned(),
         source: RegistrySource::Default,
+        cache_dir: default_cue_cache_dir(),
     }
 }
 
@@ -216,6 +232,15 @@ pub enum ServeError {
     /// The kernel could not be constructed (e.g. the registry client).
     #[error("constructing the render kernel: {0}")]
     Kernel(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// `--cue-cache-dir` could not be created.
+    #[error("creating --cue-cache-dir {}: {source}", dir.display())]
+    CacheDir {
+        /// The directory.
+        dir: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
     /// `--platform-dir` could not be reset.
     #[error("resetting --platform-dir {}: {source}", dir.display())]
     PlatformDir {
@@ -244,6 +269,21 @@ impl std::fmt::Debug for Kernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Kernel").finish_non_exhaustive()
     }
+}
+
+/// The default `--cue-cache-dir`.
+pub fn default_cue_cache_dir() -> PathBuf {
+    std::env::temp_dir().join("cue-cache")
+}
+
+/// Creates the module cache directory `flag` names (else the default) and returns it.
+pub fn prepare_cache_dir(flag: Option<&std::path::Path>) -> Result<PathBuf, ServeError> {
+    let dir = flag.map_or_else(default_cue_cache_dir, std::path::Path::to_path_buf);
+    std::fs::create_dir_all(&dir).map_err(|source| ServeError::CacheDir {
+        dir: dir.clone(),
+        source,
+    })?;
+    Ok(dir)
 }
 
 /// The default `--platform-dir`.
@@ -311,10 +351,11 @@ pub fn sidecar(
         retry_period: args.leader_elect_retry_period,
     };
     timing.validate()?;
-    let registry = resolve_registry(
+    let mut registry = resolve_registry(
         args.registry.as_deref(),
         std::env::var("OPM_REGISTRY").ok().as_deref(),
     );
+    registry.cache_dir = prepare_cache_dir(args.cue_cache_dir.as_deref())?;
     crate::registry::Mapping::parse(&registry.mapping).map_err(|message| ServeError::Registry {
         mapping: registry.mapping.clone(),
         source_name: registry.source.as_str(),
@@ -361,6 +402,7 @@ pub fn sidecar(
                 tracing::info!(
                     registry = %registry.mapping,
                     source = registry.source.as_str(),
+                    cue_cache_dir = %registry.cache_dir.display(),
                     "resolved the module registry"
                 );
                 tracing::info!(platform_dir = %root.display(), "reset the platform directory");
@@ -515,5 +557,24 @@ mod tests {
             (DEFAULT_REGISTRY, RegistrySource::Default)
         );
         assert!(crate::registry::Mapping::parse(DEFAULT_REGISTRY).is_ok());
+        assert_eq!(r.cache_dir, default_cue_cache_dir());
+    }
+
+    #[test]
+    fn the_cue_cache_dir_is_created_at_boot_and_a_bad_one_fails_clearly() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| unreachable!("tempdir: {e}"));
+        let want = tmp.path().join("a/b/cue-cache");
+        let got = prepare_cache_dir(Some(&want)).ok();
+        assert_eq!(got.as_deref(), Some(want.as_path()));
+        assert!(want.is_dir());
+        let file = tmp.path().join("file");
+        std::fs::write(&file, "x").unwrap_or_else(|e| unreachable!("write: {e}"));
+        let err = prepare_cache_dir(Some(&file.join("cache"))).err();
+        assert!(
+            matches!(&err, Some(ServeError::CacheDir { dir, .. }) if *dir == file.join("cache")),
+            "{err:?}"
+        );
+        let msg = err.map(|e| e.to_string()).unwrap_or_default();
+        assert!(msg.starts_with("creating --cue-cache-dir "), "{msg}");
     }
 }

@@ -5,8 +5,9 @@
 //! `#registry` entry), so it is a pure, deterministic function (every list sorted):
 //! - **DefinedBy**: contract FQN → the enabled catalog whose contract maps (`#resources`,
 //!   `#traits`, `#blueprints`) define it. Disabled catalogs define nothing. When two enabled
-//!   catalogs define one key, the first in path order is kept (the post-seed `ContractCollisions`
-//!   refusal is not implemented; see the report).
+//!   entries define one key, the first in path order is kept here and every definer is listed
+//!   in **Collisions** (contract FQN → the enabled entries defining it, sorted; one per entry, so
+//!   two majors of one catalog collide), which the gate refuses as `ContractCollisions`.
 //! - **RequiredBy**: contract FQN → the composed (enabled) transformers that require it
 //!   (`requiredResources` ∪ `requiredTraits` ∪ `requiredBlueprints`), sorted.
 //! - **ProvidedBy**: contract FQN → the enabled entries some transformer of which requires it with
@@ -80,9 +81,11 @@ pub fn inventory(entries: &[EntryFacts]) -> ContractInventory {
     sorted.sort_by(|a, b| a.path.cmp(&b.path));
 
     let mut defined_by: BTreeMap<String, String> = BTreeMap::new();
+    let mut definers: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut provider_defined: BTreeSet<String> = BTreeSet::new();
     for e in &sorted {
         for (c, provider) in &e.defined {
+            definers.entry(c.clone()).or_default().push(e.path.clone());
             if !defined_by.contains_key(c) {
                 defined_by.insert(c.clone(), e.path.clone());
                 if *provider {
@@ -128,12 +131,21 @@ pub fn inventory(entries: &[EntryFacts]) -> ContractInventory {
         .cloned()
         .collect();
     let comparable = comparable(&tfs);
+    let collisions: BTreeMap<String, Vec<String>> = definers
+        .into_iter()
+        .filter(|(_, d)| d.len() > 1)
+        .map(|(c, mut d)| {
+            d.sort();
+            (c, d)
+        })
+        .collect();
 
     ContractInventory {
         routable: over_subscribed.is_empty(),
         discriminated: comparable.is_empty(),
         fulfilled: unfulfilled.is_empty(),
         defined_by,
+        collisions,
         required_by,
         provided_by,
         over_subscribed,
@@ -268,6 +280,38 @@ mod tests {
             inv.required_by["t/scaling@v0"],
             ["p0/hpa@0.1.0", "p1/hpa@1.0.0"]
         );
+    }
+
+    #[test]
+    fn a_contract_defined_by_two_enabled_entries_collides() {
+        let def = |path: &str, enable: bool| {
+            entry(
+                path,
+                enable,
+                &[("r/container@v0", false), ("t/expose@v0", true)],
+                vec![],
+            )
+        };
+        let inv = inventory(&[
+            def("t.test/b@v0", true),
+            def("t.test/a@v0", true),
+            def("t.test/off@v0", false),
+            entry("t.test/c@v0", true, &[("r/own@v0", false)], vec![]),
+        ]);
+        assert_eq!(
+            inv.collisions.keys().collect::<Vec<_>>(),
+            ["r/container@v0", "t/expose@v0"]
+        );
+        assert_eq!(
+            inv.collisions["t/expose@v0"],
+            ["t.test/a@v0", "t.test/b@v0"]
+        );
+        // The first definer in path order is the one DefinedBy names.
+        assert_eq!(inv.defined_by["r/container@v0"], "t.test/a@v0");
+        assert_eq!(inv.defined_by["r/own@v0"], "t.test/c@v0");
+        // One definition each: no collision (the disabled entry defines nothing).
+        let one = inventory(&[def("t.test/a@v0", true), def("t.test/off@v0", false)]);
+        assert!(one.collisions.is_empty());
     }
 
     #[test]

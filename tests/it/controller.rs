@@ -8,5 +8,7 @@ mod manager;
 mod package;
 mod package_serve;
 mod platform;
+mod platform_real;
+mod platform_serve;
 mod registration;
 mod serve;

@@ -32,12 +32,12 @@ const CM_TF: &str = "fixtures.test/catalogs/mini/transformers/configmap-transfor
 const ROUTE_TF: &str = "fixtures.test/catalogs/gateway/transformers/route-transformer@0.1.0";
 const ROUTE2_TF: &str = "fixtures.test/catalogs/gateway2/transformers/route-transformer@0.1.0";
 
-fn opm(dir: &str) -> PathBuf {
+pub(crate) fn opm(dir: &str) -> PathBuf {
     fixtures().join("opm").join(dir)
 }
 
 /// The files of a fixture module directory, `/`-separated relative paths.
-fn module_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn module_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
         for e in std::fs::read_dir(dir).unwrap() {
             let p = e.unwrap().path();
@@ -60,7 +60,7 @@ fn module_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
 }
 
 /// The gateway provider catalog renamed to `gateway2` (a second provider of `expose`).
-fn gateway2_files() -> Vec<(String, Vec<u8>)> {
+pub(crate) fn gateway2_files() -> Vec<(String, Vec<u8>)> {
     module_files(&opm("gateway"))
         .into_iter()
         .map(|(p, b)| {

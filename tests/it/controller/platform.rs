@@ -630,7 +630,7 @@ async fn scenario_18_a_versionless_legacy_subscription_refuses_without_registry_
 
 use kube::Api;
 
-fn drop_required_version(v: &mut serde_json::Value) {
+pub(super) fn drop_required_version(v: &mut serde_json::Value) {
     match v {
         serde_json::Value::Object(m) => {
             if let Some(serde_json::Value::Array(req)) = m.get_mut("required") {
@@ -646,4 +646,54 @@ fn drop_required_version(v: &mut serde_json::Value) {
         serde_json::Value::Array(a) => a.iter_mut().for_each(drop_required_version),
         _ => {}
     }
+}
+
+#[tokio::test]
+async fn contract_collisions_refuse_ahead_of_the_other_findings_and_record_nothing() {
+    let env = env().await;
+    create(&platforms(&env.client), plat()).await;
+    let mut inv = over_subscribed();
+    inv.collisions.insert(
+        "x.test/contracts/backup@v1".into(),
+        vec![
+            "x.test/catalogs/mini@v0".into(),
+            "x.test/catalogs/dup@v0".into(),
+        ],
+    );
+    *env.builder.contracts.lock().unwrap() = inv;
+    for _ in 0..2 {
+        let r = reconcile("cluster", &env.ctx).await.unwrap();
+        assert_eq!(r.requeue, Some(THIRTY_MIN));
+    }
+    let s = status(&env).await;
+    let (st, reason, msg) = condition(&s.conditions, types::READY).unwrap();
+    assert_eq!(
+        (st.as_str(), reason.as_str()),
+        ("False", "ContractCollisions")
+    );
+    assert!(
+        msg.starts_with(
+            "platform has colliding contract definitions: 1 contract is defined by more than one \
+             enabled catalog; a contract has exactly one definition, so disable all but one of \
+             them:\n  x.test/contracts/backup@v1 defined by x.test/catalogs/dup@v0, \
+             x.test/catalogs/mini@v0\n\nplatform is not routable: "
+        ),
+        "{msg}"
+    );
+    assert_eq!(
+        condition(&s.conditions, types::STALLED).unwrap().1,
+        "ContractCollisions"
+    );
+    assert!(env.ctx.store.generated().is_none());
+    assert_eq!(
+        events(&env.client, "cluster", "ContractCollisions")
+            .await
+            .len(),
+        1
+    );
+    // One definition left: the collision is gone, the over-subscription remains.
+    env.builder.contracts.lock().unwrap().collisions.clear();
+    reconcile("cluster", &env.ctx).await.unwrap();
+    let (_, reason, _) = condition(&status(&env).await.conditions, types::READY).unwrap();
+    assert_eq!(reason, "OverSubscribedContracts");
 }

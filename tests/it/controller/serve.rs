@@ -217,6 +217,15 @@ async fn two_replicas_one_leader_and_a_handover() {
         "leader: {}",
         leader.log()
     );
+    // The event is published just after the status write the test saw: poll for it.
+    assert!(
+        eventually(10, || async {
+            !events(&env.client, "cluster", "BuildFailed")
+                .await
+                .is_empty()
+        })
+        .await
+    );
     let evs = events(&env.client, "cluster", "BuildFailed").await;
     assert_eq!(evs.len(), 1);
     assert_eq!(
