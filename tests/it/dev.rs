@@ -308,3 +308,28 @@ fn dev_runs_the_loop_for_kubectl_and_curl_and_keeps_its_state() {
     assert_eq!(String::from_utf8(plat.stdout).unwrap(), "True");
     dev.terminate();
 }
+
+/// A corrupt snapshot stops `dev` at start with an error naming the file, and the file is kept.
+#[test]
+fn a_corrupt_state_snapshot_fails_the_start_and_is_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let snapshot = state.join("cluster.json");
+    std::fs::write(&snapshot, b"{\"format\": 1, \"objects\": [").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_opm-operator"))
+        .args(["dev", "--port-base", "0", "--state-dir"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("snapshot {} is corrupt", snapshot.display())),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&snapshot).unwrap(),
+        b"{\"format\": 1, \"objects\": ["
+    );
+}
