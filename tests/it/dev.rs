@@ -74,9 +74,10 @@ impl Dev {
         }
     }
 
-    fn terminate(&mut self) {
+    /// Sends `signal` (`TERM`, `INT`) and waits for a clean exit.
+    fn stop(&mut self, signal: &str) {
         let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
             .status()
             .unwrap();
         assert!(status.success());
@@ -260,7 +261,13 @@ fn dev_runs_the_loop_for_kubectl_and_curl_and_keeps_its_state() {
     ));
     assert_eq!(no_token, "401");
 
-    dev.terminate();
+    // `kubectl explain` reads our CRDs' schemas.
+    let explain = kubectl(&kubeconfig, &["explain", "mi.spec.module"], None);
+    let explained = String::from_utf8_lossy(&explain.stdout);
+    assert!(explain.status.success(), "{explained}");
+    assert!(explained.contains("version"), "{explained}");
+
+    dev.stop("TERM");
     assert!(state.join("cluster.json").is_file());
 
     // Restart on the same state: the objects are still there, patched, and Ready.
@@ -306,7 +313,8 @@ fn dev_runs_the_loop_for_kubectl_and_curl_and_keeps_its_state() {
         None,
     );
     assert_eq!(String::from_utf8(plat.stdout).unwrap(), "True");
-    dev.terminate();
+    // Ctrl-C stops it as cleanly as SIGTERM.
+    dev.stop("INT");
 }
 
 /// A corrupt snapshot stops `dev` at start with an error naming the file, and the file is kept.
