@@ -217,6 +217,30 @@ fn dev_runs_the_loop_for_kubectl_and_curl_and_keeps_its_state() {
         "{err}"
     );
 
+    // The ValidatingWebhookConfiguration reaches our webhook server (a rule only it checks).
+    let padded = kubectl(
+        &kubeconfig,
+        &[
+            "patch",
+            "platform",
+            "cluster",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"type":" kubernetes"}}"#,
+            // kubectl prints a 422 without field causes as "The request is invalid"; the
+            // webhook's message is in the response body, which -v=8 logs.
+            "-v=8",
+        ],
+        None,
+    );
+    assert!(!padded.status.success());
+    let err = String::from_utf8_lossy(&padded.stderr);
+    assert!(
+        err.contains("platforms.opmodel.dev")
+            && err.contains("must not have leading or trailing whitespace"),
+        "{err}"
+    );
+
     // The ConfigMap follows the values.
     let cm = line(&summary, &["kubectl get configmap settings"]);
     until_output(cm, "info", 10);
