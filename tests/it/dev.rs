@@ -320,11 +320,11 @@ fn dev_runs_the_loop_for_kubectl_and_curl_and_keeps_its_state() {
         None,
     );
     assert_eq!(String::from_utf8(uid2.stdout).unwrap(), uid);
-    until_output(
-        line(&summary, &["kubectl get configmap settings"]),
-        "debug",
-        10,
-    );
+    let cm = line(&summary, &["kubectl get configmap settings"]);
+    until_output(cm, "debug", 10);
+    // The restarted controllers reconcile: patching back re-renders.
+    ok(&line(&summary, &["kubectl patch mi/hello"]).replace("debug", "warn"));
+    until_output(cm, "warn", 60);
     let plat = kubectl(
         &kubeconfig,
         &[
