@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Sets up the machine and runs the main job with no cluster at all: the admission webhooks over
-# TLS with a self-signed dev CA (written to .dev/certs), probes and metrics, all on 127.0.0.1.
-# Extra arguments go to `opm-operator serve` (see `cargo run -- serve --help`).
+# Sets up the machine, builds, and runs the whole product with no cluster: `opm-operator dev`
+# (an embedded Kubernetes API over HTTPS with the CRDs, the example catalog and module, Platform
+# `cluster`, the example ModuleInstance demo/hello, the webhooks, controllers and render API).
+# State (objects, kubeconfig, CA files, token) is kept in .dev/state; ports 7443-7446.
+# Extra arguments go to `opm-operator dev` (see `cargo run -- dev --help`), e.g. --port-base 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec cargo run --bin opm-operator -- serve --self-signed \
-  --self-signed-dir .dev/certs \
-  --webhook-addr 127.0.0.1:9443 --probe-addr 127.0.0.1:8081 --metrics-addr 127.0.0.1:8080 "$@"
+cargo build --bin opm-operator
+exec target/debug/opm-operator dev --state-dir .dev/state "$@"

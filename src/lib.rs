@@ -11,11 +11,13 @@
 //! - `apply` is the apply engine: staged SSA, safe prune, deletion, drift, health, impersonation.
 //! - `artifact` downloads, verifies and safely extracts Flux source artifacts (ModulePackage).
 //! - `inventory` holds the inventory model, the stale set and the reconcile digests.
+//! - `dev` is `opm-operator dev`: kube-emu plus the `serve` wiring on one machine.
 //! - `kernel` is the seam between the render kernel and its callers (reconcilers, REST API, CLI).
 
 pub mod apply;
 pub mod artifact;
 pub mod controller;
+pub mod dev;
 pub mod inventory;
 pub mod kernel;
 pub mod platform;

@@ -28,6 +28,10 @@ enum Command {
     /// Serve the admission webhooks (HTTPS), probes and metrics (plain HTTP) on every replica, and
     /// run the Platform and TransformerRegistration controllers on the elected leader.
     Serve(ServeCmd),
+    /// Run the whole product on this machine with no cluster: an embedded Kubernetes API
+    /// (kube-emu over HTTPS), the CRDs, the example catalog and module, a Platform and an example
+    /// ModuleInstance, the webhooks, controllers and render API. Ctrl-C stops it.
+    Dev(opm_operator::dev::DevArgs),
     /// Print the CustomResourceDefinitions as YAML.
     Crds,
     /// Print the OpenAPI document of the HTTP API (the content of openapi/openapi.json).
@@ -46,39 +50,11 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => {
-            // One kernel for the process, built from the resolved registry, and one platform
-            // store shared by the Platform reconciler (records) and the render API (leases).
-            use opm_operator::controller::serve::{sidecar, Kernel};
-            use opm_operator::platform::generate::Generator;
-            use opm_operator::platform::PlatformKernel;
-            use opm_operator::registry::{Mapping, ModuleRegistry, RegistryConfig};
-            use std::sync::Arc;
-            let store = opm_operator::platform::Store::new();
-            let mut args = args;
-            args.controllers.max_concurrent_renders = args.server.max_concurrent_renders;
-            let core_module = args.controllers.core_module.clone();
-            let core_version = args.controllers.core_version.clone();
-            let shape = args.controllers.platform_shape.into();
-            let sidecar = sidecar(args.controllers, store, move |resolved| {
-                let mapping = Mapping::parse(&resolved.mapping)?;
-                let registry = Arc::new(ModuleRegistry::new(
-                    RegistryConfig::new(mapping).with_docker_config()?,
-                )?);
-                let platform = Arc::new(PlatformKernel::new(
-                    registry.clone(),
-                    Generator::new(&core_module, &core_version, shape),
-                    cue::Config::default(),
-                ));
-                let renderer = Arc::new(opm_operator::render::Renderer::new(registry));
-                Ok(Kernel {
-                    builder: platform.clone(),
-                    acquirer: platform,
-                    renderer: Some(renderer.clone()),
-                    package_renderer: Some(renderer),
-                })
-            })?;
+            let sidecar =
+                opm_operator::controller::serve::operator_sidecar(&args.server, args.controllers)?;
             Ok(opm_operator::server::run_with(args.server, Some(sidecar))?)
         }
+        Command::Dev(args) => Ok(opm_operator::dev::run(args)?),
         Command::Crds => {
             print!("{}", crds::all_crds_yaml()?);
             Ok(())

@@ -22,4 +22,7 @@ pub enum Error {
     /// The emulator rejected a request made through the library API.
     #[error("api error: {0}")]
     Api(String),
+    /// Loading or writing the store's snapshot failed (`Options::snapshot`).
+    #[error(transparent)]
+    Snapshot(#[from] crate::snapshot::SnapshotError),
 }

@@ -5,7 +5,7 @@
 //! What it emulates, and every known difference from a real apiserver, is listed in the crate's
 //! README.md. Module map: `server` (HTTP, auth, watch), `ops` (verbs), `state` (store, history,
 //! store controllers), `ssa`/`fieldset` (managedFields), `patch`, `schema` (CRD structural
-//! schemas), `cel` (CRD validation rules), `selector`, `rbac`, `admission`, `discovery`, `openapi` (CRD schemas for `kubectl explain`), `resources`, `table` (server-side printing), `fault` (request-fault injection for tests).
+//! schemas), `cel` (CRD validation rules), `selector`, `rbac`, `admission`, `discovery`, `openapi` (CRD schemas for `kubectl explain`), `resources`, `table` (server-side printing), `fault` (request-fault injection for tests), `snapshot` (store persistence for the dev cluster).
 
 pub mod admission;
 pub mod api_error;
@@ -22,6 +22,7 @@ pub mod resources;
 pub mod schema;
 pub mod selector;
 pub mod server;
+pub mod snapshot;
 pub mod ssa;
 pub mod state;
 pub mod table;
@@ -51,6 +52,9 @@ pub struct Options {
     /// Serve HTTPS with a freshly generated self-signed certificate (for 127.0.0.1 and
     /// localhost) that `client()` and the kubeconfig trust.
     pub tls: bool,
+    /// Persist the store in this file (see [`snapshot`]): loaded at start (a corrupt file fails
+    /// the start), written after changes (debounced) and on [`Emulator::shutdown`].
+    pub snapshot: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -62,6 +66,7 @@ impl Default for Options {
             service_urls: HashMap::new(),
             tokens: HashMap::new(),
             tls: false,
+            snapshot: None,
         }
     }
 }
@@ -91,6 +96,15 @@ pub struct Emulator {
     shutdown_tx: tokio::sync::watch::Sender<bool>,
     task: Option<tokio::task::JoinHandle<()>>,
     ca_pem: Option<String>,
+    snapshot: Option<SnapshotWriter>,
+}
+
+/// The snapshot file and its background writer.
+struct SnapshotWriter {
+    path: std::path::PathBuf,
+    /// Serialises writes of the file (the writer task and the final save).
+    lock: Arc<tokio::sync::Mutex<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Emulator {
@@ -101,6 +115,12 @@ impl Emulator {
         let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
         let mut st = state::State::new(opts.history_limit);
         st.tokens = opts.tokens.clone();
+        if let Some(path) = &opts.snapshot {
+            if let Some(snap) = snapshot::Snapshot::read(path)? {
+                snap.restore(&mut st);
+            }
+        }
+        let changes = st.tx.subscribe();
         let shared = Arc::new(Shared {
             state: parking_lot::Mutex::new(st),
             service_urls: opts.service_urls.clone(),
@@ -137,12 +157,28 @@ impl Emulator {
             });
             (task, None, "http")
         };
+        let snapshot = opts.snapshot.map(|path| {
+            let lock = Arc::new(tokio::sync::Mutex::new(()));
+            let task = tokio::spawn(snapshot_writer(
+                shared.clone(),
+                path.clone(),
+                lock.clone(),
+                changes,
+                shutdown_tx.subscribe(),
+            ));
+            SnapshotWriter {
+                path,
+                lock,
+                task: Some(task),
+            }
+        });
         Ok(Emulator {
             shared,
             url: format!("{scheme}://{addr}"),
             shutdown_tx,
             task: Some(task),
             ca_pem,
+            snapshot,
         })
     }
 
@@ -244,17 +280,95 @@ impl Emulator {
         )
     }
 
-    /// Stops serving: open watches end, the listener closes.
-    pub async fn shutdown(mut self) {
+    /// Writes the snapshot file now (when started with `Options::snapshot`; otherwise nothing).
+    pub async fn save_snapshot(&self) -> Result<(), Error> {
+        match &self.snapshot {
+            Some(w) => Ok(save(&self.shared, &w.path, &w.lock).await?),
+            None => Ok(()),
+        }
+    }
+
+    /// Stops serving: open watches end, the listener closes. With `Options::snapshot`, the
+    /// writer stops and the store is written one last time (an error is logged and returned by
+    /// [`Emulator::stop`]).
+    pub async fn shutdown(self) {
+        if let Err(e) = self.stop().await {
+            tracing::error!(error = %e, "kube-emu: the final snapshot was not written");
+        }
+    }
+
+    /// [`Emulator::shutdown`], returning the final snapshot write's error.
+    pub async fn stop(mut self) -> Result<(), Error> {
         let _ = self.shutdown_tx.send(true);
         if let Some(t) = self.task.take() {
             let _ = t.await;
         }
+        if let Some(mut w) = self.snapshot.take() {
+            if let Some(t) = w.task.take() {
+                let _ = t.await;
+            }
+            save(&self.shared, &w.path, &w.lock).await?;
+        }
+        Ok(())
     }
 }
 
 impl Drop for Emulator {
     fn drop(&mut self) {
         let _ = self.shutdown_tx.send(true);
+    }
+}
+
+/// Takes a snapshot under the store lock and writes it off the async threads.
+async fn save(
+    shared: &Arc<Shared>,
+    path: &std::path::Path,
+    lock: &tokio::sync::Mutex<()>,
+) -> Result<(), snapshot::SnapshotError> {
+    let _guard = lock.lock().await;
+    let snap = snapshot::Snapshot::take(&shared.state.lock());
+    let path = path.to_path_buf();
+    let p = path.clone();
+    match tokio::task::spawn_blocking(move || snap.write(&p)).await {
+        Ok(r) => r,
+        Err(e) => Err(snapshot::SnapshotError::Io {
+            path,
+            source: std::io::Error::other(e.to_string()),
+        }),
+    }
+}
+
+/// Writes the snapshot after each burst of changes (debounced), until shutdown.
+async fn snapshot_writer(
+    shared: Arc<Shared>,
+    path: std::path::PathBuf,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    mut changes: tokio::sync::broadcast::Receiver<Arc<state::Event>>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+    loop {
+        tokio::select! {
+            r = changes.recv() => match r {
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return,
+            },
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(snapshot::DEBOUNCE) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        // Everything received meanwhile is in this write.
+        loop {
+            match changes.try_recv() {
+                Ok(_) | Err(TryRecvError::Lagged(_)) => {}
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Closed) => return,
+            }
+        }
+        if let Err(e) = save(&shared, &path, &lock).await {
+            tracing::error!(error = %e, "kube-emu: writing the snapshot failed; retrying on the next change");
+        }
     }
 }

@@ -15,6 +15,10 @@ struct Cli {
     /// Watch history window (events).
     #[arg(long, default_value_t = 10_000)]
     history: usize,
+    /// Keep the store in this file across restarts (loaded at start, written after changes and
+    /// on Ctrl-C; a corrupt file fails the start).
+    #[arg(long, value_name = "FILE")]
+    snapshot: Option<std::path::PathBuf>,
 }
 
 #[tokio::main]
@@ -26,6 +30,7 @@ async fn main() -> anyhow::Result<()> {
     let emu = kube_emu::Emulator::start(kube_emu::Options {
         port: cli.port,
         history_limit: cli.history,
+        snapshot: cli.snapshot,
         ..Default::default()
     })
     .await?;
@@ -37,6 +42,6 @@ async fn main() -> anyhow::Result<()> {
         cli.kubeconfig.display()
     );
     tokio::signal::ctrl_c().await?;
-    emu.shutdown().await;
+    emu.stop().await?;
     Ok(())
 }

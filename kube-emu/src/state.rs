@@ -173,6 +173,14 @@ impl State {
         Ok(self.history.iter().skip(start).cloned().collect())
     }
 
+    /// Sets the counter to `rv` and empties the watch history, as if every version up to `rv`
+    /// had been evicted (used when a snapshot is restored: resuming watches get 410 Gone).
+    pub fn restart_history(&mut self, rv: u64) {
+        self.rv = rv;
+        self.history.clear();
+        self.evicted_upto = rv;
+    }
+
     fn record(&mut self, ev: Event) {
         let ev = Arc::new(ev);
         self.history.push_back(ev.clone());

@@ -417,6 +417,44 @@ pub fn sidecar(
     })
 }
 
+/// The operator's one wiring, shared by `opm-operator serve` and `opm-operator dev`: one platform
+/// store for the process (records from the Platform reconciler, leases for renders), one kernel
+/// built from the resolved registry (`RegistryConfig` with the docker config's credentials, the
+/// platform kernel pinning `--core-module`/`--core-version` in `--platform-shape`, the render
+/// kernel), and the server's `--max-concurrent-renders` shared with the ModuleInstance controller.
+/// Pass the result to [`crate::server::run_with`] with the same `server` arguments.
+pub fn operator_sidecar(
+    server: &crate::server::ServeArgs,
+    mut controllers: ControllerArgs,
+) -> Result<Sidecar, ServeError> {
+    use crate::platform::generate::Generator;
+    use crate::platform::PlatformKernel;
+    use crate::registry::{Mapping, ModuleRegistry, RegistryConfig};
+    let store = Store::new();
+    controllers.max_concurrent_renders = server.max_concurrent_renders;
+    let core_module = controllers.core_module.clone();
+    let core_version = controllers.core_version.clone();
+    let shape = controllers.platform_shape.into();
+    sidecar(controllers, store, move |resolved| {
+        let mapping = Mapping::parse(&resolved.mapping)?;
+        let mut config = RegistryConfig::new(mapping).with_docker_config()?;
+        config.cache_dir = Some(resolved.cache_dir.clone());
+        let registry = Arc::new(ModuleRegistry::new(config)?);
+        let platform = Arc::new(PlatformKernel::new(
+            registry.clone(),
+            Generator::new(&core_module, &core_version, shape),
+            cue::Config::default(),
+        ));
+        let renderer = Arc::new(crate::render::Renderer::new(registry));
+        Ok(Kernel {
+            builder: platform.clone(),
+            acquirer: platform,
+            renderer: Some(renderer.clone()),
+            package_renderer: Some(renderer),
+        })
+    })
+}
+
 #[allow(
     clippy::too_many_arguments,
     reason = "the sidecar's private entry point: each argument is a distinct piece it owns"

@@ -1,0 +1,690 @@
+//! `opm-operator dev`: the whole product on one machine with no cluster (DESIGN.md §4, the
+//! embedded default; issue 18).
+//!
+//! Rules implemented here:
+//! - One process runs kube-emu over HTTPS (its store persisted in `STATE/cluster.json`, see
+//!   `kube_emu::snapshot`), and beside it exactly what `serve` runs, through the same wiring
+//!   ([`crate::controller::serve::operator_sidecar`] + [`crate::server::run_with`]): webhooks, the
+//!   REST render API with render auth on (`--render-auth kube`: TokenReview + SubjectAccessReview
+//!   against the emulator), probes, metrics, and the controllers (no leader election: one process).
+//! - State directory (`--state-dir`, default `.dev/state` under the working directory):
+//!   `cluster.json` (the emulator's objects), `kubeconfig` and `kube-ca.crt` (the emulator,
+//!   rewritten at every start: its serving CA and admin token are per process), `certs/` (our
+//!   server's development CA `ca.crt` and serving pair, regenerated at every start), `token` (the
+//!   dev render-API token, kept across restarts), `registry/` (an OCI layout holding the bundled
+//!   catalog and module, see [`bundle`]), `platform/` (the generated platform packages, reset at
+//!   start as `serve` does).
+//! - Ports (`--port-base N`, default 7443): emulator N, webhooks + render API N+1, probes N+2,
+//!   metrics N+3; `0` picks four free ports.
+//! - Setup at every start is idempotent and never overwrites what a user changed: the CRDs and the
+//!   ValidatingWebhookConfiguration are server-side applied (their content is ours, and the
+//!   webhook's URL and caBundle change per start); the namespaces, the Platform `cluster` and the
+//!   example ModuleInstance are created only when absent.
+//! - The dev token authenticates as user `opm-dev` in `system:masters` (every verb, including
+//!   `create moduleinstances/render`).
+//! - SIGINT/SIGTERM stop the server and controllers (as `serve`), then the emulator, whose final
+//!   snapshot write's error fails the command.
+
+pub mod bundle;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use futures::FutureExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{json, Value};
+
+use crate::server::Sidecar;
+
+/// The example ModuleInstance's namespace.
+pub const EXAMPLE_NAMESPACE: &str = "demo";
+/// The example ModuleInstance's name.
+pub const EXAMPLE_NAME: &str = "hello";
+/// The example module.
+pub const EXAMPLE_MODULE: &str = "fixtures.test/modules/demo@v0";
+/// The version every bundled module is published as.
+pub const BUNDLE_VERSION: &str = "v0.1.0";
+/// The ConfigMap of the example whose `log-level` follows `values.logLevel`.
+pub const EXAMPLE_CONFIGMAP: &str = "settings";
+/// The user the dev token authenticates as.
+pub const DEV_USER: &str = "opm-dev";
+const FIELD_MANAGER: &str = "opm-operator-dev";
+
+/// Flags of `opm-operator dev`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DevArgs {
+    /// Directory of the dev cluster's state, kept across restarts (objects, kubeconfig, CA files,
+    /// token, module layout).
+    #[arg(long, default_value = ".dev/state", value_name = "DIR")]
+    pub state_dir: PathBuf,
+
+    /// First of four ports on 127.0.0.1: emulator N, webhooks + render API N+1, probes N+2,
+    /// metrics N+3; 0 picks free ports.
+    #[arg(long, default_value_t = 7443, value_name = "N")]
+    pub port_base: u16,
+}
+
+/// Why `opm-operator dev` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DevError {
+    /// A state file or directory could not be read or written.
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `--port-base` leaves no room for four ports.
+    #[error("--port-base {0}: the four ports N..N+3 must be at most 65535")]
+    PortBase(u16),
+    /// The async runtime could not be built.
+    #[error("starting the runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// The development certificates could not be generated.
+    #[error("development certificates: {0}")]
+    Certs(#[from] certs::Error),
+    /// Publishing a bundled module into the layout failed.
+    #[error("publishing the bundled module {module}: {source}")]
+    Publish {
+        /// The module directory.
+        module: &'static str,
+        /// The cause.
+        #[source]
+        source: crate::registry::Error,
+    },
+    /// The emulator failed to start (e.g. a corrupt snapshot) or to save its snapshot.
+    #[error("the embedded cluster: {0}")]
+    Emulator(#[from] kube_emu::Error),
+    /// A setup request to the emulator failed.
+    #[error("{what}: {source}")]
+    Setup {
+        /// What was being set up.
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The CRD manifests did not parse.
+    #[error("the CRD manifests: {0}")]
+    Crds(String),
+    /// The controller side could not be prepared.
+    #[error(transparent)]
+    Serve(#[from] crate::controller::serve::ServeError),
+    /// The server failed.
+    #[error(transparent)]
+    Server(#[from] crate::server::Error),
+    /// The server arguments dev builds did not parse (a bug).
+    #[error("the server arguments: {0}")]
+    Args(String),
+}
+
+/// The four ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ports {
+    /// kube-emu (HTTPS).
+    pub emulator: u16,
+    /// Webhooks and render API (HTTPS).
+    pub server: u16,
+    /// Probes (HTTP).
+    pub probes: u16,
+    /// Metrics (HTTP).
+    pub metrics: u16,
+}
+
+impl Ports {
+    /// N..N+3, or four free ports for 0.
+    pub fn resolve(base: u16) -> Result<Ports, DevError> {
+        if base == 0 {
+            let mut held = Vec::new();
+            for _ in 0..4 {
+                let l = std::net::TcpListener::bind(("127.0.0.1", 0)).map_err(|source| {
+                    DevError::Io {
+                        what: "picking a free port on",
+                        path: PathBuf::from("127.0.0.1"),
+                        source,
+                    }
+                })?;
+                let port = l
+                    .local_addr()
+                    .map_err(|source| DevError::Io {
+                        what: "picking a free port on",
+                        path: PathBuf::from("127.0.0.1"),
+                        source,
+                    })?
+                    .port();
+                held.push((l, port));
+            }
+            let p: Vec<u16> = held.iter().map(|(_, p)| *p).collect();
+            return match p.as_slice() {
+                [emulator, server, probes, metrics] => Ok(Ports {
+                    emulator: *emulator,
+                    server: *server,
+                    probes: *probes,
+                    metrics: *metrics,
+                }),
+                _ => Err(DevError::PortBase(base)),
+            };
+        }
+        let at = |k: u16| base.checked_add(k).ok_or(DevError::PortBase(base));
+        Ok(Ports {
+            emulator: base,
+            server: at(1)?,
+            probes: at(2)?,
+            metrics: at(3)?,
+        })
+    }
+}
+
+/// The files of the state directory.
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    /// The directory (absolute).
+    pub root: PathBuf,
+}
+
+impl StateDir {
+    /// The emulator's snapshot.
+    pub fn snapshot(&self) -> PathBuf {
+        self.root.join("cluster.json")
+    }
+    /// The kubeconfig.
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.root.join("kubeconfig")
+    }
+    /// The emulator's serving CA.
+    pub fn kube_ca(&self) -> PathBuf {
+        self.root.join("kube-ca.crt")
+    }
+    /// Our server's certificates.
+    pub fn certs(&self) -> PathBuf {
+        self.root.join("certs")
+    }
+    /// The dev token.
+    pub fn token(&self) -> PathBuf {
+        self.root.join("token")
+    }
+    /// The OCI layout.
+    pub fn registry(&self) -> PathBuf {
+        self.root.join("registry")
+    }
+    /// The generated platform packages.
+    pub fn platform(&self) -> PathBuf {
+        self.root.join("platform")
+    }
+}
+
+fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> DevError + 'a {
+    move |source| DevError::Io {
+        what,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn write(path: &Path, contents: &[u8], mode: u32) -> Result<(), DevError> {
+    use std::io::Write as _;
+    #[cfg(unix)]
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    options.mode(mode);
+    #[cfg(not(unix))]
+    let _ = mode;
+    let mut f = options.open(&tmp).map_err(io("writing", &tmp))?;
+    f.write_all(contents).map_err(io("writing", &tmp))?;
+    std::fs::rename(&tmp, path).map_err(io("writing", path))
+}
+
+/// The dev token: read from `STATE/token`, or generated and written (mode 0600).
+fn token(state: &StateDir) -> Result<String, DevError> {
+    let path = state.token();
+    match std::fs::read_to_string(&path) {
+        Ok(t) if !t.trim().is_empty() => Ok(t.trim().to_owned()),
+        Ok(_) => Err(DevError::Io {
+            what: "reading the dev token",
+            path,
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, "empty file"),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let mut bytes = [0u8; 16];
+            let urandom = Path::new("/dev/urandom");
+            std::io::Read::read_exact(
+                &mut std::fs::File::open(urandom).map_err(io("opening", urandom))?,
+                &mut bytes,
+            )
+            .map_err(io("reading", urandom))?;
+            let t = format!("opm-dev-{}", hex::encode(bytes));
+            write(&path, format!("{t}\n").as_bytes(), 0o600)?;
+            Ok(t)
+        }
+        Err(source) => Err(DevError::Io {
+            what: "reading the dev token",
+            path,
+            source,
+        }),
+    }
+}
+
+/// Publishes the bundled modules into the OCI layout `dir` (idempotent: same content, same
+/// digests).
+pub fn publish_bundle(dir: &Path) -> Result<(), DevError> {
+    use crate::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
+    let registry = ModuleRegistry::new(RegistryConfig::new(Mapping::single(Location::Layout {
+        dir: dir.to_path_buf(),
+    })))
+    .map_err(|source| DevError::Publish {
+        module: "(registry)",
+        source,
+    })?;
+    for m in bundle::MODULES {
+        let files: Vec<(String, Vec<u8>)> = m
+            .files
+            .iter()
+            .map(|(p, b)| ((*p).to_owned(), b.to_vec()))
+            .collect();
+        registry
+            .publish_files(&files, BUNDLE_VERSION)
+            .map_err(|source| DevError::Publish {
+                module: m.dir,
+                source,
+            })?;
+    }
+    Ok(())
+}
+
+/// The example's values: a ConfigMap (`settings`) carries `logLevel`.
+pub fn example_values() -> Value {
+    json!({
+        "image": {"tag": "1.2.3"},
+        "replicas": 1,
+        "hosts": ["a.example", "b.example"],
+        "logLevel": "info",
+        "secret": {"value": "dev-secret"}
+    })
+}
+
+fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: if group.is_empty() {
+            version.into()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+fn object(v: Value) -> Result<DynamicObject, DevError> {
+    serde_json::from_value(v).map_err(|e| DevError::Crds(e.to_string()))
+}
+
+async fn create_if_absent(api: &Api<DynamicObject>, what: &str, v: Value) -> Result<(), DevError> {
+    match api.create(&PostParams::default(), &object(v)?).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(source) => Err(DevError::Setup {
+            what: format!("creating {what}"),
+            source,
+        }),
+    }
+}
+
+async fn apply(api: &Api<DynamicObject>, name: &str, what: &str, v: Value) -> Result<(), DevError> {
+    api.patch(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(object(v)?),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|source| DevError::Setup {
+        what: format!("applying {what}"),
+        source,
+    })
+}
+
+/// The ValidatingWebhookConfiguration of deploy/webhook.yaml, pointing at `base` by URL.
+fn webhook_config(base: &str, ca_pem: &str) -> Value {
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let hook = |name: &str, path: &str, resource: &str| {
+        json!({
+            "name": name,
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Fail",
+            "matchPolicy": "Equivalent",
+            "timeoutSeconds": 5,
+            "clientConfig": {"url": format!("{base}{path}"), "caBundle": ca},
+            "rules": [{"apiGroups": ["opmodel.dev"], "apiVersions": ["v1alpha1"],
+                       "operations": ["CREATE", "UPDATE"], "resources": [resource], "scope": "Cluster"}],
+        })
+    };
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "opm-operator", "labels": {"app.kubernetes.io/name": "opm-operator"}},
+        "webhooks": [
+            hook("transformerregistrations.opmodel.dev", crate::server::TRANSFORMER_REGISTRATIONS_PATH, "transformerregistrations"),
+            hook("platforms.opmodel.dev", crate::server::PLATFORMS_PATH, "platforms"),
+        ],
+    })
+}
+
+/// Installs the CRDs and the webhook configuration, and creates what is absent: namespaces,
+/// Platform `cluster` (subscribing the bundled `mini` catalog) and the example ModuleInstance.
+async fn setup(client: &kube::Client, ports: Ports, server_ca: &str) -> Result<(), DevError> {
+    let crds: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ar(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+        ),
+    );
+    let yaml = crds::all_crds_yaml().map_err(|e| DevError::Crds(e.to_string()))?;
+    for doc in serde_yaml::Deserializer::from_str(&yaml) {
+        let v = <Value as serde::Deserialize>::deserialize(doc)
+            .map_err(|e| DevError::Crds(e.to_string()))?;
+        if v.is_null() {
+            continue;
+        }
+        let name = v["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        apply(&crds, &name, &format!("CRD {name}"), v).await?;
+    }
+    let namespaces: Api<DynamicObject> =
+        Api::all_with(client.clone(), &ar("", "v1", "Namespace", "namespaces"));
+    for ns in ["opm-system", EXAMPLE_NAMESPACE] {
+        create_if_absent(
+            &namespaces,
+            &format!("namespace {ns}"),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+        )
+        .await?;
+    }
+    // Created before the webhook is registered: our server is not listening yet.
+    let platforms: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ar("opmodel.dev", "v1alpha1", "Platform", "platforms"),
+    );
+    create_if_absent(
+        &platforms,
+        "Platform cluster",
+        json!({
+            "apiVersion": "opmodel.dev/v1alpha1", "kind": "Platform",
+            "metadata": {"name": "cluster"},
+            "spec": {
+                "type": "kubernetes",
+                "registry": {"fixtures.test/catalogs/mini@v0": {"version": "0.1.0"}},
+            },
+        }),
+    )
+    .await?;
+    let instances: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        EXAMPLE_NAMESPACE,
+        &ar(
+            "opmodel.dev",
+            "v1alpha1",
+            "ModuleInstance",
+            "moduleinstances",
+        ),
+    );
+    create_if_absent(
+        &instances,
+        "the example ModuleInstance",
+        json!({
+            "apiVersion": "opmodel.dev/v1alpha1", "kind": "ModuleInstance",
+            "metadata": {"name": EXAMPLE_NAME, "namespace": EXAMPLE_NAMESPACE},
+            "spec": {
+                "module": {"path": EXAMPLE_MODULE, "version": BUNDLE_VERSION},
+                "values": example_values(),
+                "prune": true,
+            },
+        }),
+    )
+    .await?;
+    let hooks: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ar(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+        ),
+    );
+    let base = format!("https://127.0.0.1:{}", ports.server);
+    apply(
+        &hooks,
+        "opm-operator",
+        "the ValidatingWebhookConfiguration",
+        webhook_config(&base, server_ca),
+    )
+    .await
+}
+
+/// The summary printed once everything listens.
+pub fn summary(state: &StateDir, ports: Ports) -> String {
+    let s = state.root.display();
+    let kc = state.kubeconfig();
+    let kc = kc.display();
+    let body = json!({
+        "name": EXAMPLE_NAME,
+        "module": {"path": EXAMPLE_MODULE, "version": BUNDLE_VERSION},
+        "values": example_values(),
+    });
+    format!(
+        "opm-operator dev: running (state in {s})\n\
+         \x20 kube-emu (Kubernetes API)  https://127.0.0.1:{emu}  CRDs, Platform cluster, ModuleInstance {ns}/{name}\n\
+         \x20 webhooks + render API      https://127.0.0.1:{srv}  (CA {s}/certs/ca.crt, token {s}/token)\n\
+         \x20 controllers                Platform, TransformerRegistration, ModuleInstance (modules from oci:{s}/registry)\n\
+         \x20 probes                     http://127.0.0.1:{probes}/readyz\n\
+         \x20 metrics                    http://127.0.0.1:{metrics}/metrics\n\
+         Try:\n\
+         KUBECONFIG={kc} kubectl get mi -A\n\
+         KUBECONFIG={kc} kubectl wait --for=condition=Ready mi/{name} -n {ns} --timeout=60s\n\
+         KUBECONFIG={kc} kubectl patch mi/{name} -n {ns} --type=merge -p '{{\"spec\":{{\"values\":{{\"logLevel\":\"debug\"}}}}}}'\n\
+         KUBECONFIG={kc} kubectl get configmap {cm} -n {ns} -o jsonpath='{{.data.log-level}}'\n\
+         curl --cacert {s}/certs/ca.crt -H \"Authorization: Bearer $(cat {s}/token)\" -H 'content-type: application/json' -d '{body}' https://127.0.0.1:{srv}/v1/namespaces/{ns}/render\n\
+         Ctrl-C stops everything; the cluster's objects stay in {s}/cluster.json.",
+        emu = ports.emulator,
+        srv = ports.server,
+        probes = ports.probes,
+        metrics = ports.metrics,
+        ns = EXAMPLE_NAMESPACE,
+        name = EXAMPLE_NAME,
+        cm = EXAMPLE_CONFIGMAP,
+    )
+}
+
+/// The `serve` arguments dev runs with.
+#[derive(clap::Parser, Debug)]
+struct Wiring {
+    #[command(flatten)]
+    server: crate::server::ServeArgs,
+    #[command(flatten)]
+    controllers: crate::controller::serve::ControllerArgs,
+}
+
+fn wiring(state: &StateDir, ports: Ports) -> Result<Wiring, DevError> {
+    use clap::Parser as _;
+    let p = |p: &Path| p.display().to_string();
+    let certs = state.certs();
+    let args = [
+        "dev".to_owned(),
+        format!("--webhook-addr=127.0.0.1:{}", ports.server),
+        format!("--probe-addr=127.0.0.1:{}", ports.probes),
+        format!("--metrics-addr=127.0.0.1:{}", ports.metrics),
+        format!("--tls-cert={}", p(&certs.join("tls.crt"))),
+        format!("--tls-key={}", p(&certs.join("tls.key"))),
+        "--render-auth=kube".to_owned(),
+        "--shutdown-grace=2s".to_owned(),
+        "--leader-elect=false".to_owned(),
+        format!("--kubeconfig={}", p(&state.kubeconfig())),
+        format!("--platform-dir={}", p(&state.platform())),
+        format!("--registry=oci:{}", p(&state.registry())),
+        "--core-module=fixtures.test/core@v0".to_owned(),
+        format!("--core-version={BUNDLE_VERSION}"),
+        "--platform-shape=catalog-entry".to_owned(),
+    ];
+    Wiring::try_parse_from(args).map_err(|e| DevError::Args(e.to_string()))
+}
+
+/// Prints the summary once the server listens (the sidecar runs after the listeners are bound),
+/// then runs the controllers.
+fn announce(sidecar: Sidecar, text: String, started: Instant) -> Sidecar {
+    let run = sidecar.run;
+    Sidecar {
+        register: sidecar.register,
+        render: sidecar.render,
+        run: Box::new(move |stop| {
+            async move {
+                println!(
+                    "{text}\n(ready to serve in {} ms)",
+                    started.elapsed().as_millis()
+                );
+                use std::io::Write as _;
+                let _ = std::io::stdout().flush();
+                run(stop).await;
+            }
+            .boxed()
+        }),
+    }
+}
+
+/// Runs `opm-operator dev` until SIGINT/SIGTERM.
+pub fn run(args: DevArgs) -> Result<(), DevError> {
+    let started = Instant::now();
+    let root = if args.state_dir.is_absolute() {
+        args.state_dir.clone()
+    } else {
+        std::env::current_dir()
+            .map_err(io("reading the working directory", Path::new(".")))?
+            .join(&args.state_dir)
+    };
+    std::fs::create_dir_all(&root).map_err(io("creating", &root))?;
+    let state = StateDir { root };
+    let ports = Ports::resolve(args.port_base)?;
+    let token = token(&state)?;
+    let sans = certs::self_signed::default_sans("opm-operator-webhook", "opm-system");
+    let certs = certs::self_signed::bootstrap(&state.certs(), &sans, None)?;
+    publish_bundle(&state.registry())?;
+
+    // The emulator's runtime: separate from the server's (`run_with` builds its own), it keeps
+    // serving on its worker threads while the server runs on this thread.
+    let emu_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("kube-emu")
+        .enable_all()
+        .build()
+        .map_err(DevError::Runtime)?;
+    let emu = emu_rt.block_on(async {
+        let mut tokens = HashMap::new();
+        tokens.insert(
+            token.clone(),
+            kube_emu::UserInfo {
+                username: DEV_USER.into(),
+                groups: vec!["system:masters".into(), "system:authenticated".into()],
+                uid: String::new(),
+            },
+        );
+        let emu = kube_emu::Emulator::start(kube_emu::Options {
+            port: ports.emulator,
+            tls: true,
+            tokens,
+            snapshot: Some(state.snapshot()),
+            ..kube_emu::Options::default()
+        })
+        .await?;
+        write(&state.kubeconfig(), emu.kubeconfig_yaml().as_bytes(), 0o600)?;
+        write(
+            &state.kube_ca(),
+            emu.ca_pem().unwrap_or_default().as_bytes(),
+            0o644,
+        )?;
+        let client = emu.client()?;
+        setup(&client, ports, &certs.ca_pem).await?;
+        Ok::<_, DevError>(emu)
+    })?;
+
+    let w = wiring(&state, ports)?;
+    let sidecar = crate::controller::serve::operator_sidecar(&w.server, w.controllers)?;
+    let sidecar = announce(sidecar, summary(&state, ports), started);
+    let served = crate::server::run_with(w.server, Some(sidecar));
+    let saved = emu_rt.block_on(emu.stop());
+    served?;
+    saved?;
+    println!(
+        "opm-operator dev: stopped; state kept in {}",
+        state.root.display()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_follow_the_base_and_zero_picks_free_ones() {
+        let p = Ports::resolve(7443).unwrap();
+        assert_eq!(
+            (p.emulator, p.server, p.probes, p.metrics),
+            (7443, 7444, 7445, 7446)
+        );
+        assert!(matches!(
+            Ports::resolve(65534),
+            Err(DevError::PortBase(65534))
+        ));
+        let p = Ports::resolve(0).unwrap();
+        let set: std::collections::BTreeSet<u16> =
+            [p.emulator, p.server, p.probes, p.metrics].into();
+        assert_eq!(set.len(), 4);
+        assert!(!set.contains(&0));
+    }
+
+    #[test]
+    fn the_wiring_parses_and_turns_render_auth_on_and_leader_election_off() {
+        let state = StateDir {
+            root: PathBuf::from("/tmp/x"),
+        };
+        let w = wiring(&state, Ports::resolve(7443).unwrap()).unwrap();
+        assert_eq!(w.server.render_auth, crate::server::RenderAuthMode::Kube);
+        assert!(!w.controllers.leader_elect);
+        assert_eq!(w.server.webhook_addr.to_string(), "127.0.0.1:7444");
+        assert_eq!(
+            w.controllers.registry.as_deref(),
+            Some("oci:/tmp/x/registry")
+        );
+    }
+
+    #[test]
+    fn the_token_is_generated_once_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir {
+            root: dir.path().to_path_buf(),
+        };
+        let t1 = token(&state).unwrap();
+        let t2 = token(&state).unwrap();
+        assert_eq!(t1, t2);
+        assert!(t1.starts_with("opm-dev-"));
+    }
+}
