@@ -472,6 +472,9 @@ pub struct Ev {
     /// Loaded non-std packages by import path (without version/qualifier).
     pub packages: HashMap<String, VId>,
     in_progress: Vec<VId>,
+    /// `(vertex, disjunct)` pairs being decided by `resolve_disjunctions`, innermost last: a
+    /// reference to the vertex from inside its own disjunct means that disjunct.
+    disj_ctx: Vec<(VId, VId)>,
     /// `(target, source)` pairs whose conjuncts are being copied right now (embedding cycles).
     inlining: Vec<(VId, VId)>,
     tainted: Vec<(VId, VId)>,
@@ -570,6 +573,7 @@ impl Ev {
             call_list_cache: HashMap::new(),
             packages: HashMap::new(),
             in_progress: Vec::new(),
+            disj_ctx: Vec::new(),
             inlining: Vec::new(),
             tainted: Vec::new(),
             regex_cache: HashMap::new(),
@@ -1270,7 +1274,19 @@ impl Ev {
             | Expr::Vertex(..) => {
                 let span = c.expr.span();
                 match self.resolve(&c.env, &c.expr) {
-                    Res::V(w) => self.unify_vertex(v, w, &c, span),
+                    Res::V(w) => {
+                        // An embedded value that is an atom may depend on fields of `v` that
+                        // conjuncts not added yet declare (`{[#a][0]}` with `#a: "s"` declared
+                        // by another conjunct): taken again once all are in.
+                        if c.embed.is_some() && !matches!(c.expr, Expr::FieldRef { .. }) {
+                            let wr = self.deref_redirect(w);
+                            let wx = self.vx(wr);
+                            if !(wx.is_struct || wx.is_list || wx.disj.is_some()) {
+                                self.late_embed(v, &c);
+                            }
+                        }
+                        self.unify_vertex(v, w, &c, span)
+                    }
                     Res::A(a) => {
                         if c.embed.is_some() {
                             self.late_embed(v, &c);
@@ -2600,8 +2616,21 @@ impl Ev {
         let cid = self.vs.len() as VId;
         self.stats.clones += 1;
         self.vs.push(clone);
+        self.disj_ctx.push((v, cid));
         self.eval(cid);
+        self.disj_ctx.pop();
         cid
+    }
+
+    /// `a`, or the disjunct of `a` being decided right now (spec "Disjunctions": each
+    /// disjunct is evaluated as the value of the field, so a reference from inside it to the
+    /// field itself sees that disjunct, not the undecided whole).
+    fn current_disjunct(&self, a: VId) -> VId {
+        self.disj_ctx
+            .iter()
+            .rev()
+            .find(|(o, _)| *o == a)
+            .map_or(a, |(_, c)| *c)
     }
 
     /// Splits `v` on its disjunctions level by level: each state is a clone with a prefix of
@@ -2657,7 +2686,10 @@ impl Ev {
                         continue;
                     }
                     let mut at = Vec::new();
-                    if let Some(e) = self.error_deep_at(cid, 0, false, &mut at) {
+                    self.disj_ctx.push((v, cid));
+                    let found = self.error_deep_at(cid, 0, false, &mut at);
+                    self.disj_ctx.pop();
+                    if let Some(e) = found {
                         // A field the struct does not allow yet may be allowed by an embedded
                         // disjunction still to be split: such a state is judged at the end.
                         let later = !self.vx(cid).pending_disj.is_empty()
@@ -2999,7 +3031,7 @@ impl Ev {
                                 *span,
                             )));
                         }
-                        Res::V(a)
+                        Res::V(self.current_disjunct(a))
                     }
                     None => {
                         // The field may not be declared in this conjunct of the vertex (a
