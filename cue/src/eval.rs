@@ -930,7 +930,11 @@ impl Ev {
         self.reset(v);
         if self.vx(v).not_allowed {
             let span = self.vx(v).span;
-            self.vm(v).err = Some(Bottom::new(ErrorCode::Eval, "field not allowed", span));
+            self.vm(v).err = Some(Bottom::new(
+                ErrorCode::NotAllowed,
+                "field not allowed",
+                span,
+            ));
         }
         if let Some(w) = self.shareable(v) {
             self.share(v, w);
@@ -1729,7 +1733,7 @@ impl Ev {
                                 }
                             );
                             let mut b = Bottom {
-                                code: ErrorCode::Eval,
+                                code: ErrorCode::Conflict,
                                 msg,
                                 span,
                                 related: vec![self.vx(v).span],
@@ -2455,7 +2459,7 @@ impl Ev {
                 if !ok {
                     let span = self.vx(a).span;
                     self.vm(a).not_allowed = true;
-                    let b = Bottom::new(ErrorCode::Eval, "field not allowed", span);
+                    let b = Bottom::new(ErrorCode::NotAllowed, "field not allowed", span);
                     self.vm(a).err.get_or_insert(b);
                 }
             }
@@ -2482,13 +2486,13 @@ impl Ev {
         }
         if kinds == 0 {
             let msg = self.conflict_msg(v);
-            self.set_err(v, Bottom::new(ErrorCode::Eval, msg, span));
+            self.set_err(v, Bottom::new(ErrorCode::Conflict, msg, span));
             return;
         }
         if let Some(s) = vert.scalar.clone() {
             if kinds & s.kind() == 0 {
                 let msg = self.conflict_msg(v);
-                self.set_err(v, Bottom::new(ErrorCode::Eval, msg, span));
+                self.set_err(v, Bottom::new(ErrorCode::Conflict, msg, span));
                 return;
             }
             let bounds = vert.bounds.clone();
@@ -2507,7 +2511,7 @@ impl Ev {
                     self.set_err(
                         v,
                         Arc::new(Bottom {
-                            code: ErrorCode::Eval,
+                            code: ErrorCode::Conflict,
                             msg: e,
                             span: primary,
                             related,
@@ -2678,10 +2682,12 @@ impl Ev {
                     let mut ch = base_choice.clone();
                     ch.push(i);
                     let cid = self.make_clone(v, ch);
-                    let undefined = self.vx(cid).incomplete.as_ref().is_some_and(|b| {
-                        b.msg.starts_with("undefined field")
-                            || b.msg.starts_with("cannot reference optional")
-                    }) && self.vx(cid).scalar.is_none();
+                    let undefined = self
+                        .vx(cid)
+                        .incomplete
+                        .as_ref()
+                        .is_some_and(|b| b.code == ErrorCode::Undefined)
+                        && self.vx(cid).scalar.is_none();
                     if undefined {
                         continue;
                     }
@@ -2693,7 +2699,7 @@ impl Ev {
                         // A field the struct does not allow yet may be allowed by an embedded
                         // disjunction still to be split: such a state is judged at the end.
                         let later = !self.vx(cid).pending_disj.is_empty()
-                            && e.msg.starts_with("field not allowed");
+                            && e.code == ErrorCode::NotAllowed;
                         if !later {
                             errs.push((labels_text(&at), e));
                             continue;
@@ -3026,7 +3032,7 @@ impl Ev {
                             && self.vx(a).constraint == Some(FieldConstraint::Optional)
                         {
                             return Res::A(Val::Bottom(Bottom::new(
-                                ErrorCode::Incomplete,
+                                ErrorCode::Undefined,
                                 format!("cannot reference optional field: {}", label.path_text()),
                                 *span,
                             )));
@@ -3236,7 +3242,7 @@ impl Ev {
                 }
                 if self.vx(a).constraint == Some(FieldConstraint::Optional) {
                     return Res::A(Val::Bottom(Bottom::new(
-                        ErrorCode::Incomplete,
+                        ErrorCode::Undefined,
                         format!("cannot reference optional field: {}", label.path_text()),
                         span,
                     )));
@@ -3251,11 +3257,11 @@ impl Ev {
                 let code = if is_package {
                     ErrorCode::Eval
                 } else if bx.is_struct {
-                    ErrorCode::Incomplete
+                    ErrorCode::Undefined
                 } else if bx.scalar.is_some() || bx.is_list {
                     ErrorCode::Eval
                 } else {
-                    ErrorCode::Incomplete
+                    ErrorCode::Undefined
                 };
                 Res::A(Val::Bottom(Bottom::new(
                     code,
@@ -3544,7 +3550,7 @@ impl Ev {
                         errs.push((
                             a,
                             Bottom::new(
-                                ErrorCode::Incomplete,
+                                ErrorCode::RequiredMissing,
                                 format!("field is required but not present: {}", l.path_text()),
                                 span,
                             ),

@@ -163,6 +163,54 @@ fn fill_path_unifies_at_fields_definitions_and_indices() {
     assert_eq!(d[0].code, DiagCode::Conflict);
 }
 
+/// The class of a diagnostic is the code the evaluator set where it raised the error: a user
+/// error whose text reads like another class keeps its own class.
+#[test]
+fn error_classes_are_set_where_the_error_is_raised() {
+    let rt = Runtime::default();
+    let v = build(
+        &rt,
+        concat!(
+            "#D: {a: int}\n",
+            "notAllowed: #D & {a: 1, b: 2}\n",
+            "conflict: {x: 1 & 2}\n",
+            "required: {r!: int}\n",
+            "incomplete: {i: int}\n",
+            "undefined: {u: {}.missing}\n",
+            "user: {e: error(\"field not allowed, required but not present\")}\n",
+        ),
+    );
+    let class = |field: &str| -> Vec<(String, DiagCode)> {
+        let d = v
+            .lookup_path(&p(field))
+            .unwrap()
+            .validate(true)
+            .unwrap_err();
+        d.into_iter().map(|d| (d.path, d.code)).collect()
+    };
+    assert_eq!(
+        class("notAllowed"),
+        [("notAllowed.b".to_string(), DiagCode::NotAllowed)]
+    );
+    assert_eq!(
+        class("conflict"),
+        [("conflict.x".to_string(), DiagCode::Conflict)]
+    );
+    assert_eq!(
+        class("required"),
+        [("required.r".to_string(), DiagCode::RequiredMissing)]
+    );
+    assert_eq!(
+        class("incomplete"),
+        [("incomplete.i".to_string(), DiagCode::Incomplete)]
+    );
+    assert_eq!(
+        class("undefined"),
+        [("undefined.u".to_string(), DiagCode::Incomplete)]
+    );
+    assert_eq!(class("user"), [("user.e".to_string(), DiagCode::User)]);
+}
+
 #[derive(serde::Deserialize, Debug, PartialEq)]
 struct Deployment {
     name: String,
