@@ -398,8 +398,6 @@ pub struct PatternDecl {
     pub filter: Expr,
     /// The value, evaluated in an environment binding the label (one binding).
     pub value: Expr,
-    /// The span.
-    pub span: Span,
 }
 
 /// A comprehension clause.
@@ -423,8 +421,6 @@ pub enum ClauseC {
     Let {
         /// The bound expression.
         expr: Expr,
-        /// Span.
-        span: Span,
     },
 }
 
@@ -435,8 +431,6 @@ pub struct ComprehensionC {
     pub clauses: Vec<ClauseC>,
     /// The body, evaluated in the innermost clause environment.
     pub body: Arc<StructLit>,
-    /// The span.
-    pub span: Span,
 }
 
 /// A compiled struct literal; one environment level.

@@ -63,7 +63,7 @@ mod builtin;
 pub(crate) mod ops;
 mod print;
 
-pub use ops::{format_float, value_equal};
+pub use ops::format_float;
 
 use crate::adt::*;
 use crate::ast::{BinaryOp, FieldConstraint, UnaryOp};
@@ -3458,6 +3458,8 @@ impl Ev {
     // Conversion to concrete data.
 
     /// Converts a vertex to concrete data (regular fields, defaults taken); errors are collected.
+    // `&mut self`: conversion evaluates what it reaches (the lint expects `&self` for `to_*`).
+    #[allow(clippy::wrong_self_convention)]
     pub fn to_data(
         &mut self,
         v: VId,

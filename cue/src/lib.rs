@@ -33,17 +33,12 @@
 //!   run evaluation on threads with `max_stack_bytes` + 4 MiB of stack (tokio:
 //!   `runtime::Builder::thread_stack_size` for the blocking pool); small threads stay correct.
 
-// The evaluator's internals are private (issue 12). Items that only callers outside the crate
-// used are dead now; removing them is the evaluator owners' (listed in the issue note).
-#[allow(dead_code, unused_imports)]
+// The evaluator's internals are private (issue 12).
 mod adt;
 pub mod ast;
-#[allow(dead_code)]
 mod builtins;
-#[allow(dead_code)]
 mod compile;
 pub mod errors;
-#[allow(dead_code, unused_imports, clippy::wrong_self_convention)]
 mod eval;
 pub mod export;
 mod facade;

@@ -107,23 +107,6 @@ pub fn format_float_export(d: &BigDecimal) -> String {
     format_decimal(d).replace('E', "e")
 }
 
-/// Parses a decimal literal (`1.5`, `-2e3`, `.5`); `None` if it is not one.
-pub fn parse_decimal(s: &str) -> Option<BigDecimal> {
-    let body = s.strip_prefix(['-', '+']).unwrap_or(s);
-    let ok = !body.is_empty()
-        && body
-            .chars()
-            .all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'))
-        && body
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_digit() || c == '.');
-    if !ok {
-        return None;
-    }
-    s.parse::<BigDecimal>().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,7 +138,5 @@ mod tests {
         assert_eq!(from_decimal(d("3.00")), Val::Int(3.into()));
         assert_eq!(from_decimal(d("1e3")), Val::Int(1000.into()));
         assert_eq!(from_decimal(d("1.5")), Val::Float(d("1.5")));
-        assert!(parse_decimal("abc").is_none());
-        assert!(parse_decimal("1e5").is_some());
     }
 }
