@@ -63,8 +63,6 @@ mod builtin;
 pub(crate) mod ops;
 mod print;
 
-pub use ops::format_float;
-
 use crate::adt::*;
 use crate::ast::{BinaryOp, FieldConstraint, UnaryOp};
 use crate::builtins::Val as BVal;

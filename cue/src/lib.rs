@@ -732,7 +732,15 @@ impl Value {
     pub fn to_yaml(&self) -> Result<String, Vec<Diagnostic>> {
         let d = self.to_data()?;
         let max = lock(&self.inner).ev.config.max_output_bytes;
-        let y = export::to_yaml(&d);
+        let y = export::to_yaml(&d).map_err(|message| {
+            vec![Diagnostic {
+                code: DiagCode::Limit,
+                path: String::new(),
+                message,
+                span: None,
+                related: Vec::new(),
+            }]
+        })?;
         if y.len() > max {
             return Err(vec![Diagnostic {
                 code: DiagCode::Limit,

@@ -151,7 +151,7 @@ fn canonical(v: &Val, out: &mut String) {
     match v {
         Val::Float(f) => {
             out.push_str("f:");
-            out.push_str(&super::num::format_decimal(f));
+            out.push_str(&super::num::format_float(f));
         }
         Val::List(items) => {
             out.push('[');
