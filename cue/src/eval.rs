@@ -675,6 +675,34 @@ impl Ev {
         v
     }
 
+    /// The pattern constraints (`[filter]: value`) of the evaluated `v`, in the order they were
+    /// met: the label filter, and the constraint's value as a vertex of its own, evaluated as a
+    /// field the filter accepts whose label is not known yet (the label binds to `string`).
+    pub fn pattern_constraints(&mut self, v: VId) -> Vec<(VId, VId)> {
+        self.eval(v);
+        let v = self.deref(v);
+        let pats = self.vx(v).patterns.clone();
+        let mut out = Vec::with_capacity(pats.len());
+        for (filter, pc, penv) in pats {
+            let a = self.new_vertex(None, Label::internal("_pattern"));
+            let env = self.new_env(
+                penv,
+                a,
+                EnvKind::Bind(vec![Binding::Val(Val::Kind(K_STRING)), Binding::Vertex(a)]),
+            );
+            self.vm(a).span = pc.expr.span();
+            self.add_conj(
+                a,
+                Conj {
+                    env: Some(env),
+                    ..pc
+                },
+            );
+            out.push((filter, a));
+        }
+        out
+    }
+
     fn vx(&self, v: VId) -> &Vertex {
         &self.vs[v as usize]
     }
