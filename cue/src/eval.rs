@@ -1413,6 +1413,9 @@ impl Ev {
                 if !final_atom(&val) {
                     self.late_embed(v, &c);
                 }
+                if matches!(&val, Val::Bottom(b) if b.code == ErrorCode::Cycle) {
+                    self.late_cycle(v, &c);
+                }
                 self.add_value(v, val, &c, span);
             }
         }
@@ -1443,6 +1446,16 @@ impl Ev {
         let literal = matches!(c.expr, Expr::Struct(_) | Expr::List(_) | Expr::Lit(..));
         let vx = self.vx(v);
         if !literal && c.embed.is_some() && vx.status == Status::Expanding && !vx.late_done {
+            self.vm(v).late_atoms.push(c.clone());
+        }
+    }
+
+    /// Records a conjunct of `v` whose expression met a reference cycle while `v` takes its
+    /// conjuncts (`a: _Q[0:len(a)]` before `a: [{}]`): it is processed again once all are in,
+    /// when what it refers to may be known (a list literal fixes `len`).
+    fn late_cycle(&mut self, v: VId, c: &Conj) {
+        let vx = self.vx(v);
+        if c.embed.is_none() && vx.status == Status::Expanding && !vx.late_done {
             self.vm(v).late_atoms.push(c.clone());
         }
     }

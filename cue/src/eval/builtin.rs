@@ -341,6 +341,26 @@ pub fn call(
     }
 }
 
+/// The length of the list `e` refers to while that list is being evaluated, if a closed list
+/// literal has fixed it (spec "Lists": a list without `...` has exactly its elements).
+fn closed_len_in_progress(ev: &mut Ev, env: &Option<Arc<super::Env>>, e: &Expr) -> Option<usize> {
+    if !matches!(
+        e,
+        Expr::FieldRef { .. } | Expr::Selector(..) | Expr::Index(..) | Expr::BindRef { .. }
+    ) {
+        return None;
+    }
+    let super::Res::V(w) = ev.resolve(env, e) else {
+        return None;
+    };
+    let w = ev.deref_redirect(w);
+    let vx = &ev.vs[w as usize];
+    if vx.status != super::Status::Expanding || !vx.is_list {
+        return None;
+    }
+    vx.list.as_ref().and_then(|l| l.closed_len)
+}
+
 fn list_items(ev: &mut Ev, v: &Val) -> Option<Vec<VId>> {
     if let Val::Vertex(w) = v {
         ev.eval(*w);
@@ -376,6 +396,16 @@ fn predeclared(
                 return e;
             }
             let v = ev.eval_expr(env, &args[0]);
+            if let Val::Bottom(b) = &v {
+                if b.code == ErrorCode::Cycle {
+                    // A list being evaluated whose length a list literal already fixed (`a:
+                    // [{}]` with `a: _Q[0:len(a)]`): no conjunct can change that length, so it
+                    // is the answer rather than a cycle.
+                    if let Some(n) = closed_len_in_progress(ev, env, &args[0]) {
+                        return Val::int(n);
+                    }
+                }
+            }
             let v = ev.concrete_default(v);
             match v {
                 Val::Str(s) => Val::int(s.len()),
