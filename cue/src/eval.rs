@@ -463,6 +463,15 @@ pub struct Ev {
     next_close: u32,
     weak_ids: HashSet<u32>,
     nonrec_ids: HashSet<u32>,
+    /// Embedding marks (spec "Embedding", "Closed structs"): for a struct literal with
+    /// embeddings, the mark its embedded values' descendants carry, mapped to the mark its own
+    /// fields' descendants carry (its group id). Below the literal, a closing group from the
+    /// embedded side joins the group of the literal's side, so what the literal itself
+    /// declares, at any depth, is not rejected by what it embeds (`out: {#A, a: b: 1}` with
+    /// `#A: a?: #B`).
+    embed_marks: FastMap<u32, u32>,
+    /// The literal-side marks of `embed_marks`.
+    own_marks: HashSet<u32>,
     let_cache: FastMap<(u64, u32), VId>,
     /// The list argument of an `and`/`or` call, by environment and call position: each disjunct
     /// of a vertex processes the call again, and must not rebuild a long list every time.
@@ -521,6 +530,15 @@ impl Drop for Ev {
 }
 
 /// The enclosing origins of `c` plus its own.
+/// `ids` with `id` added.
+fn with_id(ids: &Option<Arc<[u32]>>, id: u32) -> Arc<[u32]> {
+    let mut v: Vec<u32> = ids.as_ref().map(|o| o.to_vec()).unwrap_or_default();
+    if !v.contains(&id) {
+        v.push(id);
+    }
+    v.into()
+}
+
 fn outer_with(c: &Conj) -> Option<Arc<[u32]>> {
     let mut v: Vec<u32> = c.outer.as_ref().map(|o| o.to_vec()).unwrap_or_default();
     if let Some(id) = c.close {
@@ -567,6 +585,8 @@ impl Ev {
             next_close: 0,
             weak_ids: HashSet::new(),
             nonrec_ids: HashSet::new(),
+            embed_marks: FastMap::default(),
+            own_marks: HashSet::new(),
             let_cache: FastMap::default(),
             call_list_cache: HashMap::new(),
             packages: HashMap::new(),
@@ -1820,13 +1840,19 @@ impl Ev {
         let v: Vec<u32> = o
             .iter()
             .copied()
-            .filter(|id| !self.nonrec_ids.contains(id) && !self.weak_ids.contains(id))
+            .filter(|id| {
+                self.is_mark(*id) || !self.nonrec_ids.contains(id) && !self.weak_ids.contains(id)
+            })
             .collect();
         if v.is_empty() {
             None
         } else {
             Some(v.into())
         }
+    }
+
+    fn is_mark(&self, id: u32) -> bool {
+        self.own_marks.contains(&id) || self.embed_marks.contains_key(&id)
     }
 
     fn child_close(&self, c: &Conj) -> Option<u32> {
@@ -2056,6 +2082,45 @@ impl Ev {
         } else {
             None
         };
+        // Marks for a literal embedding values next to fields of its own (see `embed_marks`).
+        let marks = match target {
+            Some(t) if c.embed.is_none() && c.close.is_none() && !lit.is_file => {
+                if !lit.embeds.is_empty()
+                    && lit.fields.iter().any(|f| match &f.label {
+                        LabelExpr::Fixed(l) => l.is_regular(),
+                        LabelExpr::Dynamic(_) => true,
+                    })
+                {
+                    let e = self.new_close();
+                    self.weak_ids.insert(e);
+                    self.weak_ids.insert(t);
+                    self.embed_marks.insert(e, t);
+                    self.own_marks.insert(t);
+                    Some((t, e))
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        // A closing value that came through an embedding (its conjunct carries the embedded
+        // side's mark) joins the group of the embedding literal's own side.
+        if let Some(o) = &c.outer {
+            // A conjunct that carries the literal's own mark too came from the literal's own
+            // fields (`{X: {...}, {X}}`): it is not the embedded side.
+            let t = o
+                .iter()
+                .find_map(|id| self.embed_marks.get(id).copied())
+                .filter(|t| !o.contains(t));
+            if let Some(t) = t {
+                let ids: Vec<u32> = c.close.into_iter().chain(o.iter().copied()).collect();
+                for n in ids {
+                    if !self.weak_ids.contains(&n) {
+                        self.alias_group(v, n, t);
+                    }
+                }
+            }
+        }
         let gi = target.map(|t| self.group_idx(v, t));
         let mut ogs = Vec::new();
         if let Some(e) = c.embed {
@@ -2071,7 +2136,7 @@ impl Ev {
                 .into_iter()
                 .chain(c.outer.iter().flat_map(|o| o.to_vec()));
             for id in ids.collect::<Vec<u32>>() {
-                if id == e {
+                if id == e || self.is_mark(id) {
                     continue;
                 }
                 match self.vx(v).group_of.get(&id).copied() {
@@ -2086,7 +2151,7 @@ impl Ev {
             }
         } else if let Some(o) = &c.outer {
             for id in o.iter() {
-                if Some(*id) != target {
+                if Some(*id) != target && !self.embed_marks.contains_key(id) {
                     let g = self.group_idx(v, *id);
                     if !ogs.contains(&g) {
                         ogs.push(g);
@@ -2094,7 +2159,10 @@ impl Ev {
                 }
             }
         }
-        let child_outer = self.child_outer(c);
+        let mut child_outer = self.child_outer(c);
+        if let Some((t, _)) = marks {
+            child_outer = Some(with_id(&child_outer, t));
+        }
         if lit.ellipsis.is_some() {
             for g in gi.iter().chain(ogs.iter()) {
                 self.vm(v).groups[*g].open = true;
@@ -2148,6 +2216,10 @@ impl Ev {
                 self.apply_pattern(v, a, &l, fv, &pc, Some(env.clone()));
             }
         }
+        let embed_outer = match marks {
+            Some((_, e)) => Some(with_id(&c.outer, e)),
+            None => c.outer.clone(),
+        };
         for e in &lit.embeds {
             self.process(
                 v,
@@ -2156,7 +2228,7 @@ impl Ev {
                     expr: e.clone(),
                     close: c.close,
                     embed: target,
-                    outer: c.outer.clone(),
+                    outer: embed_outer.clone(),
                 },
             );
         }
