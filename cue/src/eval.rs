@@ -1328,10 +1328,21 @@ impl Ev {
                         // An embedded value that is an atom may depend on fields of `v` that
                         // conjuncts not added yet declare (`{[#a][0]}` with `#a: "s"` declared
                         // by another conjunct): taken again once all are in.
-                        if c.embed.is_some() && !matches!(c.expr, Expr::FieldRef { .. }) {
+                        // (With one conjunct, the literal's own fields are all in already.)
+                        if c.embed.is_some()
+                            && !matches!(c.expr, Expr::FieldRef { .. })
+                            && self.vx(v).conjuncts.len() > 1
+                        {
                             let wr = self.deref_redirect(w);
                             let wx = self.vx(wr);
-                            if !(wx.is_struct || wx.is_list || wx.disj.is_some()) {
+                            // Only a value that is not final yet: a concrete scalar or an
+                            // error cannot change.
+                            if !(wx.is_struct
+                                || wx.is_list
+                                || wx.disj.is_some()
+                                || wx.scalar.is_some()
+                                || wx.err.is_some())
+                            {
                                 self.late_embed(v, &c);
                             }
                         }
