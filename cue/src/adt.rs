@@ -72,8 +72,20 @@ pub fn kind_name(k: Kinds) -> String {
 /// Error classes (upstream `adt.ErrorCode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
-    /// A fatal evaluation error (conflict, bad operand, ...).
+    /// A fatal evaluation error other than the classes below (bad operand, division by zero,
+    /// a failing builtin, ...).
     Eval,
+    /// Two values that do not unify: conflicting scalars or kinds, a value outside a bound or
+    /// rejected by a validator (spec "Unification"). Fatal.
+    Conflict,
+    /// A field that a closed struct does not allow (spec "Closed structs"). Fatal.
+    NotAllowed,
+    /// A required field (`a!: T`) that no conjunct gave a regular value (spec "Required
+    /// fields"). Not fatal: more data may still supply it.
+    RequiredMissing,
+    /// A selector naming a field that is not there or only optional (spec "Field
+    /// constraints"). Not fatal: another conjunct may still add it.
+    Undefined,
     /// An error raised by the user (`_|_` literal, `error()`).
     User,
     /// A structural cycle.
@@ -87,7 +99,13 @@ pub enum ErrorCode {
 impl ErrorCode {
     /// `true` for codes that more information cannot fix.
     pub fn is_fatal(self) -> bool {
-        !matches!(self, ErrorCode::Incomplete | ErrorCode::Cycle)
+        !matches!(
+            self,
+            ErrorCode::Incomplete
+                | ErrorCode::Cycle
+                | ErrorCode::RequiredMissing
+                | ErrorCode::Undefined
+        )
     }
 }
 
@@ -380,8 +398,6 @@ pub struct PatternDecl {
     pub filter: Expr,
     /// The value, evaluated in an environment binding the label (one binding).
     pub value: Expr,
-    /// The span.
-    pub span: Span,
 }
 
 /// A comprehension clause.
@@ -405,8 +421,6 @@ pub enum ClauseC {
     Let {
         /// The bound expression.
         expr: Expr,
-        /// Span.
-        span: Span,
     },
 }
 
@@ -417,8 +431,6 @@ pub struct ComprehensionC {
     pub clauses: Vec<ClauseC>,
     /// The body, evaluated in the innermost clause environment.
     pub body: Arc<StructLit>,
-    /// The span.
-    pub span: Span,
 }
 
 /// A compiled struct literal; one environment level.

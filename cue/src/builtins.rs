@@ -24,8 +24,7 @@
 //! - `list.Ascending` and `list.Descending` are [`Member::Const`] marker structs (see
 //!   [`list::ASCENDING_MARKER`]); the sort functions recognise them and compare natively, so the
 //!   evaluator only has to pass the constant through unchanged. Any other comparator goes through
-//!   [`Host::less`]. [`package_cue`] also gives upstream's CUE definitions (`list.Comparer`, ...)
-//!   for an evaluator that prefers to evaluate them.
+//!   [`Host::less`].
 //!
 //! The predeclared builtins of the core language (`len`, `close`, `and`, `or`, `div`, `mod`, `quo`,
 //! `rem`, `matchN`, ...) are the evaluator's, not in here.
@@ -137,11 +136,6 @@ impl Builtin {
             ..self
         }
     }
-
-    /// `pkg.Name`, as used in error messages.
-    pub fn qualified_name(&self) -> String {
-        format!("{}.{}", self.pkg, self.name)
-    }
 }
 
 impl std::fmt::Debug for Builtin {
@@ -216,21 +210,14 @@ pub fn lookup(pkg: &str, name: &str) -> Option<Member> {
     (p.consts)(name).map(Member::Const)
 }
 
-/// All functions of `pkg` (empty for an unknown package), e.g. for completion or documentation.
-pub fn functions(pkg: &str) -> &'static [Builtin] {
+/// All functions of `pkg` (empty for an unknown package): the example tables check that each
+/// one has a successful example.
+#[cfg(test)]
+pub(crate) fn functions(pkg: &str) -> &'static [Builtin] {
     ALL.iter()
         .find(|p| p.path == pkg)
         .map(|p| p.funcs)
         .unwrap_or(&[])
-}
-
-/// Upstream's CUE-defined members of `pkg`, as CUE source (e.g. `list.Comparer`, `list.Ascending`),
-/// for an evaluator that evaluates them instead of using the [`Member::Const`] markers.
-pub fn package_cue(pkg: &str) -> Option<&'static str> {
-    match pkg {
-        "list" => Some(list::CUE_DEFS),
-        _ => None,
-    }
 }
 
 /// The std packages provided.

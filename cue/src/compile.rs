@@ -13,7 +13,7 @@
 use crate::adt::{
     Bottom, BoundOp, ClauseC, ComprehensionC, ErrorCode, Expr, FieldDecl, InterpPart, Label,
     LabelExpr, ListElemC, ListLit, PatternDecl, StructLit, Val, K_BOOL, K_BYTES, K_FLOAT, K_INT,
-    K_NULL, K_NUMBER, K_STRING,
+    K_NUMBER, K_STRING,
 };
 use crate::ast;
 use crate::source::Span;
@@ -360,7 +360,7 @@ impl Compiler {
 
     fn field(&mut self, f: &ast::Field, lit: &mut StructLit) {
         match &f.label {
-            ast::Label::Pattern { alias, expr, span } => {
+            ast::Label::Pattern { alias, expr, .. } => {
                 let filter = self.expr(expr);
                 let mut names = HashMap::new();
                 if let Some(a) = alias {
@@ -373,11 +373,7 @@ impl Compiler {
                 self.scopes.push(Scope::Bind(names));
                 let value = self.expr(&f.value);
                 self.scopes.pop();
-                lit.patterns.push(PatternDecl {
-                    filter,
-                    value,
-                    span: *span,
-                });
+                lit.patterns.push(PatternDecl { filter, value });
             }
             ast::Label::Dynamic { expr, .. } => {
                 let l = self.expr(expr);
@@ -448,7 +444,7 @@ impl Compiler {
                     names.insert(l.name.name.clone(), 0);
                     self.scopes.push(Scope::Bind(names));
                     pushed += 1;
-                    clauses.push(ClauseC::Let { expr, span: l.span });
+                    clauses.push(ClauseC::Let { expr });
                 }
             }
         }
@@ -459,7 +455,6 @@ impl Compiler {
         ComprehensionC {
             clauses,
             body: Arc::new(body),
-            span: c.span,
         }
     }
 
@@ -742,6 +737,3 @@ fn collect_field_name(d: &ast::Decl, out: &mut HashMap<String, Label>, scope: us
         }
     }
 }
-
-/// `K_NULL` is re-exported for the evaluator's convenience.
-pub const NULL_KIND: crate::adt::Kinds = K_NULL;

@@ -111,20 +111,17 @@ impl Diagnostic {
         limits: &[(Arc<Bottom>, Limit)],
     ) -> Diagnostic {
         let is_limit = limits.iter().any(|(l, _)| std::ptr::eq(Arc::as_ptr(l), b));
-        // Not-allowed and required-field errors are still told apart by their text: the
-        // evaluator raises both as `ErrorCode::Eval` (typed codes are issue 12, item 2).
+        // The class is the code the evaluator set where it raised the error.
         let code = if is_limit {
             DiagCode::Limit
-        } else if b.msg.contains("not allowed") {
-            DiagCode::NotAllowed
-        } else if b.msg.contains("required but not present") {
-            DiagCode::RequiredMissing
         } else {
             match b.code {
-                ErrorCode::Eval => DiagCode::Conflict,
+                ErrorCode::Eval | ErrorCode::Conflict => DiagCode::Conflict,
+                ErrorCode::NotAllowed => DiagCode::NotAllowed,
+                ErrorCode::RequiredMissing => DiagCode::RequiredMissing,
                 ErrorCode::User => DiagCode::User,
                 ErrorCode::StructuralCycle => DiagCode::StructuralCycle,
-                ErrorCode::Incomplete => DiagCode::Incomplete,
+                ErrorCode::Incomplete | ErrorCode::Undefined => DiagCode::Incomplete,
                 ErrorCode::Cycle => DiagCode::Cycle,
             }
         };

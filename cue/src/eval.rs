@@ -63,8 +63,6 @@ mod builtin;
 pub(crate) mod ops;
 mod print;
 
-pub use ops::{format_float, value_equal};
-
 use crate::adt::*;
 use crate::ast::{BinaryOp, FieldConstraint, UnaryOp};
 use crate::builtins::Val as BVal;
@@ -465,6 +463,15 @@ pub struct Ev {
     next_close: u32,
     weak_ids: HashSet<u32>,
     nonrec_ids: HashSet<u32>,
+    /// Embedding marks (spec "Embedding", "Closed structs"): for a struct literal with
+    /// embeddings, the mark its embedded values' descendants carry, mapped to the mark its own
+    /// fields' descendants carry (its group id). Below the literal, a closing group from the
+    /// embedded side joins the group of the literal's side, so what the literal itself
+    /// declares, at any depth, is not rejected by what it embeds (`out: {#A, a: b: 1}` with
+    /// `#A: a?: #B`).
+    embed_marks: FastMap<u32, u32>,
+    /// The literal-side marks of `embed_marks`.
+    own_marks: HashSet<u32>,
     let_cache: FastMap<(u64, u32), VId>,
     /// The list argument of an `and`/`or` call, by environment and call position: each disjunct
     /// of a vertex processes the call again, and must not rebuild a long list every time.
@@ -472,6 +479,9 @@ pub struct Ev {
     /// Loaded non-std packages by import path (without version/qualifier).
     pub packages: HashMap<String, VId>,
     in_progress: Vec<VId>,
+    /// `(vertex, disjunct)` pairs being decided by `resolve_disjunctions`, innermost last: a
+    /// reference to the vertex from inside its own disjunct means that disjunct.
+    disj_ctx: Vec<(VId, VId)>,
     /// `(target, source)` pairs whose conjuncts are being copied right now (embedding cycles).
     inlining: Vec<(VId, VId)>,
     tainted: Vec<(VId, VId)>,
@@ -520,6 +530,15 @@ impl Drop for Ev {
 }
 
 /// The enclosing origins of `c` plus its own.
+/// `ids` with `id` added.
+fn with_id(ids: &Option<Arc<[u32]>>, id: u32) -> Arc<[u32]> {
+    let mut v: Vec<u32> = ids.as_ref().map(|o| o.to_vec()).unwrap_or_default();
+    if !v.contains(&id) {
+        v.push(id);
+    }
+    v.into()
+}
+
 fn outer_with(c: &Conj) -> Option<Arc<[u32]>> {
     let mut v: Vec<u32> = c.outer.as_ref().map(|o| o.to_vec()).unwrap_or_default();
     if let Some(id) = c.close {
@@ -566,10 +585,13 @@ impl Ev {
             next_close: 0,
             weak_ids: HashSet::new(),
             nonrec_ids: HashSet::new(),
+            embed_marks: FastMap::default(),
+            own_marks: HashSet::new(),
             let_cache: FastMap::default(),
             call_list_cache: HashMap::new(),
             packages: HashMap::new(),
             in_progress: Vec::new(),
+            disj_ctx: Vec::new(),
             inlining: Vec::new(),
             tainted: Vec::new(),
             regex_cache: HashMap::new(),
@@ -671,6 +693,34 @@ impl Ev {
             outer: None,
         });
         v
+    }
+
+    /// The pattern constraints (`[filter]: value`) of the evaluated `v`, in the order they were
+    /// met: the label filter, and the constraint's value as a vertex of its own, evaluated as a
+    /// field the filter accepts whose label is not known yet (the label binds to `string`).
+    pub fn pattern_constraints(&mut self, v: VId) -> Vec<(VId, VId)> {
+        self.eval(v);
+        let v = self.deref(v);
+        let pats = self.vx(v).patterns.clone();
+        let mut out = Vec::with_capacity(pats.len());
+        for (filter, pc, penv) in pats {
+            let a = self.new_vertex(None, Label::internal("_pattern"));
+            let env = self.new_env(
+                penv,
+                a,
+                EnvKind::Bind(vec![Binding::Val(Val::Kind(K_STRING)), Binding::Vertex(a)]),
+            );
+            self.vm(a).span = pc.expr.span();
+            self.add_conj(
+                a,
+                Conj {
+                    env: Some(env),
+                    ..pc
+                },
+            );
+            out.push((filter, a));
+        }
+        out
     }
 
     fn vx(&self, v: VId) -> &Vertex {
@@ -926,7 +976,11 @@ impl Ev {
         self.reset(v);
         if self.vx(v).not_allowed {
             let span = self.vx(v).span;
-            self.vm(v).err = Some(Bottom::new(ErrorCode::Eval, "field not allowed", span));
+            self.vm(v).err = Some(Bottom::new(
+                ErrorCode::NotAllowed,
+                "field not allowed",
+                span,
+            ));
         }
         if let Some(w) = self.shareable(v) {
             self.share(v, w);
@@ -1270,7 +1324,30 @@ impl Ev {
             | Expr::Vertex(..) => {
                 let span = c.expr.span();
                 match self.resolve(&c.env, &c.expr) {
-                    Res::V(w) => self.unify_vertex(v, w, &c, span),
+                    Res::V(w) => {
+                        // An embedded value that is an atom may depend on fields of `v` that
+                        // conjuncts not added yet declare (`{[#a][0]}` with `#a: "s"` declared
+                        // by another conjunct): taken again once all are in.
+                        // (With one conjunct, the literal's own fields are all in already.)
+                        if c.embed.is_some()
+                            && !matches!(c.expr, Expr::FieldRef { .. })
+                            && self.vx(v).conjuncts.len() > 1
+                        {
+                            let wr = self.deref_redirect(w);
+                            let wx = self.vx(wr);
+                            // Only a value that is not final yet: a concrete scalar or an
+                            // error cannot change.
+                            if !(wx.is_struct
+                                || wx.is_list
+                                || wx.disj.is_some()
+                                || wx.scalar.is_some()
+                                || wx.err.is_some())
+                            {
+                                self.late_embed(v, &c);
+                            }
+                        }
+                        self.unify_vertex(v, w, &c, span)
+                    }
                     Res::A(a) => {
                         if c.embed.is_some() {
                             self.late_embed(v, &c);
@@ -1367,6 +1444,9 @@ impl Ev {
                 if !final_atom(&val) {
                     self.late_embed(v, &c);
                 }
+                if matches!(&val, Val::Bottom(b) if b.code == ErrorCode::Cycle) {
+                    self.late_cycle(v, &c);
+                }
                 self.add_value(v, val, &c, span);
             }
         }
@@ -1397,6 +1477,16 @@ impl Ev {
         let literal = matches!(c.expr, Expr::Struct(_) | Expr::List(_) | Expr::Lit(..));
         let vx = self.vx(v);
         if !literal && c.embed.is_some() && vx.status == Status::Expanding && !vx.late_done {
+            self.vm(v).late_atoms.push(c.clone());
+        }
+    }
+
+    /// Records a conjunct of `v` whose expression met a reference cycle while `v` takes its
+    /// conjuncts (`a: _Q[0:len(a)]` before `a: [{}]`): it is processed again once all are in,
+    /// when what it refers to may be known (a list literal fixes `len`).
+    fn late_cycle(&mut self, v: VId, c: &Conj) {
+        let vx = self.vx(v);
+        if c.embed.is_none() && vx.status == Status::Expanding && !vx.late_done {
             self.vm(v).late_atoms.push(c.clone());
         }
     }
@@ -1713,7 +1803,7 @@ impl Ev {
                                 }
                             );
                             let mut b = Bottom {
-                                code: ErrorCode::Eval,
+                                code: ErrorCode::Conflict,
                                 msg,
                                 span,
                                 related: vec![self.vx(v).span],
@@ -1761,13 +1851,19 @@ impl Ev {
         let v: Vec<u32> = o
             .iter()
             .copied()
-            .filter(|id| !self.nonrec_ids.contains(id) && !self.weak_ids.contains(id))
+            .filter(|id| {
+                self.is_mark(*id) || !self.nonrec_ids.contains(id) && !self.weak_ids.contains(id)
+            })
             .collect();
         if v.is_empty() {
             None
         } else {
             Some(v.into())
         }
+    }
+
+    fn is_mark(&self, id: u32) -> bool {
+        self.own_marks.contains(&id) || self.embed_marks.contains_key(&id)
     }
 
     fn child_close(&self, c: &Conj) -> Option<u32> {
@@ -1997,6 +2093,45 @@ impl Ev {
         } else {
             None
         };
+        // Marks for a literal embedding values next to fields of its own (see `embed_marks`).
+        let marks = match target {
+            Some(t) if c.embed.is_none() && c.close.is_none() && !lit.is_file => {
+                if !lit.embeds.is_empty()
+                    && lit.fields.iter().any(|f| match &f.label {
+                        LabelExpr::Fixed(l) => l.is_regular(),
+                        LabelExpr::Dynamic(_) => true,
+                    })
+                {
+                    let e = self.new_close();
+                    self.weak_ids.insert(e);
+                    self.weak_ids.insert(t);
+                    self.embed_marks.insert(e, t);
+                    self.own_marks.insert(t);
+                    Some((t, e))
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        // A closing value that came through an embedding (its conjunct carries the embedded
+        // side's mark) joins the group of the embedding literal's own side.
+        if let Some(o) = &c.outer {
+            // A conjunct that carries the literal's own mark too came from the literal's own
+            // fields (`{X: {...}, {X}}`): it is not the embedded side.
+            let t = o
+                .iter()
+                .find_map(|id| self.embed_marks.get(id).copied())
+                .filter(|t| !o.contains(t));
+            if let Some(t) = t {
+                let ids: Vec<u32> = c.close.into_iter().chain(o.iter().copied()).collect();
+                for n in ids {
+                    if !self.weak_ids.contains(&n) {
+                        self.alias_group(v, n, t);
+                    }
+                }
+            }
+        }
         let gi = target.map(|t| self.group_idx(v, t));
         let mut ogs = Vec::new();
         if let Some(e) = c.embed {
@@ -2012,7 +2147,7 @@ impl Ev {
                 .into_iter()
                 .chain(c.outer.iter().flat_map(|o| o.to_vec()));
             for id in ids.collect::<Vec<u32>>() {
-                if id == e {
+                if id == e || self.is_mark(id) {
                     continue;
                 }
                 match self.vx(v).group_of.get(&id).copied() {
@@ -2027,7 +2162,7 @@ impl Ev {
             }
         } else if let Some(o) = &c.outer {
             for id in o.iter() {
-                if Some(*id) != target {
+                if Some(*id) != target && !self.embed_marks.contains_key(id) {
                     let g = self.group_idx(v, *id);
                     if !ogs.contains(&g) {
                         ogs.push(g);
@@ -2035,7 +2170,10 @@ impl Ev {
                 }
             }
         }
-        let child_outer = self.child_outer(c);
+        let mut child_outer = self.child_outer(c);
+        if let Some((t, _)) = marks {
+            child_outer = Some(with_id(&child_outer, t));
+        }
         if lit.ellipsis.is_some() {
             for g in gi.iter().chain(ogs.iter()) {
                 self.vm(v).groups[*g].open = true;
@@ -2089,6 +2227,10 @@ impl Ev {
                 self.apply_pattern(v, a, &l, fv, &pc, Some(env.clone()));
             }
         }
+        let embed_outer = match marks {
+            Some((_, e)) => Some(with_id(&c.outer, e)),
+            None => c.outer.clone(),
+        };
         for e in &lit.embeds {
             self.process(
                 v,
@@ -2097,7 +2239,7 @@ impl Ev {
                     expr: e.clone(),
                     close: c.close,
                     embed: target,
-                    outer: c.outer.clone(),
+                    outer: embed_outer.clone(),
                 },
             );
         }
@@ -2439,7 +2581,7 @@ impl Ev {
                 if !ok {
                     let span = self.vx(a).span;
                     self.vm(a).not_allowed = true;
-                    let b = Bottom::new(ErrorCode::Eval, "field not allowed", span);
+                    let b = Bottom::new(ErrorCode::NotAllowed, "field not allowed", span);
                     self.vm(a).err.get_or_insert(b);
                 }
             }
@@ -2466,13 +2608,13 @@ impl Ev {
         }
         if kinds == 0 {
             let msg = self.conflict_msg(v);
-            self.set_err(v, Bottom::new(ErrorCode::Eval, msg, span));
+            self.set_err(v, Bottom::new(ErrorCode::Conflict, msg, span));
             return;
         }
         if let Some(s) = vert.scalar.clone() {
             if kinds & s.kind() == 0 {
                 let msg = self.conflict_msg(v);
-                self.set_err(v, Bottom::new(ErrorCode::Eval, msg, span));
+                self.set_err(v, Bottom::new(ErrorCode::Conflict, msg, span));
                 return;
             }
             let bounds = vert.bounds.clone();
@@ -2491,7 +2633,7 @@ impl Ev {
                     self.set_err(
                         v,
                         Arc::new(Bottom {
-                            code: ErrorCode::Eval,
+                            code: ErrorCode::Conflict,
                             msg: e,
                             span: primary,
                             related,
@@ -2600,8 +2742,21 @@ impl Ev {
         let cid = self.vs.len() as VId;
         self.stats.clones += 1;
         self.vs.push(clone);
+        self.disj_ctx.push((v, cid));
         self.eval(cid);
+        self.disj_ctx.pop();
         cid
+    }
+
+    /// `a`, or the disjunct of `a` being decided right now (spec "Disjunctions": each
+    /// disjunct is evaluated as the value of the field, so a reference from inside it to the
+    /// field itself sees that disjunct, not the undecided whole).
+    fn current_disjunct(&self, a: VId) -> VId {
+        self.disj_ctx
+            .iter()
+            .rev()
+            .find(|(o, _)| *o == a)
+            .map_or(a, |(_, c)| *c)
     }
 
     /// Splits `v` on its disjunctions level by level: each state is a clone with a prefix of
@@ -2649,19 +2804,24 @@ impl Ev {
                     let mut ch = base_choice.clone();
                     ch.push(i);
                     let cid = self.make_clone(v, ch);
-                    let undefined = self.vx(cid).incomplete.as_ref().is_some_and(|b| {
-                        b.msg.starts_with("undefined field")
-                            || b.msg.starts_with("cannot reference optional")
-                    }) && self.vx(cid).scalar.is_none();
+                    let undefined = self
+                        .vx(cid)
+                        .incomplete
+                        .as_ref()
+                        .is_some_and(|b| b.code == ErrorCode::Undefined)
+                        && self.vx(cid).scalar.is_none();
                     if undefined {
                         continue;
                     }
                     let mut at = Vec::new();
-                    if let Some(e) = self.error_deep_at(cid, 0, false, &mut at) {
+                    self.disj_ctx.push((v, cid));
+                    let found = self.error_deep_at(cid, 0, false, &mut at);
+                    self.disj_ctx.pop();
+                    if let Some(e) = found {
                         // A field the struct does not allow yet may be allowed by an embedded
                         // disjunction still to be split: such a state is judged at the end.
                         let later = !self.vx(cid).pending_disj.is_empty()
-                            && e.msg.starts_with("field not allowed");
+                            && e.code == ErrorCode::NotAllowed;
                         if !later {
                             errs.push((labels_text(&at), e));
                             continue;
@@ -2994,12 +3154,12 @@ impl Ev {
                             && self.vx(a).constraint == Some(FieldConstraint::Optional)
                         {
                             return Res::A(Val::Bottom(Bottom::new(
-                                ErrorCode::Incomplete,
+                                ErrorCode::Undefined,
                                 format!("cannot reference optional field: {}", label.path_text()),
                                 *span,
                             )));
                         }
-                        Res::V(a)
+                        Res::V(self.current_disjunct(a))
                     }
                     None => {
                         // The field may not be declared in this conjunct of the vertex (a
@@ -3204,7 +3364,7 @@ impl Ev {
                 }
                 if self.vx(a).constraint == Some(FieldConstraint::Optional) {
                     return Res::A(Val::Bottom(Bottom::new(
-                        ErrorCode::Incomplete,
+                        ErrorCode::Undefined,
                         format!("cannot reference optional field: {}", label.path_text()),
                         span,
                     )));
@@ -3219,11 +3379,11 @@ impl Ev {
                 let code = if is_package {
                     ErrorCode::Eval
                 } else if bx.is_struct {
-                    ErrorCode::Incomplete
+                    ErrorCode::Undefined
                 } else if bx.scalar.is_some() || bx.is_list {
                     ErrorCode::Eval
                 } else {
-                    ErrorCode::Incomplete
+                    ErrorCode::Undefined
                 };
                 Res::A(Val::Bottom(Bottom::new(
                     code,
@@ -3420,6 +3580,8 @@ impl Ev {
     // Conversion to concrete data.
 
     /// Converts a vertex to concrete data (regular fields, defaults taken); errors are collected.
+    // `&mut self`: conversion evaluates what it reaches (the lint expects `&self` for `to_*`).
+    #[allow(clippy::wrong_self_convention)]
     pub fn to_data(
         &mut self,
         v: VId,
@@ -3512,7 +3674,7 @@ impl Ev {
                         errs.push((
                             a,
                             Bottom::new(
-                                ErrorCode::Incomplete,
+                                ErrorCode::RequiredMissing,
                                 format!("field is required but not present: {}", l.path_text()),
                                 span,
                             ),

@@ -1,9 +1,10 @@
 //! Export of concrete data to JSON and YAML (upstream `cue export`): fields in CUE's order,
 //! ints printed as integers and floats always with a decimal point or exponent, output bounded
-//! by `max_output_bytes`.
+//! by `max_output_bytes`. YAML is written by the one YAML encoder (`encoding/yaml`'s), floats by
+//! the one float formatter (`builtins::num::format_float`).
 
+use crate::builtins::num::format_float;
 use crate::builtins::Val;
-use crate::eval::format_float;
 
 /// Appends `s` as a JSON string literal escaped exactly as Go's `encoding/json` (Go ≥ 1.22)
 /// escapes it: `\b \f \n \r \t` by name, `<`, `>`, `&`, U+2028, U+2029 and the other control
@@ -104,118 +105,12 @@ pub fn to_json(v: &Val, max: usize) -> Option<String> {
     Some(out)
 }
 
-fn yaml_plain_ok(s: &str) -> bool {
-    if s.is_empty() || s.trim() != s {
-        return false;
-    }
-    let lower = s.to_ascii_lowercase();
-    if matches!(
-        lower.as_str(),
-        "true" | "false" | "yes" | "no" | "on" | "off" | "null" | "~" | "y" | "n"
-    ) {
-        return false;
-    }
-    if s.parse::<f64>().is_ok()
-        || s.starts_with(|c: char| c.is_ascii_digit() || c == '.' || c == '-' || c == '+')
-    {
-        return false;
-    }
-    !s.chars().any(|c| {
-        matches!(
-            c,
-            ':' | '#'
-                | '{'
-                | '}'
-                | '['
-                | ']'
-                | ','
-                | '&'
-                | '*'
-                | '!'
-                | '|'
-                | '>'
-                | '\''
-                | '"'
-                | '%'
-                | '@'
-                | '`'
-                | '\n'
-                | '\t'
-                | '?'
-        )
-    })
-}
-
-fn yaml_scalar(v: &Val) -> String {
-    match v {
-        Val::Null => "null".into(),
-        Val::Bool(b) => b.to_string(),
-        Val::Int(i) => i.to_string(),
-        Val::Float(f) => format_float(f),
-        Val::String(s) => {
-            if yaml_plain_ok(s) {
-                s.clone()
-            } else {
-                let mut o = String::new();
-                json_str(s, &mut o);
-                o
-            }
-        }
-        Val::Bytes(b) => format!("!!binary {}", b64(b)),
-        Val::List(_) => "[]".into(),
-        Val::Struct(_) => "{}".into(),
-        Val::Opaque(_) => "null".into(),
-    }
-}
-
-fn is_empty_composite(v: &Val) -> bool {
-    match v {
-        Val::List(x) => x.is_empty(),
-        Val::Struct(x) => x.is_empty(),
-        _ => true,
-    }
-}
-
-fn yaml_rec(v: &Val, indent: usize, out: &mut String) {
-    let pad = "  ".repeat(indent);
-    match v {
-        Val::Struct(fs) if !fs.is_empty() => {
-            for (k, x) in fs {
-                let key = yaml_scalar(&Val::String(k.clone()));
-                if is_empty_composite(x) {
-                    out.push_str(&format!("{pad}{key}: {}\n", yaml_scalar(x)));
-                } else {
-                    out.push_str(&format!("{pad}{key}:\n"));
-                    let ind = if matches!(x, Val::List(_)) {
-                        indent
-                    } else {
-                        indent + 1
-                    };
-                    yaml_rec(x, ind, out);
-                }
-            }
-        }
-        Val::List(xs) if !xs.is_empty() => {
-            for x in xs {
-                if is_empty_composite(x) {
-                    out.push_str(&format!("{pad}- {}\n", yaml_scalar(x)));
-                } else {
-                    let mut sub = String::new();
-                    yaml_rec(x, indent + 1, &mut sub);
-                    let trimmed = sub.trim_start();
-                    out.push_str(&format!("{pad}- {trimmed}"));
-                }
-            }
-        }
-        other => out.push_str(&format!("{pad}{}\n", yaml_scalar(other))),
-    }
-}
-
-/// YAML text.
-pub fn to_yaml(v: &Val) -> String {
-    let mut out = String::new();
-    yaml_rec(v, 0, &mut out);
-    out
+/// YAML text: the crate's one YAML encoder (`encoding/yaml`'s, upstream's
+/// `internal/encoding/yaml.Encode` for both `cue export --out yaml` and `yaml.Marshal`).
+/// Export data is concrete, so the encoder's only error (an incomplete value) does not arise;
+/// a depth beyond the encoder's limit is reported as its error text.
+pub fn to_yaml(v: &Val) -> Result<String, String> {
+    crate::builtins::yaml::to_yaml(v).map_err(|e| e.message)
 }
 
 #[cfg(test)]
@@ -242,7 +137,7 @@ mod tests {
             "a".into(),
             Val::Struct(vec![("b".into(), Val::String("x: y".into()))]),
         )]);
-        assert_eq!(to_yaml(&v), "a:\n  b: \"x: y\"\n");
+        assert_eq!(to_yaml(&v).unwrap(), "a:\n  b: 'x: y'\n");
     }
 
     #[test]

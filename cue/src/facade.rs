@@ -15,9 +15,12 @@
 //!   [`DiagCode::Limit`] diagnostic at its path, never a silent rounding of an integer;
 //! - [`Value::decode`] is `to_json_value` followed by `serde_json::from_value`;
 //! - [`Value::fields_where`] yields the arcs the [`FieldFilter`] admits, in CUE's order, with
-//!   their [`Selector`] and [`FieldConstraint`]; pattern constraints (`[string]: T`) are not arcs
-//!   and are not yielded (a known gap: the evaluator keeps a vertex's patterns private, and
-//!   yielding them needs a read accessor in `eval.rs`, the evaluator owners' file);
+//!   their [`Selector`] and [`FieldConstraint`], then, if `patterns` is set, the pattern
+//!   constraints (`[string]: T`) as [`Selector::Pattern`] with constraint `Optional` (a pattern
+//!   applies to fields that may exist, spec "Pattern and default constraints") and the
+//!   constraint's value as it applies to a field whose label is not known (the label is
+//!   `string`); [`Value::fill_path`] at a pattern selector is an error value (a pattern is not a
+//!   place data can go);
 //! - hidden fields of an imported package are reached with [`Value::lookup_hidden`] (name and
 //!   import path), since a [`Path`], like CUE's path syntax, names only the main package's;
 //! - [`Runtime::reports`] turns diagnostics into [`DiagnosticReport`]s with file:line:col
@@ -53,6 +56,8 @@ pub struct FieldFilter {
     pub optional: bool,
     /// Also required (`a!:`) fields of the selected classes.
     pub required: bool,
+    /// Also the pattern constraints (`[filter]: T`), after the arcs.
+    pub patterns: bool,
 }
 
 impl FieldFilter {
@@ -74,7 +79,7 @@ impl FieldFilter {
         }
     }
 
-    /// Every arc.
+    /// Every arc and every pattern constraint.
     pub fn all() -> FieldFilter {
         FieldFilter {
             fields: true,
@@ -82,6 +87,7 @@ impl FieldFilter {
             hidden: true,
             optional: true,
             required: true,
+            patterns: true,
         }
     }
 }
@@ -290,6 +296,9 @@ impl Value {
         // One call on the evaluator for the whole path (each call may map a stack segment).
         let a = self.with(|ev, mut v| {
             for s in path.selectors() {
+                if matches!(s, Selector::Pattern(_)) {
+                    return None;
+                }
                 let label = s.label();
                 ev.eval(v);
                 let d = ev.deref(v);
@@ -350,14 +359,28 @@ impl Value {
                 Some((s, c.unwrap_or(FieldConstraint::Regular), a))
             })
             .collect();
-        picked
+        let mut out: Vec<Field> = picked
             .into_iter()
             .map(|(selector, constraint, a)| Field {
                 selector,
                 constraint,
                 value: self.wrap(a),
             })
-            .collect()
+            .collect();
+        if filter.patterns {
+            let pats = self.with(|ev, v| {
+                ev.pattern_constraints(v)
+                    .into_iter()
+                    .map(|(f, a)| (ev.print_cue(f), a))
+                    .collect::<Vec<_>>()
+            });
+            out.extend(pats.into_iter().map(|(text, a)| Field {
+                selector: Selector::Pattern(text),
+                constraint: FieldConstraint::Optional,
+                value: self.wrap(a),
+            }));
+        }
+        out
     }
 
     /// The value unified with `data` placed at `path` (see the module rules). The receiver is
@@ -367,6 +390,11 @@ impl Value {
         let mut e = crate::eval::data_to_expr(&data_of_json(data), span);
         for s in path.selectors().iter().rev() {
             e = match s {
+                Selector::Pattern(f) => Expr::Bad(adt::Bottom::new(
+                    adt::ErrorCode::Eval,
+                    format!("cannot fill a pattern constraint ([{f}]): it is not a field"),
+                    span,
+                )),
                 Selector::Index(i) => {
                     let mut elems: Vec<adt::ListElemC> = (0..*i)
                         .map(|_| adt::ListElemC::Expr(Expr::Lit(adt::Val::Top, span)))

@@ -33,17 +33,12 @@
 //!   run evaluation on threads with `max_stack_bytes` + 4 MiB of stack (tokio:
 //!   `runtime::Builder::thread_stack_size` for the blocking pool); small threads stay correct.
 
-// The evaluator's internals are private (issue 12). Items that only callers outside the crate
-// used are dead now; removing them is the evaluator owners' (listed in the issue note).
-#[allow(dead_code, unused_imports)]
+// The evaluator's internals are private (issue 12).
 mod adt;
 pub mod ast;
-#[allow(dead_code)]
 mod builtins;
-#[allow(dead_code)]
 mod compile;
 pub mod errors;
-#[allow(dead_code, unused_imports, clippy::wrong_self_convention)]
 mod eval;
 pub mod export;
 mod facade;
@@ -737,7 +732,15 @@ impl Value {
     pub fn to_yaml(&self) -> Result<String, Vec<Diagnostic>> {
         let d = self.to_data()?;
         let max = lock(&self.inner).ev.config.max_output_bytes;
-        let y = export::to_yaml(&d);
+        let y = export::to_yaml(&d).map_err(|message| {
+            vec![Diagnostic {
+                code: DiagCode::Limit,
+                path: String::new(),
+                message,
+                span: None,
+                related: Vec::new(),
+            }]
+        })?;
         if y.len() > max {
             return Err(vec![Diagnostic {
                 code: DiagCode::Limit,

@@ -15,7 +15,10 @@
 //! - hidden fields are those of the main package of the build (as in CUE's own path syntax,
 //!   which has no package qualifier); those of an imported package are reached with
 //!   [`crate::Value::lookup_hidden`];
-//! - the empty string is the empty path (the value itself).
+//! - the empty string is the empty path (the value itself);
+//! - [`Selector::Pattern`] names a pattern constraint (`[string]: T`) by its filter as CUE text:
+//!   [`crate::Value::fields_where`] yields it; it is never parsed from path text, selects nothing
+//!   in [`crate::Value::lookup_path`] (a pattern is not a field) and is printed `[filter]`.
 
 use crate::adt::{is_ident, Label};
 use std::fmt;
@@ -31,6 +34,8 @@ pub enum Selector {
     Hidden(String),
     /// A list element.
     Index(usize),
+    /// A pattern constraint, by its label filter as CUE text (`string`, `=~"^x-"`).
+    Pattern(String),
 }
 
 impl Selector {
@@ -52,6 +57,8 @@ impl Selector {
             Selector::Field(s) => Label::string(s),
             Selector::Definition(s) | Selector::Hidden(s) => Label::ident(s),
             Selector::Index(i) => Label::index(*i),
+            // Never an arc's label: the evaluator's arcs have no internal label of this form.
+            Selector::Pattern(s) => Label::internal(&format!("[{s}]")),
         }
     }
 
@@ -75,6 +82,7 @@ impl fmt::Display for Selector {
             Selector::Field(s) => write!(f, "{s:?}"),
             Selector::Definition(s) | Selector::Hidden(s) => f.write_str(s),
             Selector::Index(i) => write!(f, "{i}"),
+            Selector::Pattern(s) => write!(f, "[{s}]"),
         }
     }
 }

@@ -110,6 +110,34 @@ fn fields_where_selects_by_class_and_constraint() {
 }
 
 #[test]
+fn fields_where_yields_pattern_constraints() {
+    let rt = Runtime::default();
+    let v = build(
+        &rt,
+        "m: {\n\t[string]: {replicas: int | *1}\n\t[=~\"^x-\"]: [N=_]: N\n\ta: {}\n}\n",
+    );
+    let m = v.lookup_path(&p("m")).unwrap();
+    // Not yielded unless asked for.
+    assert_eq!(m.fields_where(FieldFilter::data()).len(), 1);
+    let all = m.fields_where(FieldFilter::all());
+    let sels: Vec<String> = all.iter().map(|f| f.selector.to_string()).collect();
+    assert_eq!(sels, ["a", "[string]", "[=~\"^x-\"]"]);
+    let pat = &all[1];
+    assert_eq!(pat.selector, Selector::Pattern("string".into()));
+    assert_eq!(pat.constraint, FieldConstraint::Optional);
+    // The constraint's value, defaults and all, as it applies to a field.
+    assert_eq!(pat.value.to_json_value().unwrap(), json!({"replicas": 1}));
+    assert_eq!(
+        m.lookup_path(&p("a")).unwrap().to_json_value().unwrap(),
+        json!({"replicas": 1})
+    );
+    // A pattern is not a place: looking it up finds nothing, filling it is an error.
+    let at = Path::new(vec![Selector::Field("m".into()), pat.selector.clone()]);
+    assert!(v.lookup_path(&at).is_none());
+    assert!(v.fill_path(&at, &json!(1)).validate(false).is_err());
+}
+
+#[test]
 fn data_goes_in_as_data_and_comes_out_in_field_order() {
     let rt = Runtime::default();
     // CUE syntax inside data is a string, never evaluated.
@@ -161,6 +189,54 @@ fn fill_path_unifies_at_fields_definitions_and_indices() {
     let d = c.validate(false).unwrap_err();
     assert_eq!(d[0].path, "l.0.a");
     assert_eq!(d[0].code, DiagCode::Conflict);
+}
+
+/// The class of a diagnostic is the code the evaluator set where it raised the error: a user
+/// error whose text reads like another class keeps its own class.
+#[test]
+fn error_classes_are_set_where_the_error_is_raised() {
+    let rt = Runtime::default();
+    let v = build(
+        &rt,
+        concat!(
+            "#D: {a: int}\n",
+            "notAllowed: #D & {a: 1, b: 2}\n",
+            "conflict: {x: 1 & 2}\n",
+            "required: {r!: int}\n",
+            "incomplete: {i: int}\n",
+            "undefined: {u: {}.missing}\n",
+            "user: {e: error(\"field not allowed, required but not present\")}\n",
+        ),
+    );
+    let class = |field: &str| -> Vec<(String, DiagCode)> {
+        let d = v
+            .lookup_path(&p(field))
+            .unwrap()
+            .validate(true)
+            .unwrap_err();
+        d.into_iter().map(|d| (d.path, d.code)).collect()
+    };
+    assert_eq!(
+        class("notAllowed"),
+        [("notAllowed.b".to_string(), DiagCode::NotAllowed)]
+    );
+    assert_eq!(
+        class("conflict"),
+        [("conflict.x".to_string(), DiagCode::Conflict)]
+    );
+    assert_eq!(
+        class("required"),
+        [("required.r".to_string(), DiagCode::RequiredMissing)]
+    );
+    assert_eq!(
+        class("incomplete"),
+        [("incomplete.i".to_string(), DiagCode::Incomplete)]
+    );
+    assert_eq!(
+        class("undefined"),
+        [("undefined.u".to_string(), DiagCode::Incomplete)]
+    );
+    assert_eq!(class("user"), [("user.e".to_string(), DiagCode::User)]);
 }
 
 #[derive(serde::Deserialize, Debug, PartialEq)]

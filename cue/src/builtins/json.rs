@@ -3,7 +3,7 @@
 //! Rules:
 //! - `Marshal` writes Go's `encoding/json` text for a CUE value: no spaces, struct fields in CUE
 //!   order, bytes as standard base64 strings, ints in decimal, floats as `cue export` prints them
-//!   ([`super::num::format_float_export`]: `1.0`, `1e+30`). Strings are escaped as Go does with
+//!   ([`super::num::format_float`]: `1.0`, `1E+30`, as upstream's `X.Append(b, 'G')`). Strings are escaped as Go does with
 //!   HTML escaping on: `\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, other control characters as
 //!   `\u00XX`, `<`, `>`, `&`, U+2028 and U+2029 as `\u003c`, `\u003e`, `\u0026`, `\u2028`,
 //!   `\u2029`. A non-concrete value is an incomplete error.
@@ -17,7 +17,7 @@
 //!   unifies with `schema` (which may be non-concrete).
 
 use super::args::{builtin, fail, Bytes};
-use super::num::format_float_export;
+use super::num::format_float;
 use super::{no_consts, Builtin, BuiltinError, Package, Val};
 use base64::Engine as _;
 use bigdecimal::BigDecimal;
@@ -60,7 +60,7 @@ fn write_json(out: &mut String, v: &Val, depth: usize) -> Result<(), BuiltinErro
         Val::Null => out.push_str("null"),
         Val::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Val::Int(i) => out.push_str(&i.to_string()),
-        Val::Float(f) => out.push_str(&format_float_export(f)),
+        Val::Float(f) => out.push_str(&format_float(f)),
         Val::String(s) => write_string(out, s),
         Val::Bytes(b) => write_string(out, &base64::engine::general_purpose::STANDARD.encode(b)),
         Val::List(items) => {
@@ -620,7 +620,7 @@ mod tests {
                     r#""\"tab\\there\\u0001\\u2028\"""#,
                 ),
                 (r#"Marshal('hi')"#, r#""\"aGk=\"""#),
-                ("Marshal(1e30)", r#""1e+30""#),
+                ("Marshal(1e30)", r#""1E+30""#),
                 ("Marshal({})", r#""{}""#),
                 ("Marshal([])", r#""[]""#),
                 ("Marshal(_1)", "?cannot convert incomplete value"),

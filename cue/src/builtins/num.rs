@@ -3,10 +3,17 @@
 //! Rules:
 //! - A computed decimal is returned as an int when it is integral (upstream converts an
 //!   `*apd.Decimal` result with `RoundToIntegralExact`), else as a float.
-//! - Floats print like apd's `Decimal.String` (the General Decimal Arithmetic "to-scientific-string"):
+//! - [`format_float`] is the one float formatter of the crate: export (JSON and YAML),
+//!   `encoding/json`, `encoding/yaml`, interpolation and messages all use it. Upstream writes
+//!   every one of these with apd's `Decimal.String` (`cue.Value.MarshalJSON` appends
+//!   `X.Append(b, 'G')`; `cue export --out yaml` and `yaml.Marshal` format the exported literal,
+//!   `X.String()`; interpolation is `OpContext.ToString`, `X.String()`), so there is no mode:
 //!   plain notation when the exponent is `<= 0` and the adjusted exponent is `>= -6`
-//!   (`1.0`, `0.000001`, `100.50`), otherwise `d.dddE±n` (`1E+30`, `1.5E+10`, `1E-7`). JSON and
-//!   YAML use the same text with a lower-case `e`, as `cue export` does.
+//!   (`1.0`, `0.000001`, `100.50`), otherwise `d.dddE±n` with an upper-case `E` (`1E+30`,
+//!   `1.5E+10`, `1E-7`; upstream's script test `import_yaml_numbers` expects `1.23456E+6`).
+//!   One deviation, written down: a float whose text would read as an integer (exponent 0,
+//!   `1e0`, `100.`) gets `.0`, because this evaluator's decimals do not keep apd's exponent
+//!   exactly and a float must stay a float when the output is read back.
 
 use super::Val;
 use bigdecimal::BigDecimal;
@@ -57,8 +64,18 @@ pub fn from_decimal(d: BigDecimal) -> Val {
     }
 }
 
-/// Formats a float like apd's `Decimal.String` (upper-case `E`).
-pub fn format_decimal(d: &BigDecimal) -> String {
+/// Formats a float as CUE writes it (see the module rules): apd's `Decimal.String`, with `.0`
+/// added when that text would read as an integer.
+pub fn format_float(d: &BigDecimal) -> String {
+    let mut s = apd_string(d);
+    if !s.contains(['.', 'E']) {
+        s.push_str(".0");
+    }
+    s
+}
+
+/// apd's `Decimal.String` (the General Decimal Arithmetic "to-scientific-string").
+fn apd_string(d: &BigDecimal) -> String {
     let (m, scale) = d.as_bigint_and_exponent();
     let neg = m.sign() == Sign::Minus;
     let digits = m.abs().to_string();
@@ -102,28 +119,6 @@ pub fn format_decimal(d: &BigDecimal) -> String {
     out
 }
 
-/// Formats a float as `cue export` writes it in JSON and YAML (lower-case `e`).
-pub fn format_float_export(d: &BigDecimal) -> String {
-    format_decimal(d).replace('E', "e")
-}
-
-/// Parses a decimal literal (`1.5`, `-2e3`, `.5`); `None` if it is not one.
-pub fn parse_decimal(s: &str) -> Option<BigDecimal> {
-    let body = s.strip_prefix(['-', '+']).unwrap_or(s);
-    let ok = !body.is_empty()
-        && body
-            .chars()
-            .all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'))
-        && body
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_digit() || c == '.');
-    if !ok {
-        return None;
-    }
-    s.parse::<BigDecimal>().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,9 +140,18 @@ mod tests {
             ("0.5", "0.5"),
             ("100", "100"),
         ] {
-            assert_eq!(format_decimal(&d(input)), want, "{input}");
+            assert_eq!(apd_string(&d(input)), want, "{input}");
         }
-        assert_eq!(format_float_export(&d("1e30")), "1e+30");
+        // A float stays recognisable as one.
+        for (input, want) in [
+            ("100", "100.0"),
+            ("1e30", "1E+30"),
+            ("1e-7", "1E-7"),
+            ("0.0000010", "0.0000010"),
+            ("-3", "-3.0"),
+        ] {
+            assert_eq!(format_float(&d(input)), want, "{input}");
+        }
     }
 
     #[test]
@@ -155,7 +159,5 @@ mod tests {
         assert_eq!(from_decimal(d("3.00")), Val::Int(3.into()));
         assert_eq!(from_decimal(d("1e3")), Val::Int(1000.into()));
         assert_eq!(from_decimal(d("1.5")), Val::Float(d("1.5")));
-        assert!(parse_decimal("abc").is_none());
-        assert!(parse_decimal("1e5").is_some());
     }
 }

@@ -1,5 +1,6 @@
-//! Package `encoding/yaml` (upstream `pkg/encoding/yaml`), with the YAML encoder used for
-//! `yaml.Marshal` (and usable for `cue export --out yaml`: [`to_yaml`]).
+//! Package `encoding/yaml` (upstream `pkg/encoding/yaml`), with the crate's one YAML encoder
+//! ([`to_yaml`]): `yaml.Marshal` and `cue export --out yaml` both use it, as upstream's both go
+//! through `internal/encoding/yaml.Encode`.
 //!
 //! Encoder rules — upstream converts the value to a `yaml.v3` node tree (block style, indent 2)
 //! and `yaml.v3`'s emitter prints it; this file reproduces that pipeline for concrete values:
@@ -36,7 +37,7 @@
 //! errors (CUE has no such numbers).
 
 use super::args::{builtin, fail, Bytes};
-use super::num::format_float_export;
+use super::num::format_float;
 use super::{no_consts, Builtin, BuiltinError, Package, Val};
 use base64::Engine as _;
 use num_bigint::BigInt;
@@ -579,7 +580,7 @@ impl Emitter {
             Val::Null => self.plain("null", true, scalar_indent),
             Val::Bool(b) => self.plain(if *b { "true" } else { "false" }, true, scalar_indent),
             Val::Int(i) => self.plain(&i.to_string(), true, scalar_indent),
-            Val::Float(f) => self.plain(&format_float_export(f), true, scalar_indent),
+            Val::Float(f) => self.plain(&format_float(f), true, scalar_indent),
             Val::String(s) => self.string(s, false, scalar_indent),
             Val::Bytes(b) => {
                 if !self.whitespace {
@@ -1004,7 +1005,7 @@ mod tests {
         assert_eq!(y("[{a: 1, b: [1]}]"), "- a: 1\n  b:\n    - 1\n");
         assert_eq!(
             y("{a: -1, b: 1.0, c: 1e30, d: null}"),
-            "a: -1\nb: 1.0\nc: 1e+30\nd: null\n"
+            "a: -1\nb: 1.0\nc: 1E+30\nd: null\n"
         );
         assert_eq!(y("42"), "42\n");
     }

@@ -113,6 +113,54 @@ fn match_schema(ev: &mut Ev, schema: &Val, value: &Val, span: Span) -> Match {
     }
 }
 
+/// A schema argument as the evaluator holds it: a fatal error as is, anything else unresolved
+/// (a disjunction keeps its alternatives rather than collapsing to its default).
+fn opaque_value(ev: &mut Ev, env: &Option<Arc<super::Env>>, a: &Expr) -> Val {
+    let w = match a {
+        Expr::Struct(_) | Expr::List(_) | Expr::Unify(..) | Expr::Disj(..) => {
+            ev.anon(env.clone(), a.clone())
+        }
+        Expr::FieldRef { .. }
+        | Expr::LetRef { .. }
+        | Expr::BindRef { .. }
+        | Expr::Selector(..)
+        | Expr::Index(..)
+        | Expr::Import(..)
+        | Expr::Vertex(..) => match ev.resolve(env, a) {
+            super::Res::V(w) => w,
+            super::Res::A(v) => return v,
+        },
+        _ => return ev.eval_expr(env, a),
+    };
+    // Evaluated as any operand is (cycles and errors reported the same way) ...
+    let v = ev.vertex_value(w, a.span());
+    if matches!(v, Val::Bottom(_)) {
+        return v;
+    }
+    // ... but a disjunction is kept whole rather than replaced by its default.
+    let w = ev.deref_redirect(w);
+    if ev.vx(w).disj.is_some() {
+        Val::Vertex(w)
+    } else {
+        v
+    }
+}
+
+/// A schema argument as builtin data: plain data when the vertex is concrete data without a
+/// disjunction, otherwise the vertex itself ([`BVal::Opaque`]).
+fn opaque_data(ev: &mut Ev, w: VId) -> BVal {
+    let w = ev.deref_redirect(w);
+    if ev.vx(w).disj.is_none() {
+        let mut scratch = Vec::new();
+        if let Some(d) = ev.to_data(w, &mut scratch, 0) {
+            if scratch.is_empty() {
+                return d;
+            }
+        }
+    }
+    BVal::Opaque(w as u64)
+}
+
 /// Checks a validator against a value; returns an error message on failure.
 pub fn check_validator(ev: &mut Ev, v: &Validator, s: &Val) -> Option<String> {
     match v {
@@ -123,8 +171,15 @@ pub fn check_validator(ev: &mut Ev, v: &Validator, s: &Val) -> Option<String> {
                 other => ops::scalar_to_data(other)?,
             };
             let mut all = vec![subject];
-            for a in args {
+            for (i, a) in args.iter().enumerate() {
                 match a {
+                    Val::Vertex(w) if b.opaque_args.contains(&(i + 1)) => {
+                        all.push(opaque_data(ev, *w))
+                    }
+                    other if !other.is_concrete_scalar() && b.opaque_args.contains(&(i + 1)) => {
+                        let a = ev.anon(None, Expr::Lit(other.clone(), Span::default()));
+                        all.push(BVal::Opaque(a as u64))
+                    }
                     Val::Vertex(w) => all.push(ev.to_data(*w, &mut errs, 0)?),
                     other => all.push(ops::scalar_to_data(other)?),
                 }
@@ -286,6 +341,26 @@ pub fn call(
     }
 }
 
+/// The length of the list `e` refers to while that list is being evaluated, if a closed list
+/// literal has fixed it (spec "Lists": a list without `...` has exactly its elements).
+fn closed_len_in_progress(ev: &mut Ev, env: &Option<Arc<super::Env>>, e: &Expr) -> Option<usize> {
+    if !matches!(
+        e,
+        Expr::FieldRef { .. } | Expr::Selector(..) | Expr::Index(..) | Expr::BindRef { .. }
+    ) {
+        return None;
+    }
+    let super::Res::V(w) = ev.resolve(env, e) else {
+        return None;
+    };
+    let w = ev.deref_redirect(w);
+    let vx = &ev.vs[w as usize];
+    if vx.status != super::Status::Expanding || !vx.is_list {
+        return None;
+    }
+    vx.list.as_ref().and_then(|l| l.closed_len)
+}
+
 fn list_items(ev: &mut Ev, v: &Val) -> Option<Vec<VId>> {
     if let Val::Vertex(w) = v {
         ev.eval(*w);
@@ -321,6 +396,16 @@ fn predeclared(
                 return e;
             }
             let v = ev.eval_expr(env, &args[0]);
+            if let Val::Bottom(b) = &v {
+                if b.code == ErrorCode::Cycle {
+                    // A list being evaluated whose length a list literal already fixed (`a:
+                    // [{}]` with `a: _Q[0:len(a)]`): no conjunct can change that length, so it
+                    // is the answer rather than a cycle.
+                    if let Some(n) = closed_len_in_progress(ev, env, &args[0]) {
+                        return Val::int(n);
+                    }
+                }
+            }
             let v = ev.concrete_default(v);
             match v {
                 Val::Str(s) => Val::int(s.len()),
@@ -480,10 +565,18 @@ fn std_call(
     // Any bool-returning function may be used as a validator with its subject omitted.
     let as_validator = !fits && !b.variadic && args.len() + 1 == b.arity;
     let as_validator = as_validator || (b.validator && b.variadic && args.len() + 1 == b.arity - 1);
+    // As a validator the subject is argument 0, so the written arguments start at position 1.
+    let offset = usize::from(as_validator);
     let mut vals = Vec::new();
-    for a in args {
-        let v = ev.eval_expr(env, a);
-        let v = ev.concrete_default(v);
+    for (i, a) in args.iter().enumerate() {
+        // A schema argument (`list.MatchN`'s matcher, `list.Sort`'s comparator) is passed as
+        // the value it is: its defaults are not taken, `int | *1` still matches `2`.
+        let v = if b.opaque_args.contains(&(i + offset)) {
+            opaque_value(ev, env, a)
+        } else {
+            let v = ev.eval_expr(env, a);
+            ev.concrete_default(v)
+        };
         if let Val::Bottom(e) = &v {
             return Val::Bottom(e.clone());
         }
@@ -511,11 +604,7 @@ fn std_call(
         let d = match v {
             Val::Vertex(w) => {
                 if b.opaque_args.contains(&i) {
-                    let mut scratch = Vec::new();
-                    match ev.to_data(*w, &mut scratch, 0) {
-                        Some(d) if scratch.is_empty() => Some(d),
-                        _ => Some(BVal::Opaque(*w as u64)),
-                    }
+                    Some(opaque_data(ev, *w))
                 } else if b.opaque_elems {
                     match open_list(ev, *w, 2) {
                         Some(d) => Some(d),

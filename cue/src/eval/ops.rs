@@ -7,6 +7,7 @@
 use super::Ev;
 use crate::adt::*;
 use crate::ast::{BinaryOp, UnaryOp};
+use crate::builtins::num::format_float;
 use crate::builtins::Val as BVal;
 use crate::source::Span;
 use bigdecimal::{BigDecimal, RoundingMode};
@@ -127,39 +128,6 @@ fn trim_trailing(d: BigDecimal) -> BigDecimal {
         s -= 1;
     }
     BigDecimal::new(m, s)
-}
-
-/// Formats a float the way CUE prints it (always recognisable as a float).
-pub fn format_float(d: &BigDecimal) -> String {
-    let (m, s) = d.as_bigint_and_exponent();
-    if s > 0 {
-        let neg = m.is_negative();
-        let digits = m.abs().to_string();
-        let s = s as usize;
-        let body = if digits.len() > s {
-            let (a, b) = digits.split_at(digits.len() - s);
-            format!("{a}.{b}")
-        } else {
-            if s - digits.len() > 30 {
-                let exp = digits.len() as i64 - s as i64 - 1;
-                let (a, b) = digits.split_at(1);
-                let b = if b.is_empty() { "0" } else { b };
-                return format!("{}{a}.{b}e{exp}", if neg { "-" } else { "" });
-            }
-            format!("0.{}{}", "0".repeat(s - digits.len()), digits)
-        };
-        return format!("{}{}", if neg { "-" } else { "" }, body);
-    }
-    if s == 0 {
-        return format!("{m}.0");
-    }
-    let neg = m.is_negative();
-    let digits = m.abs().to_string();
-    let exp = digits.len() as i64 - 1 - s;
-    // apd's form: `1E+2`, `1.5E+3` (no `.0` when there is no fraction).
-    let (a, b) = digits.split_at(1);
-    let dot = if b.is_empty() { "" } else { "." };
-    format!("{}{a}{dot}{b}E+{exp}", if neg { "-" } else { "" })
 }
 
 /// A value as CUE would print it in a message.
