@@ -8,7 +8,7 @@
 //! `caBundle` (rustls with ring); plain `http://` URLs are accepted as an emulator extension.
 //! `timeoutSeconds` (default 10) bounds the call. A denial becomes
 //! `admission webhook "<name>" denied the request: <message>` with the webhook's code (at least
-//! 400). A failed call fails the request with 500 under `failurePolicy: Fail` (the default) and is
+//! 400), reason and `details` (as the apiserver's ToStatusErr). A failed call fails the request with 500 under `failurePolicy: Fail` (the default) and is
 //! skipped under `Ignore`. Webhook configurations themselves are never sent to webhooks.
 
 use std::sync::Arc;
@@ -186,7 +186,10 @@ pub async fn run(
             _ => format!("{denied} without explanation"),
         };
         let reason = status["reason"].as_str().unwrap_or("");
-        return Err(ApiError::webhook_denied(code, reason, message));
+        // The apiserver returns the webhook's status as it is (ToStatusErr), details included:
+        // kubectl prints `details.causes` of an `Invalid` denial and only a generic line without.
+        let details = status.get("details").filter(|d| d.is_object()).cloned();
+        return Err(ApiError::webhook_denied(code, reason, message, details));
     }
     Ok(())
 }

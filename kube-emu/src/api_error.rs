@@ -162,9 +162,15 @@ impl ApiError {
     }
 
     /// A Status returned by an admission webhook denial, with the real apiserver's wording.
-    pub fn webhook_denied(code: u16, reason: &str, message: String) -> Self {
+    pub fn webhook_denied(
+        code: u16,
+        reason: &str,
+        message: String,
+        details: Option<Value>,
+    ) -> Self {
         let mut e = Self::new(code.max(400), "", message);
         e.reason = reason_static(reason);
+        e.details = details;
         e
     }
 

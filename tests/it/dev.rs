@@ -227,9 +227,6 @@ fn dev_runs_the_loop_for_kubectl_and_curl_and_keeps_its_state() {
             "--type=merge",
             "-p",
             r#"{"spec":{"type":" kubernetes"}}"#,
-            // kubectl prints a 422 without field causes as "The request is invalid"; the
-            // webhook's message is in the response body, which -v=8 logs.
-            "-v=8",
         ],
         None,
     );
