@@ -5,6 +5,7 @@ mod apply_faults;
 mod apply_prune;
 mod artifact;
 mod controller;
+mod e2e;
 mod platform_crash;
 mod platform_gen;
 mod platform_stress;
