@@ -1,5 +1,6 @@
 //! ModuleInstance reconciler scenarios 32, 38, 41 and 43 (operator-spec §8; §2.2 phases 1, 4–6,
-//! §2.5, §6.2) against kube-emu: skew with the real kernel on the fixture modules published to the
+//! §2.5, §6.2), and lessons.md §5 rules 2–3 (A→B→A component set, empty render refused), against
+//! kube-emu: skew with the real kernel on the fixture modules published to the
 //! real `docker-registry`; staleness across component moves and API versions, and impersonated
 //! apply under kube-emu's RBAC, with a scripted renderer.
 
@@ -289,6 +290,55 @@ async fn scenario_38_a_component_move_and_an_api_version_change_are_not_stale() 
         .await
         .unwrap()
         .is_none());
+}
+
+#[tokio::test]
+async fn lessons_rules_2_and_3_a_removed_then_restored_component_and_an_empty_render() {
+    let m = mi_env(vec![
+        ("v1", "ConfigMap", "web-a", "a"),
+        ("v1", "ConfigMap", "web-b", "b"),
+    ])
+    .await;
+    first_apply(&m).await;
+    // A → B: b removed and pruned.
+    *m.renderer.objects.lock().unwrap() = vec![("v1", "ConfigMap", "web-a", "a")];
+    set_values(&m, "b-gone").await;
+    assert_eq!(reconcile(&m).await.outcome, Some(Outcome::AppliedAndPruned));
+    assert!(config_maps(&m.env.client)
+        .get_opt("web-b")
+        .await
+        .unwrap()
+        .is_none());
+    // B → A: b comes back, re-created and recorded again.
+    *m.renderer.objects.lock().unwrap() = vec![
+        ("v1", "ConfigMap", "web-a", "a"),
+        ("v1", "ConfigMap", "web-b", "b"),
+    ];
+    set_values(&m, "b-back").await;
+    assert_eq!(reconcile(&m).await.outcome, Some(Outcome::Applied));
+    let b = config_maps(&m.env.client).get("web-b").await.unwrap();
+    assert_eq!(b.data.unwrap()["msg"], "b-back");
+    let inv = status(&m).await.reconcile.inventory.unwrap();
+    assert_eq!((inv.revision, inv.count), (3, 2));
+
+    // An empty render over a non-empty inventory is refused before any write: Stalled
+    // ApplyFailed, the inventory and the objects kept.
+    m.renderer.objects.lock().unwrap().clear();
+    set_values(&m, "empty").await;
+    let r = reconcile(&m).await;
+    assert_eq!(r.requeue, Some(STALLED_RECHECK), "{r:?}");
+    let s = status(&m).await;
+    let (st, reason, message) = condition(&s.conditions, types::STALLED).unwrap();
+    assert_eq!((st.as_str(), reason.as_str()), ("True", "ApplyFailed"));
+    assert!(message.contains("empty render"), "{message}");
+    assert_eq!(s.reconcile.inventory.unwrap(), inv);
+    for n in ["web-a", "web-b"] {
+        assert!(config_maps(&m.env.client)
+            .get_opt(n)
+            .await
+            .unwrap()
+            .is_some());
+    }
 }
 
 async fn service_account(client: &kube::Client, name: &str) {
