@@ -13,6 +13,12 @@
 //! instance gets Ready:
 //!
 //!     cargo bench -p opm-operator --bench instances [-- SIZES...]   (default 100 300 1000)
+//!
+//! Figures of 2026-12-04 (release, 2 shared cores, 2 concurrent renders, load 0.6–5.7 from other
+//! builds): N = 100 / 300 / 1,000 → all Ready in 1.6–2.7 s / 7.3–7.9 s / 18.2–35.5 s
+//! (16–36 ms per instance, no trend beyond the load noise), 21.0–21.1 API requests per instance
+//! at every size, peak RSS 77–105 / 145–160 / 342–357 MiB (the in-process emulator's objects,
+//! watch history and the controllers' caches grow with N, ≈ 0.3 MiB per instance).
 
 #![allow(
     clippy::unwrap_used,
