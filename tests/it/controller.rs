@@ -4,6 +4,7 @@
 
 mod common;
 mod instance;
+mod instance_scenarios;
 mod manager;
 mod package;
 mod package_serve;

@@ -6,6 +6,7 @@ mod apply_prune;
 mod artifact;
 mod controller;
 mod dev;
+mod e2e;
 mod platform_crash;
 mod platform_gen;
 mod platform_stress;
