@@ -222,6 +222,9 @@ struct Group {
     patterns: Vec<VId>,
     open: bool,
     closing: bool,
+    /// This group was merged into another one (see `Ev::merge_group`): it is no longer checked
+    /// on its own, and what it allows counts for that group.
+    merged_into: Option<usize>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -1635,7 +1638,21 @@ impl Ev {
     fn copy_conjuncts(&mut self, v: VId, w: VId, c: &Conj) {
         let conjs = self.vx(w).conjuncts.clone();
         let w_def_close = self.vx(w).def_close;
+        // A field reached through regular and hidden fields only (`a.b` with `a: #A`) does not
+        // carry the closedness it inherited from the definitions enclosing it: a reference
+        // closes only by the definitions its conjuncts reference themselves (upstream's typo
+        // check: `r: a.b` is not checked against `#A`, `r: a` and `r: #A.b` are). Its stored
+        // conjuncts hold only that inherited closedness (a definition reference among them is
+        // kept as the reference and closes again where it is processed).
+        let inherited_only = w_def_close.is_none()
+            && std::iter::once(w)
+                .chain(self.ancestors(w))
+                .all(|a| !self.vx(a).label.is_def());
         for mut cj in conjs {
+            if inherited_only {
+                cj.close = None;
+                cj.outer = None;
+            }
             if cj.close.is_none() && w_def_close.is_some() {
                 cj.close = w_def_close;
             }
@@ -1644,7 +1661,9 @@ impl Ev {
             }
             if c.close.is_some() && cj.close.is_none() {
                 cj.close = c.close;
-            } else if c.close.is_some() && cj.close != c.close || c.outer.is_some() {
+            }
+            // The referring conjunct's enclosing origins enclose the copy too.
+            if c.close.is_some() && cj.close != c.close || c.outer.is_some() {
                 let mut o: Vec<u32> = cj.outer.as_ref().map(|x| x.to_vec()).unwrap_or_default();
                 if let Some(w) = outer_with(c) {
                     for id in w.iter() {
@@ -1754,6 +1773,41 @@ impl Ev {
             self.vm(v).groups[tg].closing = true;
         }
         self.vm(v).group_of.entry(id).or_insert(tg);
+    }
+
+    /// The root of group `g` (following merges).
+    fn group_root(&self, v: VId, mut g: usize) -> usize {
+        let groups = &self.vx(v).groups;
+        for _ in 0..groups.len() {
+            match groups.get(g).and_then(|x| x.merged_into) {
+                Some(t) => g = t,
+                None => break,
+            }
+        }
+        g
+    }
+
+    /// A definition that reaches this vertex directly (closing group `g`) and also as an
+    /// embedding of a closed definition or `close()` (group `t`: `#M: {#V, mountPath!: string}`
+    /// with `m: #M & (#V & {...})`) is checked once, as part of the embedding one: the
+    /// embedding definition's fields plus the embedded one's are allowed (spec "Embedding",
+    /// "Closed structs"; upstream gives one closedness id per definition per vertex, and the
+    /// embedded use does not start a check of its own). The other order (the embedding
+    /// first) aliases the id to `t` in `alias_group`; this is the same rule when the direct
+    /// reference came first. Only between two closing groups: a definition embedded in an open
+    /// struct keeps its own check.
+    fn merge_group(&mut self, v: VId, g: usize, t: usize) {
+        let (g, t) = (self.group_root(v, g), self.group_root(v, t));
+        if g == t {
+            return;
+        }
+        let groups = &self.vx(v).groups;
+        let closing = |i: usize| groups.get(i).is_some_and(|x| x.closing);
+        if !closing(g) || !closing(t) {
+            return;
+        }
+        let vert = self.vm(v);
+        vert.groups[g].merged_into = Some(t);
     }
 
     fn child_outer(&self, c: &Conj) -> Option<Arc<[u32]>> {
@@ -2017,6 +2071,9 @@ impl Ev {
                 }
                 match self.vx(v).group_of.get(&id).copied() {
                     Some(g) if Some(g) != gi => {
+                        if let (Some(t), true) = (gi, Some(id) == c.close) {
+                            self.merge_group(v, g, t);
+                        }
                         if !ogs.contains(&g) {
                             ogs.push(g);
                         }
@@ -2398,15 +2455,28 @@ impl Ev {
                 }
             }
         }
-        // Closedness.
-        let closing: Vec<usize> = self
-            .vx(v)
-            .groups
-            .iter()
-            .enumerate()
-            .filter(|(_, g)| g.closing && !g.open)
-            .map(|(i, _)| i)
-            .collect();
+        // Closedness: a regular label must be allowed by every closing group, each together
+        // with the groups merged into it (`merge_group`).
+        let ngroups = self.vx(v).groups.len();
+        let mut members: Vec<Vec<usize>> = vec![Vec::new(); ngroups];
+        // (members[r]: the groups whose root is r, r itself included)
+        for g in 0..ngroups {
+            let r = self.group_root(v, g);
+            members[r].push(g);
+        }
+        let closing: Vec<Vec<usize>> = {
+            let gs = &self.vx(v).groups;
+            members
+                .into_iter()
+                .enumerate()
+                .filter(|(r, ms)| {
+                    gs[*r].merged_into.is_none()
+                        && gs[*r].closing
+                        && !ms.iter().any(|&m| gs[m].open)
+                })
+                .map(|(_, ms)| ms)
+                .collect()
+        };
         if !closing.is_empty() {
             let arcs: Vec<(Label, VId)> = self
                 .vx(v)
@@ -2419,13 +2489,16 @@ impl Ev {
                     continue;
                 }
                 let mut ok = true;
-                for &g in &closing {
-                    let grp = self.vx(v).groups[g].clone();
-                    if grp.labels.contains(&l) {
+                for gs in &closing {
+                    if gs.iter().any(|&g| self.vx(v).groups[g].labels.contains(&l)) {
                         continue;
                     }
+                    let pats: Vec<VId> = gs
+                        .iter()
+                        .flat_map(|&g| self.vx(v).groups[g].patterns.iter().copied())
+                        .collect();
                     let mut m = false;
-                    for p in grp.patterns {
+                    for p in pats {
                         if self.label_matches(p, &l) {
                             m = true;
                             break;
