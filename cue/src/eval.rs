@@ -17,7 +17,14 @@
 //!   allowed by every closing group of its vertex. Embedding (spec "Embedding"; values made by
 //!   comprehensions are embeddings too) does not close the embedding struct against its own
 //!   fields: the closedness an embedded value carries joins the embedding's group, so a struct
-//!   embedding several closed values allows the union of their fields plus its own.
+//!   embedding several closed values allows the union of their fields plus its own. A
+//!   definition reaching a vertex both directly and as the embedding of a closed definition
+//!   (`#M: {#V, mountPath!: string}` met with `#V & {...}`) is checked once, as part of the
+//!   embedding one, in either order (`alias_group`, `merge_group`). A field referenced through
+//!   regular and hidden fields only (`a.b` with `a: #A`) does not carry the closedness it
+//!   inherited from enclosing definitions; the definitions its own conjuncts reference close
+//!   it again (`copy_conjuncts`). Known gap: a field reached through a structure-shared proxy
+//!   of a definition (`a: #A` alone, then `a.b`) still carries `#A`'s closedness.
 //! - Disjunctions: each vertex meeting a disjunction is cloned once per alternative (with the
 //!   choice fixed), clones with fatal errors are eliminated, equal survivors merged. The default of
 //!   a combination is the conjunction of the chosen alternatives' marks (an unmarked disjunction
@@ -53,6 +60,11 @@
 //! 3. **No deep copies of large expressions**: `a & b & ...` is taken apart by moving its
 //!    operands, not by copying the whole conjunction per operand.
 //!
+//! 4. **Memory**: the vertices live in a chunked [`Arena`] (growing it never copies), the
+//!    per-vertex record of processed conjuncts (`seen`) is freed once the vertex is done, and
+//!    the evaluator's internal maps (arcs by label, closedness groups) hash with
+//!    [`FastHasher`], not SipHash.
+//!
 //! Together: web_app render 0.26 s CPU / 58 MB; the generated benchmark
 //! (`cargo bench -p cue --bench components`) grows linearly from 10 to 129 components. What is
 //! not done yet: a conjunct reached with *additional* outer closedness ids is still processed
@@ -79,9 +91,16 @@ use std::time::{Duration, Instant};
 /// evaluator's internal keys (ids, spans, pointers), which no outside input chooses freely.
 type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHasher>>;
 
+/// A hash set with the hasher of [`FastMap`].
+type FastSet<K> = HashSet<K, std::hash::BuildHasherDefault<FastHasher>>;
+
+/// The arcs of a vertex: insertion-ordered, hashed with [`FastHasher`] (labels are looked up
+/// on every field access; SipHash was a measured cost).
+pub type ArcMap = IndexMap<Label, VId, std::hash::BuildHasherDefault<FastHasher>>;
+
 /// The hasher of [`FastMap`].
 #[derive(Default, Clone, Copy)]
-struct FastHasher(u64);
+pub struct FastHasher(u64);
 
 impl std::hash::Hasher for FastHasher {
     fn finish(&self) -> u64 {
@@ -218,7 +237,7 @@ pub enum Status {
 
 #[derive(Clone, Debug, Default)]
 struct Group {
-    labels: HashSet<Label>,
+    labels: FastSet<Label>,
     patterns: Vec<VId>,
     open: bool,
     closing: bool,
@@ -271,7 +290,7 @@ pub struct Vertex {
     /// The status.
     pub status: Status,
     /// The child fields.
-    pub arcs: IndexMap<Label, VId>,
+    pub arcs: ArcMap,
     /// Allowed kinds.
     pub kinds: Kinds,
     /// The concrete scalar, if any.
@@ -382,7 +401,7 @@ impl Vertex {
             constraint: None,
             conjuncts: Vec::new(),
             status: Status::Fresh,
-            arcs: IndexMap::new(),
+            arcs: ArcMap::default(),
             kinds: K_TOP,
             scalar: None,
             bounds: Vec::new(),
@@ -449,10 +468,65 @@ enum Res {
     A(Val),
 }
 
+/// Vertices per chunk of [`Arena`].
+const ARENA_CHUNK: usize = 1024;
+
+/// The vertex arena: fixed-size chunks, so growing it never copies (a `Vec` of a quarter
+/// million vertices held the old and the new buffer at once while doubling: a measured part
+/// of the render's peak memory). Indexed like a slice by `VId as usize`.
+#[derive(Default)]
+pub struct Arena {
+    chunks: Vec<Vec<Vertex>>,
+    len: usize,
+}
+
+impl Arena {
+    /// The number of vertices.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Appends a vertex.
+    pub fn push(&mut self, v: Vertex) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < ARENA_CHUNK => c.push(v),
+            _ => {
+                let mut c = Vec::with_capacity(ARENA_CHUNK);
+                c.push(v);
+                self.chunks.push(c);
+            }
+        }
+        self.len += 1;
+    }
+
+    /// The vertex at `i`, if any.
+    pub fn get(&self, i: usize) -> Option<&Vertex> {
+        self.chunks.get(i / ARENA_CHUNK)?.get(i % ARENA_CHUNK)
+    }
+}
+
+impl std::ops::Index<usize> for Arena {
+    type Output = Vertex;
+    fn index(&self, i: usize) -> &Vertex {
+        &self.chunks[i / ARENA_CHUNK][i % ARENA_CHUNK]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Arena {
+    fn index_mut(&mut self, i: usize) -> &mut Vertex {
+        &mut self.chunks[i / ARENA_CHUNK][i % ARENA_CHUNK]
+    }
+}
+
 /// The evaluator: an arena of vertices plus caches.
 pub struct Ev {
     /// All vertices.
-    pub vs: Vec<Vertex>,
+    pub vs: Arena,
     /// Limits.
     pub config: Config,
     steps: u64,
@@ -466,8 +540,8 @@ pub struct Ev {
     pub cancel: Arc<AtomicBool>,
     next_env: u64,
     next_close: u32,
-    weak_ids: HashSet<u32>,
-    nonrec_ids: HashSet<u32>,
+    weak_ids: FastSet<u32>,
+    nonrec_ids: FastSet<u32>,
     let_cache: FastMap<(u64, u32), VId>,
     /// The list argument of an `and`/`or` call, by environment and call position: each disjunct
     /// of a vertex processes the call again, and must not rebuild a long list every time.
@@ -557,7 +631,7 @@ impl Ev {
     /// A new evaluator.
     pub fn new(config: Config) -> Ev {
         Ev {
-            vs: Vec::new(),
+            vs: Arena::default(),
             config,
             steps: 0,
             depth: 0,
@@ -567,8 +641,8 @@ impl Ev {
             cancel: Arc::new(AtomicBool::new(false)),
             next_env: 0,
             next_close: 0,
-            weak_ids: HashSet::new(),
-            nonrec_ids: HashSet::new(),
+            weak_ids: FastSet::default(),
+            nonrec_ids: FastSet::default(),
             let_cache: FastMap::default(),
             call_list_cache: HashMap::new(),
             packages: HashMap::new(),
@@ -989,7 +1063,11 @@ impl Ev {
             self.vm(v).err.get_or_insert(b);
         }
         self.in_progress.pop();
-        self.vm(v).status = Status::Done;
+        let vert = self.vm(v);
+        vert.status = Status::Done;
+        // What was processed into `v` matters only while it is expanded (a later conjunct
+        // re-expands it from scratch): freed now, it was a large part of the peak memory.
+        vert.seen = FastMap::default();
         // Vertices that hit `v` while it was being expanded are evaluated again later.
         let mut keep = Vec::new();
         let tainted = std::mem::take(&mut self.tainted);
