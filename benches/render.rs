@@ -95,12 +95,36 @@ fn peak_rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time (user + system) of this process so far, from /proc/self/stat (clock ticks of
+/// 10 ms): on a loaded machine the wall time of a render says little, its CPU time more.
+fn cpu_time() -> Duration {
+    let ticks = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // Fields after the command name (which is in parentheses and may hold spaces).
+            let rest = s.rsplit_once(')')?.1.to_string();
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        })
+        .unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
 }
 
 fn main() {
+    // RENDER_TRACE=1 prints the render kernel's phase marks (instance validated, matched, each
+    // pair) with their elapsed time; BENCH_ONLY=big runs only the 129-component render.
+    if std::env::var_os("RENDER_TRACE").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter("opm_operator::render=debug")
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    let only_big = std::env::var("BENCH_ONLY").is_ok_and(|x| x == "big");
     let tmp = tempfile::tempdir().unwrap();
     let layout = tmp.path().join("layout");
     let publisher = ModuleRegistry::new(RegistryConfig::new(Mapping::single(Location::Layout {
@@ -127,7 +151,7 @@ fn main() {
     // Platform build: load and evaluate the generated platform module and its composed
     // transformers (what the platform builder does before reading the inventory).
     let mut builds = Vec::new();
-    for _ in 0..5 {
+    for _ in 0..(if only_big { 1 } else { 5 }) {
         let t = Instant::now();
         let rt = cue::Runtime::new(config.clone());
         let fs = DirFs::new(&p.dir);
@@ -160,7 +184,7 @@ fn main() {
         values: Some(values),
     };
     let mut times = Vec::new();
-    for _ in 0..10 {
+    for _ in 0..(if only_big { 1 } else { 10 }) {
         let t = Instant::now();
         let r = renderer
             .render(&demo, &p, SkewPolicy::Warn)
@@ -183,18 +207,22 @@ fn main() {
         values: Some(serde_json::json!({"tag": "1.0.0", "replicas": 2})),
     };
     let mut times = Vec::new();
+    let mut cpu = Vec::new();
     let mut objects = 0;
     for _ in 0..3 {
         let t = Instant::now();
+        let c = cpu_time();
         let r = renderer
             .render(&bigreq, &p, SkewPolicy::Warn)
             .unwrap_or_else(|e| panic!("big: {}", opm_operator::kernel::KernelError::from(e)));
+        cpu.push(cpu_time().saturating_sub(c));
         times.push(t.elapsed());
         objects = r.objects.len();
     }
     println!(
-        "129-component render ({objects} objects): median {:?}",
-        median(times)
+        "129-component render ({objects} objects): median {:?} wall, {:?} CPU",
+        median(times),
+        median(cpu)
     );
     println!("peak RSS: {} MiB", peak_rss_kib() / 1024);
 }

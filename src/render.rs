@@ -11,7 +11,8 @@
 //!    equal the requested path and `version` the tag without its `v` ([`Error::Identity`]).
 //! 3. **Skew** (§1.7, D7/D18): the module's own requirements against the platform's tidied list;
 //!    newer → a warning (Warn) or [`Error::Skew`] (Refuse).
-//! 4. **Instance** (§1.3): the whole instance validates concretely; problems under `values` are
+//! 4. **Instance** (§1.3): the whole instance validates concretely (its regular fields, with
+//!    what they hold; not the instance's own `#module` copy, see `validate_instance`); problems under `values` are
 //!    [`Error::Values`] (each names `values.<path>` and the positions of the schema constraint and
 //!    the value), others [`Error::Instance`]; then the metadata is decoded.
 //! 5. **Match** (`matcher`, §1.6, D28): in Rust over the build (the choice and its reason are in
@@ -335,7 +336,7 @@ impl Renderer {
                     },
                 )
             })?;
-        if let Err(d) = instance.validate(true) {
+        if let Err(d) = validate_instance(&instance) {
             let problems = problems_of(rt, &d);
             if d.iter().any(|x| x.code == cue::DiagCode::Limit) {
                 return Err(Error::Limit {
@@ -611,6 +612,35 @@ fn limit_or(rt: &Runtime, root: &Value, coordinate: &str, err: Error) -> Error {
             problems: problems_of(rt, &d),
         },
         _ => err,
+    }
+}
+
+/// Whole-instance concreteness (render-spec §1.3, §4.7): every regular field of the instance
+/// validates concretely, errors in hidden fields and definitions inside them included. The
+/// instance's own definitions (`#module`, `#moduleMetadata`: the module as declared, before
+/// the values are unified in) are not walked: a render reads what `components`, `values` and
+/// `metadata` reference of them, and nothing else (the Go kernel never evaluates the rest
+/// either). Walking `#module` evaluated every component a second time and was half the cost
+/// of a 129-component render. A bottom instance is validated whole, for its diagnostics.
+fn validate_instance(instance: &cue::Value) -> Result<(), Vec<Diagnostic>> {
+    if instance.is_bottom() {
+        return instance.validate(true);
+    }
+    let filter = cue::FieldFilter {
+        fields: true,
+        required: true,
+        ..cue::FieldFilter::default()
+    };
+    let mut diags = Vec::new();
+    for f in instance.fields_where(filter) {
+        if let Err(d) = f.value.validate(true) {
+            diags.extend(d);
+        }
+    }
+    if diags.is_empty() {
+        Ok(())
+    } else {
+        Err(diags)
     }
 }
 

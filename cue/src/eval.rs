@@ -17,7 +17,14 @@
 //!   allowed by every closing group of its vertex. Embedding (spec "Embedding"; values made by
 //!   comprehensions are embeddings too) does not close the embedding struct against its own
 //!   fields: the closedness an embedded value carries joins the embedding's group, so a struct
-//!   embedding several closed values allows the union of their fields plus its own.
+//!   embedding several closed values allows the union of their fields plus its own. A
+//!   definition reaching a vertex both directly and as the embedding of a closed definition
+//!   (`#M: {#V, mountPath!: string}` met with `#V & {...}`) is checked once, as part of the
+//!   embedding one, in either order (`alias_group`, `merge_group`). A field referenced through
+//!   regular and hidden fields only (`a.b` with `a: #A`) does not carry the closedness it
+//!   inherited from enclosing definitions; the definitions its own conjuncts reference close
+//!   it again (`copy_conjuncts`). Known gap: a field reached through a structure-shared proxy
+//!   of a definition (`a: #A` alone, then `a.b`) still carries `#A`'s closedness.
 //! - Disjunctions: each vertex meeting a disjunction is cloned once per alternative (with the
 //!   choice fixed), clones with fatal errors are eliminated, equal survivors merged. The default of
 //!   a combination is the conjunction of the chosen alternatives' marks (an unmarked disjunction
@@ -53,6 +60,11 @@
 //! 3. **No deep copies of large expressions**: `a & b & ...` is taken apart by moving its
 //!    operands, not by copying the whole conjunction per operand.
 //!
+//! 4. **Memory**: the vertices live in a chunked [`Arena`] (growing it never copies), the
+//!    per-vertex record of processed conjuncts (`seen`) is freed once the vertex is done, and
+//!    the evaluator's internal maps (arcs by label, closedness groups) hash with
+//!    [`FastHasher`], not SipHash.
+//!
 //! Together: web_app render 0.26 s CPU / 58 MB; the generated benchmark
 //! (`cargo bench -p cue --bench components`) grows linearly from 10 to 129 components. What is
 //! not done yet: a conjunct reached with *additional* outer closedness ids is still processed
@@ -77,9 +89,16 @@ use std::time::{Duration, Instant};
 /// evaluator's internal keys (ids, spans, pointers), which no outside input chooses freely.
 type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHasher>>;
 
+/// A hash set with the hasher of [`FastMap`].
+type FastSet<K> = HashSet<K, std::hash::BuildHasherDefault<FastHasher>>;
+
+/// The arcs of a vertex: insertion-ordered, hashed with [`FastHasher`] (labels are looked up
+/// on every field access; SipHash was a measured cost).
+pub type ArcMap = IndexMap<Label, VId, std::hash::BuildHasherDefault<FastHasher>>;
+
 /// The hasher of [`FastMap`].
 #[derive(Default, Clone, Copy)]
-struct FastHasher(u64);
+pub struct FastHasher(u64);
 
 impl std::hash::Hasher for FastHasher {
     fn finish(&self) -> u64 {
@@ -216,10 +235,13 @@ pub enum Status {
 
 #[derive(Clone, Debug, Default)]
 struct Group {
-    labels: HashSet<Label>,
+    labels: FastSet<Label>,
     patterns: Vec<VId>,
     open: bool,
     closing: bool,
+    /// This group was merged into another one (see `Ev::merge_group`): it is no longer checked
+    /// on its own, and what it allows counts for that group.
+    merged_into: Option<usize>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -266,7 +288,7 @@ pub struct Vertex {
     /// The status.
     pub status: Status,
     /// The child fields.
-    pub arcs: IndexMap<Label, VId>,
+    pub arcs: ArcMap,
     /// Allowed kinds.
     pub kinds: Kinds,
     /// The concrete scalar, if any.
@@ -377,7 +399,7 @@ impl Vertex {
             constraint: None,
             conjuncts: Vec::new(),
             status: Status::Fresh,
-            arcs: IndexMap::new(),
+            arcs: ArcMap::default(),
             kinds: K_TOP,
             scalar: None,
             bounds: Vec::new(),
@@ -444,10 +466,60 @@ enum Res {
     A(Val),
 }
 
+/// Vertices per chunk of [`Arena`].
+const ARENA_CHUNK: usize = 1024;
+
+/// The vertex arena: fixed-size chunks, so growing it never copies (a `Vec` of a quarter
+/// million vertices held the old and the new buffer at once while doubling: a measured part
+/// of the render's peak memory). Indexed like a slice by `VId as usize`.
+#[derive(Default)]
+pub struct Arena {
+    chunks: Vec<Vec<Vertex>>,
+    len: usize,
+}
+
+impl Arena {
+    /// The number of vertices.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Appends a vertex.
+    pub fn push(&mut self, v: Vertex) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < ARENA_CHUNK => c.push(v),
+            _ => {
+                let mut c = Vec::with_capacity(ARENA_CHUNK);
+                c.push(v);
+                self.chunks.push(c);
+            }
+        }
+        self.len += 1;
+    }
+
+    /// The vertex at `i`, if any.
+    pub fn get(&self, i: usize) -> Option<&Vertex> {
+        self.chunks.get(i / ARENA_CHUNK)?.get(i % ARENA_CHUNK)
+    }
+}
+
+impl std::ops::Index<usize> for Arena {
+    type Output = Vertex;
+    fn index(&self, i: usize) -> &Vertex {
+        &self.chunks[i / ARENA_CHUNK][i % ARENA_CHUNK]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Arena {
+    fn index_mut(&mut self, i: usize) -> &mut Vertex {
+        &mut self.chunks[i / ARENA_CHUNK][i % ARENA_CHUNK]
+    }
+}
+
 /// The evaluator: an arena of vertices plus caches.
 pub struct Ev {
     /// All vertices.
-    pub vs: Vec<Vertex>,
+    pub vs: Arena,
     /// Limits.
     pub config: Config,
     steps: u64,
@@ -461,8 +533,8 @@ pub struct Ev {
     pub cancel: Arc<AtomicBool>,
     next_env: u64,
     next_close: u32,
-    weak_ids: HashSet<u32>,
-    nonrec_ids: HashSet<u32>,
+    weak_ids: FastSet<u32>,
+    nonrec_ids: FastSet<u32>,
     /// Embedding marks (spec "Embedding", "Closed structs"): for a struct literal with
     /// embeddings, the mark its embedded values' descendants carry, mapped to the mark its own
     /// fields' descendants carry (its group id). Below the literal, a closing group from the
@@ -471,7 +543,7 @@ pub struct Ev {
     /// `#A: a?: #B`).
     embed_marks: FastMap<u32, u32>,
     /// The literal-side marks of `embed_marks`.
-    own_marks: HashSet<u32>,
+    own_marks: FastSet<u32>,
     let_cache: FastMap<(u64, u32), VId>,
     /// The list argument of an `and`/`or` call, by environment and call position: each disjunct
     /// of a vertex processes the call again, and must not rebuild a long list every time.
@@ -573,7 +645,7 @@ impl Ev {
     /// A new evaluator.
     pub fn new(config: Config) -> Ev {
         Ev {
-            vs: Vec::new(),
+            vs: Arena::default(),
             config,
             steps: 0,
             depth: 0,
@@ -583,10 +655,10 @@ impl Ev {
             cancel: Arc::new(AtomicBool::new(false)),
             next_env: 0,
             next_close: 0,
-            weak_ids: HashSet::new(),
-            nonrec_ids: HashSet::new(),
+            weak_ids: FastSet::default(),
+            nonrec_ids: FastSet::default(),
             embed_marks: FastMap::default(),
-            own_marks: HashSet::new(),
+            own_marks: FastSet::default(),
             let_cache: FastMap::default(),
             call_list_cache: HashMap::new(),
             packages: HashMap::new(),
@@ -1040,7 +1112,11 @@ impl Ev {
             self.vm(v).err.get_or_insert(b);
         }
         self.in_progress.pop();
-        self.vm(v).status = Status::Done;
+        let vert = self.vm(v);
+        vert.status = Status::Done;
+        // What was processed into `v` matters only while it is expanded (a later conjunct
+        // re-expands it from scratch): freed now, it was a large part of the peak memory.
+        vert.seen = FastMap::default();
         // Vertices that hit `v` while it was being expanded are evaluated again later.
         let mut keep = Vec::new();
         let tainted = std::mem::take(&mut self.tainted);
@@ -1725,7 +1801,21 @@ impl Ev {
     fn copy_conjuncts(&mut self, v: VId, w: VId, c: &Conj) {
         let conjs = self.vx(w).conjuncts.clone();
         let w_def_close = self.vx(w).def_close;
+        // A field reached through regular and hidden fields only (`a.b` with `a: #A`) does not
+        // carry the closedness it inherited from the definitions enclosing it: a reference
+        // closes only by the definitions its conjuncts reference themselves (upstream's typo
+        // check: `r: a.b` is not checked against `#A`, `r: a` and `r: #A.b` are). Its stored
+        // conjuncts hold only that inherited closedness (a definition reference among them is
+        // kept as the reference and closes again where it is processed).
+        let inherited_only = w_def_close.is_none()
+            && std::iter::once(w)
+                .chain(self.ancestors(w))
+                .all(|a| !self.vx(a).label.is_def());
         for mut cj in conjs {
+            if inherited_only {
+                cj.close = None;
+                cj.outer = None;
+            }
             if cj.close.is_none() && w_def_close.is_some() {
                 cj.close = w_def_close;
             }
@@ -1734,7 +1824,9 @@ impl Ev {
             }
             if c.close.is_some() && cj.close.is_none() {
                 cj.close = c.close;
-            } else if c.close.is_some() && cj.close != c.close || c.outer.is_some() {
+            }
+            // The referring conjunct's enclosing origins enclose the copy too.
+            if c.close.is_some() && cj.close != c.close || c.outer.is_some() {
                 let mut o: Vec<u32> = cj.outer.as_ref().map(|x| x.to_vec()).unwrap_or_default();
                 if let Some(w) = outer_with(c) {
                     for id in w.iter() {
@@ -1844,6 +1936,41 @@ impl Ev {
             self.vm(v).groups[tg].closing = true;
         }
         self.vm(v).group_of.entry(id).or_insert(tg);
+    }
+
+    /// The root of group `g` (following merges).
+    fn group_root(&self, v: VId, mut g: usize) -> usize {
+        let groups = &self.vx(v).groups;
+        for _ in 0..groups.len() {
+            match groups.get(g).and_then(|x| x.merged_into) {
+                Some(t) => g = t,
+                None => break,
+            }
+        }
+        g
+    }
+
+    /// A definition that reaches this vertex directly (closing group `g`) and also as an
+    /// embedding of a closed definition or `close()` (group `t`: `#M: {#V, mountPath!: string}`
+    /// with `m: #M & (#V & {...})`) is checked once, as part of the embedding one: the
+    /// embedding definition's fields plus the embedded one's are allowed (spec "Embedding",
+    /// "Closed structs"; upstream gives one closedness id per definition per vertex, and the
+    /// embedded use does not start a check of its own). The other order (the embedding
+    /// first) aliases the id to `t` in `alias_group`; this is the same rule when the direct
+    /// reference came first. Only between two closing groups: a definition embedded in an open
+    /// struct keeps its own check.
+    fn merge_group(&mut self, v: VId, g: usize, t: usize) {
+        let (g, t) = (self.group_root(v, g), self.group_root(v, t));
+        if g == t {
+            return;
+        }
+        let groups = &self.vx(v).groups;
+        let closing = |i: usize| groups.get(i).is_some_and(|x| x.closing);
+        if !closing(g) || !closing(t) {
+            return;
+        }
+        let vert = self.vm(v);
+        vert.groups[g].merged_into = Some(t);
     }
 
     fn child_outer(&self, c: &Conj) -> Option<Arc<[u32]>> {
@@ -2152,6 +2279,9 @@ impl Ev {
                 }
                 match self.vx(v).group_of.get(&id).copied() {
                     Some(g) if Some(g) != gi => {
+                        if let (Some(t), true) = (gi, Some(id) == c.close) {
+                            self.merge_group(v, g, t);
+                        }
                         if !ogs.contains(&g) {
                             ogs.push(g);
                         }
@@ -2540,15 +2670,28 @@ impl Ev {
                 }
             }
         }
-        // Closedness.
-        let closing: Vec<usize> = self
-            .vx(v)
-            .groups
-            .iter()
-            .enumerate()
-            .filter(|(_, g)| g.closing && !g.open)
-            .map(|(i, _)| i)
-            .collect();
+        // Closedness: a regular label must be allowed by every closing group, each together
+        // with the groups merged into it (`merge_group`).
+        let ngroups = self.vx(v).groups.len();
+        let mut members: Vec<Vec<usize>> = vec![Vec::new(); ngroups];
+        // (members[r]: the groups whose root is r, r itself included)
+        for g in 0..ngroups {
+            let r = self.group_root(v, g);
+            members[r].push(g);
+        }
+        let closing: Vec<Vec<usize>> = {
+            let gs = &self.vx(v).groups;
+            members
+                .into_iter()
+                .enumerate()
+                .filter(|(r, ms)| {
+                    gs[*r].merged_into.is_none()
+                        && gs[*r].closing
+                        && !ms.iter().any(|&m| gs[m].open)
+                })
+                .map(|(_, ms)| ms)
+                .collect()
+        };
         if !closing.is_empty() {
             let arcs: Vec<(Label, VId)> = self
                 .vx(v)
@@ -2561,13 +2704,16 @@ impl Ev {
                     continue;
                 }
                 let mut ok = true;
-                for &g in &closing {
-                    let grp = self.vx(v).groups[g].clone();
-                    if grp.labels.contains(&l) {
+                for gs in &closing {
+                    if gs.iter().any(|&g| self.vx(v).groups[g].labels.contains(&l)) {
                         continue;
                     }
+                    let pats: Vec<VId> = gs
+                        .iter()
+                        .flat_map(|&g| self.vx(v).groups[g].patterns.iter().copied())
+                        .collect();
                     let mut m = false;
-                    for p in grp.patterns {
+                    for p in pats {
                         if self.label_matches(p, &l) {
                             m = true;
                             break;
