@@ -20,10 +20,10 @@ use super::routes::ProbeStatus;
 #[serde(rename_all = "camelCase")]
 pub struct AdmissionReviewDoc {
     /// Always `admission.k8s.io/v1`.
-    #[schema(example = "admission.k8s.io/v1")]
+    #[schema(example = "admission.k8s.io/v1", pattern = "^admission\\.k8s\\.io/v1$")]
     pub api_version: String,
     /// Always `AdmissionReview`.
-    #[schema(example = "AdmissionReview")]
+    #[schema(example = "AdmissionReview", pattern = "^AdmissionReview$")]
     pub kind: String,
     /// The request (present in requests to the webhook).
     pub request: Option<AdmissionRequestDoc>,
@@ -36,6 +36,7 @@ pub struct AdmissionReviewDoc {
 #[serde(rename_all = "camelCase")]
 pub struct AdmissionRequestDoc {
     /// Correlates request and response; required and non-empty.
+    #[schema(min_length = 1)]
     pub uid: String,
     /// Group, version and kind of the object.
     #[schema(value_type = Object)]
@@ -48,6 +49,7 @@ pub struct AdmissionRequestDoc {
     /// Object namespace (absent for cluster-scoped kinds).
     pub namespace: Option<String>,
     /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
+    #[schema(pattern = "^(CREATE|UPDATE|DELETE|CONNECT)$")]
     pub operation: String,
     /// The requesting user.
     #[schema(value_type = Object)]

@@ -134,6 +134,13 @@ pub struct ModuleCoordinate {
 /// The body of a render request.
 #[derive(Clone, Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({
+    "mode": "render",
+    "name": "shop",
+    "module": {"path": "fixtures.test/modules/demo@v0", "version": "v0.1.0"},
+    "values": {"image": {"tag": "1.2.3"}, "replicas": 3, "hosts": ["a.example"], "logLevel": "info",
+               "secret": {"value": "s3cr3t"}}
+}))]
 pub struct RenderRequest {
     /// `render` (default), `validate` or `diff`.
     #[serde(default)]
@@ -440,7 +447,7 @@ fn auth_error(e: AuthError) -> Response {
     post,
     path = "/v1/namespaces/{ns}/render",
     tag = "render",
-    params(("ns" = String, Path, description = "Namespace of the instance")),
+    params(("ns" = String, Path, description = "Namespace of the instance (a DNS label)", example = "team-a")),
     request_body(content = RenderRequest, content_type = "application/json"),
     security(("bearer" = [])),
     responses(
