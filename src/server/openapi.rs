@@ -10,8 +10,8 @@ use utoipa::OpenApi;
 
 use super::error::{ErrorBody, ErrorCode, ErrorDetail, ErrorProblem};
 use super::render_api::{
-    auth::KubeStatus, InstanceDoc, ModuleCoordinate, ObjectErrorDoc, ObjectPreviewDoc,
-    ObjectRefDoc, RenderMode, RenderRequest, RenderResponse, RenderedObjectDoc,
+    auth::KubeStatus, ForbiddenBody, InstanceDoc, ModuleCoordinate, ObjectErrorDoc,
+    ObjectPreviewDoc, ObjectRefDoc, RenderMode, RenderRequest, RenderResponse, RenderedObjectDoc,
 };
 use super::routes::ProbeStatus;
 
@@ -125,6 +125,7 @@ impl utoipa::Modify for BearerAuth {
         ErrorProblem,
         ErrorCode,
         KubeStatus,
+        ForbiddenBody,
         RenderMode,
         ModuleCoordinate,
         RenderRequest,

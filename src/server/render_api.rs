@@ -162,6 +162,18 @@ pub struct RenderRequest {
     pub instance: Option<serde_json::Value>,
 }
 
+/// The body of a 403: the Kubernetes `Status` when the caller may not create
+/// `moduleinstances/render` in the namespace, the error shape (`error.code` = `forbidden`) when
+/// (diff) the caller may not read the named ModuleInstance. Documentation only.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum ForbiddenBody {
+    /// The SubjectAccessReview denied the render.
+    Status(auth::KubeStatus),
+    /// Reading the named ModuleInstance was forbidden.
+    Error(super::error::ErrorBody),
+}
+
 /// One rendered object with its provenance.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct RenderedObjectDoc {
@@ -454,7 +466,7 @@ fn auth_error(e: AuthError) -> Response {
         (status = 200, description = "The rendered objects", body = RenderResponse),
         (status = 400, description = "Not a render request (shape, unknown member, bad name/path/version)", body = super::error::ErrorBody),
         (status = 401, description = "No or a rejected bearer token", body = auth::KubeStatus),
-        (status = 403, description = "The caller may not create moduleinstances/render in the namespace (Status shape), or (diff) may not read the named ModuleInstance (error shape)", body = auth::KubeStatus),
+        (status = 403, description = "The caller may not create moduleinstances/render in the namespace (Status shape), or (diff) may not read the named ModuleInstance (error shape)", body = ForbiddenBody),
         (status = 404, description = "The module (or a catalog it needs) does not resolve", body = super::error::ErrorBody),
         (status = 405, description = "Method other than POST", body = super::error::ErrorBody),
         (status = 408, description = "The request did not complete in time", body = super::error::ErrorBody),
