@@ -18,4 +18,23 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 command -v cargo-nextest >/dev/null 2>&1 || cargo install --locked cargo-nextest
-echo "setup: ok (docker-registry: $(command -v docker-registry), kubectl: $(command -v kubectl))"
+
+# schemathesis (PyPI), pinned, in its own venv, for the OpenAPI conformance test
+# (tests/it/server/schemathesis.rs finds it at $OPM_VENV/bin/schemathesis).
+SCHEMATHESIS_VERSION=4.32.5
+OPM_VENV=${OPM_VENV:-/opt/opm-venv}
+# (The installed version is read from the package metadata: starting schemathesis takes seconds.)
+if ! [ -x "$OPM_VENV/bin/schemathesis" ] ||
+   ! compgen -G "$OPM_VENV/lib/python3*/site-packages/schemathesis-$SCHEMATHESIS_VERSION.dist-info" >/dev/null; then
+  sudo_cmd=""
+  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+  # Debian's python3 with its venv module (a pyenv or other python3 earlier on PATH may lack it).
+  py=/usr/bin/python3
+  if ! [ -x "$py" ] || ! "$py" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    $sudo_cmd apt-get -o DPkg::Lock::Timeout=300 update -qq
+    $sudo_cmd apt-get -o DPkg::Lock::Timeout=300 install -y -qq python3 python3-venv >/dev/null
+  fi
+  [ -x "$OPM_VENV/bin/pip" ] || $sudo_cmd "$py" -m venv "$OPM_VENV"
+  $sudo_cmd "$OPM_VENV/bin/pip" install -q --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+fi
+echo "setup: ok (docker-registry: $(command -v docker-registry), kubectl: $(command -v kubectl), schemathesis: $SCHEMATHESIS_VERSION in $OPM_VENV)"

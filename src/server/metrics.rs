@@ -60,6 +60,32 @@ fn histogram() -> Histogram {
     Histogram::new(BUCKETS)
 }
 
+/// The `result` label values of the review series, in [`ReviewResult`] order.
+const REVIEW_RESULTS: [&str; 4] = ["allowed", "denied", "error", "timeout"];
+
+/// The outcome of one admission review (the `result` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReviewResult {
+    /// Allowed (possibly with warnings).
+    Allowed = 0,
+    /// Denied by a rule.
+    Denied = 1,
+    /// The body could not be judged.
+    Error = 2,
+    /// The evaluation permit did not arrive in time.
+    Timeout = 3,
+}
+
+/// The counter and histogram of one (webhook, result) pair, resolved once at start so a review
+/// does no label lookup.
+#[derive(Clone, Debug)]
+pub struct ReviewHandles {
+    /// `admission_reviews_total` of the pair.
+    pub count: Counter,
+    /// `admission_review_duration_seconds` of the pair.
+    pub duration: Histogram,
+}
+
 /// The server's metric families and registry.
 pub struct Metrics {
     registry: Registry,
@@ -75,6 +101,8 @@ pub struct Metrics {
     pub in_flight: Gauge,
     /// HTTP requests in flight per listener.
     pub http_in_flight: Family<ListenerLabels, Gauge>,
+    /// Pre-resolved review series, indexed by webhook (in `WebhookKind::ALL` order) then result.
+    review_handles: Vec<[ReviewHandles; 4]>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -168,6 +196,21 @@ impl Metrics {
             registry.register_collector(Box::new(CertCollector(store)));
         }
         register(&mut registry);
+        let review_handles = webhooks::WebhookKind::ALL
+            .iter()
+            .map(|kind| {
+                REVIEW_RESULTS.map(|result| {
+                    let labels = ReviewLabels {
+                        webhook: kind.plural(),
+                        result,
+                    };
+                    ReviewHandles {
+                        count: reviews.get_or_create(&labels).clone(),
+                        duration: review_duration.get_or_create(&labels).clone(),
+                    }
+                })
+            })
+            .collect();
         Metrics {
             registry,
             http_requests,
@@ -176,7 +219,21 @@ impl Metrics {
             review_duration,
             in_flight,
             http_in_flight,
+            review_handles,
         }
+    }
+
+    /// The pre-resolved series of `kind`'s reviews with `result` (`None` only for a webhook kind
+    /// missing from `WebhookKind::ALL`, which cannot be built).
+    pub fn review(
+        &self,
+        kind: webhooks::WebhookKind,
+        result: ReviewResult,
+    ) -> Option<&ReviewHandles> {
+        let index = webhooks::WebhookKind::ALL.iter().position(|k| *k == kind)?;
+        self.review_handles
+            .get(index)
+            .map(|handles| &handles[result as usize])
     }
 
     /// The exposition in Prometheus text format.

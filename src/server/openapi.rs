@@ -10,8 +10,8 @@ use utoipa::OpenApi;
 
 use super::error::{ErrorBody, ErrorCode, ErrorDetail, ErrorProblem};
 use super::render_api::{
-    auth::KubeStatus, InstanceDoc, ModuleCoordinate, ObjectErrorDoc, ObjectPreviewDoc,
-    ObjectRefDoc, RenderMode, RenderRequest, RenderResponse, RenderedObjectDoc,
+    auth::KubeStatus, ForbiddenBody, InstanceDoc, ModuleCoordinate, ObjectErrorDoc,
+    ObjectPreviewDoc, ObjectRefDoc, RenderMode, RenderRequest, RenderResponse, RenderedObjectDoc,
 };
 use super::routes::ProbeStatus;
 
@@ -20,10 +20,10 @@ use super::routes::ProbeStatus;
 #[serde(rename_all = "camelCase")]
 pub struct AdmissionReviewDoc {
     /// Always `admission.k8s.io/v1`.
-    #[schema(example = "admission.k8s.io/v1")]
+    #[schema(example = "admission.k8s.io/v1", pattern = "^admission\\.k8s\\.io/v1$")]
     pub api_version: String,
     /// Always `AdmissionReview`.
-    #[schema(example = "AdmissionReview")]
+    #[schema(example = "AdmissionReview", pattern = "^AdmissionReview$")]
     pub kind: String,
     /// The request (present in requests to the webhook).
     pub request: Option<AdmissionRequestDoc>,
@@ -36,6 +36,7 @@ pub struct AdmissionReviewDoc {
 #[serde(rename_all = "camelCase")]
 pub struct AdmissionRequestDoc {
     /// Correlates request and response; required and non-empty.
+    #[schema(min_length = 1)]
     pub uid: String,
     /// Group, version and kind of the object.
     #[schema(value_type = Object)]
@@ -48,6 +49,7 @@ pub struct AdmissionRequestDoc {
     /// Object namespace (absent for cluster-scoped kinds).
     pub namespace: Option<String>,
     /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
+    #[schema(pattern = "^(CREATE|UPDATE|DELETE|CONNECT)$")]
     pub operation: String,
     /// The requesting user.
     #[schema(value_type = Object)]
@@ -123,6 +125,7 @@ impl utoipa::Modify for BearerAuth {
         ErrorProblem,
         ErrorCode,
         KubeStatus,
+        ForbiddenBody,
         RenderMode,
         ModuleCoordinate,
         RenderRequest,

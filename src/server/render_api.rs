@@ -134,6 +134,13 @@ pub struct ModuleCoordinate {
 /// The body of a render request.
 #[derive(Clone, Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({
+    "mode": "render",
+    "name": "shop",
+    "module": {"path": "fixtures.test/modules/demo@v0", "version": "v0.1.0"},
+    "values": {"image": {"tag": "1.2.3"}, "replicas": 3, "hosts": ["a.example"], "logLevel": "info",
+               "secret": {"value": "s3cr3t"}}
+}))]
 pub struct RenderRequest {
     /// `render` (default), `validate` or `diff`.
     #[serde(default)]
@@ -153,6 +160,18 @@ pub struct RenderRequest {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub instance: Option<serde_json::Value>,
+}
+
+/// The body of a 403: the Kubernetes `Status` when the caller may not create
+/// `moduleinstances/render` in the namespace, the error shape (`error.code` = `forbidden`) when
+/// (diff) the caller may not read the named ModuleInstance. Documentation only.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum ForbiddenBody {
+    /// The SubjectAccessReview denied the render.
+    Status(auth::KubeStatus),
+    /// Reading the named ModuleInstance was forbidden.
+    Error(super::error::ErrorBody),
 }
 
 /// One rendered object with its provenance.
@@ -440,14 +459,14 @@ fn auth_error(e: AuthError) -> Response {
     post,
     path = "/v1/namespaces/{ns}/render",
     tag = "render",
-    params(("ns" = String, Path, description = "Namespace of the instance")),
+    params(("ns" = String, Path, description = "Namespace of the instance (a DNS label)", example = "team-a")),
     request_body(content = RenderRequest, content_type = "application/json"),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The rendered objects", body = RenderResponse),
         (status = 400, description = "Not a render request (shape, unknown member, bad name/path/version)", body = super::error::ErrorBody),
         (status = 401, description = "No or a rejected bearer token", body = auth::KubeStatus),
-        (status = 403, description = "The caller may not create moduleinstances/render in the namespace (Status shape), or (diff) may not read the named ModuleInstance (error shape)", body = auth::KubeStatus),
+        (status = 403, description = "The caller may not create moduleinstances/render in the namespace (Status shape), or (diff) may not read the named ModuleInstance (error shape)", body = ForbiddenBody),
         (status = 404, description = "The module (or a catalog it needs) does not resolve", body = super::error::ErrorBody),
         (status = 405, description = "Method other than POST", body = super::error::ErrorBody),
         (status = 408, description = "The request did not complete in time", body = super::error::ErrorBody),

@@ -7,16 +7,19 @@
 //! - A review is answered 200 with an AdmissionReview whenever the body is a judgeable v1 review
 //!   (allowed or denied, `response.uid` = `request.uid`). Bodies that cannot be judged get a 400
 //!   error body; over 3 MiB a 413; a present non-JSON `Content-Type` a 415.
-//! - Parsing and evaluation run on the async worker (both are bounded pure functions of a body of
-//!   at most 3 MiB; the webhooks run no CUE). Evaluation first takes a permit of the review
-//!   semaphore, which bounds the memory of concurrent reviews; a review whose permit does not
-//!   arrive within `eval_timeout` is answered as a denial that says it timed out; a panic inside
-//!   it is a 500. Only CUE work (the render API) goes to `spawn_blocking`.
-//! - Layers, outermost first: trace (one `request` span per request, with `uid`, `kind`,
-//!   `namespace`, `name`, `operation`, `allowed` recorded after parsing), metrics, panic catcher,
-//!   request timeout.
+//! - Parsing (one typed pass, `webhooks::parse_request`) and evaluation run on the async worker
+//!   (both are bounded pure functions of a body of at most 3 MiB; the webhooks run no CUE).
+//!   Evaluation first takes a permit of the review semaphore, which bounds the memory of
+//!   concurrent reviews; a review whose permit does not arrive within `eval_timeout` is answered as
+//!   a denial that says it timed out; a panic inside it is a 500. Only CUE work (the render API)
+//!   goes to `spawn_blocking`.
+//! - One middleware per route ([`serve_request`]) does, outermost first: trace (one `request` span
+//!   per request, with `uid`, `kind`, `namespace`, `name`, `operation`, `allowed` recorded after
+//!   parsing), metrics (handles resolved once, no label lookup for a 200), panic catcher, request
+//!   timeout.
 //! - [`probe_router`] (`/healthz`, `/readyz`) and [`metrics_router`] (`/metrics`) are plain HTTP.
 
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -26,17 +29,20 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use futures::FutureExt as _;
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use kube_core::admission::{AdmissionResponse, Operation};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use serde::Serialize;
-use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::trace::TraceLayer;
+use tokio::sync::TryAcquireError;
 use tracing::field::Empty;
-use tracing::Span;
+use tracing::{Instrument as _, Span};
 use webhooks::WebhookKind;
 
 use super::error::{json_response, ApiError, ErrorBody, ErrorCode};
-use super::metrics::{HttpLabels, ListenerLabels, ReviewLabels};
+use super::metrics::{HttpLabels, ListenerLabels, ReviewResult};
 use super::render_api::RENDER_PATH;
 use super::state::AppState;
 
@@ -92,26 +98,158 @@ pub fn probe_and_metrics_router(state: AppState) -> Router {
 }
 
 fn with_layers(routes: Router<AppState>, state: AppState, listener: &'static str) -> Router {
-    let timeout = state.limits.request_timeout;
-    // `Router::layer` wraps each route, so the innermost layer is applied first: timeout, then
-    // panic catching, then metrics (which thus see timeouts and panics as their 408/500), then trace.
+    let layer = Arc::new(RequestLayer::new(state.clone(), listener));
+    // One middleware does trace, metrics, panic catching and the request timeout (one boxed future
+    // per request instead of four layers); `Router::layer` wraps each route, so it sees the
+    // matched route.
     routes
-        .layer(middleware::from_fn(move |req: Request, next: Next| {
-            request_timeout(timeout, req, next)
-        }))
-        .layer(CatchPanicLayer::custom(panic_response))
-        .layer(middleware::from_fn_with_state(
-            (state.clone(), listener),
-            track_http,
-        ))
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(make_span)
-                .on_request(())
-                .on_response(on_response)
-                .on_failure(()),
-        )
+        .layer(middleware::from_fn_with_state(layer, serve_request))
         .with_state(state)
+}
+
+/// Every route template, so metric labels are static strings (no allocation per request, and a
+/// bounded label space).
+const ROUTES: [&str; 6] = [
+    TRANSFORMER_REGISTRATIONS_PATH,
+    PLATFORMS_PATH,
+    RENDER_PATH,
+    "/healthz",
+    "/readyz",
+    "/metrics",
+];
+
+/// The per-listener state of [`serve_request`]: the in-flight gauge, resolved once, and the
+/// series of successful requests per (route, method), resolved on first use (so `/metrics` lists
+/// no series that never saw a request) and then read without a label lookup.
+struct RequestLayer {
+    state: AppState,
+    listener: &'static str,
+    timeout: Duration,
+    in_flight: Gauge,
+    /// Indexed by route (in [`ROUTES`] order) then method (POST, GET): status 200's series.
+    ok_series: [[OnceLock<(Counter, Histogram)>; 2]; ROUTES.len()],
+}
+
+impl RequestLayer {
+    fn new(state: AppState, listener: &'static str) -> Self {
+        let in_flight = state
+            .metrics
+            .http_in_flight
+            .get_or_create(&ListenerLabels { listener })
+            .clone();
+        RequestLayer {
+            timeout: state.limits.request_timeout,
+            state,
+            listener,
+            in_flight,
+            ok_series: Default::default(),
+        }
+    }
+
+    fn observe(&self, route: Option<usize>, method: &'static str, status: u16, secs: f64) {
+        let slot = match (route, method, status) {
+            (Some(r), "POST", 200) => self.ok_series.get(r).map(|s| &s[0]),
+            (Some(r), "GET", 200) => self.ok_series.get(r).map(|s| &s[1]),
+            _ => None,
+        };
+        let labels = || HttpLabels {
+            listener: self.listener,
+            route: route
+                .and_then(|r| ROUTES.get(r))
+                .copied()
+                .unwrap_or("unmatched"),
+            method,
+            status,
+        };
+        match slot {
+            Some(slot) => {
+                let (count, duration) = slot.get_or_init(|| {
+                    let labels = labels();
+                    (
+                        self.state
+                            .metrics
+                            .http_requests
+                            .get_or_create(&labels)
+                            .clone(),
+                        self.state
+                            .metrics
+                            .http_duration
+                            .get_or_create(&labels)
+                            .clone(),
+                    )
+                });
+                count.inc();
+                duration.observe(secs);
+            }
+            None => {
+                let labels = labels();
+                self.state
+                    .metrics
+                    .http_requests
+                    .get_or_create(&labels)
+                    .inc();
+                self.state
+                    .metrics
+                    .http_duration
+                    .get_or_create(&labels)
+                    .observe(secs);
+            }
+        }
+    }
+}
+
+/// Decrements the in-flight gauge when a request ends, also when the client goes away and its
+/// future is dropped.
+struct InFlight<'a>(&'a Gauge);
+
+impl<'a> InFlight<'a> {
+    fn enter(gauge: &'a Gauge) -> Self {
+        gauge.inc();
+        InFlight(gauge)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// Trace span, in-flight gauge, request timeout (408), panic catcher (500 with the JSON error
+/// shape, no detail), then the request counter and latency histogram, which thus see timeouts
+/// and panics as their 408/500.
+async fn serve_request(
+    State(layer): State<Arc<RequestLayer>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let route = route_index(&req);
+    let method = method_label(req.method());
+    let span = make_span(&req);
+    let in_flight = InFlight::enter(&layer.in_flight);
+    let start = Instant::now();
+    let guarded = std::panic::AssertUnwindSafe(tokio::time::timeout(layer.timeout, next.run(req)))
+        .catch_unwind()
+        .instrument(span.clone());
+    let resp = match guarded.await {
+        Ok(Ok(resp)) => resp,
+        Ok(Err(_elapsed)) => ApiError::new(
+            ErrorCode::RequestTimeout,
+            format!(
+                "the request did not complete within {} ms",
+                layer.timeout.as_millis()
+            ),
+        )
+        .into_response(),
+        Err(panic) => panic_response(panic),
+    };
+    drop(in_flight);
+    let elapsed = start.elapsed();
+    let status = resp.status().as_u16();
+    span.record("status", status);
+    span.in_scope(|| tracing::debug!(latency_us = elapsed.as_micros() as u64, "answered"));
+    layer.observe(route, method, status, elapsed.as_secs_f64());
+    resp
 }
 
 fn make_span(req: &Request) -> Span {
@@ -129,11 +267,6 @@ fn make_span(req: &Request) -> Span {
     )
 }
 
-fn on_response(resp: &Response, latency: Duration, span: &Span) {
-    span.record("status", resp.status().as_u16());
-    tracing::debug!(latency_us = latency.as_micros() as u64, "answered");
-}
-
 fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
     let detail = panic
         .downcast_ref::<&str>()
@@ -143,36 +276,9 @@ fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
     ApiError::internal(format!("handler panicked: {detail}")).into_response()
 }
 
-async fn request_timeout(timeout: Duration, req: Request, next: Next) -> Response {
-    match tokio::time::timeout(timeout, next.run(req)).await {
-        Ok(resp) => resp,
-        Err(_) => ApiError::new(
-            ErrorCode::RequestTimeout,
-            format!(
-                "the request did not complete within {} ms",
-                timeout.as_millis()
-            ),
-        )
-        .into_response(),
-    }
-}
-
-/// Every route template, so metric labels are static strings (no allocation per request, and a
-/// bounded label space).
-const ROUTES: [&str; 6] = [
-    TRANSFORMER_REGISTRATIONS_PATH,
-    PLATFORMS_PATH,
-    RENDER_PATH,
-    "/healthz",
-    "/readyz",
-    "/metrics",
-];
-
-fn route_label(req: &Request) -> &'static str {
-    req.extensions()
-        .get::<MatchedPath>()
-        .and_then(|p| ROUTES.iter().find(|r| **r == p.as_str()).copied())
-        .unwrap_or("unmatched")
+fn route_index(req: &Request) -> Option<usize> {
+    let matched = req.extensions().get::<MatchedPath>()?;
+    ROUTES.iter().position(|r| *r == matched.as_str())
 }
 
 fn method_label(method: &axum::http::Method) -> &'static str {
@@ -187,37 +293,6 @@ fn method_label(method: &axum::http::Method) -> &'static str {
         Method::OPTIONS => "OPTIONS",
         _ => "other",
     }
-}
-
-async fn track_http(
-    State((state, listener)): State<(AppState, &'static str)>,
-    req: Request,
-    next: Next,
-) -> Response {
-    let route = route_label(&req);
-    let method = method_label(req.method());
-    let in_flight = state
-        .metrics
-        .http_in_flight
-        .get_or_create(&ListenerLabels { listener })
-        .clone();
-    in_flight.inc();
-    let start = Instant::now();
-    let resp = next.run(req).await;
-    in_flight.dec();
-    let labels = HttpLabels {
-        listener,
-        route,
-        method,
-        status: resp.status().as_u16(),
-    };
-    state.metrics.http_requests.get_or_create(&labels).inc();
-    state
-        .metrics
-        .http_duration
-        .get_or_create(&labels)
-        .observe(start.elapsed().as_secs_f64());
-    resp
 }
 
 async fn not_found(req: Request) -> ApiError {
@@ -297,7 +372,19 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
     path = "/validate/transformerregistrations",
     tag = "webhooks",
     request_body(content = super::openapi::AdmissionReviewDoc, content_type = "application/json",
-        description = "An admission.k8s.io/v1 AdmissionReview with a request"),
+        description = "An admission.k8s.io/v1 AdmissionReview with a request",
+        example = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "00000000-0000-4000-8000-000000000001",
+            "kind": {"group": "opmodel.dev", "version": "v1alpha1", "kind": "TransformerRegistration"},
+            "resource": {"group": "opmodel.dev", "version": "v1alpha1", "resource": "transformerregistrations"},
+            "name": "team-a.k8up", "operation": "CREATE",
+            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
+            "object": {"apiVersion": "opmodel.dev/v1alpha1", "kind": "TransformerRegistration",
+                "metadata": {"name": "team-a.k8up"},
+                "spec": {"catalog": "opmodel.dev/catalogs/k8up@v1", "version": "1.0.0",
+                    "provides": ["opmodel.dev/contracts/backup/schedule@v1"],
+                    "providerRef": {"namespace": "team-a", "name": "k8up"}}},
+            "dryRun": false}})),
     responses(
         (status = 200, description = "The review, allowed or denied; response.uid echoes request.uid", body = super::openapi::AdmissionReviewDoc),
         (status = 400, description = "Not a judgeable v1 AdmissionReview (malformed JSON, wrong apiVersion/kind, no request or uid)", body = ErrorBody),
@@ -311,10 +398,9 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
 )]
 pub async fn validate_transformer_registrations(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Body,
+    req: Request,
 ) -> Response {
-    review(state, WebhookKind::TransformerRegistration, headers, body).await
+    review(state, WebhookKind::TransformerRegistration, req).await
 }
 
 /// Validates the Platform singleton.
@@ -323,7 +409,18 @@ pub async fn validate_transformer_registrations(
     path = "/validate/platforms",
     tag = "webhooks",
     request_body(content = super::openapi::AdmissionReviewDoc, content_type = "application/json",
-        description = "An admission.k8s.io/v1 AdmissionReview with a request"),
+        description = "An admission.k8s.io/v1 AdmissionReview with a request",
+        example = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "00000000-0000-4000-8000-000000000002",
+            "kind": {"group": "opmodel.dev", "version": "v1alpha1", "kind": "Platform"},
+            "resource": {"group": "opmodel.dev", "version": "v1alpha1", "resource": "platforms"},
+            "name": "cluster", "operation": "CREATE",
+            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters"]},
+            "object": {"apiVersion": "opmodel.dev/v1alpha1", "kind": "Platform",
+                "metadata": {"name": "cluster"},
+                "spec": {"type": "kubernetes",
+                    "registry": {"opmodel.dev/catalogs/opm@v2": {"version": "2.1.0"}}}},
+            "dryRun": false}})),
     responses(
         (status = 200, description = "The review, allowed or denied; response.uid echoes request.uid", body = super::openapi::AdmissionReviewDoc),
         (status = 400, description = "Not a judgeable v1 AdmissionReview (malformed JSON, wrong apiVersion/kind, no request or uid)", body = ErrorBody),
@@ -335,12 +432,8 @@ pub async fn validate_transformer_registrations(
         (status = 500, description = "Internal error (details are logged)", body = ErrorBody)
     )
 )]
-pub async fn validate_platforms(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    review(state, WebhookKind::Platform, headers, body).await
+pub async fn validate_platforms(State(state): State<AppState>, req: Request) -> Response {
+    review(state, WebhookKind::Platform, req).await
 }
 
 fn operation_str(op: &Operation) -> &'static str {
@@ -402,34 +495,29 @@ pub(super) async fn read_body(
     }
 }
 
-async fn review(state: AppState, kind: WebhookKind, headers: HeaderMap, body: Body) -> Response {
+async fn review(state: AppState, kind: WebhookKind, req: Request) -> Response {
     let start = Instant::now();
-    let (result, resp) = match judge(&state, kind, &headers, body).await {
+    let (result, resp) = match judge(&state, kind, req).await {
         Ok((result, resp)) => (result, resp),
-        Err(e) => ("error", e.into_response()),
+        Err(e) => (ReviewResult::Error, e.into_response()),
     };
-    let labels = ReviewLabels {
-        webhook: kind.plural(),
-        result,
-    };
-    state.metrics.reviews.get_or_create(&labels).inc();
-    state
-        .metrics
-        .review_duration
-        .get_or_create(&labels)
-        .observe(start.elapsed().as_secs_f64());
+    if let Some(series) = state.metrics.review(kind, result) {
+        series.count.inc();
+        series.duration.observe(start.elapsed().as_secs_f64());
+    }
     resp
 }
 
 async fn judge(
     state: &AppState,
     kind: WebhookKind,
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<(&'static str, Response), ApiError> {
-    check_content_type(headers)?;
-    let bytes = read_body(headers, body, state.limits.body_limit).await?;
+    req: Request,
+) -> Result<(ReviewResult, Response), ApiError> {
+    let (parts, body) = req.into_parts();
+    check_content_type(&parts.headers)?;
+    let bytes = read_body(&parts.headers, body, state.limits.body_limit).await?;
     let req = webhooks::parse_request(&bytes)?;
+    drop(bytes);
     let span = Span::current();
     span.record("uid", req.uid.as_str());
     span.record("kind", req.kind.kind.as_str());
@@ -440,49 +528,50 @@ async fn judge(
     let operation = operation_str(&req.operation);
     span.record("operation", operation);
 
-    let on_timeout = AdmissionResponse::from(&req);
-    let eval_timeout = state.limits.eval_timeout;
-    let semaphore = state.semaphore.clone();
-    let gauge = state.metrics.in_flight.clone();
+    // A review is a bounded pure function of a body of at most 3 MiB (tens of microseconds): it
+    // runs on the async worker, under a permit of the review semaphore. `spawn_blocking` is for
+    // CUE evaluation only (the render API). A free permit is taken without arming a timer; only
+    // a review that has to wait for one is bounded by `eval_timeout`.
+    let gauge = &state.metrics.in_flight;
     gauge.inc();
-    let eval_span = span.clone();
-    let evaluation = async move {
-        let _permit = semaphore
-            .acquire()
-            .await
-            .map_err(|e| ApiError::internal(format!("evaluation semaphore: {e}")))?;
-        // A review is a bounded pure function of a body of at most 3 MiB (tens of microseconds):
-        // it runs on the async worker. `spawn_blocking` is for CUE evaluation only (the render
-        // API); handing a review to the blocking pool cost more than the review itself.
-        Ok::<_, ApiError>(eval_span.in_scope(|| kind.validate(&req)))
+    let outcome = match state.semaphore.try_acquire() {
+        Ok(_permit) => Ok(kind.validate(&req)),
+        Err(TryAcquireError::Closed) => Err(ApiError::internal("evaluation semaphore closed")),
+        Err(TryAcquireError::NoPermits) => {
+            let eval_timeout = state.limits.eval_timeout;
+            match tokio::time::timeout(eval_timeout, state.semaphore.acquire()).await {
+                Ok(Ok(_permit)) => Ok(kind.validate(&req)),
+                Ok(Err(e)) => Err(ApiError::internal(format!("evaluation semaphore: {e}"))),
+                Err(_) => {
+                    tracing::warn!(
+                        timeout_ms = eval_timeout.as_millis() as u64,
+                        "admission evaluation timed out"
+                    );
+                    let message = format!(
+                        "opm-operator webhook: evaluating this {} {} timed out after {} ms; \
+                         the request was denied by the webhook's own timeout, not by a policy — \
+                         retry, and report it if it persists",
+                        kind.resource_kind(),
+                        operation,
+                        eval_timeout.as_millis()
+                    );
+                    gauge.dec();
+                    let denial = AdmissionResponse::from(&req).deny(message);
+                    span.record("allowed", false);
+                    return Ok((
+                        ReviewResult::Timeout,
+                        json_response(StatusCode::OK, &denial.into_review()),
+                    ));
+                }
+            }
+        }
     };
-    let outcome = tokio::time::timeout(eval_timeout, evaluation).await;
     gauge.dec();
-    let (result, response) = match outcome {
-        Ok(Ok(response)) => {
-            let result = if response.allowed {
-                "allowed"
-            } else {
-                "denied"
-            };
-            (result, response)
-        }
-        Ok(Err(e)) => return Err(e),
-        Err(_) => {
-            tracing::warn!(
-                timeout_ms = eval_timeout.as_millis() as u64,
-                "admission evaluation timed out"
-            );
-            let message = format!(
-                "opm-operator webhook: evaluating this {} {} timed out after {} ms; \
-                 the request was denied by the webhook's own timeout, not by a policy — retry, and \
-                 report it if it persists",
-                kind.resource_kind(),
-                operation,
-                eval_timeout.as_millis()
-            );
-            ("timeout", on_timeout.deny(message))
-        }
+    let response = outcome?;
+    let result = if response.allowed {
+        ReviewResult::Allowed
+    } else {
+        ReviewResult::Denied
     };
     span.record("allowed", response.allowed);
     Ok((

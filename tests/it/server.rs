@@ -19,4 +19,5 @@ mod probes;
 mod render_api;
 mod reviews;
 mod rotation;
+mod schemathesis;
 mod shutdown;

@@ -115,33 +115,78 @@ pub fn review(
 
 /// Parses and checks an AdmissionReview body, returning its request (with the review's type meta, so
 /// the response echoes it).
+///
+/// One typed pass over the body on the happy path: the envelope is deserialized straight into
+/// [`Envelope`] (no `serde(flatten)` at the top, which would buffer the whole body first). Only a body
+/// that fails that pass is parsed again, as a `serde_json::Value`, to name exactly what is wrong
+/// ([`classify`]); both paths accept and reject the same bodies.
 pub fn parse_request(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, ReviewError> {
-    let value: serde_json::Value =
-        serde_json::from_slice(body).map_err(ReviewError::MalformedJson)?;
+    match serde_json::from_slice::<Envelope>(body) {
+        Ok(envelope) => envelope.into_request(),
+        Err(typed) => Err(classify(body, typed)),
+    }
+}
+
+/// The fields of an AdmissionReview a webhook reads; any other member (`response`) is ignored.
+#[derive(serde::Deserialize)]
+struct Envelope {
+    #[serde(rename = "apiVersion", default)]
+    api_version: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    request: Option<AdmissionRequest<DynamicObject>>,
+}
+
+impl Envelope {
+    fn into_request(self) -> Result<AdmissionRequest<DynamicObject>, ReviewError> {
+        let api_version = self.api_version.unwrap_or_default();
+        if api_version != ADMISSION_API_VERSION {
+            return Err(ReviewError::WrongApiVersion { found: api_version });
+        }
+        let kind = self.kind.unwrap_or_default();
+        if kind != ADMISSION_KIND {
+            return Err(ReviewError::WrongKind { found: kind });
+        }
+        let Some(mut request) = self.request else {
+            return Err(ReviewError::MissingRequest);
+        };
+        if request.uid.is_empty() {
+            return Err(ReviewError::MissingUid);
+        }
+        request.types = kube_core::TypeMeta { api_version, kind };
+        Ok(request)
+    }
+}
+
+/// Names what is wrong with a body the typed pass rejected (`typed` is that pass's error), checking
+/// in order: JSON, object, `apiVersion`, `kind`, `request`, `request.uid`, then the request's shape.
+fn classify(body: &[u8], typed: serde_json::Error) -> ReviewError {
+    let value: serde_json::Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => return ReviewError::MalformedJson(e),
+    };
     let Some(top) = value.as_object() else {
-        return Err(ReviewError::NotAnObject);
+        return ReviewError::NotAnObject;
     };
     let api_version = top.get("apiVersion").and_then(|v| v.as_str()).unwrap_or("");
     if api_version != ADMISSION_API_VERSION {
-        return Err(ReviewError::WrongApiVersion {
+        return ReviewError::WrongApiVersion {
             found: api_version.to_owned(),
-        });
+        };
     }
     let kind = top.get("kind").and_then(|v| v.as_str()).unwrap_or("");
     if kind != ADMISSION_KIND {
-        return Err(ReviewError::WrongKind {
+        return ReviewError::WrongKind {
             found: kind.to_owned(),
-        });
+        };
     }
     let request = match top.get("request") {
-        None | Some(serde_json::Value::Null) => return Err(ReviewError::MissingRequest),
+        None | Some(serde_json::Value::Null) => return ReviewError::MissingRequest,
         Some(r) => r,
     };
     match request.get("uid").and_then(|v| v.as_str()) {
-        Some(uid) if !uid.is_empty() => {}
-        _ => return Err(ReviewError::MissingUid),
+        Some(uid) if !uid.is_empty() => ReviewError::InvalidRequest(typed),
+        _ => ReviewError::MissingUid,
     }
-    let review: AdmissionReview<DynamicObject> =
-        serde_json::from_value(value).map_err(ReviewError::InvalidRequest)?;
-    review.try_into().map_err(|_| ReviewError::MissingRequest)
 }

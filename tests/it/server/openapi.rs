@@ -41,3 +41,32 @@ fn openapi_documents_every_route_and_the_error_shape() {
         );
     }
 }
+
+/// Every 403 body the render API sends is described: the Status shape (SAR denied) and the error
+/// shape (diff: the named ModuleInstance may not be read).
+#[test]
+fn the_render_403_documents_both_shapes() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&opm_operator::server::openapi::openapi_json().unwrap()).unwrap();
+    let forbidden = &doc["paths"]["/v1/namespaces/{ns}/render"]["post"]["responses"]["403"];
+    assert_eq!(
+        forbidden["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/ForbiddenBody",
+        "{forbidden}"
+    );
+    let one_of = doc["components"]["schemas"]["ForbiddenBody"]["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["$ref"].as_str().unwrap_or_default().to_string())
+        .collect::<Vec<_>>();
+    assert_eq!(
+        one_of,
+        [
+            "#/components/schemas/KubeStatus",
+            "#/components/schemas/ErrorBody"
+        ],
+        "{}",
+        doc["components"]["schemas"]["ForbiddenBody"]
+    );
+}
