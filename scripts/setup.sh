@@ -9,6 +9,8 @@ need=()
 command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
 # Debian's kubectl, for the kube-emu fidelity session (installed beside any other kubectl).
 [ -x /usr/bin/kubectl ] && dpkg -S /usr/bin/kubectl 2>/dev/null | grep -q '^kubernetes-client:' || need+=(kubernetes-client)
+# curl, which the dev test drives the render API with (as the README tells a user to).
+command -v curl >/dev/null 2>&1 || need+=(curl)
 if [ ${#need[@]} -gt 0 ]; then
   sudo_cmd=""
   [ "$(id -u)" = 0 ] || sudo_cmd="sudo"

@@ -239,9 +239,13 @@ struct Group {
     patterns: Vec<VId>,
     open: bool,
     closing: bool,
-    /// This group was merged into another one (see `Ev::merge_group`): it is no longer checked
-    /// on its own, and what it allows counts for that group.
-    merged_into: Option<usize>,
+    /// The closedness id this group was created for (`None` for none yet seen).
+    owner: Option<u32>,
+    /// This group was merged into others (see `Ev::merge_group`): it is no longer checked on
+    /// its own, and what it allows counts for each group that absorbs it.
+    merged: bool,
+    /// The merged groups whose labels and patterns this group allows as its own.
+    absorbs: Vec<usize>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -1923,6 +1927,7 @@ impl Ev {
         let vert = self.vm(v);
         vert.groups.push(Group {
             closing,
+            owner: Some(id),
             ..Default::default()
         });
         let g = vert.groups.len() - 1;
@@ -1938,39 +1943,50 @@ impl Ev {
         self.vm(v).group_of.entry(id).or_insert(tg);
     }
 
-    /// The root of group `g` (following merges).
-    fn group_root(&self, v: VId, mut g: usize) -> usize {
+    /// Group `g` with every group it absorbs, transitively (`merge_group`).
+    fn group_members(&self, v: VId, g: usize) -> Vec<usize> {
         let groups = &self.vx(v).groups;
-        for _ in 0..groups.len() {
-            match groups.get(g).and_then(|x| x.merged_into) {
-                Some(t) => g = t,
-                None => break,
+        let mut out = vec![g];
+        let mut i = 0;
+        while let Some(&m) = out.get(i) {
+            for &a in groups.get(m).map(|x| x.absorbs.as_slice()).unwrap_or(&[]) {
+                if !out.contains(&a) {
+                    out.push(a);
+                }
             }
+            i += 1;
         }
-        g
+        out
     }
 
-    /// A definition that reaches this vertex directly (closing group `g`) and also as an
-    /// embedding of a closed definition or `close()` (group `t`: `#M: {#V, mountPath!: string}`
-    /// with `m: #M & (#V & {...})`) is checked once, as part of the embedding one: the
-    /// embedding definition's fields plus the embedded one's are allowed (spec "Embedding",
-    /// "Closed structs"; upstream gives one closedness id per definition per vertex, and the
-    /// embedded use does not start a check of its own). The other order (the embedding
-    /// first) aliases the id to `t` in `alias_group`; this is the same rule when the direct
-    /// reference came first. Only between two closing groups: a definition embedded in an open
-    /// struct keeps its own check.
-    fn merge_group(&mut self, v: VId, g: usize, t: usize) {
-        let (g, t) = (self.group_root(v, g), self.group_root(v, t));
-        if g == t {
-            return;
-        }
+    /// A definition that reaches this vertex directly (its own closing group `g`) and also as
+    /// an embedding of a closed definition or `close()` (group `t`: `#M: {#V, mountPath!:
+    /// string}` with `m: #M & (#V & {...})`) is checked once, as part of the embedding one:
+    /// the embedding definition's fields plus the embedded one's are allowed (spec
+    /// "Embedding", "Closed structs"; upstream gives one closedness id per definition per
+    /// vertex, and the embedded use does not start a check of its own). The other order (the
+    /// embedding first) aliases the id to `t` in `alias_group`; this is the same rule when the
+    /// direct reference came first. Only the definition's own group merges (a group it was
+    /// aliased into belongs to another definition, whose check stays), only between two
+    /// closing groups (a definition embedded in an open struct keeps its own check), and a
+    /// definition embedded by several closed definitions (`#A: {#C, a: int}`, `#B: {#C, b:
+    /// int}`) counts for each of them without joining them: `a` stays not allowed by `#B`.
+    fn merge_group(&mut self, v: VId, id: u32, g: usize, t: usize) {
         let groups = &self.vx(v).groups;
-        let closing = |i: usize| groups.get(i).is_some_and(|x| x.closing);
-        if !closing(g) || !closing(t) {
+        let is = |i: usize, f: fn(&Group) -> bool| groups.get(i).is_some_and(f);
+        if g == t
+            || !is(g, |x| x.closing)
+            || !is(t, |x| x.closing)
+            || groups.get(g).and_then(|x| x.owner) != Some(id)
+            || self.group_members(v, g).contains(&t)
+        {
             return;
         }
         let vert = self.vm(v);
-        vert.groups[g].merged_into = Some(t);
+        vert.groups[g].merged = true;
+        if !vert.groups[t].absorbs.contains(&g) {
+            vert.groups[t].absorbs.push(g);
+        }
     }
 
     fn child_outer(&self, c: &Conj) -> Option<Arc<[u32]>> {
@@ -2280,7 +2296,7 @@ impl Ev {
                 match self.vx(v).group_of.get(&id).copied() {
                     Some(g) if Some(g) != gi => {
                         if let (Some(t), true) = (gi, Some(id) == c.close) {
-                            self.merge_group(v, g, t);
+                            self.merge_group(v, id, g, t);
                         }
                         if !ogs.contains(&g) {
                             ogs.push(g);
@@ -2671,27 +2687,16 @@ impl Ev {
             }
         }
         // Closedness: a regular label must be allowed by every closing group, each together
-        // with the groups merged into it (`merge_group`).
+        // with the groups it absorbs (`merge_group`).
         let ngroups = self.vx(v).groups.len();
-        let mut members: Vec<Vec<usize>> = vec![Vec::new(); ngroups];
-        // (members[r]: the groups whose root is r, r itself included)
-        for g in 0..ngroups {
-            let r = self.group_root(v, g);
-            members[r].push(g);
-        }
-        let closing: Vec<Vec<usize>> = {
-            let gs = &self.vx(v).groups;
-            members
-                .into_iter()
-                .enumerate()
-                .filter(|(r, ms)| {
-                    gs[*r].merged_into.is_none()
-                        && gs[*r].closing
-                        && !ms.iter().any(|&m| gs[m].open)
-                })
-                .map(|(_, ms)| ms)
-                .collect()
-        };
+        let closing: Vec<Vec<usize>> = (0..ngroups)
+            .filter(|&r| {
+                let gs = &self.vx(v).groups;
+                !gs[r].merged && gs[r].closing
+            })
+            .map(|r| self.group_members(v, r))
+            .filter(|ms| !ms.iter().any(|&m| self.vx(v).groups[m].open))
+            .collect();
         if !closing.is_empty() {
             let arcs: Vec<(Label, VId)> = self
                 .vx(v)
