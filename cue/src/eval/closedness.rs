@@ -1,0 +1,183 @@
+//! Closedness groups and pattern constraints (CUE spec "Closed structs", "Embedding",
+//! "Definitions", "Field constraints"; upstream `closed.go`).
+//!
+//! Every conjunct carries the closedness id of the definition (or `close()`) it stems from; a
+//! struct literal records its labels (and patterns) into the group of that id at its vertex, and
+//! `Ev::finish` allows a regular label only when every closing group allows it. An embedded value
+//! joins the embedding struct's group instead of closing it (`alias_group`); a definition reaching
+//! a vertex both directly and as the embedding of a closed definition is checked once, as part
+//! of the embedding one (`merge_group`), and one embedded by several closed definitions counts for
+//! each of them without joining them.
+
+use super::*;
+
+impl Ev {
+    pub(super) fn group_idx(&mut self, v: VId, id: u32) -> usize {
+        if let Some(&g) = self.vx(v).group_of.get(&id) {
+            return g;
+        }
+        let closing = !self.weak_ids.contains(&id);
+        let vert = self.vm(v);
+        vert.groups.push(Group {
+            closing,
+            owner: Some(id),
+            ..Default::default()
+        });
+        let g = vert.groups.len() - 1;
+        vert.group_of.insert(id, g);
+        g
+    }
+
+    pub(super) fn alias_group(&mut self, v: VId, id: u32, target: u32) {
+        let tg = self.group_idx(v, target);
+        if !self.weak_ids.contains(&id) {
+            self.vm(v).groups[tg].closing = true;
+        }
+        self.vm(v).group_of.entry(id).or_insert(tg);
+    }
+
+    /// Group `g` with every group it absorbs, transitively (`merge_group`).
+    pub(super) fn group_members(&self, v: VId, g: usize) -> Vec<usize> {
+        let groups = &self.vx(v).groups;
+        let mut out = vec![g];
+        let mut i = 0;
+        while let Some(&m) = out.get(i) {
+            for &a in groups.get(m).map(|x| x.absorbs.as_slice()).unwrap_or(&[]) {
+                if !out.contains(&a) {
+                    out.push(a);
+                }
+            }
+            i += 1;
+        }
+        out
+    }
+
+    /// A definition that reaches this vertex directly (its own closing group `g`) and also as
+    /// an embedding of a closed definition or `close()` (group `t`: `#M: {#V, mountPath!:
+    /// string}` with `m: #M & (#V & {...})`) is checked once, as part of the embedding one:
+    /// the embedding definition's fields plus the embedded one's are allowed (spec
+    /// "Embedding", "Closed structs"; upstream gives one closedness id per definition per
+    /// vertex, and the embedded use does not start a check of its own). The other order (the
+    /// embedding first) aliases the id to `t` in `alias_group`; this is the same rule when the
+    /// direct reference came first. Only the definition's own group merges (a group it was
+    /// aliased into belongs to another definition, whose check stays), only between two
+    /// closing groups (a definition embedded in an open struct keeps its own check), and a
+    /// definition embedded by several closed definitions (`#A: {#C, a: int}`, `#B: {#C, b:
+    /// int}`) counts for each of them without joining them: `a` stays not allowed by `#B`.
+    pub(super) fn merge_group(&mut self, v: VId, id: u32, g: usize, t: usize) {
+        let groups = &self.vx(v).groups;
+        let is = |i: usize, f: fn(&Group) -> bool| groups.get(i).is_some_and(f);
+        if g == t
+            || !is(g, |x| x.closing)
+            || !is(t, |x| x.closing)
+            || groups.get(g).and_then(|x| x.owner) != Some(id)
+            || self.group_members(v, g).contains(&t)
+        {
+            return;
+        }
+        let vert = self.vm(v);
+        vert.groups[g].merged = true;
+        if !vert.groups[t].absorbs.contains(&g) {
+            vert.groups[t].absorbs.push(g);
+        }
+    }
+
+    pub(super) fn child_outer(&self, c: &Conj) -> Option<Arc<[u32]>> {
+        let o = c.outer.as_ref()?;
+        let v: Vec<u32> = o
+            .iter()
+            .copied()
+            .filter(|id| {
+                self.is_mark(*id) || !self.nonrec_ids.contains(id) && !self.weak_ids.contains(id)
+            })
+            .collect();
+        if v.is_empty() {
+            None
+        } else {
+            Some(v.into())
+        }
+    }
+
+    pub(super) fn is_mark(&self, id: u32) -> bool {
+        self.own_marks.contains(&id) || self.embed_marks.contains_key(&id)
+    }
+
+    pub(super) fn child_close(&self, c: &Conj) -> Option<u32> {
+        match c.close {
+            Some(id) if !self.nonrec_ids.contains(&id) && !self.weak_ids.contains(&id) => Some(id),
+            _ => None,
+        }
+    }
+
+    pub(super) fn apply_pattern(
+        &mut self,
+        _v: VId,
+        a: VId,
+        label: &Label,
+        filter: VId,
+        pc: &Conj,
+        penv: Option<Arc<Env>>,
+    ) {
+        if !label.is_regular() {
+            return;
+        }
+        if !self.label_matches(filter, label) {
+            return;
+        }
+        let env = self.new_env(
+            penv,
+            a,
+            EnvKind::Bind(vec![
+                Binding::Val(Val::str(&label.name)),
+                Binding::Vertex(a),
+            ]),
+        );
+        self.add_conj(
+            a,
+            Conj {
+                env: Some(env),
+                expr: pc.expr.clone(),
+                close: pc.close,
+                embed: None,
+                outer: pc.outer.clone(),
+            },
+        );
+    }
+
+    /// Whether the label filter vertex `f` accepts `label`.
+    pub(super) fn label_matches(&mut self, f: VId, label: &Label) -> bool {
+        let s = Val::str(&label.name);
+        self.accepts(f, &s)
+    }
+
+    /// Whether unifying the scalar `s` with vertex `f` succeeds.
+    pub fn accepts(&mut self, f: VId, s: &Val) -> bool {
+        self.eval(f);
+        let f = match self.vx(f).redirect {
+            Some(r) => r,
+            None => f,
+        };
+        if let Some(d) = self.vx(f).disj.clone() {
+            return d.alts.iter().any(|(a, _)| self.accepts(*a, s));
+        }
+        let fx = self.vx(f);
+        if fx.err.is_some() || fx.is_struct || fx.is_list {
+            return false;
+        }
+        if fx.kinds & s.kind() == 0 {
+            return false;
+        }
+        if let Some(t) = &fx.scalar {
+            if !ops::scalar_identical(s, t) {
+                return false;
+            }
+        }
+        let bounds = fx.bounds.clone();
+        for b in bounds {
+            if self.check_bound(&b, s).is_some() {
+                return false;
+            }
+        }
+        true
+    }
+}

@@ -1,0 +1,184 @@
+//! Comprehensions (CUE spec "Comprehensions"; upstream `comprehension.go`).
+//!
+//! `for` and `if` clauses run after the vertex's declared fields are expanded, so guards see every
+//! field; each result is an embedding of the struct it stands in (its fields are allowed by the
+//! struct's closedness). A comprehension whose clauses are still incomplete (it reads a field
+//! another comprehension of the same vertex yields) is retried after the others ran, as long as
+//! a round makes progress; then its error stands.
+
+use super::*;
+
+impl Ev {
+    /// Runs comprehension clauses; collects the environments in which the body is yielded.
+    pub(super) fn run_clauses(
+        &mut self,
+        v: VId,
+        env: &Arc<Env>,
+        comp: &ComprehensionC,
+        i: usize,
+        out: &mut Vec<Arc<Env>>,
+    ) -> Option<Arc<Bottom>> {
+        if !self.step() {
+            return self.limit_err.clone();
+        }
+        let Some(cl) = comp.clauses.get(i) else {
+            out.push(env.clone());
+            return None;
+        };
+        match cl {
+            ClauseC::For { source, span } => {
+                let src = self.eval_expr(&Some(env.clone()), source);
+                match src {
+                    Val::Vertex(w) => {
+                        self.eval(w);
+                        let w = self.deref(w);
+                        if let Some(b) = self.vx(w).err.clone() {
+                            return Some(b);
+                        }
+                        let wx = self.vx(w);
+                        if wx.disj.is_some() {
+                            return Some(Bottom::new(
+                                ErrorCode::Incomplete,
+                                "cannot range over unresolved disjunction",
+                                *span,
+                            ));
+                        }
+                        let arcs: Vec<(Label, VId)> =
+                            wx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+                        let is_list = wx.is_list;
+                        for (l, a) in arcs {
+                            if is_list {
+                                if l.kind != LabelKind::Index {
+                                    continue;
+                                }
+                            } else {
+                                if !l.is_regular() {
+                                    continue;
+                                }
+                                self.eval(a);
+                                if self.vx(a).constraint != Some(FieldConstraint::Regular) {
+                                    continue;
+                                }
+                            }
+                            let key = if is_list {
+                                Val::int(l.index)
+                            } else {
+                                Val::str(&l.name)
+                            };
+                            let benv = self.new_env(
+                                Some(env.clone()),
+                                v,
+                                EnvKind::Bind(vec![Binding::Val(key), Binding::Vertex(a)]),
+                            );
+                            if let Some(b) = self.run_clauses(v, &benv, comp, i + 1, out) {
+                                return Some(b);
+                            }
+                        }
+                        None
+                    }
+                    Val::Bottom(b) => Some(b),
+                    Val::Null => None,
+                    other => {
+                        let code = if other.is_concrete_scalar() {
+                            ErrorCode::Eval
+                        } else {
+                            ErrorCode::Incomplete
+                        };
+                        Some(Bottom::new(
+                            code,
+                            format!("cannot range over {}", ops::show(&other)),
+                            *span,
+                        ))
+                    }
+                }
+            }
+            ClauseC::If { cond, span } => {
+                let cv = self.eval_expr(&Some(env.clone()), cond);
+                match cv {
+                    Val::Bool(true) => self.run_clauses(v, env, comp, i + 1, out),
+                    Val::Bool(false) => None,
+                    Val::Bottom(b) => Some(b),
+                    other => {
+                        let code = if other.is_concrete_scalar() {
+                            ErrorCode::Eval
+                        } else {
+                            ErrorCode::Incomplete
+                        };
+                        Some(Bottom::new(
+                            code,
+                            format!("cannot use {} as type bool", ops::show(&other)),
+                            *span,
+                        ))
+                    }
+                }
+            }
+            ClauseC::Let { expr, .. } => {
+                let benv = self.new_env(
+                    Some(env.clone()),
+                    v,
+                    EnvKind::Bind(vec![Binding::Lazy(env.clone(), expr.clone())]),
+                );
+                self.run_clauses(v, &benv, comp, i + 1, out)
+            }
+        }
+    }
+
+    pub(super) fn run_comprehensions(&mut self, v: VId) {
+        let mut round = 0;
+        loop {
+            let comps = std::mem::take(&mut self.vm(v).comps);
+            if comps.is_empty() {
+                break;
+            }
+            let mut failed = Vec::new();
+            let mut progressed = false;
+            for (env, comp, close, embed, outer) in comps {
+                let mut bodies = Vec::new();
+                let r = self.run_clauses(v, &env, &comp, 0, &mut bodies);
+                match r {
+                    Some(b) if !b.code.is_fatal() && round == 0 => {
+                        failed.push((env, comp, close, embed, outer, b));
+                    }
+                    Some(b) => {
+                        self.set_err(v, b);
+                    }
+                    None => {
+                        progressed = true;
+                        for benv in bodies {
+                            self.process(
+                                v,
+                                Conj {
+                                    env: Some(benv),
+                                    expr: Expr::Struct(comp.body.clone()),
+                                    close,
+                                    embed,
+                                    outer: outer.clone(),
+                                },
+                            );
+                        }
+                    }
+                }
+            }
+            if failed.is_empty() {
+                if self.vx(v).comps.is_empty() {
+                    break;
+                }
+                round = 0;
+                continue;
+            }
+            if !progressed || round > 0 {
+                for (_, _, _, _, _, b) in failed {
+                    self.set_err(v, b);
+                }
+                if self.vx(v).comps.is_empty() {
+                    break;
+                }
+                continue;
+            }
+            round += 1;
+            for (env, comp, close, embed, outer, _) in failed {
+                self.vm(v).comps.push((env, comp, close, embed, outer));
+            }
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! Disjunctions and defaults (CUE spec "Disjunction", "Default values"; upstream `disjunct.go`,
+//! `default.go`).
+//!
+//! A vertex meeting a disjunction is cloned once per alternative with the choice fixed; clones
+//! with fatal errors are eliminated and equal survivors merged. The default of a combination is
+//! the conjunction of the chosen alternatives' marks (an unmarked disjunction counts as
+//! all-default). There is no cap on the number of disjunctions: one is split per round until
+//! every state has chosen, and a disjunction equal to one already split (but for its outer
+//! closedness ids) takes that one's choice (`D & D == D`).
+
+use super::*;
+
+impl Ev {
+    // ----------------------------------------------------------------------------------------
+    // Disjunctions.
+
+    pub(super) fn make_clone(&mut self, v: VId, choice: Vec<usize>) -> VId {
+        let vert = self.vx(v);
+        let mut clone = Vertex::new(vert.parent, vert.label.clone());
+        clone.conjuncts = vert.conjuncts.clone();
+        clone.constraint = vert.constraint;
+        clone.def_close = vert.def_close;
+        clone.span = vert.span;
+        clone.not_allowed = vert.not_allowed;
+        clone.choice = choice;
+        clone.nosplit = true;
+        clone.clone_of = Some(vert.clone_of.unwrap_or(v));
+        let cid = self.vs.len() as VId;
+        self.stats.clones += 1;
+        self.vs.push(clone);
+        self.disj_ctx.push((v, cid));
+        self.eval(cid);
+        self.disj_ctx.pop();
+        cid
+    }
+
+    /// `a`, or the disjunct of `a` being decided right now (spec "Disjunctions": each
+    /// disjunct is evaluated as the value of the field, so a reference from inside it to the
+    /// field itself sees that disjunct, not the undecided whole).
+    pub(super) fn current_disjunct(&self, a: VId) -> VId {
+        self.disj_ctx
+            .iter()
+            .rev()
+            .find(|(o, _)| *o == a)
+            .map_or(a, |(_, c)| *c)
+    }
+
+    /// Splits `v` on its disjunctions level by level: each state is a clone with a prefix of
+    /// choices fixed; failing states are dropped and equal states merged before the next level.
+    pub(super) fn resolve_disjunctions(&mut self, v: VId) {
+        // A state is a clone with the history of its choices: (disjunction span, class) where
+        // class 0 = alternative of an unmarked disjunction, 1 = marked alternative, 2 = unmarked
+        // alternative of a marked disjunction. The first state is `v` itself.
+        type Hist = Vec<(Span, u8)>;
+        fn prov(h: &Hist) -> u8 {
+            h.iter().map(|x| x.1).max().unwrap_or(0)
+        }
+        let mut frontier: Vec<(VId, Hist)> = vec![(v, Vec::new())];
+        let mut finals: Vec<(VId, Hist)> = Vec::new();
+        let mut keep_marks: HashSet<(u32, u32, u32)> = HashSet::new();
+        // The error of every eliminated disjunct, with its path below `v`.
+        let mut errs: Vec<(String, Arc<Bottom>)> = Vec::new();
+        // One disjunction is split per round, so the loop ends when every state has chosen an
+        // alternative of each of its (finitely many) disjunctions; no fixed cap drops
+        // surviving states (the evaluation limits still apply).
+        while !frontier.is_empty() {
+            if self.limit_err.is_some() {
+                break;
+            }
+            let mut next: Vec<(VId, Hist, String)> = Vec::new();
+            for (st, hist) in std::mem::take(&mut frontier) {
+                let Some((dc, alts, _)) = self.vx(st).pending_disj.first().cloned() else {
+                    finals.push((st, hist));
+                    continue;
+                };
+                let dspan = dc.expr.span();
+                let has_marks = alts.iter().any(|(_, d)| *d);
+                // A marked alternative that is an error by itself keeps the disjunction's marks.
+                if alts
+                    .iter()
+                    .any(|(e, d)| *d && matches!(e, Expr::Lit(Val::Bottom(_), _) | Expr::Bad(_)))
+                {
+                    keep_marks.insert((dspan.file.0, dspan.start, dspan.end));
+                }
+                let base_choice = self.vx(st).choice.clone();
+                for (i, (_, mark)) in alts.iter().enumerate() {
+                    if self.limit_err.is_some() {
+                        break;
+                    }
+                    let mut ch = base_choice.clone();
+                    ch.push(i);
+                    let cid = self.make_clone(v, ch);
+                    let undefined = self
+                        .vx(cid)
+                        .incomplete
+                        .as_ref()
+                        .is_some_and(|b| b.code == ErrorCode::Undefined)
+                        && self.vx(cid).scalar.is_none();
+                    if undefined {
+                        continue;
+                    }
+                    let mut at = Vec::new();
+                    self.disj_ctx.push((v, cid));
+                    let found = self.error_deep_at(cid, 0, false, &mut at);
+                    self.disj_ctx.pop();
+                    if let Some(e) = found {
+                        // A field the struct does not allow yet may be allowed by an embedded
+                        // disjunction still to be split: such a state is judged at the end.
+                        let later = !self.vx(cid).pending_disj.is_empty()
+                            && e.code == ErrorCode::NotAllowed;
+                        if !later {
+                            errs.push((labels_text(&at), e));
+                            continue;
+                        }
+                    }
+                    let class: u8 = if !has_marks {
+                        0
+                    } else if *mark {
+                        1
+                    } else {
+                        2
+                    };
+                    let mut h = hist.clone();
+                    h.push((dspan, class));
+                    let mut key = self.fingerprint(cid, 0);
+                    for (c, _, _) in &self.vx(cid).pending_disj {
+                        key.push_str(&format!("|{:?}", c.expr.span()));
+                    }
+                    if let Some(u) = next.iter_mut().find(|u| u.2 == key) {
+                        let better = match (prov(&h), prov(&u.1)) {
+                            (1, x) => x != 1 && h.iter().all(|e| e.1 != 2) || x == 2,
+                            (0, 2) => true,
+                            _ => false,
+                        };
+                        if better {
+                            u.1 = h;
+                        }
+                    } else {
+                        next.push((cid, h, key));
+                    }
+                }
+            }
+            frontier = next.into_iter().map(|(a, b, _)| (a, b)).collect();
+        }
+        // A disjunction none of whose marked alternatives survives has no default: its other
+        // alternatives count as unmarked.
+        let mut marked_alive: HashSet<(u32, u32, u32)> = finals
+            .iter()
+            .flat_map(|(_, h)| h.iter())
+            .filter(|e| e.1 == 1)
+            .map(|e| (e.0.file.0, e.0.start, e.0.end))
+            .collect();
+        marked_alive.extend(keep_marks);
+        let finals: Vec<(VId, u8)> = finals
+            .into_iter()
+            .map(|(cid, h)| {
+                let m = h
+                    .iter()
+                    .map(|e| match e.1 {
+                        2 if !marked_alive.contains(&(e.0.file.0, e.0.start, e.0.end)) => 0,
+                        c => c,
+                    })
+                    .max()
+                    .unwrap_or(0);
+                (cid, m)
+            })
+            .collect();
+        // Flatten resolved clones and merge equal alternatives.
+        let mut survivors: Vec<(VId, u8)> = Vec::new();
+        for (cid, m) in finals {
+            let cx = self.vx(cid);
+            if let Some(dr) = cx.disj.clone() {
+                for (i, (a, _)) in dr.alts.iter().enumerate() {
+                    survivors.push((*a, m.max(dr.modes.get(i).copied().unwrap_or(0))));
+                }
+            } else {
+                let target = cx.redirect.unwrap_or(cid);
+                survivors.push((target, m.max(cx.redirect_mark)));
+            }
+        }
+        let mut uniq: Vec<(VId, u8, String)> = Vec::new();
+        for (a, d) in survivors {
+            let fp = self.fingerprint(a, 0);
+            if let Some(u) = uniq.iter_mut().find(|u| u.2 == fp) {
+                u.1 = merge_mode(u.1, d);
+            } else {
+                uniq.push((a, d, fp));
+            }
+        }
+        let vert = self.vm(v);
+        vert.pending_disj.clear();
+        if uniq.is_empty() {
+            let span = vert.span;
+            vert.err = Some(empty_disjunction(errs, span));
+            return;
+        }
+        if uniq.len() == 1 {
+            vert.redirect = Some(uniq[0].0);
+            vert.redirect_mark = uniq[0].1;
+            return;
+        }
+        let has_default = uniq.iter().any(|u| u.1 == 1);
+        let modes = uniq.iter().map(|u| u.1).collect();
+        vert.disj = Some(Arc::new(DisjResult {
+            alts: uniq.into_iter().map(|u| (u.0, u.1 == 1)).collect(),
+            modes,
+            has_default,
+        }));
+    }
+}

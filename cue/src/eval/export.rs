@@ -1,0 +1,331 @@
+//! Reading results out: the error of a value and its children (`error_deep`), fingerprints for
+//! merging equal disjuncts, and the conversion of a finished vertex to data (`to_data`: regular
+//! fields in CUE's order, defaults taken, incomplete values and hidden errors reported).
+
+use super::*;
+
+impl Ev {
+    /// The first fatal error in the regular fields of `v`, evaluating them.
+    pub fn fatal_error_deep(&mut self, v: VId, depth: usize) -> Option<Arc<Bottom>> {
+        self.error_deep(v, depth, false)
+    }
+
+    /// Like [`Ev::fatal_error_deep`]; with `strict`, missing required fields count as errors.
+    pub fn error_deep(&mut self, v: VId, depth: usize, strict: bool) -> Option<Arc<Bottom>> {
+        self.error_deep_at(v, depth, strict, &mut Vec::new())
+    }
+
+    /// Like [`Ev::error_deep`], leaving in `at` the labels from `v` down to the failing field.
+    pub(super) fn error_deep_at(
+        &mut self,
+        v: VId,
+        depth: usize,
+        strict: bool,
+        at: &mut Vec<Label>,
+    ) -> Option<Arc<Bottom>> {
+        if depth > 64 || self.limit_err.is_some() || !self.stack_ok() {
+            return self.limit_err.clone();
+        }
+        self.eval(v);
+        let v = self.deref_redirect(v);
+        let vx = self.vx(v);
+        if let Some(e) = &vx.err {
+            return Some(e.clone());
+        }
+        if vx.disj.is_some() {
+            return None;
+        }
+        let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+        for (l, a) in arcs {
+            if !(l.is_regular() || l.kind == LabelKind::Index) {
+                continue;
+            }
+            at.push(l.clone());
+            if self.vx(a).constraint == Some(FieldConstraint::Optional) {
+                if self.vx(a).not_allowed {
+                    return self.vx(a).err.clone();
+                }
+                at.pop();
+                continue;
+            }
+            if self.in_progress.contains(&a) {
+                at.pop();
+                continue;
+            }
+            if strict && self.vx(a).constraint == Some(FieldConstraint::Required) {
+                let span = self.vx(a).span;
+                return Some(Bottom::new(ErrorCode::Eval, "required field missing", span));
+            }
+            if let Some(e) = self.error_deep_at(a, depth + 1, strict, at) {
+                return Some(e);
+            }
+            at.pop();
+        }
+        None
+    }
+
+    /// A canonical text of a value, used to merge equal disjuncts.
+    pub fn fingerprint(&mut self, v: VId, depth: usize) -> String {
+        if depth > 32 || !self.stack_ok() {
+            return "…".into();
+        }
+        self.eval(v);
+        let v = self.deref_redirect(v);
+        let vx = self.vx(v);
+        if let Some(e) = &vx.err {
+            return format!("_|_({})", e.msg);
+        }
+        if let Some(d) = vx.disj.clone() {
+            let mut parts = Vec::new();
+            for (a, m) in &d.alts {
+                let f = self.fingerprint(*a, depth + 1);
+                parts.push(format!("{}{}", if *m { "*" } else { "" }, f));
+            }
+            return parts.join("|");
+        }
+        let mut s = String::new();
+        if let Some(x) = &vx.scalar {
+            s.push_str(&ops::show(x));
+        } else {
+            s.push_str(&kind_name(vx.kinds));
+        }
+        // A concrete scalar has passed its bounds: they do not tell equal values apart.
+        if vx.scalar.is_none() {
+            for b in &vx.bounds {
+                s.push('&');
+                s.push_str(&ops::show(b));
+            }
+        }
+        if vx.is_struct || vx.is_list {
+            let mut arcs: Vec<(Label, VId)> =
+                vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+            // Equal values whatever order their fields arrived in (field order is not identity).
+            if vx.is_struct {
+                arcs.sort_by(|x, y| {
+                    (x.0.kind, &x.0.name, x.0.index).cmp(&(y.0.kind, &y.0.name, y.0.index))
+                });
+            }
+            let closed = vx.groups.iter().any(|g| g.closing && !g.open);
+            s.push(if closed { '#' } else { '{' });
+            for (l, a) in arcs {
+                let c = self.vx(a).constraint;
+                // An optional field is identified by where its conjuncts come from, without
+                // evaluating it (as upstream compares the struct literals declaring optional
+                // fields): evaluating would recurse forever on recursive schemas such as
+                // `#S: {items?: #S | [...#S]}`, where every disjunct holds the next level.
+                let f = if c == Some(FieldConstraint::Optional) {
+                    self.source_fingerprint(a)
+                } else {
+                    self.fingerprint(a, depth + 1)
+                };
+                s.push_str(&format!(
+                    "{}{}:{},",
+                    l.name,
+                    match c {
+                        Some(FieldConstraint::Optional) => "?",
+                        Some(FieldConstraint::Required) => "!",
+                        _ => "",
+                    },
+                    f
+                ));
+            }
+            s.push('}');
+        }
+        s
+    }
+
+    /// The sources of an unevaluated field: the sorted spans of its conjuncts.
+    pub(super) fn source_fingerprint(&self, v: VId) -> String {
+        let mut spans: Vec<(u32, u32, u32)> = self
+            .vx(v)
+            .conjuncts
+            .iter()
+            .map(|c| {
+                let s = c.expr.span();
+                (s.file.0, s.start, s.end)
+            })
+            .collect();
+        spans.sort_unstable();
+        spans.dedup();
+        let mut s = String::from("src(");
+        for (f, a, b) in spans {
+            s.push_str(&format!("{f}:{a}-{b};"));
+        }
+        s.push(')');
+        s
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Conversion to concrete data.
+
+    /// Converts a vertex to concrete data (regular fields, defaults taken); errors are collected.
+    // `&mut self`: conversion evaluates what it reaches (the lint expects `&self` for `to_*`).
+    #[allow(clippy::wrong_self_convention)]
+    pub fn to_data(
+        &mut self,
+        v: VId,
+        errs: &mut Vec<(VId, Arc<Bottom>)>,
+        depth: usize,
+    ) -> Option<BVal> {
+        // Past a limit, or with enough errors found, the rest is not looked at: reporting
+        // every failing field of a huge value would take longer than evaluating it.
+        if errs.len() >= MAX_ERRORS {
+            return None;
+        }
+        if depth > self.config.max_depth {
+            errs.push((
+                v,
+                self.limit(
+                    crate::errors::Limit::Depth,
+                    "depth limit exceeded".into(),
+                    Span::default(),
+                ),
+            ));
+            return None;
+        }
+        if !self.step() {
+            if let Some(b) = self.limit_err.clone() {
+                if !errs.iter().any(|(_, e)| Arc::ptr_eq(e, &b)) {
+                    errs.push((v, b));
+                }
+            }
+            return None;
+        }
+        self.eval(v);
+        let v0 = v;
+        let v = self.deref(v);
+        let vx = self.vx(v);
+        if let Some(e) = &vx.err {
+            errs.push((v0, e.clone()));
+            return None;
+        }
+        if let Some(d) = &vx.disj {
+            let n = d.alts.len();
+            let span = vx.span;
+            errs.push((
+                v0,
+                Bottom::new(
+                    ErrorCode::Incomplete,
+                    format!("incomplete value: unresolved disjunction of {n} values"),
+                    span,
+                ),
+            ));
+            return None;
+        }
+        if let Some(e) = &vx.unmet {
+            errs.push((v0, e.clone()));
+            return None;
+        }
+        if vx.is_list {
+            let arcs = vx.elements();
+            let mut out = Vec::new();
+            let mut ok = true;
+            for a in arcs {
+                match self.to_data(a, errs, depth + 1) {
+                    Some(x) => out.push(x),
+                    None => ok = false,
+                }
+            }
+            return if ok { Some(BVal::List(out)) } else { None };
+        }
+        if vx.is_struct {
+            let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+            let mut out = Vec::new();
+            let mut ok = true;
+            for (l, a) in arcs {
+                if !l.is_regular() {
+                    continue;
+                }
+                self.eval(a);
+                let ax = self.vx(a);
+                match ax.constraint {
+                    Some(FieldConstraint::Optional) => {
+                        if ax.not_allowed {
+                            if let Some(e) = &ax.err {
+                                errs.push((a, e.clone()));
+                                ok = false;
+                            }
+                        }
+                        continue;
+                    }
+                    Some(FieldConstraint::Required) => {
+                        let span = ax.span;
+                        errs.push((
+                            a,
+                            Bottom::new(
+                                ErrorCode::RequiredMissing,
+                                format!("field is required but not present: {}", l.path_text()),
+                                span,
+                            ),
+                        ));
+                        ok = false;
+                        continue;
+                    }
+                    _ => {}
+                }
+                match self.to_data(a, errs, depth + 1) {
+                    Some(x) => out.push((l.name.to_string(), x)),
+                    None => ok = false,
+                }
+            }
+            return if ok { Some(BVal::Struct(out)) } else { None };
+        }
+        match &vx.scalar {
+            Some(s) => ops::scalar_to_data(s),
+            None => {
+                let span = vx.span;
+                let msg = match &vx.incomplete {
+                    Some(b) => b.msg.clone(),
+                    None => {
+                        let mut s = kind_name(vx.kinds);
+                        for b in &vx.bounds {
+                            s = format!("{s} & {}", ops::show(b));
+                        }
+                        format!("incomplete value {s}")
+                    }
+                };
+                let span = vx.incomplete.as_ref().map(|b| b.span).unwrap_or(span);
+                errs.push((v0, Bottom::new(ErrorCode::Incomplete, msg, span)));
+                None
+            }
+        }
+    }
+
+    /// Collects fatal errors in definitions and hidden fields (which export does not visit).
+    pub fn collect_fatal_hidden(
+        &mut self,
+        v: VId,
+        errs: &mut Vec<(VId, Arc<Bottom>)>,
+        depth: usize,
+        inside: bool,
+    ) {
+        if depth > 40 || errs.len() >= MAX_ERRORS || self.limit_err.is_some() || !self.stack_ok() {
+            return;
+        }
+        self.eval(v);
+        let v = self.deref(v);
+        let vx = self.vx(v);
+        if inside {
+            if let Some(e) = &vx.err {
+                if e.code.is_fatal() {
+                    errs.push((v, e.clone()));
+                }
+                return;
+            }
+        }
+        if vx.disj.is_some() {
+            return;
+        }
+        let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+        for (l, a) in arcs {
+            let ins = inside || l.is_def() || l.is_hidden();
+            if matches!(l.kind, LabelKind::Internal) {
+                continue;
+            }
+            if self.vx(a).constraint == Some(FieldConstraint::Optional) {
+                continue;
+            }
+            self.collect_fatal_hidden(a, errs, depth + 1, ins);
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! List literals: elements, the open tail `...T`, and list closedness (CUE spec "Lists"; a
+//! list with no tail is closed at its length, elements past a typed tail unify with it).
+
+use super::*;
+
+impl Ev {
+    pub(super) fn expand_list(&mut self, v: VId, c: &Conj, lit: &Arc<ListLit>) {
+        self.vm(v).is_list = true;
+        let child_close = self.child_close(c);
+        let child_outer = self.child_outer(c);
+        let mut idx = 0usize;
+        for el in &lit.elems {
+            match el {
+                ListElemC::Expr(e) => {
+                    let a = self.arc(v, &Label::index(idx));
+                    self.vm(a).constraint = Some(FieldConstraint::Regular);
+                    self.add_conj(
+                        a,
+                        Conj {
+                            env: c.env.clone(),
+                            expr: e.clone(),
+                            close: child_close,
+                            embed: None,
+                            outer: child_outer.clone(),
+                        },
+                    );
+                    idx += 1;
+                }
+                ListElemC::Comprehension(comp) => {
+                    let env = match &c.env {
+                        Some(e) => e.clone(),
+                        None => self.new_env(None, v, EnvKind::Bind(Vec::new())),
+                    };
+                    let mut bodies = Vec::new();
+                    self.run_clauses(v, &env, comp, 0, &mut bodies);
+                    for benv in bodies {
+                        let a = self.arc(v, &Label::index(idx));
+                        self.vm(a).constraint = Some(FieldConstraint::Regular);
+                        self.add_conj(
+                            a,
+                            Conj {
+                                env: Some(benv),
+                                expr: Expr::Struct(comp.body.clone()),
+                                close: child_close,
+                                embed: None,
+                                outer: child_outer.clone(),
+                            },
+                        );
+                        idx += 1;
+                    }
+                }
+            }
+        }
+        let vert = self.vm(v);
+        let st = vert.list.get_or_insert_with(ListState::default);
+        match &lit.ellipsis {
+            None => {
+                if let Some(n) = st.closed_len {
+                    if n != idx {
+                        let b = Bottom::new(
+                            ErrorCode::Eval,
+                            format!("incompatible list lengths ({n} and {idx})"),
+                            lit.span,
+                        );
+                        self.set_err(v, b);
+                        return;
+                    }
+                }
+                st.closed_len = Some(idx);
+            }
+            Some(t) => {
+                st.min_len = st.min_len.max(idx);
+                if let Some(t) = t {
+                    st.tails.push((
+                        idx,
+                        Conj {
+                            env: c.env.clone(),
+                            expr: t.clone(),
+                            close: child_close,
+                            embed: None,
+                            outer: child_outer.clone(),
+                        },
+                    ));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! References and selectors (CUE spec "References", "Selectors", "Let declarations").
+//!
+//! An identifier resolves through the environment chain to the vertex or let binding that
+//! declares it; a selector looks the label up in the evaluated operand (a definition or hidden
+//! label only in its own package); a redirect left by structure sharing or a resolved
+//! disjunction is followed (`deref`).
+
+use super::*;
+
+impl Ev {
+    /// Follows single-survivor redirects.
+    pub fn deref_redirect(&self, mut v: VId) -> VId {
+        let mut n = 0;
+        while let Some(r) = self.vx(v).redirect {
+            v = r;
+            n += 1;
+            if n > 1000 {
+                break;
+            }
+        }
+        v
+    }
+
+    /// Follows redirects and takes the default of a disjunction when it is unique.
+    pub fn deref(&mut self, v: VId) -> VId {
+        let mut v = self.deref_redirect(v);
+        let mut n = 0;
+        while let Some(d) = self.vx(v).disj.clone() {
+            let defs: Vec<VId> = d.alts.iter().filter(|a| a.1).map(|a| a.0).collect();
+            if defs.len() == 1 && d.has_default {
+                v = defs[0];
+                self.eval(v);
+                v = self.deref_redirect(v);
+            } else {
+                break;
+            }
+            n += 1;
+            if n > 100 {
+                break;
+            }
+        }
+        v
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // References and expressions.
+
+    pub(super) fn let_vertex(
+        &mut self,
+        env: &Arc<Env>,
+        idx: u32,
+        expr: &Expr,
+        bind_env: Option<Arc<Env>>,
+    ) -> VId {
+        let key = (env.id, idx);
+        if let Some(&v) = self.let_cache.get(&key) {
+            return v;
+        }
+        let v = self.new_vertex(Some(env.vertex), Label::internal("let"));
+        self.vs[v as usize].constraint = Some(FieldConstraint::Regular);
+        self.vs[v as usize].span = expr.span();
+        self.vs[v as usize].conjuncts.push(Conj {
+            env: bind_env,
+            expr: expr.clone(),
+            close: None,
+            embed: None,
+            outer: None,
+        });
+        self.let_cache.insert(key, v);
+        v
+    }
+
+    pub(super) fn resolve(&mut self, env: &Option<Arc<Env>>, e: &Expr) -> Res {
+        match e {
+            Expr::FieldRef { up, label, span } => {
+                let Some(en) = env_up(env, *up) else {
+                    return Res::A(Val::Bottom(Bottom::new(
+                        ErrorCode::Eval,
+                        "internal: bad environment",
+                        *span,
+                    )));
+                };
+                let vid = en.vertex;
+                match self.vx(vid).arcs.get(label).copied() {
+                    Some(a) => {
+                        // A reference to an optional field that is not present is incomplete.
+                        // Definitions too: an optional field declares but does not define
+                        // its field (spec "Field constraints").
+                        if self.vx(vid).status != Status::Fresh
+                            && self.vx(a).constraint == Some(FieldConstraint::Optional)
+                        {
+                            return Res::A(Val::Bottom(Bottom::new(
+                                ErrorCode::Undefined,
+                                format!("cannot reference optional field: {}", label.path_text()),
+                                *span,
+                            )));
+                        }
+                        Res::V(self.current_disjunct(a))
+                    }
+                    None => {
+                        // The field may not be declared in this conjunct of the vertex (a
+                        // disjunction clone, or a let at file level); look it up by value.
+                        if self.vx(vid).status == Status::Fresh {
+                            self.eval(vid);
+                        }
+                        let vid2 = self.deref(vid);
+                        match self.vx(vid2).arcs.get(label) {
+                            Some(&a) => Res::V(a),
+                            None => Res::A(Val::Bottom(Bottom::new(
+                                ErrorCode::Incomplete,
+                                format!("reference {:?} not found", &*label.name),
+                                *span,
+                            ))),
+                        }
+                    }
+                }
+            }
+            Expr::LetRef { up, idx, span, .. } => {
+                let Some(en) = env_up(env, *up).cloned() else {
+                    return Res::A(Val::Bottom(Bottom::new(
+                        ErrorCode::Eval,
+                        "internal: bad environment",
+                        *span,
+                    )));
+                };
+                let expr = match &en.kind {
+                    EnvKind::Struct(lit) => lit.lets.get(*idx as usize).map(|l| l.1.clone()),
+                    EnvKind::Bind(_) => None,
+                };
+                match expr {
+                    Some(x) => Res::V(self.let_vertex(&en, *idx, &x, Some(en.clone()))),
+                    None => Res::A(Val::Bottom(Bottom::new(
+                        ErrorCode::Eval,
+                        "internal: bad let",
+                        *span,
+                    ))),
+                }
+            }
+            Expr::BindRef { up, idx, span } => {
+                let Some(en) = env_up(env, *up).cloned() else {
+                    return Res::A(Val::Bottom(Bottom::new(
+                        ErrorCode::Eval,
+                        "internal: bad environment",
+                        *span,
+                    )));
+                };
+                let b = match &en.kind {
+                    EnvKind::Bind(bs) => bs.get(*idx as usize).cloned(),
+                    EnvKind::Struct(_) => None,
+                };
+                match b {
+                    Some(Binding::Vertex(v)) => Res::V(v),
+                    Some(Binding::Val(a)) => Res::A(a),
+                    Some(Binding::Lazy(lenv, x)) => {
+                        Res::V(self.let_vertex(&en, *idx + 1000, &x, Some(lenv)))
+                    }
+                    None => Res::A(Val::Bottom(Bottom::new(
+                        ErrorCode::Eval,
+                        "internal: bad binding",
+                        *span,
+                    ))),
+                }
+            }
+            Expr::Vertex(v, _) => Res::V(*v),
+            Expr::Import(path, span) => {
+                let base = crate::compile::import_key(path);
+                match self.packages.get(&base) {
+                    Some(&v) => Res::V(v),
+                    None => Res::A(Val::Bottom(Bottom::new(
+                        ErrorCode::Eval,
+                        format!("package {path:?} not found"),
+                        *span,
+                    ))),
+                }
+            }
+            Expr::Selector(base, label, span) => {
+                let b = match self.resolve(env, base) {
+                    Res::V(w) => w,
+                    Res::A(Val::Vertex(w)) => w,
+                    Res::A(Val::Bottom(b)) => return Res::A(Val::Bottom(b)),
+                    Res::A(other) => {
+                        let code = if other.is_concrete_scalar() {
+                            ErrorCode::Eval
+                        } else {
+                            ErrorCode::Incomplete
+                        };
+                        return Res::A(Val::Bottom(Bottom::new(
+                            code,
+                            format!("invalid selector {}: not a struct", label.name),
+                            *span,
+                        )));
+                    }
+                };
+                self.select(b, label, *span)
+            }
+            Expr::Index(base, index, span) => {
+                let iv = self.eval_expr(env, index);
+                let b = match self.resolve(env, base) {
+                    Res::V(w) => w,
+                    Res::A(Val::Vertex(w)) => w,
+                    Res::A(Val::Bottom(b)) => return Res::A(Val::Bottom(b)),
+                    Res::A(Val::Str(s)) => {
+                        // Indexing a string is not allowed; bytes return a byte.
+                        let _ = s;
+                        return Res::A(Val::Bottom(Bottom::new(
+                            ErrorCode::Eval,
+                            "invalid operation: index of string",
+                            *span,
+                        )));
+                    }
+                    Res::A(Val::Bytes(bs)) => {
+                        if let Val::Int(i) = &iv {
+                            let i: Option<usize> = num_traits::ToPrimitive::to_usize(&**i);
+                            if let Some(b) = i.and_then(|i| bs.get(i)) {
+                                return Res::A(Val::int(*b));
+                            }
+                        }
+                        return Res::A(Val::Bottom(Bottom::new(
+                            ErrorCode::Eval,
+                            "index out of range",
+                            *span,
+                        )));
+                    }
+                    Res::A(other) => {
+                        return Res::A(Val::Bottom(Bottom::new(
+                            ErrorCode::Incomplete,
+                            format!("invalid index of {}", ops::show(&other)),
+                            *span,
+                        )))
+                    }
+                };
+                match iv {
+                    Val::Int(i) => {
+                        self.eval(b);
+                        let bd = self.deref(b);
+                        let bx = self.vx(bd);
+                        if let Some(e) = &bx.err {
+                            return Res::A(Val::Bottom(e.clone()));
+                        }
+                        if !bx.is_list {
+                            return Res::A(Val::Bottom(Bottom::new(
+                                if bx.is_struct {
+                                    ErrorCode::Eval
+                                } else {
+                                    ErrorCode::Incomplete
+                                },
+                                format!("invalid index {i} (not a list)"),
+                                *span,
+                            )));
+                        }
+                        let idx: Option<usize> = num_traits::ToPrimitive::to_usize(&*i);
+                        match idx.and_then(|ix| bx.arcs.get(&Label::index(ix))) {
+                            Some(&a) => Res::V(a),
+                            None => Res::A(Val::Bottom(Bottom::new(
+                                ErrorCode::Eval,
+                                format!("index out of range [{}] with length {}", i, bx.arcs.len()),
+                                *span,
+                            ))),
+                        }
+                    }
+                    Val::Str(s) => self.select(b, &Label::string(&s), *span),
+                    Val::Bottom(b) => Res::A(Val::Bottom(b)),
+                    other => Res::A(Val::Bottom(Bottom::new(
+                        if other.is_concrete_scalar() {
+                            ErrorCode::Eval
+                        } else {
+                            ErrorCode::Incomplete
+                        },
+                        format!("invalid index {}", ops::show(&other)),
+                        *span,
+                    ))),
+                }
+            }
+            other => Res::A(self.eval_expr(env, other)),
+        }
+    }
+
+    pub(super) fn select(&mut self, b: VId, label: &Label, span: Span) -> Res {
+        self.eval(b);
+        let bd = self.deref(b);
+        let bx = self.vx(bd);
+        if let Some(e) = &bx.err {
+            return Res::A(Val::Bottom(e.clone()));
+        }
+        if bx.disj.is_some() {
+            return Res::A(Val::Bottom(Bottom::new(
+                ErrorCode::Incomplete,
+                format!(
+                    "unresolved disjunction: cannot select {}",
+                    label.path_text()
+                ),
+                span,
+            )));
+        }
+        match bx.arcs.get(label) {
+            Some(&a) => {
+                let expanding = bx.status == Status::Expanding;
+                if !expanding {
+                    self.eval(a);
+                }
+                if self.vx(a).constraint == Some(FieldConstraint::Optional) {
+                    return Res::A(Val::Bottom(Bottom::new(
+                        ErrorCode::Undefined,
+                        format!("cannot reference optional field: {}", label.path_text()),
+                        span,
+                    )));
+                }
+                Res::V(a)
+            }
+            None => {
+                // An imported package is complete: a member it lacks is an error, not
+                // something a later conjunct could still add.
+                let is_package =
+                    bx.status == Status::Done && self.packages.values().any(|&p| p == bd);
+                let code = if is_package {
+                    ErrorCode::Eval
+                } else if bx.is_struct {
+                    ErrorCode::Undefined
+                } else if bx.scalar.is_some() || bx.is_list {
+                    ErrorCode::Eval
+                } else {
+                    ErrorCode::Undefined
+                };
+                Res::A(Val::Bottom(Bottom::new(
+                    code,
+                    format!("undefined field: {}", label.path_text()),
+                    span,
+                )))
+            }
+        }
+    }
+}

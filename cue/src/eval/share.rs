@@ -1,0 +1,136 @@
+//! Structure sharing (upstream `share.go`; design rule 2 of the evaluator's module docs).
+//!
+//! A vertex whose only conjunct (beside top) is a reference to an evaluated struct or list cannot
+//! add or reject a field, so its value *is* the referenced one: it gets one proxy arc per arc of
+//! the target, each sharing its own target lazily. Nothing is re-evaluated and every field keeps
+//! its own path for error messages. Sharing stops after 64 nested levels so that structural
+//! cycles are still found.
+
+use super::*;
+
+impl Ev {
+    /// Structure sharing (upstream: `adt.Vertex.BaseValue` set to a shared vertex): a vertex
+    /// whose only conjunct (beside top) is a reference to an evaluated struct or list `w`, with
+    /// no closedness of its own that could reject anything (no other conjunct can add a field),
+    /// is `w`: it is redirected to `w` instead of copying and re-evaluating `w`'s conjuncts.
+    /// This is what keeps `components: {for n, c in m.#components {(n): c}}` and
+    /// `#transform & {#component: comp}` linear in the size of the shared value.
+    pub(super) fn shareable(&mut self, v: VId) -> Option<VId> {
+        let vx = self.vx(v);
+        if vx.not_allowed || !vx.choice.is_empty() || vx.nosplit || vx.clone_of.is_some() {
+            return None;
+        }
+        // A value that shares values all the way down without end (`a: b: c: {a}.b` makes a
+        // new anonymous value at every level) is a structural cycle: past this many sharing
+        // ancestors the vertex is copied instead, where the cycle is found.
+        if self
+            .ancestors(v)
+            .filter(|p| self.vx(*p).shared)
+            .nth(MAX_SHARED_DEPTH)
+            .is_some()
+        {
+            return None;
+        }
+        let mut it = vx
+            .conjuncts
+            .iter()
+            .filter(|c| !matches!(c.expr, Expr::Lit(Val::Top, _)));
+        let c = it.next()?.clone();
+        if it.next().is_some() || c.embed.is_some() {
+            return None;
+        }
+        if !matches!(
+            c.expr,
+            Expr::FieldRef { .. }
+                | Expr::LetRef { .. }
+                | Expr::BindRef { .. }
+                | Expr::Selector(..)
+                | Expr::Index(..)
+                | Expr::Vertex(..)
+        ) {
+            return None;
+        }
+        let Res::V(w) = self.resolve(&c.env, &c.expr) else {
+            return None;
+        };
+        if w == v
+            || self.is_ancestor_regular(w, v).is_some()
+            || self.is_ancestor_regular(v, w).is_some()
+        {
+            return None;
+        }
+        if self.vx(w).status == Status::Expanding {
+            return None;
+        }
+        self.eval(w);
+        let wr = self.deref_redirect(w);
+        let wx = self.vx(wr);
+        if wx.status != Status::Done
+            || wx.dirty
+            || !(wx.is_struct || wx.is_list)
+            || wx.disj.is_some()
+            || wx.err.is_some()
+            || !wx.pending_disj.is_empty()
+        {
+            return None;
+        }
+        if self.in_progress.contains(&wr) {
+            return None;
+        }
+        Some(wr)
+    }
+
+    /// Makes `v` share the evaluated struct or list `w` (see [`Ev::shareable`]): `v` takes
+    /// `w`'s value and gets one arc per arc of `w` whose only conjunct is that arc, so each is
+    /// shared in turn when (and only if) it is evaluated. No conjunct of `w` is evaluated
+    /// again, and every field of `v` keeps its own path (errors are reported where they are
+    /// used, as with a copy).
+    pub(super) fn share(&mut self, v: VId, w: VId) {
+        self.stats.shared += 1;
+        let wx = self.vx(w);
+        let arcs: Vec<(Label, VId, Option<FieldConstraint>, bool, Span)> = wx
+            .arcs
+            .iter()
+            .map(|(l, a)| {
+                let ax = self.vx(*a);
+                (l.clone(), *a, ax.constraint, ax.not_allowed, ax.span)
+            })
+            .collect();
+        let (kinds, scalar, bounds, bound_spans, incomplete, unmet) = (
+            wx.kinds,
+            wx.scalar.clone(),
+            wx.bounds.clone(),
+            wx.bound_spans.clone(),
+            wx.incomplete.clone(),
+            wx.unmet.clone(),
+        );
+        let (is_struct, is_list, scalar_span) = (wx.is_struct, wx.is_list, wx.scalar_span);
+        for (l, a, constraint, not_allowed, span) in arcs {
+            let c = self.new_vertex(Some(v), l.clone());
+            let cx = self.vm(c);
+            cx.constraint = constraint;
+            cx.not_allowed = not_allowed;
+            cx.span = span;
+            cx.conjuncts.push(Conj {
+                env: None,
+                expr: Expr::Vertex(a, span),
+                close: None,
+                embed: None,
+                outer: None,
+            });
+            self.vm(v).arcs.insert(l, c);
+        }
+        let vert = self.vm(v);
+        vert.kinds = kinds;
+        vert.scalar = scalar;
+        vert.scalar_span = scalar_span;
+        vert.bounds = bounds;
+        vert.bound_spans = bound_spans;
+        vert.incomplete = incomplete;
+        vert.unmet = unmet;
+        vert.is_struct = is_struct;
+        vert.is_list = is_list;
+        vert.shared = true;
+        vert.status = Status::Done;
+    }
+}
