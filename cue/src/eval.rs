@@ -85,7 +85,7 @@ mod disjunct;
 mod export;
 mod lists;
 pub(crate) mod ops;
-mod print;
+pub(crate) mod print;
 mod refs;
 mod share;
 

@@ -707,7 +707,9 @@ impl Value {
     /// The value as CUE text, concrete or not (what `cue eval` prints): regular fields,
     /// required and optional fields and definitions, disjunctions with their defaults, kinds and
     /// bounds; errors inline as `_|_ // message`. The root of a package prints as a file's
-    /// declarations. Never fails: use [`Value::validate`] to learn about errors.
+    /// declarations. Never fails: use [`Value::validate`] to learn about errors. Text past
+    /// `Config::max_output_bytes` is cut (no further field or element is printed), and a last
+    /// comment line says so.
     pub fn to_cue(&self) -> String {
         enter(&self.inner, |g| self.to_cue_in(g))
     }
@@ -724,6 +726,10 @@ impl Value {
         };
         if !s.ends_with('\n') {
             s.push('\n');
+        }
+        let max = g.ev.config.max_output_bytes;
+        if s.len() > max {
+            s.push_str(&format!("// output cut: longer than {max} bytes\n"));
         }
         s
     }
@@ -884,5 +890,35 @@ mod tests {
         let errs = v.validate(true).unwrap_err();
         assert!(errs.len() <= eval::MAX_ERRORS + 1, "{} errors", errs.len());
         assert!(errs.iter().any(|d| d.code == DiagCode::Limit), "{errs:?}");
+    }
+
+    /// Regression (eval fuzz target, 2026-12-04, an OOM under ASan): printing the runaway lists
+    /// above as CUE walked the tree of seven elements per level to the print depth (7^200
+    /// visits; 22 GB and minutes without ASan). The text stops at `max_output_bytes`.
+    #[test]
+    fn printing_a_runaway_value_stops_at_the_output_limit() {
+        let max = 64 << 10;
+        let rt = Runtime::new(Config {
+            max_output_bytes: max,
+            ..Config::default()
+        });
+        let src = "f: [g, g, g, g, g, g, g]\ng: [h, h, h, h, h, h, h]\n\
+                   h: [i, i, i, i, l, i, i]\ni: [j, g, g, g, g, j, j]\nj: 1\n";
+        let v = rt.build_files(&[("in.cue".into(), src.into())]).unwrap();
+        let text = v.to_cue();
+        // What passes the limit: the brackets closing the levels being printed, one indented
+        // line each.
+        let closing = eval::print::MAX_DEPTH * (2 * eval::print::MAX_DEPTH + 8);
+        assert!(text.len() < max + closing, "{} bytes", text.len());
+        assert!(
+            text.ends_with(&format!("// output cut: longer than {max} bytes\n")),
+            "{}",
+            &text[text.len().saturating_sub(200)..]
+        );
+        assert!(
+            text.starts_with("f: [\n"),
+            "{}",
+            &text[..200.min(text.len())]
+        );
     }
 }

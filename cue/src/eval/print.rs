@@ -9,7 +9,10 @@
 //!   (`strings.MinRunes(3)`); `_` when nothing is known.
 //! - A disjunction prints its alternatives joined by ` | `, defaults marked with `*`.
 //! - An error prints as `_|_ // message`; a list with an open tail ends in `...`.
-//! - Printing is depth-limited: below [`MAX_DEPTH`] levels a value prints as `...`.
+//! - Printing is depth-limited: below [`MAX_DEPTH`] levels a value prints as `...`; and
+//!   size-limited: once the text holds `Config::max_output_bytes`, no further field or element
+//!   is printed, only the brackets that close the open ones (a value that grows without end, `g: [h, h]`, `h: [g, g]`, would otherwise be walked
+//!   7^200 times for seven elements per level).
 
 use super::{ops, Ev};
 use crate::adt::*;
@@ -40,7 +43,7 @@ impl Ev {
     }
 
     fn print_vertex(&mut self, v: VId, depth: usize, out: &mut String) {
-        if depth > MAX_DEPTH {
+        if depth > MAX_DEPTH || out.len() >= self.config.max_output_bytes {
             out.push_str("...");
             return;
         }
@@ -101,6 +104,9 @@ impl Ev {
             }
             out.push_str("[\n");
             for a in arcs {
+                if out.len() >= self.config.max_output_bytes {
+                    break;
+                }
                 indent(out, depth + 1);
                 self.print_vertex(a, depth + 1, out);
                 out.push_str(",\n");
@@ -137,6 +143,9 @@ impl Ev {
             .map(|(l, a)| (l.clone(), *a))
             .collect();
         for (l, a) in arcs {
+            if out.len() >= self.config.max_output_bytes {
+                break;
+            }
             indent(out, depth);
             out.push_str(&l.path_text());
             match self.vs[a as usize].constraint {
