@@ -5,11 +5,14 @@
 //! kube-emu. What the fake-kernel tests (`platform.rs`, `registration.rs`) assert only as far as
 //! the reconciler carries it is asserted here end to end: the bytes of the generated module, the
 //! inventory gate on two real providers of one contract, the expected-version tripwire, an
-//! unreachable registry's requeue, a claimed provider catalog folded into the platform.
+//! unreachable registry's requeue, a claimed provider catalog folded into the platform, the kind
+//! the kernel reads from a published module or core claimed as a catalog (53), a provider's
+//! missing or foreign inventory (55), and build compatibility against the package's real deps (56).
 //!
-//! Known limit of the fixture set: scenario 56's refusal needs an `opmodel.dev/` path shared
-//! by a catalog and the platform, which the `fixtures.test/` set has none of (the fixtures assert
-//! that non-OPM paths are ignored; the refusal is covered with the fake acquirer).
+//! Scenario 56's refusal needs an `opmodel.dev/` path shared by a claimed catalog and the
+//! platform package, which the `fixtures.test/` set has none of: its test re-homes the core, mini
+//! and gateway variants under `opmodel.dev/` in its registry (`real_opm`) and runs a kernel
+//! pinning that core, so the real closure, build and acquisition produce the deps compared.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -838,6 +841,429 @@ async fn scenarios_52_53_54_55_56_judging_real_catalogs() {
         assert!(tr.metadata.finalizers.unwrap_or_default().is_empty());
         assert!(condition(&tr.status.unwrap().conditions, types::ACTIVE).is_none());
     }
+}
+
+/// A refused claim: Ready=False with `reason`/`message`, Stalled, not accepted, no finalizer, no
+/// Active condition, one Warning (action `Accept`) however often it was judged.
+async fn assert_refused(r: &Real, name: &str, reason: &str, message: &str) {
+    let tr = claims(&r.client).get(name).await.unwrap();
+    assert!(tr
+        .metadata
+        .finalizers
+        .clone()
+        .unwrap_or_default()
+        .is_empty());
+    let s = tr.status.unwrap();
+    assert!(!s.accepted);
+    assert_eq!(s.observed_generation, tr.metadata.generation);
+    assert_eq!(
+        condition(&s.conditions, types::READY).unwrap(),
+        ("False".into(), reason.into(), message.into())
+    );
+    assert_eq!(
+        condition(&s.conditions, types::STALLED).unwrap(),
+        ("True".into(), reason.into(), message.into())
+    );
+    assert!(condition(&s.conditions, types::ACTIVE).is_none());
+    let evs = events(&r.client, name, reason).await;
+    assert_eq!(evs.len(), 1, "one Warning for {name}");
+    assert_eq!(evs[0].type_.as_deref(), Some("Warning"));
+    assert_eq!(evs[0].action.as_deref(), Some("Accept"));
+    assert_eq!(evs[0].note.as_deref(), Some(message));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario_53_real_modules_that_are_not_catalogs_and_unresolvable_catalogs_are_refused() {
+    let r = real_with(&[(MINI, None)]).await;
+    // A published module (kind "Module") and the core (a package of definitions, no concrete
+    // kind) claimed as catalogs: refused by the kind the kernel read, not by message text.
+    for (ns, artifact, why) in [
+        (
+            "team-a",
+            DEMO,
+            "fixtures.test/modules/demo@v0.1.0 has kind \"Module\", not \"Catalog\"",
+        ),
+        (
+            "team-b",
+            CORE,
+            "fixtures.test/core@v0.1.0 declares no concrete kind, so it is not a catalog",
+        ),
+    ] {
+        provider(&r.client, ns, "p", true).await;
+        claim(&r, ns, "p", artifact, "0.1.0", &[]).await;
+        let name = format!("{ns}.p");
+        for _ in 0..2 {
+            assert_eq!(judge(&r, &name).await, Some(THIRTY_MIN));
+        }
+        let msg = format!("Claimed artifact {artifact} at 0.1.0 is not a catalog: {why}");
+        assert_refused(&r, &name, "CatalogWrongKind", &msg).await;
+    }
+    // A version never published and a path never published: unresolved, naming the claimed
+    // catalog and version, then the coordinate the kernel asked the registry for.
+    for (ns, catalog, version, coord) in [
+        (
+            "team-c",
+            GATEWAY,
+            "0.3.0",
+            "fixtures.test/catalogs/gateway@v0.3.0",
+        ),
+        (
+            "team-d",
+            "fixtures.test/catalogs/ghost@v0",
+            "0.1.0",
+            "fixtures.test/catalogs/ghost@v0.1.0",
+        ),
+    ] {
+        provider(&r.client, ns, "p", true).await;
+        claim(&r, ns, "p", catalog, version, &[EXPOSE]).await;
+        let name = format!("{ns}.p");
+        for _ in 0..2 {
+            assert_eq!(judge(&r, &name).await, Some(THIRTY_MIN));
+        }
+        let (_, reason, msg) = verdict(&r, &name).await;
+        assert_eq!(reason, "CatalogUnresolved");
+        let prefix = format!(
+            "Claimed catalog {catalog} at {version} could not be resolved: acquiring catalog \
+             {coord}: "
+        );
+        assert!(msg.starts_with(&prefix), "{msg}");
+        assert_refused(&r, &name, "CatalogUnresolved", &msg).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario_55_a_provider_without_inventory_defers_and_one_owning_another_claim_refuses() {
+    let r = real_with(&[(MINI, None)]).await;
+    namespace(&r.client, "team-a").await;
+    let mis: Api<ModuleInstance> = Api::namespaced(r.client.clone(), "team-a");
+    create(&mis, ModuleInstance::test().named("team-a", "gw")).await;
+    claim(&r, "team-a", "gw", GATEWAY, "0.1.0", &[EXPOSE]).await;
+    let trs = claims(&r.client);
+    let pending = (
+        "Unknown".to_owned(),
+        "ProviderInventoryPending".to_owned(),
+        "Provider ModuleInstance team-a/gw has not written an inventory yet".to_owned(),
+    );
+
+    // The provider exists but has written no inventory: no verdict yet.
+    for _ in 0..2 {
+        assert_eq!(judge(&r, "team-a.gw").await, Some(THIRTY_MIN));
+    }
+    let tr = trs.get("team-a.gw").await.unwrap();
+    let s = tr.status.unwrap();
+    assert!(!s.accepted);
+    assert_eq!(s.observed_generation, tr.metadata.generation);
+    assert_eq!(condition(&s.conditions, types::READY).unwrap(), pending);
+    assert_eq!(
+        condition(&s.conditions, types::RECONCILING).unwrap(),
+        ("True".into(), pending.1.clone(), pending.2.clone())
+    );
+    assert!(condition(&s.conditions, types::STALLED).is_none());
+    assert!(events(&r.client, "team-a.gw", &pending.1).await.is_empty());
+
+    // Its inventory owns another claim: refused, naming the claim and the provider.
+    let inventory = |claim: &str| {
+        serde_json::json!({"inventory": {"revision": 1, "digest": "sha256:x", "count": 1,
+            "entries": [{"group": "opmodel.dev", "kind": "TransformerRegistration",
+                "name": claim, "v": "v1alpha1"}]}})
+    };
+    patch_status(&mis, "gw", inventory("team-a.other")).await;
+    for _ in 0..2 {
+        assert_eq!(judge(&r, "team-a.gw").await, Some(THIRTY_MIN));
+    }
+    assert_refused(
+        &r,
+        "team-a.gw",
+        "ProviderMismatch",
+        "Claim team-a.gw is not in the inventory of provider ModuleInstance team-a/gw, so the \
+         claim is not rendered output",
+    )
+    .await;
+
+    // It renders the claim: accepted (the provider is not Ready: inactive).
+    patch_status(&mis, "gw", inventory("team-a.gw")).await;
+    assert_eq!(judge(&r, "team-a.gw").await, None);
+    assert_eq!(verdict(&r, "team-a.gw").await.1, "Accepted");
+
+    // The inventory goes again: deferred, the accepted verdict and the finalizer untouched.
+    patch_status(&mis, "gw", serde_json::json!({"inventory": null})).await;
+    assert_eq!(judge(&r, "team-a.gw").await, Some(THIRTY_MIN));
+    let tr = trs.get("team-a.gw").await.unwrap();
+    assert_eq!(
+        tr.metadata.finalizers.unwrap_or_default(),
+        vec!["opmodel.dev/dependents".to_owned()]
+    );
+    let s = tr.status.unwrap();
+    assert!(s.accepted && !s.active);
+    assert_eq!(condition(&s.conditions, types::READY).unwrap(), pending);
+    assert!(events(&r.client, "team-a.gw", &pending.1).await.is_empty());
+}
+
+// Scenario 56 on OPM paths: the build-compatibility check compares only `opmodel.dev/` (and
+// `testing.opmodel.dev/`) requirements, matching a claimed catalog's `cue.mod/module.cue` deps
+// to the deps of the recorded platform package by base path. The fixtures are re-homed there:
+// core as `opmodel.dev/core@v0` (v0.1.0–v0.3.0) and `@v1` (v1.0.0), mini as
+// `opmodel.dev/catalogs/mini@v0`, gateway variants as `opmodel.dev/catalogs/<name>@v0`; kube
+// stays `fixtures.test/x/kube@v0` (a non-OPM path), also published at v0.2.0.
+
+const OPM_CORE: &str = "opmodel.dev/core@v0";
+const OPM_CORE_V1: &str = "opmodel.dev/core@v1";
+const OPM_MINI: &str = "opmodel.dev/catalogs/mini@v0";
+const OPM_EXPOSE: &str = "opmodel.dev/catalogs/mini/traits/expose@v1";
+
+/// `module` (a `cue.mod/module.cue` in the fixtures' layout, `deps` last) with each of `pins`
+/// (path@major → version) required: a pinned version replaced, a new requirement added; the
+/// `default: true` markers kept and the deps written sorted.
+fn with_deps(module: &str, pins: &[(&str, &str)]) -> String {
+    let (head, tail) = module.split_once("deps: {\n").unwrap_or((module, ""));
+    let mut deps: std::collections::BTreeMap<String, (String, bool)> = Default::default();
+    let mut current = String::new();
+    for line in tail.lines().map(str::trim) {
+        if let Some(path) = line.strip_suffix(": {") {
+            current = path.trim_matches('"').to_owned();
+            deps.insert(current.clone(), (String::new(), false));
+        } else if let Some(v) = line.strip_prefix("v:") {
+            deps.get_mut(&current).unwrap().0 = v.trim().trim_matches('"').to_owned();
+        } else if line == "default: true" {
+            deps.get_mut(&current).unwrap().1 = true;
+        }
+    }
+    for (path, v) in pins {
+        deps.entry((*path).to_owned()).or_default().0 = (*v).to_owned();
+    }
+    if deps.is_empty() {
+        return module.to_owned();
+    }
+    let mut out = format!("{}\ndeps: {{\n", head.trim_end());
+    for (path, (v, default)) in deps {
+        out += &format!("\t\"{path}\": {{\n\t\tv: \"{v}\"\n");
+        if default {
+            out += "\t\tdefault: true\n";
+        }
+        out += "\t}\n";
+    }
+    out + "}\n"
+}
+
+/// The files of fixture module `dir` re-homed: each of `renames` (old → new, in order) applied
+/// to every file, then `pins` required in its module file.
+fn rehomed(dir: &str, renames: &[(&str, &str)], pins: &[(&str, &str)]) -> Vec<(String, Vec<u8>)> {
+    crate::platform_gen::module_files(&opm(dir))
+        .into_iter()
+        .map(|(p, b)| {
+            let mut t = String::from_utf8(b).unwrap();
+            for (from, to) in renames {
+                t = t.replace(from, to);
+            }
+            if p == "cue.mod/module.cue" {
+                t = with_deps(&t, pins);
+            }
+            (p, t.into_bytes())
+        })
+        .collect()
+}
+
+/// The gateway catalog as `opmodel.dev/catalogs/<name>@v0` (providing mini's `expose` at its OPM
+/// path), importing the core at `core` and requiring `pins`.
+fn opm_gateway(name: &str, core: &str, pins: &[(&str, &str)]) -> Vec<(String, Vec<u8>)> {
+    rehomed(
+        "gateway",
+        &[
+            ("fixtures.test/core@v0", core),
+            ("fixtures.test/catalogs/", "opmodel.dev/catalogs/"),
+            ("gateway", name),
+        ],
+        pins,
+    )
+}
+
+/// A cluster whose kernel pins the OPM core at v0.2.0, with the re-homed modules and the gateway
+/// variants published.
+async fn real_opm() -> Real {
+    const PREFIXES: &[&str] = &["fixtures.test", "opmodel.dev"];
+    let r = real().await;
+    let publisher = r.reg.client_for(PREFIXES, None);
+    tokio::task::spawn_blocking(move || {
+        let core = |path: &str| rehomed("core", &[("fixtures.test/core@v0", path)], &[]);
+        for v in ["v0.1.0", "v0.2.0", "v0.3.0"] {
+            publisher.publish_files(&core(OPM_CORE), v).unwrap();
+        }
+        publisher
+            .publish_files(&core(OPM_CORE_V1), "v1.0.0")
+            .unwrap();
+        publisher.publish(&opm("kube"), "v0.2.0").unwrap();
+        let mini = rehomed(
+            "mini",
+            &[
+                ("fixtures.test/core@v0", OPM_CORE),
+                ("fixtures.test/catalogs/", "opmodel.dev/catalogs/"),
+            ],
+            &[],
+        );
+        publisher.publish_files(&mini, "v0.1.0").unwrap();
+        for (name, core, pins) in [
+            ("gwolder", OPM_CORE, vec![(OPM_CORE, "v0.1.0")]),
+            ("gwsame", OPM_CORE, vec![(OPM_CORE, "v0.2.0")]),
+            ("gwnewer", OPM_CORE, vec![(OPM_CORE, "v0.3.0")]),
+            (
+                "gwnext",
+                OPM_CORE_V1,
+                vec![(OPM_CORE_V1, "v1.0.0"), (OPM_CORE, "v0.2.0")],
+            ),
+            ("gwkube", OPM_CORE, vec![(KUBE, "v0.2.0")]),
+        ] {
+            publisher
+                .publish_files(&opm_gateway(name, core, &pins), "v0.1.0")
+                .unwrap();
+        }
+    })
+    .await
+    .unwrap();
+    let kernel = Arc::new(PlatformKernel::new(
+        Arc::new(r.reg.client_for(PREFIXES, None)),
+        Generator::new(OPM_CORE, "v0.2.0", RegistryShape::CatalogEntry),
+        cue::Config::default(),
+    ));
+    let ctx = Arc::new(Context::new(
+        r.client.clone(),
+        Store::new(),
+        r.ctx.layout.clone(),
+        kernel.clone(),
+        kernel,
+        "test",
+    ));
+    Real { ctx, ..r }
+}
+
+fn gw(name: &str) -> String {
+    format!("opmodel.dev/catalogs/{name}@v0")
+}
+
+fn incompatible(path: &str, needs: &str, resolved: &str, why: &str) -> String {
+    let base = path.rsplit_once('@').unwrap().0;
+    format!(
+        "Claimed catalog requires {path} at \"{needs}\" but the platform resolved \"{resolved}\": \
+         {why}. The comparison is conservative: a cue.mod requirement records what the provider \
+         was tidied against, not what it uses, so lowering the requirement on {base} is the \
+         author's fix."
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario_56_a_catalog_requiring_a_newer_or_other_major_opm_core_is_build_incompatible() {
+    let r = real_opm().await;
+    let api = platforms(&r.client);
+    create(&api, plat(&[(OPM_MINI, None)])).await;
+    assert_eq!(
+        platform::reconcile("cluster", &r.ctx)
+            .await
+            .unwrap()
+            .requeue,
+        None
+    );
+    // What the check compares against: the package's deps (core pinned by the kernel at v0.2.0
+    // above mini's v0.1.0 requirement; kube at v0.1.0 through mini).
+    let deps = r.ctx.store.generated().unwrap().platform.deps.clone();
+    assert_eq!(deps.get(OPM_CORE).map(String::as_str), Some("v0.2.0"));
+    assert_eq!(deps.get(KUBE).map(String::as_str), Some("v0.1.0"));
+    assert!(!deps.contains_key(OPM_CORE_V1));
+
+    // Providers not Ready: accepted claims stay inactive and hold no contract, so every claim
+    // of `expose` is judged on its own requirements.
+    for (ns, name) in [
+        ("team-a", "gwnewer"),
+        ("team-b", "gwnext"),
+        ("team-c", "gwolder"),
+        ("team-d", "gwsame"),
+        ("team-e", "gwkube"),
+    ] {
+        provider(&r.client, ns, name, false).await;
+        claim(&r, ns, name, &gw(name), "0.1.0", &[OPM_EXPOSE]).await;
+    }
+
+    // A newer core of the same major, and another major of the core: refused.
+    for _ in 0..2 {
+        assert_eq!(judge(&r, "team-a.gwnewer").await, Some(THIRTY_MIN));
+        assert_eq!(judge(&r, "team-b.gwnext").await, Some(THIRTY_MIN));
+    }
+    assert_refused(
+        &r,
+        "team-a.gwnewer",
+        "BuildIncompatible",
+        &incompatible(
+            OPM_CORE,
+            "v0.3.0",
+            "v0.2.0",
+            "the catalog needs a newer version than the platform resolved",
+        ),
+    )
+    .await;
+    assert_refused(
+        &r,
+        "team-b.gwnext",
+        "BuildIncompatible",
+        &incompatible(
+            OPM_CORE_V1,
+            "v1.0.0",
+            "v0.2.0",
+            "the majors differ and are not comparable",
+        ),
+    )
+    .await;
+
+    // An older and an equal core pass; a newer non-OPM requirement (kube v0.2.0) is ignored.
+    for (claim, catalog) in [
+        ("team-c.gwolder", gw("gwolder")),
+        ("team-d.gwsame", gw("gwsame")),
+        ("team-e.gwkube", gw("gwkube")),
+    ] {
+        assert_eq!(judge(&r, claim).await, None, "{claim}");
+        assert_eq!(
+            verdict(&r, claim).await,
+            (
+                "True".into(),
+                "Accepted".into(),
+                format!("Claim accepted for catalog {catalog} at 0.1.0")
+            )
+        );
+        assert!(events(&r.client, claim, "BuildIncompatible")
+            .await
+            .is_empty());
+    }
+
+    // Level-computed: once the platform resolves core v0.3.0 (gwnewer subscribed: the closure
+    // takes the highest requirement) the same claim is accepted; the other major still refuses.
+    patch_spec(
+        &api,
+        "cluster",
+        serde_json::json!({"registry": {gw("gwnewer"): {"version": "0.1.0"}}}),
+    )
+    .await;
+    assert_eq!(
+        platform::reconcile("cluster", &r.ctx)
+            .await
+            .unwrap()
+            .requeue,
+        None
+    );
+    let deps = &r.ctx.store.generated().unwrap().platform.deps;
+    assert_eq!(deps.get(OPM_CORE).map(String::as_str), Some("v0.3.0"));
+    assert_eq!(judge(&r, "team-a.gwnewer").await, None);
+    assert_eq!(verdict(&r, "team-a.gwnewer").await.1, "Accepted");
+    judge(&r, "team-b.gwnext").await;
+    assert_eq!(
+        verdict(&r, "team-b.gwnext").await,
+        (
+            "False".into(),
+            "BuildIncompatible".into(),
+            incompatible(
+                OPM_CORE_V1,
+                "v1.0.0",
+                "v0.3.0",
+                "the majors differ and are not comparable",
+            )
+        )
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

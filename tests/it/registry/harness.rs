@@ -146,7 +146,17 @@ impl DistRegistry {
 
     /// A client for this registry with test time bounds.
     pub fn client(&self, cache: Option<&Path>) -> ModuleRegistry {
-        let mut cfg = RegistryConfig::new(Mapping::parse(&self.mapping()).unwrap());
+        self.client_for(&["fixtures.test"], cache)
+    }
+
+    /// A client routing each of `prefixes` (module path prefixes such as `opmodel.dev`) to this
+    /// registry, with test time bounds; any other path goes to the default registry.
+    pub fn client_for(&self, prefixes: &[&str], cache: Option<&Path>) -> ModuleRegistry {
+        let mapping: Vec<String> = prefixes
+            .iter()
+            .map(|p| format!("{p}={}", self.host))
+            .collect();
+        let mut cfg = RegistryConfig::new(Mapping::parse(&mapping.join(",")).unwrap());
         cfg.timeouts = test_timeouts();
         cfg.cache_dir = cache.map(Path::to_path_buf);
         ModuleRegistry::new(cfg).unwrap()
