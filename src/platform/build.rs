@@ -540,9 +540,18 @@ fn load_catalog(
     .map_err(AcquireError::Other)?;
     let kind = string_at(&v, field("kind"));
     if kind.as_deref() != Some("Catalog") {
-        return Err(AcquireError::WrongKind(match kind {
-            Some(k) => format!("{coord} has kind {}, not \"Catalog\"", label(&k)),
-            None => format!("{coord} declares no concrete kind, so it is not a catalog"),
+        // A kind that is an error (`#Catalog & {kind: "Module"}`: conflicting values) is named as
+        // such: "no concrete kind" would hide the conflict from the claim's author.
+        let conflict = child(&v, field("kind"))
+            .and_then(|k| k.validate(false).err())
+            .and_then(|d| d.into_iter().next());
+        return Err(AcquireError::WrongKind(match (kind, conflict) {
+            (Some(k), _) => format!("{coord} has kind {}, not \"Catalog\"", label(&k)),
+            (None, Some(d)) => format!(
+                "{coord} declares a kind that is an error ({}), so it is not a catalog",
+                d.message
+            ),
+            (None, None) => format!("{coord} declares no concrete kind, so it is not a catalog"),
         }));
     }
     validate(rt, &v, &format!("acquiring catalog {coord}")).map_err(AcquireError::Other)?;

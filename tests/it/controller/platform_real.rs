@@ -898,6 +898,51 @@ async fn scenario_53_real_modules_that_are_not_catalogs_and_unresolvable_catalog
         let msg = format!("Claimed artifact {artifact} at 0.1.0 is not a catalog: {why}");
         assert_refused(&r, &name, "CatalogWrongKind", &msg).await;
     }
+    // A catalog whose kind is an error (`c.#Catalog` and `kind: "Module"` conflict): refused as
+    // not a catalog, naming the conflict rather than "no concrete kind".
+    const CLASH: &str = "fixtures.test/catalogs/clash@v0";
+    let publisher = r.reg.client(None);
+    tokio::task::spawn_blocking(move || {
+        let files: Vec<(String, Vec<u8>)> = rehomed(
+            "gateway",
+            &[(
+                "fixtures.test/catalogs/gateway",
+                "fixtures.test/catalogs/clash",
+            )],
+            &[],
+        )
+        .into_iter()
+        .map(|(p, b)| {
+            if p == "catalog.cue" {
+                let mut b = b;
+                b.extend_from_slice(b"\nkind: \"Module\"\n");
+                (p, b)
+            } else {
+                (p, b)
+            }
+        })
+        .collect();
+        publisher.publish_files(&files, "v0.1.0").unwrap()
+    })
+    .await
+    .unwrap();
+    provider(&r.client, "team-e", "p", true).await;
+    claim(&r, "team-e", "p", CLASH, "0.1.0", &[EXPOSE]).await;
+    for _ in 0..2 {
+        assert_eq!(judge(&r, "team-e.p").await, Some(THIRTY_MIN));
+    }
+    let (_, reason, msg) = verdict(&r, "team-e.p").await;
+    assert_eq!(reason, "CatalogWrongKind");
+    let prefix = format!(
+        "Claimed artifact {CLASH} at 0.1.0 is not a catalog: fixtures.test/catalogs/clash@v0.1.0 \
+         declares a kind that is an error ("
+    );
+    assert!(
+        msg.starts_with(&prefix) && msg.contains("conflicting values"),
+        "{msg}"
+    );
+    assert_refused(&r, "team-e.p", "CatalogWrongKind", &msg).await;
+
     // A version never published and a path never published: unresolved, naming the claimed
     // catalog and version, then the coordinate the kernel asked the registry for.
     for (ns, catalog, version, coord) in [
