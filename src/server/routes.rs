@@ -455,14 +455,22 @@ pub(super) fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
         .split(';')
         .next()
         .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    if mime == "application/json" || mime.ends_with("+json") {
+        .trim();
+    // Compared without lowercasing into a new string: this runs on every review.
+    let json_suffix = mime
+        .len()
+        .checked_sub("+json".len())
+        .and_then(|at| mime.get(at..))
+        .is_some_and(|tail| tail.eq_ignore_ascii_case("+json"));
+    if mime.eq_ignore_ascii_case("application/json") || json_suffix {
         Ok(())
     } else {
         Err(ApiError::new(
             ErrorCode::UnsupportedMediaType,
-            format!("Content-Type must be application/json, found {mime:?}"),
+            format!(
+                "Content-Type must be application/json, found {:?}",
+                mime.to_ascii_lowercase()
+            ),
         ))
     }
 }

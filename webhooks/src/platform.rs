@@ -76,6 +76,11 @@ struct Entry {
     version: Option<semver::Version>,
 }
 
+/// Whether a registry entry is enabled (`enable` unset, or anything but `false`).
+fn entry_enabled(entry: &Value) -> bool {
+    !matches!(entry.get("enable"), Some(Value::Bool(false)))
+}
+
 fn entries(spec: Option<&Value>) -> BTreeMap<String, Entry> {
     let Some(reg) = spec
         .and_then(|s| s.get("registry"))
@@ -85,7 +90,7 @@ fn entries(spec: Option<&Value>) -> BTreeMap<String, Entry> {
     };
     reg.iter()
         .map(|(k, v)| {
-            let enabled = !matches!(v.get("enable"), Some(Value::Bool(false)));
+            let enabled = entry_enabled(v);
             let version = v
                 .get("version")
                 .and_then(Value::as_str)
@@ -141,10 +146,12 @@ fn check_object(obj: &DynamicObject, f: &mut Findings) {
             format!("must be \"Warn\" or \"Refuse\", found {other}"),
         ),
     }
-    if entries(Some(&Value::Object(spec.clone())))
-        .values()
-        .all(|e| !e.enabled)
-    {
+    // Only `enable` matters here: no clone of the spec, no version parsing.
+    let any_enabled = spec
+        .get("registry")
+        .and_then(Value::as_object)
+        .is_some_and(|reg| reg.values().any(entry_enabled));
+    if !any_enabled {
         f.warn(
             "spec.registry",
             "no catalog is enabled; nothing can render until one is enabled or a provider claim activates",
