@@ -943,6 +943,47 @@ async fn scenario_53_real_modules_that_are_not_catalogs_and_unresolvable_catalog
     );
     assert_refused(&r, "team-e.p", "CatalogWrongKind", &msg).await;
 
+    // A plain evaluation error whose text mentions kinds (`kindHint: 1 & 2` beside a concrete
+    // `kind: "Catalog"`) is unresolved, not wrong kind: the class is the error's type, never
+    // its message.
+    const HINT: &str = "fixtures.test/catalogs/hint@v0";
+    let publisher = r.reg.client(None);
+    tokio::task::spawn_blocking(move || {
+        let files: Vec<(String, Vec<u8>)> = rehomed(
+            "gateway",
+            &[(
+                "fixtures.test/catalogs/gateway",
+                "fixtures.test/catalogs/hint",
+            )],
+            &[],
+        )
+        .into_iter()
+        .map(|(p, mut b)| {
+            if p == "catalog.cue" {
+                b.extend_from_slice(b"\nmetadata: kindHint: 1 & 2\n");
+            }
+            (p, b)
+        })
+        .collect();
+        publisher.publish_files(&files, "v0.1.0").unwrap()
+    })
+    .await
+    .unwrap();
+    provider(&r.client, "team-f", "p", true).await;
+    claim(&r, "team-f", "p", HINT, "0.1.0", &[EXPOSE]).await;
+    for _ in 0..2 {
+        assert_eq!(judge(&r, "team-f.p").await, Some(THIRTY_MIN));
+    }
+    let (_, reason, msg) = verdict(&r, "team-f.p").await;
+    assert_eq!(reason, "CatalogUnresolved", "{msg}");
+    assert!(
+        msg.starts_with(&format!(
+            "Claimed catalog {HINT} at 0.1.0 could not be resolved: "
+        )) && msg.contains("kindHint"),
+        "{msg}"
+    );
+    assert_refused(&r, "team-f.p", "CatalogUnresolved", &msg).await;
+
     // A version never published and a path never published: unresolved, naming the claimed
     // catalog and version, then the coordinate the kernel asked the registry for.
     for (ns, catalog, version, coord) in [
