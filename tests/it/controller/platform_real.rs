@@ -843,6 +843,36 @@ async fn scenarios_52_53_54_55_56_judging_real_catalogs() {
     }
 }
 
+/// Publishes the gateway catalog as `fixtures.test/catalogs/<name>@v0` v0.1.0 with `extra` appended
+/// to its root file, claims it from `<ns>/p` (provider Ready) and judges the claim twice, each
+/// judgement requeueing after 30 minutes.
+async fn gateway_variant_judged(r: &Real, ns: &str, name: &str, extra: &str) {
+    let publisher = r.reg.client(None);
+    let to = format!("fixtures.test/catalogs/{name}");
+    let extra = format!("\n{extra}\n");
+    tokio::task::spawn_blocking(move || {
+        let files: Vec<(String, Vec<u8>)> =
+            rehomed("gateway", &[("fixtures.test/catalogs/gateway", &to)], &[])
+                .into_iter()
+                .map(|(p, mut b)| {
+                    if p == "catalog.cue" {
+                        b.extend_from_slice(extra.as_bytes());
+                    }
+                    (p, b)
+                })
+                .collect();
+        publisher.publish_files(&files, "v0.1.0").unwrap()
+    })
+    .await
+    .unwrap();
+    provider(&r.client, ns, "p", true).await;
+    let catalog = format!("fixtures.test/catalogs/{name}@v0");
+    claim(r, ns, "p", &catalog, "0.1.0", &[EXPOSE]).await;
+    for _ in 0..2 {
+        assert_eq!(judge(r, &format!("{ns}.p")).await, Some(THIRTY_MIN));
+    }
+}
+
 /// A refused claim: Ready=False with `reason`/`message`, Stalled, not accepted, no finalizer, no
 /// Active condition, one Warning (action `Accept`) however often it was judged.
 async fn assert_refused(r: &Real, name: &str, reason: &str, message: &str) {
@@ -901,36 +931,7 @@ async fn scenario_53_real_modules_that_are_not_catalogs_and_unresolvable_catalog
     // A catalog whose kind is an error (`c.#Catalog` and `kind: "Module"` conflict): refused as
     // not a catalog, naming the conflict rather than "no concrete kind".
     const CLASH: &str = "fixtures.test/catalogs/clash@v0";
-    let publisher = r.reg.client(None);
-    tokio::task::spawn_blocking(move || {
-        let files: Vec<(String, Vec<u8>)> = rehomed(
-            "gateway",
-            &[(
-                "fixtures.test/catalogs/gateway",
-                "fixtures.test/catalogs/clash",
-            )],
-            &[],
-        )
-        .into_iter()
-        .map(|(p, b)| {
-            if p == "catalog.cue" {
-                let mut b = b;
-                b.extend_from_slice(b"\nkind: \"Module\"\n");
-                (p, b)
-            } else {
-                (p, b)
-            }
-        })
-        .collect();
-        publisher.publish_files(&files, "v0.1.0").unwrap()
-    })
-    .await
-    .unwrap();
-    provider(&r.client, "team-e", "p", true).await;
-    claim(&r, "team-e", "p", CLASH, "0.1.0", &[EXPOSE]).await;
-    for _ in 0..2 {
-        assert_eq!(judge(&r, "team-e.p").await, Some(THIRTY_MIN));
-    }
+    gateway_variant_judged(&r, "team-e", "clash", "kind: \"Module\"").await;
     let (_, reason, msg) = verdict(&r, "team-e.p").await;
     assert_eq!(reason, "CatalogWrongKind");
     let prefix = format!(
@@ -947,33 +948,7 @@ async fn scenario_53_real_modules_that_are_not_catalogs_and_unresolvable_catalog
     // `kind: "Catalog"`) is unresolved, not wrong kind: the class is the error's type, never
     // its message.
     const HINT: &str = "fixtures.test/catalogs/hint@v0";
-    let publisher = r.reg.client(None);
-    tokio::task::spawn_blocking(move || {
-        let files: Vec<(String, Vec<u8>)> = rehomed(
-            "gateway",
-            &[(
-                "fixtures.test/catalogs/gateway",
-                "fixtures.test/catalogs/hint",
-            )],
-            &[],
-        )
-        .into_iter()
-        .map(|(p, mut b)| {
-            if p == "catalog.cue" {
-                b.extend_from_slice(b"\nmetadata: kindHint: 1 & 2\n");
-            }
-            (p, b)
-        })
-        .collect();
-        publisher.publish_files(&files, "v0.1.0").unwrap()
-    })
-    .await
-    .unwrap();
-    provider(&r.client, "team-f", "p", true).await;
-    claim(&r, "team-f", "p", HINT, "0.1.0", &[EXPOSE]).await;
-    for _ in 0..2 {
-        assert_eq!(judge(&r, "team-f.p").await, Some(THIRTY_MIN));
-    }
+    gateway_variant_judged(&r, "team-f", "hint", "metadata: kindHint: 1 & 2").await;
     let (_, reason, msg) = verdict(&r, "team-f.p").await;
     assert_eq!(reason, "CatalogUnresolved", "{msg}");
     assert!(
