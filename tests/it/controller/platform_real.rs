@@ -499,14 +499,7 @@ fn plainroute_files() -> Vec<(String, Vec<u8>)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_20_comparable_predicates_alone_refuse_with_broader_and_narrower_rows() {
     let r = real().await;
-    let publisher = r.reg.client(None);
-    tokio::task::spawn_blocking(move || {
-        publisher
-            .publish_files(&plainroute_files(), "v0.1.0")
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    publish_files(&r, plainroute_files(), "v0.1.0").await;
     const PLAIN: &str = "fixtures.test/catalogs/plainroute@v0";
     const PLAIN_TF: &str = "fixtures.test/catalogs/plainroute/transformers/route-transformer@0.1.0";
     const DEPLOY_TF: &str = "fixtures.test/catalogs/mini/transformers/deployment-transformer@0.1.0";
@@ -554,12 +547,7 @@ fn mini_v1_files() -> Vec<(String, Vec<u8>)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contract_collisions_two_majors_of_one_catalog_defining_the_same_contracts_are_refused() {
     let r = real().await;
-    let publisher = r.reg.client(None);
-    tokio::task::spawn_blocking(move || {
-        publisher.publish_files(&mini_v1_files(), "v1.0.0").unwrap()
-    })
-    .await
-    .unwrap();
+    publish_files(&r, mini_v1_files(), "v1.0.0").await;
     const DUP: &str = "fixtures.test/catalogs/mini@v1";
     let api = platforms(&r.client);
     create(&api, plat(&[(MINI, None)]).with_catalog(DUP, "1.0.0", None)).await;
@@ -843,28 +831,29 @@ async fn scenarios_52_53_54_55_56_judging_real_catalogs() {
     }
 }
 
+/// Publishes `files` as one module at `version` to the test registry (off the async runtime).
+async fn publish_files(r: &Real, files: Vec<(String, Vec<u8>)>, version: &'static str) {
+    let publisher = r.reg.client(None);
+    tokio::task::spawn_blocking(move || publisher.publish_files(&files, version).unwrap())
+        .await
+        .unwrap();
+}
+
 /// Publishes the gateway catalog as `fixtures.test/catalogs/<name>@v0` v0.1.0 with `extra` appended
 /// to its root file, claims it from `<ns>/p` (provider Ready) and judges the claim twice, each
 /// judgement requeueing after 30 minutes.
 async fn gateway_variant_judged(r: &Real, ns: &str, name: &str, extra: &str) {
-    let publisher = r.reg.client(None);
     let to = format!("fixtures.test/catalogs/{name}");
-    let extra = format!("\n{extra}\n");
-    tokio::task::spawn_blocking(move || {
-        let files: Vec<(String, Vec<u8>)> =
-            rehomed("gateway", &[("fixtures.test/catalogs/gateway", &to)], &[])
-                .into_iter()
-                .map(|(p, mut b)| {
-                    if p == "catalog.cue" {
-                        b.extend_from_slice(extra.as_bytes());
-                    }
-                    (p, b)
-                })
-                .collect();
-        publisher.publish_files(&files, "v0.1.0").unwrap()
-    })
-    .await
-    .unwrap();
+    let files = rehomed("gateway", &[("fixtures.test/catalogs/gateway", &to)], &[])
+        .into_iter()
+        .map(|(p, mut b)| {
+            if p == "catalog.cue" {
+                b.extend_from_slice(format!("\n{extra}\n").as_bytes());
+            }
+            (p, b)
+        })
+        .collect();
+    publish_files(r, files, "v0.1.0").await;
     provider(&r.client, ns, "p", true).await;
     let catalog = format!("fixtures.test/catalogs/{name}@v0");
     claim(r, ns, "p", &catalog, "0.1.0", &[EXPOSE]).await;
