@@ -11,5 +11,6 @@ mod package_serve;
 mod platform;
 mod platform_real;
 mod platform_serve;
+mod real;
 mod registration;
 mod serve;

@@ -71,7 +71,7 @@ pub(crate) fn gateway2_files() -> Vec<(String, Vec<u8>)> {
 }
 
 /// A registry with core, kube, mini, gateway, gateway2 and demo published at v0.1.0.
-fn published() -> (DistRegistry, Arc<ModuleRegistry>) {
+pub(crate) fn published() -> (DistRegistry, Arc<ModuleRegistry>) {
     let reg = DistRegistry::start();
     let client = reg.client(None);
     for dir in ["core", "kube", "mini", "gateway", "demo"] {

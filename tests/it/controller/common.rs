@@ -7,11 +7,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use crds::k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use crds::k8s_openapi::api::events::v1::Event as K8sEvent;
+use crds::k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use crds::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use crds::platform::Platform;
 use crds::transformer_registration::TransformerRegistration;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Resource};
 use opm_operator::controller::context::Context;
 use opm_operator::kernel::{
@@ -231,6 +233,92 @@ where
     meta.generation = None;
     meta.resource_version = None;
     api.create(&PostParams::default(), &obj).await.unwrap()
+}
+
+/// Creates namespace `name` unless it exists.
+pub async fn namespace(client: &kube::Client, name: &str) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    if api.get_opt(name).await.unwrap().is_none() {
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        api.create(&PostParams::default(), &ns).await.unwrap();
+    }
+}
+
+/// Creates ServiceAccount `ns/name`.
+pub async fn service_account(client: &kube::Client, ns: &str, name: &str) {
+    let api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let sa = ServiceAccount {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    api.create(&PostParams::default(), &sa).await.unwrap();
+}
+
+/// Role `ns/name` granting `verbs` on each `(apiGroup, resource)` of `resources`.
+pub async fn role(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    resources: &[(&str, &str)],
+    verbs: &[&str],
+) {
+    let api: Api<Role> = Api::namespaced(client.clone(), ns);
+    let rules = resources
+        .iter()
+        .map(|(group, resource)| PolicyRule {
+            api_groups: Some(vec![(*group).to_owned()]),
+            resources: Some(vec![(*resource).to_owned()]),
+            verbs: verbs.iter().map(|v| v.to_string()).collect(),
+            ..Default::default()
+        })
+        .collect();
+    let role = Role {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        rules: Some(rules),
+    };
+    api.create(&PostParams::default(), &role).await.unwrap();
+}
+
+/// RoleBinding `ns/name` of Role `role` to one subject of `kind` (`User`, `Group`).
+pub async fn bind(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    role: &str,
+    kind: &str,
+    subject: &str,
+) {
+    let api: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
+    let binding = RoleBinding {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "Role".into(),
+            name: role.into(),
+        },
+        subjects: Some(vec![Subject {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: kind.into(),
+            name: subject.into(),
+            namespace: None,
+        }]),
+    };
+    api.create(&PostParams::default(), &binding).await.unwrap();
 }
 
 pub fn platforms(client: &kube::Client) -> Api<Platform> {

@@ -10,12 +10,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crds::conditions::types;
-use crds::k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
-use crds::k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use crds::k8s_openapi::api::core::v1::ConfigMap;
+use crds::k8s_openapi::api::rbac::v1::RoleBinding;
 use crds::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use crds::module_instance::ModuleInstance;
 use crds::platform::Platform;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, PostParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::Api;
 use opm_operator::controller::context::{Context, Reconciled};
 use opm_operator::controller::outcome::Outcome;
@@ -32,6 +32,7 @@ const NS: &str = "team-a";
 const NAME: &str = "web";
 const UUID: &str = "6f1c0e52-0000-4000-8000-000000000002";
 const STALLED_RECHECK: Duration = Duration::from_secs(30 * 60);
+const CONFIG_MAPS: &[(&str, &str)] = &[("", "configmaps")];
 
 /// Renders exactly the scripted objects (each `(apiVersion, kind, name, component)`), with the
 /// OPM labels of instance `NAME`, data/spec `msg` from `values.msg`.
@@ -108,22 +109,6 @@ struct Mi {
     env: Env,
     ctx: Arc<Context>,
     renderer: Arc<ScriptedRenderer>,
-}
-
-async fn namespace(client: &kube::Client, name: &str) {
-    let ns: Api<Namespace> = Api::all(client.clone());
-    ns.create(
-        &PostParams::default(),
-        &Namespace {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
 }
 
 /// A cluster with namespace `team-a`, instance `web` (prune on), a recorded platform and a
@@ -341,70 +326,6 @@ async fn lessons_rules_2_and_3_a_removed_then_restored_component_and_an_empty_re
     }
 }
 
-async fn service_account(client: &kube::Client, name: &str) {
-    let api: Api<ServiceAccount> = Api::namespaced(client.clone(), NS);
-    api.create(
-        &PostParams::default(),
-        &ServiceAccount {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
-}
-
-/// Role `name` in `team-a` granting `verbs` on ConfigMaps.
-async fn role(client: &kube::Client, name: &str, verbs: &[&str]) {
-    let api: Api<Role> = Api::namespaced(client.clone(), NS);
-    api.create(
-        &PostParams::default(),
-        &Role {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            rules: Some(vec![PolicyRule {
-                api_groups: Some(vec![String::new()]),
-                resources: Some(vec!["configmaps".into()]),
-                verbs: verbs.iter().map(|v| v.to_string()).collect(),
-                ..Default::default()
-            }]),
-        },
-    )
-    .await
-    .unwrap();
-}
-
-async fn bind(client: &kube::Client, name: &str, role: &str, kind: &str, subject: &str) {
-    let api: Api<RoleBinding> = Api::namespaced(client.clone(), NS);
-    api.create(
-        &PostParams::default(),
-        &RoleBinding {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            role_ref: RoleRef {
-                api_group: Some("rbac.authorization.k8s.io".into()),
-                kind: "Role".into(),
-                name: role.into(),
-            },
-            subjects: Some(vec![Subject {
-                api_group: Some("rbac.authorization.k8s.io".into()),
-                kind: kind.into(),
-                name: subject.into(),
-                namespace: None,
-            }]),
-        },
-    )
-    .await
-    .unwrap();
-}
-
 #[tokio::test]
 async fn scenarios_41_and_43_apply_and_prune_impersonate_the_service_account() {
     let m = mi_env(vec![
@@ -412,10 +333,12 @@ async fn scenarios_41_and_43_apply_and_prune_impersonate_the_service_account() {
         ("v1", "ConfigMap", "web-b", "b"),
     ])
     .await;
-    service_account(&m.env.client, "deploy-sa").await;
+    service_account(&m.env.client, NS, "deploy-sa").await;
     role(
         &m.env.client,
+        NS,
         "configmaps-rw",
+        CONFIG_MAPS,
         &["get", "list", "create", "patch", "update", "delete"],
     )
     .await;
@@ -456,6 +379,7 @@ async fn scenarios_41_and_43_apply_and_prune_impersonate_the_service_account() {
     // impersonated identity (so the groups were sent); the apply succeeds.
     bind(
         &m.env.client,
+        NS,
         "sa-group",
         "configmaps-rw",
         "Group",
@@ -474,6 +398,7 @@ async fn scenarios_41_and_43_apply_and_prune_impersonate_the_service_account() {
     rb.delete("sa-group", &Default::default()).await.unwrap();
     bind(
         &m.env.client,
+        NS,
         "sa-user",
         "configmaps-rw",
         "User",
@@ -496,12 +421,15 @@ async fn scenarios_41_and_43_apply_and_prune_impersonate_the_service_account() {
     rb.delete("sa-user", &Default::default()).await.unwrap();
     role(
         &m.env.client,
+        NS,
         "configmaps-apply",
+        CONFIG_MAPS,
         &["get", "list", "create", "patch", "update"],
     )
     .await;
     bind(
         &m.env.client,
+        NS,
         "sa-apply",
         "configmaps-apply",
         "User",

@@ -18,13 +18,11 @@ use axum::body::Body;
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 use crds::conditions::types;
-use crds::k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use crds::k8s_openapi::api::core::v1::ConfigMap;
 use crds::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use crds::module_package::{DependsOn, ModulePackage};
 use crds::platform::Platform;
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams,
-};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::Api;
 use opm_operator::controller::context::{Context, Reconciled};
 use opm_operator::controller::package::source::kind_resource;
@@ -334,27 +332,11 @@ struct Mp {
     addr: SocketAddr,
 }
 
-async fn ns(client: &kube::Client, name: &str) {
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(name.into()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-}
-
 /// kube-emu with the CRDs (and the OCIRepository CRD when `flux`), namespace `team-a`, the
 /// artifact server, and a context with the fake package renderer; `customise` edits the context.
 async fn mp_env_with(flux: bool, customise: impl FnOnce(&mut Context)) -> Mp {
     let env = env().await;
-    ns(&env.client, NS).await;
+    namespace(&env.client, NS).await;
     if flux {
         install_oci_repository_crd(&env.client).await;
     }
@@ -633,7 +615,7 @@ async fn scenario_48_source_not_ready_waits_and_a_missing_or_unsupported_source_
 async fn a_cross_namespace_source_is_refused_unless_allowed() {
     for allowed in [false, true] {
         let m = mp_env_with(true, |c| c.allow_cross_namespace_refs = allowed).await;
-        ns(&m.env.client, "flux-system").await;
+        namespace(&m.env.client, "flux-system").await;
         m.record_platform().await;
         let bytes = shop_tgz(&[]);
         let path = "/x.tar.gz";
@@ -1191,7 +1173,7 @@ mod registry {
             c.package_renderer = Some(Arc::new(renderer));
         })
         .await;
-        ns(&m.env.client, "prod").await;
+        namespace(&m.env.client, "prod").await;
         let platform = built_platform();
         m.ctx.store.set_generated(Generated {
             identity: PackageIdentity::unclaimed(1).unwrap(),

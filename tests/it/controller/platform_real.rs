@@ -20,29 +20,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crds::conditions::types;
-use crds::k8s_openapi::api::core::v1::Namespace;
 use crds::module_instance::ModuleInstance;
 use crds::platform::{Platform, RegistrySource, SkewPolicy as CrdSkew};
 use crds::transformer_registration::TransformerRegistration;
-use kube::api::{DeleteParams, ObjectMeta};
+use kube::api::DeleteParams;
 use kube::Api;
 use opm_operator::controller::context::Context;
 use opm_operator::controller::{platform, registration};
 use opm_operator::platform::{
     Generator, Layout, PackageIdentity, PlatformKernel, RegistryShape, SkewPolicy, Store,
 };
-use opm_operator::registry::ModuleRegistry;
 
 use super::common::*;
-use crate::platform_gen::{gateway2_files, opm};
-use crate::registry::harness::DistRegistry;
+use super::real::*;
+use crate::platform_gen::opm;
 
-const CORE: &str = "fixtures.test/core@v0";
-const KUBE: &str = "fixtures.test/x/kube@v0";
-const MINI: &str = "fixtures.test/catalogs/mini@v0";
-const GATEWAY: &str = "fixtures.test/catalogs/gateway@v0";
-const GATEWAY2: &str = "fixtures.test/catalogs/gateway2@v0";
-const DEMO: &str = "fixtures.test/modules/demo@v0";
 const EXPOSE: &str = "fixtures.test/catalogs/mini/traits/expose@v1";
 const CONTAINER: &str = "fixtures.test/catalogs/mini/resources/container@v1";
 const ROUTE_TF: &str = "fixtures.test/catalogs/gateway/transformers/route-transformer@0.1.0";
@@ -50,65 +42,6 @@ const ROUTE2_TF: &str = "fixtures.test/catalogs/gateway2/transformers/route-tran
 
 const ONE_MIN: Duration = Duration::from_secs(60);
 const THIRTY_MIN: Duration = Duration::from_secs(30 * 60);
-
-/// A cluster, a registry with the fixtures published, and a context over the real kernel.
-struct Real {
-    _emu: kube_emu::Emulator,
-    client: kube::Client,
-    reg: DistRegistry,
-    ctx: Arc<Context>,
-    _root: tempfile::TempDir,
-}
-
-fn published() -> (DistRegistry, Arc<ModuleRegistry>) {
-    let reg = DistRegistry::start();
-    let client = reg.client(None);
-    for dir in ["core", "kube", "mini", "gateway", "demo"] {
-        client.publish(&opm(dir), "v0.1.0").unwrap();
-    }
-    client.publish_files(&gateway2_files(), "v0.1.0").unwrap();
-    (reg, Arc::new(client))
-}
-
-async fn real() -> Real {
-    let (reg, registry) = tokio::task::spawn_blocking(published).await.unwrap();
-    let kernel = Arc::new(PlatformKernel::new(
-        registry,
-        Generator::new(CORE, "v0.1.0", RegistryShape::CatalogEntry),
-        cue::Config::default(),
-    ));
-    let emu = kube_emu::Emulator::start(kube_emu::Options::default())
-        .await
-        .unwrap();
-    let client = emu.client().unwrap();
-    install_crds(&client).await;
-    let root = tempfile::tempdir().unwrap();
-    let layout = Arc::new(Layout::new(root.path().join("platform")).unwrap());
-    layout.reset().unwrap();
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        Store::new(),
-        layout,
-        kernel.clone(),
-        kernel,
-        "test",
-    ));
-    Real {
-        _emu: emu,
-        client,
-        reg,
-        ctx,
-        _root: root,
-    }
-}
-
-fn plat(catalogs: &[(&str, Option<bool>)]) -> Platform {
-    catalogs
-        .iter()
-        .fold(Platform::test().without_catalogs(), |p, (path, en)| {
-            p.with_catalog(path, "0.1.0", *en)
-        })
-}
 
 async fn status(r: &Real) -> crds::platform::PlatformStatus {
     platforms(&r.client)
@@ -669,20 +602,6 @@ async fn scenario_23_an_unreachable_registry_requeues_in_one_minute() {
 // ---------------------------------------------------------------------------------------------
 // TransformerRegistration (52–64) on the real acquirer.
 
-async fn namespace(client: &kube::Client, name: &str) {
-    let api: Api<Namespace> = Api::all(client.clone());
-    if api.get_opt(name).await.unwrap().is_none() {
-        let ns = Namespace {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        api.create(&Default::default(), &ns).await.unwrap();
-    }
-}
-
 async fn set_ready(client: &kube::Client, ns: &str, name: &str, ready: bool) {
     let api: Api<ModuleInstance> = Api::namespaced(client.clone(), ns);
     let status = if ready { "True" } else { "False" };
@@ -730,9 +649,7 @@ async fn judge(r: &Real, name: &str) -> Option<Duration> {
 /// A cluster with Platform `cluster` subscribing `catalogs` and its package recorded.
 async fn real_with(catalogs: &[(&str, Option<bool>)]) -> Real {
     let r = real().await;
-    create(&platforms(&r.client), plat(catalogs)).await;
-    platform::reconcile("cluster", &r.ctx).await.unwrap();
-    assert!(r.ctx.store.generated().is_some());
+    record(&r, catalogs).await;
     r
 }
 
@@ -829,14 +746,6 @@ async fn scenarios_52_53_54_55_56_judging_real_catalogs() {
         assert!(tr.metadata.finalizers.unwrap_or_default().is_empty());
         assert!(condition(&tr.status.unwrap().conditions, types::ACTIVE).is_none());
     }
-}
-
-/// Publishes `files` as one module at `version` to the test registry (off the async runtime).
-async fn publish_files(r: &Real, files: Vec<(String, Vec<u8>)>, version: &'static str) {
-    let publisher = r.reg.client(None);
-    tokio::task::spawn_blocking(move || publisher.publish_files(&files, version).unwrap())
-        .await
-        .unwrap();
 }
 
 /// Publishes the gateway catalog as `fixtures.test/catalogs/<name>@v0` v0.1.0 with `extra` appended

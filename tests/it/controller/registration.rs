@@ -7,11 +7,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crds::conditions::types;
-use crds::k8s_openapi::api::core::v1::Namespace;
 use crds::module_instance::ModuleInstance;
 use crds::platform::Platform;
 use crds::transformer_registration::TransformerRegistration;
-use kube::api::{DeleteParams, ObjectMeta};
+use kube::api::DeleteParams;
 use kube::Api;
 use opm_operator::controller::registration::reconcile;
 use opm_operator::controller::{manager, platform};
@@ -22,20 +21,6 @@ use super::common::*;
 const THIRTY_MIN: Duration = Duration::from_secs(30 * 60);
 const CATALOG: &str = "x.test/catalogs/k8up@v1";
 const CONTRACT: &str = "x.test/contracts/backup@v1";
-
-async fn namespace(client: &kube::Client, name: &str) {
-    let api: Api<Namespace> = Api::all(client.clone());
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    if api.get_opt(name).await.unwrap().is_none() {
-        api.create(&Default::default(), &ns).await.unwrap();
-    }
-}
 
 /// A provider instance `ns/name` whose inventory lists `claims`, Ready or not.
 async fn provider(client: &kube::Client, ns: &str, name: &str, claims: &[&str], ready: bool) {

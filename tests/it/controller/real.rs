@@ -1,0 +1,213 @@
+//! The real-kernel harness of the controller tests (`platform_real`, `instance_real`,
+//! `package_real`): the fixture modules of `fixtures/opm/` published to the real
+//! `docker-registry`, a kube-emu cluster with the CRDs, and a [`Context`] whose platform builder
+//! and catalog acquirer are the real `PlatformKernel` over that registry. [`rendering`] also
+//! installs the real render kernel (`opm_operator::render::Renderer`, counted) as the module and
+//! package renderer, and the emulator's client configuration so ServiceAccounts can be
+//! impersonated.
+//!
+//! Rules:
+//! - Each test publishes its own registry (the registry is a child process killed on drop), so
+//!   tests share nothing and run in parallel.
+//! - The Platform is recorded the way the operator records it: a `Platform` object reconciled by
+//!   the Platform reconciler on the real kernel ([`record`]), never by writing the store.
+//! - Module variants a scenario needs are built in the test from the fixture files
+//!   ([`variant`]), each edit checked to apply exactly once, so a fixture change cannot silently
+//!   turn a variant into the original.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crds::platform::Platform;
+use opm_operator::controller::context::Context;
+use opm_operator::controller::platform;
+use opm_operator::kernel::{
+    BuiltPlatform, KernelError, ModuleRenderer, ModuleRequest, PackageRenderer, RenderResult,
+};
+use opm_operator::platform::{Generator, Layout, PlatformKernel, RegistryShape, SkewPolicy, Store};
+use opm_operator::render::Renderer;
+
+use super::common::*;
+use crate::platform_gen::{module_files, opm, published};
+use crate::registry::harness::DistRegistry;
+
+pub const CORE: &str = "fixtures.test/core@v0";
+pub const KUBE: &str = "fixtures.test/x/kube@v0";
+pub const MINI: &str = "fixtures.test/catalogs/mini@v0";
+pub const GATEWAY: &str = "fixtures.test/catalogs/gateway@v0";
+pub const GATEWAY2: &str = "fixtures.test/catalogs/gateway2@v0";
+pub const DEMO: &str = "fixtures.test/modules/demo@v0";
+
+/// A cluster, a registry with the fixtures published, and a context over the real kernel.
+pub struct Real {
+    pub emu: kube_emu::Emulator,
+    pub client: kube::Client,
+    pub reg: DistRegistry,
+    pub ctx: Arc<Context>,
+    /// The real render kernel over `reg`; installed in `ctx` only by [`rendering`].
+    pub renderer: Arc<Counted>,
+    /// The root of the test's `--platform-dir` (kept alive for the test's duration).
+    pub root: tempfile::TempDir,
+}
+
+/// The real render kernel, counting the renders it was asked for (module and package).
+pub struct Counted {
+    inner: Renderer,
+    renders: AtomicU32,
+}
+
+impl Counted {
+    /// Renders asked for so far.
+    pub fn renders(&self) -> u32 {
+        self.renders.load(Ordering::SeqCst)
+    }
+}
+
+impl ModuleRenderer for Counted {
+    fn render_module(
+        &self,
+        req: &ModuleRequest,
+        platform: &BuiltPlatform,
+        skew: SkewPolicy,
+    ) -> Result<RenderResult, KernelError> {
+        self.renders.fetch_add(1, Ordering::SeqCst);
+        self.inner.render_module(req, platform, skew)
+    }
+}
+
+impl PackageRenderer for Counted {
+    fn render_package(
+        &self,
+        dir: &std::path::Path,
+        platform: &BuiltPlatform,
+        skew: SkewPolicy,
+    ) -> Result<RenderResult, KernelError> {
+        self.renders.fetch_add(1, Ordering::SeqCst);
+        PackageRenderer::render_package(&self.inner, dir, platform, skew)
+    }
+}
+
+/// The harness over the real platform kernel; no module or package renderer is installed (the
+/// Platform and TransformerRegistration tests run the manager, whose ModuleInstance controller
+/// would otherwise reconcile their stand-in provider instances).
+pub async fn real() -> Real {
+    build(false, |_| {}).await
+}
+
+/// The harness with the real render kernel installed as module and package renderer and the
+/// emulator's client configuration (impersonation); `customise` edits the context last.
+pub async fn rendering(customise: impl FnOnce(&mut Context)) -> Real {
+    build(true, customise).await
+}
+
+async fn build(install: bool, customise: impl FnOnce(&mut Context)) -> Real {
+    let (reg, registry) = tokio::task::spawn_blocking(published).await.unwrap();
+    let kernel = Arc::new(PlatformKernel::new(
+        registry.clone(),
+        Generator::new(CORE, "v0.1.0", RegistryShape::CatalogEntry),
+        cue::Config::default(),
+    ));
+    // A generous wall-time budget: debug builds on a loaded machine are slow, and a limit hit
+    // would be a RenderFailed no scenario expects.
+    let renderer = Arc::new(Counted {
+        inner: Renderer::new(registry).with_config(cue::Config {
+            max_wall_time: Duration::from_secs(300),
+            ..cue::Config::default()
+        }),
+        renders: AtomicU32::new(0),
+    });
+    let emu = kube_emu::Emulator::start(kube_emu::Options::default())
+        .await
+        .unwrap();
+    let client = emu.client().unwrap();
+    install_crds(&client).await;
+    let root = tempfile::tempdir().unwrap();
+    let layout = Arc::new(Layout::new(root.path().join("platform")).unwrap());
+    layout.reset().unwrap();
+    let mut ctx = Context::new(
+        client.clone(),
+        Store::new(),
+        layout,
+        kernel.clone(),
+        kernel,
+        "test",
+    );
+    if install {
+        ctx.renderer = Some(renderer.clone());
+        ctx.package_renderer = Some(renderer.clone());
+        ctx.kube_config = Some(emu.config().unwrap());
+    }
+    customise(&mut ctx);
+    Real {
+        emu,
+        client,
+        reg,
+        ctx: Arc::new(ctx),
+        renderer,
+        root,
+    }
+}
+
+/// Platform `cluster` subscribing each `(catalog, enable)` at 0.1.0.
+pub fn plat(catalogs: &[(&str, Option<bool>)]) -> Platform {
+    catalogs
+        .iter()
+        .fold(Platform::test().without_catalogs(), |p, (path, en)| {
+            p.with_catalog(path, "0.1.0", *en)
+        })
+}
+
+/// Creates Platform `cluster` subscribing `catalogs` and records its package through the
+/// Platform reconciler on the real kernel.
+pub async fn record(r: &Real, catalogs: &[(&str, Option<bool>)]) {
+    create(&platforms(&r.client), plat(catalogs)).await;
+    platform::reconcile("cluster", &r.ctx).await.unwrap();
+    assert!(
+        r.ctx.store.generated().is_some(),
+        "the platform was not recorded: {:?}",
+        platforms(&r.client).get("cluster").await.unwrap().status
+    );
+}
+
+/// Publishes `files` as one module at `version` to the test registry (off the async runtime).
+pub async fn publish_files(r: &Real, files: Vec<(String, Vec<u8>)>, version: &'static str) {
+    let publisher = r.reg.client(None);
+    tokio::task::spawn_blocking(move || publisher.publish_files(&files, version).unwrap())
+        .await
+        .unwrap();
+}
+
+/// The files of fixture module `dir` with each `(from, to)` replaced in the file holding it
+/// (each `from` must occur exactly once in the module) and `extra` files added.
+pub fn variant(
+    dir: &str,
+    edits: &[(&str, &str)],
+    extra: &[(&str, &str)],
+) -> Vec<(String, Vec<u8>)> {
+    let mut files = module_files(&opm(dir));
+    for (from, to) in edits {
+        let hits: Vec<usize> = files
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, b))| String::from_utf8_lossy(b).matches(from).count() > 0)
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(
+            hits.len(),
+            1,
+            "{from:?} must be in exactly one file of {dir}"
+        );
+        let (_, bytes) = &mut files[hits[0]];
+        let text = String::from_utf8(std::mem::take(bytes)).unwrap();
+        assert_eq!(text.matches(from).count(), 1, "{from:?} must occur once");
+        *bytes = text.replace(from, to).into_bytes();
+    }
+    for (path, text) in extra {
+        files.push(((*path).to_owned(), text.as_bytes().to_vec()));
+    }
+    files.sort();
+    files
+}
