@@ -38,8 +38,9 @@ fn sync_opts(uuid: &str) -> SyncOptions {
     }
 }
 
-async fn relabel(client: &kube::Client, name: &str, labels: Value) {
-    cm_api(client, "app")
+/// Merges `labels` into the live labels of ConfigMap `ns/name` (as another actor would).
+pub(crate) async fn relabel(client: &kube::Client, ns: &str, name: &str, labels: Value) {
+    cm_api(client, ns)
         .patch(
             name,
             &PatchParams::default(),
@@ -72,24 +73,28 @@ async fn scenario_37_prune_deletes_stale_and_honours_every_guard() {
     // Live labels rewritten by others after the apply.
     relabel(
         &client,
+        "app",
         "foreign-uuid",
         json!({"module-instance.opmodel.dev/uuid": "u2"}),
     )
     .await;
     relabel(
         &client,
+        "app",
         "not-opm",
         json!({"app.kubernetes.io/managed-by": "helm"}),
     )
     .await;
     relabel(
         &client,
+        "app",
         "legacy",
         json!({"app.kubernetes.io/managed-by": "open-platform-model", "module-instance.opmodel.dev/uuid": null}),
     )
     .await;
     relabel(
         &client,
+        "app",
         "cli",
         json!({"app.kubernetes.io/managed-by": "opm-cli"}),
     )

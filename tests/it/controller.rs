@@ -4,6 +4,7 @@
 
 mod common;
 mod instance;
+mod instance_real;
 mod instance_scenarios;
 mod manager;
 mod package;

@@ -50,7 +50,7 @@ pub struct Real {
     /// The real render kernel over `reg`; installed in `ctx` only by [`rendering`].
     pub renderer: Arc<Counted>,
     /// The root of the test's `--platform-dir` (kept alive for the test's duration).
-    pub root: tempfile::TempDir,
+    pub _root: tempfile::TempDir,
 }
 
 /// The real render kernel, counting the renders it was asked for (module and package).
@@ -147,7 +147,7 @@ async fn build(install: bool, customise: impl FnOnce(&mut Context)) -> Real {
         reg,
         ctx: Arc::new(ctx),
         renderer,
-        root,
+        _root: root,
     }
 }
 
