@@ -32,7 +32,9 @@
 //!
 //! ModulePackage renders ([`Renderer::render_package`], `kernel::PackageRenderer`) stage the
 //! authored instance package directory as the main module instead of a pulled module, gate on
-//! `kind: "ModuleInstance"` ([`Error::UnsupportedKind`]), and share steps 3–7.
+//! `kind: "ModuleInstance"` ([`Error::UnsupportedKind`]), and share steps 3–7. Their errors name
+//! the package by its module path, never by the directory (`stage`: a ModulePackage artifact is
+//! extracted into a fresh temporary directory per reconcile).
 //!
 //! Known gaps (written down, not hidden): the promotion invariant check (an OPM path resolving off the roots) is
 //! not checked beyond "the platform wins every shared path"; the context is built the alpha.4 way
@@ -553,13 +555,13 @@ impl Renderer {
         platform: &BuiltPlatform,
         skew: SkewPolicy,
     ) -> Result<RenderResult, Error> {
-        let shown = dir.display().to_string();
         let staged = stage::stage_package(&self.registry, dir, platform, self.config.clone())?;
+        let shown = staged.module_file.module.clone();
         let instance = staged
             .root
             .lookup_path(&Path::new(vec![def("#instance")]))
             .ok_or_else(|| Error::UnsupportedKind {
-                dir: shown.clone(),
+                package: shown.clone(),
                 message: "the root package is missing".into(),
             })?;
         let kind = instance
@@ -569,13 +571,13 @@ impl Renderer {
             Some(Ok(serde_json::Value::String(k))) if k == "ModuleInstance" => {}
             Some(Ok(other)) => {
                 return Err(Error::UnsupportedKind {
-                    dir: shown,
+                    package: shown,
                     message: format!("kind is {other}, not \"ModuleInstance\""),
                 })
             }
             _ => {
                 return Err(Error::UnsupportedKind {
-                    dir: shown,
+                    package: shown,
                     message: "kind is missing or not concrete".into(),
                 })
             }
@@ -585,7 +587,7 @@ impl Renderer {
             .and_then(|v| v.to_json_value().ok())
             .and_then(|v| v.as_str().map(str::to_owned))
             .ok_or_else(|| Error::UnsupportedKind {
-                dir: shown.clone(),
+                package: shown.clone(),
                 message: "the instance's module has no concrete metadata.version".into(),
             })?;
         self.finish(&staged, &shown, platform, skew, &version)

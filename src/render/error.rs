@@ -237,10 +237,10 @@ pub enum Error {
         message: String,
     },
     /// The instance package's root is not a `#ModuleInstance` (ModulePackage renders).
-    #[error("{dir}: not an OPM module instance package: {message}")]
+    #[error("{package}: not an OPM module instance package: {message}")]
     UnsupportedKind {
-        /// The package directory.
-        dir: String,
+        /// The package's module path (a package is never named by its directory: see `stage`).
+        package: String,
         /// What was found.
         message: String,
     },

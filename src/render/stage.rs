@@ -23,6 +23,11 @@
 //!   instead costs the evaluator seconds per pair today, so it is data.
 //! - One [`cue::Runtime`] per render, bounded by the caller's [`cue::Config`]; nothing is shared
 //!   between renders.
+//! - A package render (ModulePackage) names the package by its module path (`cue.mod/module.cue`)
+//!   in every error, never by the directory it was read from: the operator extracts each artifact
+//!   into a fresh temporary directory, so a message naming it would differ on every reconcile of
+//!   the same failure (a new Warning each time, operator-spec §8 scenario 64). Before the module
+//!   file is read the package is "the instance package".
 //! - Every name written into generated CUE (instance name, namespace, component names and FQNs
 //!   in pair expressions) and the context are written as JSON literals.
 
@@ -379,9 +384,8 @@ pub fn stage_package(
     platform: &BuiltPlatform,
     config: cue::Config,
 ) -> Result<Staged, Error> {
-    let shown = dir.display().to_string();
     let load_err = |message: String| Error::Load {
-        coordinate: shown.clone(),
+        coordinate: "the instance package".to_owned(),
         problems: vec![crate::kernel::Problem {
             path: String::new(),
             message,
@@ -393,8 +397,9 @@ pub fn stage_package(
         .read_file("cue.mod/module.cue")
         .map_err(|e| load_err(format!("cue.mod/module.cue: {e}")))?;
     let module_file = deps::parse_module_file(&mf_bytes).map_err(load_err)?;
+    let shown = module_file.module.clone();
     let pkg = root_package(&base).ok_or_else(|| Error::UnsupportedKind {
-        dir: shown.clone(),
+        package: shown.clone(),
         message: "the directory holds no CUE package".into(),
     })?;
     let (platform_files, platform_pkg, promoted) = stage_platform(platform, &module_file)?;

@@ -580,6 +580,53 @@ fn an_instance_package_renders_like_the_module_request() {
     assert_eq!(e.class(), ErrorClass::UnsupportedKind, "{e}");
 }
 
+/// Regression: a package's render errors named the directory it was read from; a ModulePackage
+/// artifact is extracted into a fresh temporary directory per reconcile, so the same failure
+/// gave a new message (and a new Warning) every time. The same package in two directories now
+/// fails with one message, naming its module path (or "the instance package" before its module
+/// file is read). Both failures here happen before any registry I/O.
+#[test]
+fn a_package_error_names_the_module_not_the_directory_it_was_read_from() {
+    let r = Renderer::new(Arc::new(cue::module::MemRegistry::new()));
+    let p = platform("platform/generated");
+    let module = std::fs::read(opm().join("package/shop/cue.mod/module.cue")).unwrap();
+    for (files, want) in [
+        (
+            vec![
+                ("cue.mod/module.cue", module.as_slice()),
+                ("notes.txt", b"x"),
+            ],
+            "fixtures.test/packages/shop@v0: not an OPM module instance package: the directory \
+             holds no CUE package",
+        ),
+        (
+            vec![("instance.cue", b"package shop\n".as_slice())],
+            "the instance package: the module does not load\n  : cue.mod/module.cue: ",
+        ),
+    ] {
+        let mut messages = Vec::new();
+        for _ in 0..2 {
+            let dir = tempfile::tempdir().unwrap();
+            for (rel, bytes) in &files {
+                let path = dir.path().join(rel);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(path, bytes).unwrap();
+            }
+            let e = r
+                .render_package(dir.path(), &p, SkewPolicy::Warn)
+                .unwrap_err();
+            let message = KernelError::from(e).to_string();
+            assert!(message.starts_with(want), "{message}");
+            assert!(
+                !message.contains(&dir.path().display().to_string()),
+                "{message}"
+            );
+            messages.push(message);
+        }
+        assert_eq!(messages[0], messages[1]);
+    }
+}
+
 #[test]
 fn an_exceeded_evaluation_limit_is_a_timeout() {
     let reg = DistRegistry::start();
