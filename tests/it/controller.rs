@@ -8,6 +8,7 @@ mod instance_real;
 mod instance_scenarios;
 mod manager;
 mod package;
+mod package_real;
 mod package_serve;
 mod platform;
 mod platform_real;

@@ -372,6 +372,42 @@ pub async fn events(client: &kube::Client, name: &str, reason: &str) -> Vec<K8sE
         .collect()
 }
 
+/// The only event of `evs`: (type, action, note).
+pub fn one_event(evs: &[K8sEvent]) -> (String, String, String) {
+    assert_eq!(evs.len(), 1, "{evs:?}");
+    (
+        evs[0].type_.clone().unwrap_or_default(),
+        evs[0].action.clone().unwrap_or_default(),
+        evs[0].note.clone().unwrap_or_default(),
+    )
+}
+
+/// Checks a reconcile that stalled with `reason`: the 30-minute recheck, Stalled=True and
+/// Ready=False in `conditions` (read after it) with that reason and one message, returned.
+pub fn assert_stalled(
+    out: &opm_operator::controller::context::Reconciled,
+    conditions: &[crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    reason: &str,
+) -> String {
+    assert_eq!(
+        (out.reason, out.requeue, out.outcome),
+        (
+            Some(reason),
+            Some(std::time::Duration::from_secs(30 * 60)),
+            Some(opm_operator::controller::outcome::Outcome::FailedStalled)
+        ),
+        "{out:?}"
+    );
+    let (st, stalled_reason, message) = condition(conditions, crds::conditions::types::STALLED)
+        .unwrap_or_else(|| panic!("not stalled: {conditions:?}"));
+    assert_eq!((st.as_str(), stalled_reason.as_str()), ("True", reason));
+    assert_eq!(
+        condition(conditions, crds::conditions::types::READY),
+        Some(("False".into(), reason.into(), message.clone()))
+    );
+    message
+}
+
 /// The condition of `type_` (status, reason, message).
 pub fn condition(
     conds: &[crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],

@@ -108,26 +108,41 @@ fn shop_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/opm/package/shop")
 }
 
-/// A tar.gz of the shop fixture under `app/`, plus extra files.
-pub fn shop_tgz(extra: &[(&str, &[u8])]) -> Vec<u8> {
+/// The files of the shop fixture under `app/`.
+pub fn shop_files() -> Vec<(String, Vec<u8>)> {
+    crate::platform_gen::module_files(&shop_dir())
+        .into_iter()
+        .map(|(p, b)| (format!("app/{p}"), b))
+        .collect()
+}
+
+/// A tar.gz of regular files `(path, content)` (mode 0644; parent directories implied).
+pub fn tgz_of<P: AsRef<str>, C: AsRef<[u8]>>(files: &[(P, C)]) -> Vec<u8> {
     let mut b = tar::Builder::new(flate2::write::GzEncoder::new(
         Vec::new(),
         flate2::Compression::fast(),
     ));
-    b.append_dir_all("app", shop_dir()).unwrap();
-    for (path, content) in extra {
+    for (path, content) in files {
+        let content = content.as_ref();
         let mut h = tar::Header::new_gnu();
         h.set_size(content.len() as u64);
         h.set_mode(0o644);
         h.set_cksum();
-        b.append_data(&mut h, path, *content).unwrap();
+        b.append_data(&mut h, path.as_ref(), content).unwrap();
     }
     b.into_inner().unwrap().finish().unwrap()
 }
 
+/// A tar.gz of the shop fixture under `app/`, plus extra files.
+pub fn shop_tgz(extra: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut files: Vec<(String, Vec<u8>)> = shop_files();
+    files.extend(extra.iter().map(|(p, c)| ((*p).to_owned(), c.to_vec())));
+    tgz_of(&files)
+}
+
 /// A tar.gz of raw entries `(path, type flag, link, content)`; names go into the header
 /// unchecked, so hostile names can be built.
-fn raw_tgz(entries: &[(&str, u8, &str, &[u8])]) -> Vec<u8> {
+pub fn raw_tgz(entries: &[(&str, u8, &str, &[u8])]) -> Vec<u8> {
     let mut tar_bytes = Vec::new();
     for (path, flag, link, content) in entries {
         let mut h = tar::Header::new_old();
@@ -239,6 +254,23 @@ pub async fn set_source_of(
     )
     .await
     .unwrap();
+}
+
+/// Serves `bytes` at `/<revision>.tar.gz` of the artifact server at `addr` and points source
+/// `team-a/src` at it (Ready) with `digest`; returns the artifact URL.
+pub async fn serve_artifact(
+    client: &kube::Client,
+    artifacts: &Artifacts,
+    addr: SocketAddr,
+    revision: &str,
+    bytes: Vec<u8>,
+    digest: &str,
+) -> String {
+    let path = format!("/{revision}.tar.gz");
+    artifacts.set(&path, Route::Body(bytes));
+    let url = format!("http://{addr}{path}");
+    set_source(client, NS, SRC, true, Some((&url, digest, revision))).await;
+    url
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -396,20 +428,16 @@ impl Mp {
         .await;
         platform::reconcile("cluster", &self.ctx).await.unwrap();
     }
-    /// Serves `bytes` at `/<revision>.tar.gz` and points source `src` at it with `digest`.
     async fn publish_with_digest(&self, revision: &str, bytes: Vec<u8>, digest: &str) -> String {
-        let path = format!("/{revision}.tar.gz");
-        self.artifacts.set(&path, Route::Body(bytes));
-        let url = format!("http://{}{path}", self.addr);
-        set_source(
+        serve_artifact(
             &self.env.client,
-            NS,
-            SRC,
-            true,
-            Some((&url, digest, revision)),
+            &self.artifacts,
+            self.addr,
+            revision,
+            bytes,
+            digest,
         )
-        .await;
-        url
+        .await
     }
     async fn publish(&self, revision: &str, bytes: Vec<u8>) -> String {
         let d = digest(&bytes);
@@ -653,18 +681,27 @@ async fn a_cross_namespace_source_is_refused_unless_allowed() {
 /// nothing rendered.
 async fn assert_fetch_failed(m: &Mp, cause: &str) {
     let r = m.reconcile().await;
+    fetch_failed(&m.env.client, &m.get().await, r, cause).await;
+    assert_eq!(m.renderer.renders(), 0);
+    assert!(m.config_maps().get_opt("shop-a").await.unwrap().is_none());
+}
+
+/// Checks a reconcile of package `mp` (as read after it) that failed to fetch: FetchFailed
+/// naming `cause`, Ready=False, not Stalled, requeue after the default interval, a Warning
+/// (action Fetch) carrying the message.
+pub async fn fetch_failed(client: &kube::Client, mp: &ModulePackage, r: Reconciled, cause: &str) {
     assert_eq!(
         (r.reason, r.requeue),
         (Some("FetchFailed"), Some(FIVE_MIN)),
         "{cause}: {r:?}"
     );
-    let (s, _, msg) = m.ready_condition().await;
+    let conditions = &mp.status.as_ref().unwrap().conditions;
+    let (s, _, msg) = condition(conditions, types::READY).unwrap();
     assert_eq!(s, "False");
-    assert!(!m.stalled().await);
+    assert!(condition(conditions, types::STALLED).is_none_or(|c| c.0 != "True"));
     assert!(msg.contains(cause), "expected {cause:?} in {msg:?}");
-    assert_eq!(m.renderer.renders(), 0);
-    assert!(m.config_maps().get_opt("shop-a").await.unwrap().is_none());
-    let ev = events(&m.env.client, NAME, "FetchFailed").await;
+    let name = mp.metadata.name.as_deref().unwrap();
+    let ev = events(client, name, "FetchFailed").await;
     assert!(ev
         .iter()
         .any(|e| e.note.as_deref() == Some(msg.as_str()) && e.action.as_deref() == Some("Fetch")));

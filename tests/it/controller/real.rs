@@ -21,14 +21,21 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crds::common::{InventoryEntry, ReconcileStatus};
+use crds::k8s_openapi::api::apps::v1::Deployment;
+use crds::k8s_openapi::api::core::v1::ConfigMap;
 use crds::platform::Platform;
+use kube::Api;
 use opm_operator::controller::context::Context;
 use opm_operator::controller::platform;
+use opm_operator::inventory;
 use opm_operator::kernel::{
     BuiltPlatform, KernelError, ModuleRenderer, ModuleRequest, PackageRenderer, RenderResult,
 };
 use opm_operator::platform::{Generator, Layout, PlatformKernel, RegistryShape, SkewPolicy, Store};
 use opm_operator::render::Renderer;
+
+use serde_json::Value;
 
 use super::common::*;
 use crate::platform_gen::{module_files, opm, published};
@@ -40,6 +47,9 @@ pub const MINI: &str = "fixtures.test/catalogs/mini@v0";
 pub const GATEWAY: &str = "fixtures.test/catalogs/gateway@v0";
 pub const GATEWAY2: &str = "fixtures.test/catalogs/gateway2@v0";
 pub const DEMO: &str = "fixtures.test/modules/demo@v0";
+
+/// A module's or a package's files: `/`-separated relative path, content.
+pub type Files = Vec<(String, Vec<u8>)>;
 
 /// A cluster, a registry with the fixtures published, and a context over the real kernel.
 pub struct Real {
@@ -173,7 +183,7 @@ pub async fn record(r: &Real, catalogs: &[(&str, Option<bool>)]) {
 }
 
 /// Publishes `files` as one module at `version` to the test registry (off the async runtime).
-pub async fn publish_files(r: &Real, files: Vec<(String, Vec<u8>)>, version: &'static str) {
+pub async fn publish_files(r: &Real, files: Files, version: &'static str) {
     let publisher = r.reg.client(None);
     tokio::task::spawn_blocking(move || publisher.publish_files(&files, version).unwrap())
         .await
@@ -182,11 +192,7 @@ pub async fn publish_files(r: &Real, files: Vec<(String, Vec<u8>)>, version: &'s
 
 /// The files of fixture module `dir` with each `(from, to)` replaced in the file holding it
 /// (each `from` must occur exactly once in the module) and `extra` files added.
-pub fn variant(
-    dir: &str,
-    edits: &[(&str, &str)],
-    extra: &[(&str, &str)],
-) -> Vec<(String, Vec<u8>)> {
+pub fn variant(dir: &str, edits: &[(&str, &str)], extra: &[(&str, &str)]) -> Files {
     let mut files = module_files(&opm(dir));
     for (from, to) in edits {
         let hits: Vec<usize> = files
@@ -210,4 +216,100 @@ pub fn variant(
     }
     files.sort();
     files
+}
+
+// ---------------------------------------------------------------------------------------------
+// The shop render: instance `prod/shop` of `demo` v0.1.0 with `valid.json` (a ModuleInstance, or
+// the `package/shop` instance package), as `fixtures/opm/expected/demo-valid.json` gives it.
+
+/// The namespace and name of the shop instance.
+pub const SHOP_NS: &str = "prod";
+pub const SHOP: &str = "shop";
+/// UUID v5 of `fixtures.test/modules/demo:shop:prod` (fixtures/opm/README.md).
+pub const UUID: &str = "4cc2523c-c376-545e-a997-dc2f4899f403";
+/// The content-hash name of the hosts ConfigMap for hosts `a.example,b.example`.
+pub const HOSTS: &str = "shop-hosts-77eb3aa434";
+/// The expected render of `demo` v0.1.0 with `valid.json` as `prod/shop`.
+pub fn expected() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(opm("expected").join("demo-valid.json")).unwrap())
+        .unwrap()
+}
+
+pub fn expected_objects() -> Vec<Value> {
+    expected()["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["object"].clone())
+        .collect()
+}
+
+pub fn config_maps(r: &Real) -> Api<ConfigMap> {
+    Api::namespaced(r.client.clone(), SHOP_NS)
+}
+
+pub fn deployments(r: &Real) -> Api<Deployment> {
+    Api::namespaced(r.client.clone(), SHOP_NS)
+}
+
+pub async fn replicas(r: &Real) -> Option<i32> {
+    deployments(r).get("shop-web").await.unwrap().spec.replicas
+}
+
+pub async fn live_cm(r: &Real, name: &str) -> Option<ConfigMap> {
+    config_maps(r).get_opt(name).await.unwrap()
+}
+
+/// Whether `got` holds everything of `want`: objects key by key, arrays element by element
+/// (same length), scalars equal. Server-set fields (uid, managedFields, defaults) are ignored.
+pub fn holds(got: &Value, want: &Value) -> bool {
+    match (got, want) {
+        (Value::Object(g), Value::Object(w)) => w
+            .iter()
+            .all(|(k, wv)| g.get(k).is_some_and(|gv| holds(gv, wv))),
+        (Value::Array(g), Value::Array(w)) => {
+            g.len() == w.len() && g.iter().zip(w).all(|(gv, wv)| holds(gv, wv))
+        }
+        _ => got == want,
+    }
+}
+
+/// The live object of the expected `want` (a ConfigMap or a Deployment).
+pub async fn live_of(r: &Real, want: &Value) -> Value {
+    let name = want["metadata"]["name"].as_str().unwrap();
+    match want["kind"].as_str().unwrap() {
+        "ConfigMap" => serde_json::to_value(config_maps(r).get(name).await.unwrap()).unwrap(),
+        "Deployment" => serde_json::to_value(deployments(r).get(name).await.unwrap()).unwrap(),
+        k => panic!("unexpected kind {k}"),
+    }
+}
+
+/// The shop render is live as `expected/demo-valid.json` gives it, applied by `opm-controller`
+/// with the OPM labels, and `status` records its inventory and render digest.
+pub async fn assert_shop_applied(r: &Real, status: &ReconcileStatus) {
+    for want in expected_objects() {
+        let got = live_of(r, &want).await;
+        assert!(holds(&got, &want), "live {got:#} lacks {want:#}");
+        let labels = &got["metadata"]["labels"];
+        assert_eq!(labels["app.kubernetes.io/managed-by"], "opm-controller");
+        assert_eq!(labels["module-instance.opmodel.dev/name"], SHOP);
+        assert_eq!(labels["module-instance.opmodel.dev/uuid"], UUID);
+        let managers: Vec<&str> = got["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f["manager"].as_str())
+            .collect();
+        assert_eq!(managers, ["opm-controller"], "{}", want["metadata"]["name"]);
+    }
+    let entries: Vec<InventoryEntry> =
+        serde_json::from_value(expected()["inventory"].clone()).unwrap();
+    let inv = status.inventory.as_ref().unwrap();
+    assert_eq!(inv.count, 3);
+    assert_eq!(inv.entries, entries);
+    assert_eq!(inv.digest, inventory::inventory_digest(&entries));
+    assert_eq!(
+        status.last_applied_render_digest,
+        Some(inventory::render_digest(expected_objects().iter()))
+    );
 }
