@@ -2,9 +2,9 @@
 //! with a test stand-in for Flux's source-controller: the OCIRepository CRD
 //! (`source.toolkit.fluxcd.io/v1`) installed into kube-emu, whose status artifact points at a
 //! tar.gz served over HTTP on 127.0.0.1 by the test (built from `fixtures/opm/package/shop`).
-//! Most scenarios use a fake `PackageRenderer` that renders ConfigMaps from the extracted package
-//! (so a new artifact changes the objects); `registry::` renders the fixture package with the real
-//! kernel from `docker-registry`.
+//! The scenarios use a fake `PackageRenderer` that renders ConfigMaps from the extracted package
+//! (so a new artifact changes the objects); `package_real.rs` runs them on the real kernel with
+//! the fixture package, reusing this file's artifact server and Flux stand-in.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -1155,103 +1155,6 @@ async fn scenario_65_flux_crds_appearing_after_start_start_the_source_watch() {
         .await
         .unwrap()
         .unwrap();
-}
-
-/// The real kernel on the published fixture set: the `shop` instance package (fixtures/opm/package
-/// /shop) in a tar.gz artifact, rendered on the generated platform fixture.
-mod registry {
-    use std::collections::BTreeMap;
-
-    use crds::k8s_openapi::api::apps::v1::Deployment;
-    use opm_operator::platform::{Generated, PackageIdentity};
-    use opm_operator::registry::modfile::ModuleFile;
-    use opm_operator::render::Renderer;
-
-    use super::*;
-    use crate::registry::harness::{cli_ok, DistRegistry};
-
-    fn opm() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/opm")
-    }
-
-    fn built_platform() -> BuiltPlatform {
-        let dir = opm().join("platform/generated");
-        let mf =
-            ModuleFile::parse(&std::fs::read(dir.join("cue.mod/module.cue")).unwrap()).unwrap();
-        BuiltPlatform {
-            dir,
-            deps: mf
-                .deps
-                .iter()
-                .map(|(p, d)| (p.clone(), d.version.clone()))
-                .collect::<BTreeMap<_, _>>(),
-            ..BuiltPlatform::default()
-        }
-    }
-
-    #[tokio::test]
-    async fn scenario_47_the_shop_package_from_an_artifact_with_the_real_kernel() {
-        let reg = DistRegistry::start();
-        for d in ["core", "kube", "mini", "gateway", "demo"] {
-            cli_ok(&[
-                "module",
-                "publish",
-                opm().join(d).to_str().unwrap(),
-                "v0.1.0",
-                "--registry",
-                &reg.mapping(),
-            ]);
-        }
-        let renderer = Renderer::new(Arc::new(reg.client(None))).with_config(cue::Config {
-            max_wall_time: Duration::from_secs(300),
-            ..cue::Config::default()
-        });
-        let m = mp_env_with(true, |c| {
-            c.package_renderer = Some(Arc::new(renderer));
-        })
-        .await;
-        namespace(&m.env.client, "prod").await;
-        let platform = built_platform();
-        m.ctx.store.set_generated(Generated {
-            identity: PackageIdentity::unclaimed(1).unwrap(),
-            dir: platform.dir.clone(),
-            platform,
-            skew: SkewPolicy::Warn,
-        });
-        m.publish("main@sha1:1", shop_tgz(&[])).await;
-        m.create(test_package()).await;
-        let r = m.reconcile().await;
-        assert_eq!(
-            r.reason,
-            Some("ReconciliationSucceeded"),
-            "{r:?} {:?}",
-            m.get().await.status
-        );
-        let status = m.get().await.status.unwrap();
-        let inv = status.reconcile.inventory.unwrap();
-        let names: Vec<_> = inv.entries.iter().map(|e| e.name.as_str()).collect();
-        assert_eq!(names, ["settings", "shop-hosts-77eb3aa434", "shop-web"]);
-        let web = Api::<Deployment>::namespaced(m.env.client.clone(), "prod")
-            .get("shop-web")
-            .await
-            .unwrap();
-        let labels = web.metadata.labels.unwrap();
-        assert_eq!(labels["app.kubernetes.io/managed-by"], "opm-controller");
-        assert_eq!(labels["module-instance.opmodel.dev/name"], "shop");
-
-        // Deletion prunes what the package applied and releases the finalizer.
-        m.packages()
-            .delete(NAME, &DeleteParams::default())
-            .await
-            .unwrap();
-        assert_eq!(m.reconcile().await, Reconciled::done());
-        assert!(Api::<Deployment>::namespaced(m.env.client.clone(), "prod")
-            .get_opt("shop-web")
-            .await
-            .unwrap()
-            .is_none());
-        assert!(m.packages().get_opt(NAME).await.unwrap().is_none());
-    }
 }
 
 /// Scenarios 31 (for packages) and 66 through the running controllers: a package waiting on
