@@ -435,9 +435,46 @@ async fn scenarios_48_49_51_the_gates_hold_the_real_render_until_they_open() {
         }]}),
     )
     .await;
+    // A dependency in another namespace is refused with the cross-namespace message.
+    patch_spec(
+        &p.packages(),
+        NAME,
+        json!({"dependsOn": [{"name": "base", "namespace": "other"}]}),
+    )
+    .await;
+    let out = p.reconcile().await;
+    assert_eq!(
+        (out.reason, out.requeue),
+        (Some("DependenciesNotReady"), Some(FIVE_MIN))
+    );
+    let message = p.ready_condition().await.2;
+    assert!(
+        message.contains("cross-namespace dependencies are not supported"),
+        "{message}"
+    );
+    patch_spec(
+        &p.packages(),
+        NAME,
+        json!({"dependsOn": [{"name": "base"}]}),
+    )
+    .await;
 
-    // 48: the source is missing (Stalled, 30 min), then not ready, then without an artifact
-    // (soft blocks, requeue interval).
+    // 48: a source of kind HelmChart is unsupported and a missing source (both Stalled, 30 min);
+    // a source not ready, then one without an artifact (soft blocks, requeue interval).
+    patch_spec(
+        &p.packages(),
+        NAME,
+        json!({"sourceRef": {"kind": "HelmChart", "name": SRC}}),
+    )
+    .await;
+    let message = p.stalled("SourceNotReady").await;
+    assert!(message.contains("HelmChart"), "{message}");
+    patch_spec(
+        &p.packages(),
+        NAME,
+        json!({"sourceRef": {"kind": "OCIRepository", "name": SRC}}),
+    )
+    .await;
     let message = p.stalled("SourceNotReady").await;
     assert!(
         message.contains("OCIRepository/team-a/src not found"),
