@@ -183,6 +183,16 @@ async fn set_values(r: &Real, v: Value) {
         .unwrap();
 }
 
+/// Sets `spec.rollout.forceConflicts` (take fields another manager owns).
+async fn force_conflicts(r: &Real) {
+    patch_spec(
+        &instances(r),
+        NAME,
+        json!({"rollout": {"forceConflicts": true}}),
+    )
+    .await;
+}
+
 async fn set_version(r: &Real, version: &str) {
     patch_spec(
         &instances(r),
@@ -801,12 +811,7 @@ async fn scenario_36_a_hand_edit_is_drift_a_failed_dry_run_is_counted_and_an_app
     // The next apply (forced: the editor owns `data.greeting` now) restores the field and
     // clears Drifted.
     set_values(&r, valid_with(json!({"logLevel": "debug"}))).await;
-    patch_spec(
-        &instances(&r),
-        NAME,
-        json!({"rollout": {"forceConflicts": true}}),
-    )
-    .await;
+    force_conflicts(&r).await;
     let out = reconcile(&r).await;
     assert_eq!(out.outcome, Some(Outcome::Applied), "{out:?}");
     let s = status(&r).await;
@@ -1034,12 +1039,7 @@ async fn scenario_39_an_apply_conflict_keeps_the_record_prunes_nothing_and_backs
     assert_eq!((counters.apply, counters.reconcile), (8, 8));
     assert_eq!(events(&r.client, NAME, "ApplyFailed").await.len(), 1);
     // Forced, the apply succeeds, prunes the old hosts ConfigMap and resets the counters.
-    patch_spec(
-        &instances(&r),
-        NAME,
-        json!({"rollout": {"forceConflicts": true}}),
-    )
-    .await;
+    force_conflicts(&r).await;
     let out = reconcile(&r).await;
     assert_eq!(out.outcome, Some(Outcome::AppliedAndPruned), "{out:?}");
     assert!(live_cm(&r, HOSTS).await.is_none());
