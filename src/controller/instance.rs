@@ -20,7 +20,7 @@
 //!   failure and leaves Drifted as it was. A success clears Drifted.
 //! - **Phases 4–6**: the instance labels stamped carry the instance's own name and namespace; prune
 //!   (also on deletion) guards on the owner uuid `status.instanceUUID`; a 403 under a
-//!   ServiceAccount stalls `ImpersonationFailed` ([`Rendered::FORBIDDEN_STALLS`]).
+//!   ServiceAccount stalls `ImpersonationFailed` (`Rendered::FORBIDDEN_STALLS`).
 //! - **Success** does not requeue; metrics (§7.2) are recorded.
 
 use crds::common::FailureCounters;

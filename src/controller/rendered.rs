@@ -5,18 +5,18 @@
 //! Both kinds render a module on a leased platform, apply its objects, prune what the render no
 //! longer holds and record an inventory. They differ in where the render comes from (a module
 //! reference; a Flux artifact) and in a few rules the spec states per kind. This module owns every
-//! phase they share, once, generic over [`Rendered`]: the object's status, the spec fields the core
-//! reads and the per-kind rules ([`Rendered::METRICS`], [`Rendered::FORBIDDEN_STALLS`],
-//! [`Rendered::DETECTS_DRIFT`], [`Rendered::interval`], [`Rendered::owner_uuid`]). `instance.rs`
+//! phase they share, once, generic over `Rendered`: the object's status, the spec fields the core
+//! reads and the per-kind rules (`Rendered::METRICS`, `Rendered::FORBIDDEN_STALLS`,
+//! `Rendered::DETECTS_DRIFT`, `Rendered::interval`, `Rendered::owner_uuid`). `instance.rs`
 //! and `package.rs` keep their own phases and call these in their order.
 //!
 //! Phases and the rules implemented here:
-//! - **Entry** ([`reconcile`]): one GET (missing → done; ADR-016, no mid-loop re-GET), one span per
+//! - **Entry** (`reconcile`): one GET (missing → done; ADR-016, no mid-loop re-GET), one span per
 //!   reconcile, then the kind's phases. A kind that records metrics (§7.2: ModuleInstance, never a
 //!   CLI-owned one; ModulePackage records none, as upstream alpha.12) observes the outcome and the
 //!   duration of every reconcile, the suspend and deletion paths included, and forgets the
 //!   inventory gauge of a missing object.
-//! - **Gates** ([`Run::gates`]; §2.2 gates 3–6, §2.3 step 1): a missing `opmodel.dev/cleanup`
+//! - **Gates** (`Run::gates`; §2.2 gates 3–6, §2.3 step 1): a missing `opmodel.dev/cleanup`
 //!   finalizer is added and the reconcile requeues at once (the generation predicate drops that
 //!   event); a deleting object without it is done. Deletion follows §2.4 and suspend never blocks
 //!   it. `suspend` marks Suspended with observedGeneration, one patch, Normal `Suspended` (action
@@ -36,16 +36,16 @@
 //!   `--default-service-account` > the controller, always in the object's namespace. Without a
 //!   client configuration to copy, the ServiceAccount's existence is still checked, so a missing
 //!   one keeps its typed NotFound.
-//! - **Render on a lease** ([`Run::lease`], [`Run::render_on`]; §2.2 phase 1, §2.3 step 6): no
+//! - **Render on a lease** (`Run::lease`, `Run::render_on`; §2.2 phase 1, §2.3 step 6): no
 //!   recorded platform is Ready=False `PlatformNotReady` before any registry I/O, requeued after the
 //!   kind's interval, else with backoff. The render runs on a blocking thread and the lease is
 //!   released when it ends. Kernel errors are classified by their class
 //!   ([`super::outcome::classify_render`]), never by text, Warning `<reason>` (action `Render`).
-//! - **Digests** ([`Run::convert`]; §2.2 phase 2, §2.3 step 7, §6.1): one Warning `RenderWarning`
+//! - **Digests** (`Run::convert`; §2.2 phase 2, §2.3 step 7, §6.1): one Warning `RenderWarning`
 //!   (action `Render`) per render warning; the render digest (the kernel's, else computed); the
 //!   inventory entries (a failure is Stalled `ApplyFailed` “converting resources: …”); the
 //!   inventory digest.
-//! - **Plan, apply, prune** ([`Run::apply`]; §2.2 phases 3–6, §2.3 steps 7–8): NoOp iff the four
+//! - **Plan, apply, prune** (`Run::apply`; §2.2 phases 3–6, §2.3 steps 7–8): NoOp iff the four
 //!   last-applied digests are non-empty and equal to this reconcile's ([`is_no_op_of`]). A failure
 //!   to build the identity stalls `ImpersonationFailed`. [`crate::apply::Engine::sync`] applies in
 //!   stages (force = `rollout.forceConflicts`) and, when `spec.prune`, prunes stale entries with the
@@ -53,7 +53,7 @@
 //!   counts (also for the apply half of a failed prune), Normal `Pruned` when something was deleted.
 //!   Plan refusals (invalid object, inventory too large, empty render) stall `ApplyFailed`; apply
 //!   and prune errors are Ready=False `ApplyFailed`/`PruneFailed` with backoff, except that a kind
-//!   with [`Rendered::FORBIDDEN_STALLS`] (ModuleInstance) stalls `ImpersonationFailed` on a 403
+//!   with `Rendered::FORBIDDEN_STALLS` (ModuleInstance) stalls `ImpersonationFailed` on a 403
 //!   under a ServiceAccount (the Warning keeps the phase's reason; the prune stall writes no
 //!   history entry, the spec's quirk). Per-phase failure counters (§6.6): an apply error counts
 //!   apply; a prune error resets apply and counts prune.
