@@ -394,4 +394,16 @@ mod tests {
         mp.spec.interval = Some("soon".into());
         assert_eq!(interval_of(&mp), DEFAULT_INTERVAL);
     }
+
+    #[test]
+    fn a_package_requeues_at_its_interval_prunes_without_a_uuid_guard_and_is_never_handed_off() {
+        let mut mp = ModulePackage::test();
+        mp.spec.interval = Some("10m".into());
+        assert_eq!(mp.interval(), Some(Duration::from_secs(600)));
+        assert_eq!(
+            ModulePackage::owner_uuid(&ModulePackageStatus::default()),
+            ""
+        );
+        assert!(!mp.handed_off());
+    }
 }
