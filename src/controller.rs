@@ -15,8 +15,10 @@
 //! - [`serve`]: the controller flags of `opm-operator serve`, boot (registry, `--platform-dir`
 //!   reset) and the sidecar the HTTP server runs.
 //!
-//! - [`instance`]: the ModuleInstance reconciler (§2.2, §2.4–§2.6).
-//! - [`package`]: the ModulePackage reconciler (§2.3, §2.4) and its Flux sources.
+//! - [`rendered`]: the reconcile core ModuleInstance and ModulePackage share (gates, deletion,
+//!   identity, render on a lease, apply/prune, the deferred commit; §2.1–§2.5, §6).
+//! - [`instance`]: the ModuleInstance reconciler's own phases (§2.2, §2.4–§2.6).
+//! - [`package`]: the ModulePackage reconciler's own steps (§2.3, §2.4) and its Flux sources.
 //! - [`deadline`]: the `--reconcile-timeout` of both.
 
 pub mod claims;
@@ -33,4 +35,5 @@ pub mod package;
 pub mod platform;
 pub mod platform_gate;
 pub mod registration;
+pub mod rendered;
 pub mod serve;

@@ -19,8 +19,7 @@ use std::time::Duration;
 
 use crds::common::{FailureCounters, ReconcileStatus};
 use crds::conditions;
-use crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use crds::k8s_openapi::jiff::{SignedDuration, Timestamp};
+use crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use crds::module_instance::ModuleInstance;
 use crds::module_package::ModulePackage;
 use kube::{Api, Resource};
@@ -110,11 +109,7 @@ where
     let counter = u32::try_from(c.reconcile.max(0)).unwrap_or(u32::MAX);
     c.reconcile = c.reconcile.saturating_add(1);
     let requeue = backoff(counter);
-    let t = Timestamp::now();
-    let secs = i64::try_from(requeue.as_secs()).unwrap_or(i64::MAX);
-    r.next_retry_at = Some(Time(
-        t.checked_add(SignedDuration::from_secs(secs)).unwrap_or(t),
-    ));
+    r.next_retry_at = Some(frame::time_after(requeue));
     conditions::mark_not_ready(conds, REASON, &msg, generation, &now);
     patcher.patch_status(&obj).await?;
     if super::events::is_transition(&prior, REASON, &msg) {

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use crds::k8s_openapi::api::events::v1::Event as K8sEvent;
 use crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
-use crds::k8s_openapi::jiff::Timestamp;
+use crds::k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -117,6 +117,16 @@ pub fn is_not_found(e: &kube::Error) -> bool {
 /// The current time as a Kubernetes `Time`.
 pub fn now() -> Time {
     Time(Timestamp::now())
+}
+
+/// The time `d` from now (`nextRetryAt`); saturates at now when it would overflow.
+pub fn time_after(d: Duration) -> Time {
+    let now = Timestamp::now();
+    let secs = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+    Time(
+        now.checked_add(SignedDuration::from_secs(secs))
+            .unwrap_or(now),
+    )
 }
 
 /// The span of one reconcile (kind, namespace, name, generation).

@@ -1,0 +1,1262 @@
+//! The reconcile core the ModuleInstance and ModulePackage reconcilers share (operator-spec.md
+//! §2.1–§2.5, §6.1, §6.6, §6.7, §7.2, §7.3; ADR-005, ADR-016; lessons.md §5 rules 1–3, 8, 9, 11,
+//! 12).
+//!
+//! Both kinds render a module on a leased platform, apply its objects, prune what the render no
+//! longer holds and record an inventory. They differ in where the render comes from (a module
+//! reference; a Flux artifact) and in a few rules the spec states per kind. This module owns every
+//! phase they share, once, generic over `Rendered`: the object's status, the spec fields the core
+//! reads and the per-kind rules (`Rendered::METRICS`, `Rendered::FORBIDDEN_STALLS`,
+//! `Rendered::DETECTS_DRIFT`, `Rendered::interval`, `Rendered::owner_uuid`). `instance.rs`
+//! and `package.rs` keep their own phases and call these in their order.
+//!
+//! Phases and the rules implemented here:
+//! - **Entry** (`reconcile`): one GET (missing → done; ADR-016, no mid-loop re-GET), one span per
+//!   reconcile, then the kind's phases. A kind that records metrics (§7.2: ModuleInstance, never a
+//!   CLI-owned one; ModulePackage records none, as upstream alpha.12) observes the outcome and the
+//!   duration of every reconcile, the suspend and deletion paths included, and forgets the
+//!   inventory gauge of a missing object.
+//! - **Gates** (`Run::gates`; §2.2 gates 3–6, §2.3 step 1): a missing `opmodel.dev/cleanup`
+//!   finalizer is added and the reconcile requeues at once (the generation predicate drops that
+//!   event); a deleting object without it is done. Deletion follows §2.4 and suspend never blocks
+//!   it. `suspend` marks Suspended with observedGeneration, one patch, Normal `Suspended` (action
+//!   `Suspend`) on the transition, no requeue, nothing else touched. A prior Ready reason
+//!   `Suspended` emits Normal `Resumed` (action `Resume`).
+//! - **Deletion** (§2.4, [`crate::apply::deletion::decide`]): `!prune` or an empty inventory
+//!   releases the finalizer (orphan). A missing ServiceAccount with the `opm.dev/force-delete-orphan`
+//!   annotation exactly `"true"` orphans: Warning `OrphanedOnDeletion`, inventory dropped, finalizer
+//!   released. A missing one otherwise stalls `DeletionSAMissing` naming `<ns>/<sa>` and the three
+//!   recovery options (no controller-client fallback); another impersonation failure stalls
+//!   `ImpersonationFailed`. Otherwise every inventory entry is deleted with the kind's owner uuid:
+//!   a 403 under the ServiceAccount stalls `ImpersonationFailed`, another error is returned (the
+//!   finalizer is kept), objects still terminating are looked at again after [`DELETION_RECHECK`].
+//!   Stalls recheck after 30 minutes with a Warning (action `Delete`) once per transition; deletion
+//!   patches never set observedGeneration.
+//! - **Identity** (§2.5, [`service_account`]): `spec.serviceAccountName` >
+//!   `--default-service-account` > the controller, always in the object's namespace. Without a
+//!   client configuration to copy, the ServiceAccount's existence is still checked, so a missing
+//!   one keeps its typed NotFound.
+//! - **Render on a lease** (`Run::lease`, `Run::render_on`; §2.2 phase 1, §2.3 step 6): no
+//!   recorded platform is Ready=False `PlatformNotReady` before any registry I/O, requeued after the
+//!   kind's interval, else with backoff. The render runs on a blocking thread and the lease is
+//!   released when it ends. Kernel errors are classified by their class
+//!   ([`super::outcome::classify_render`]), never by text, Warning `<reason>` (action `Render`).
+//! - **Digests** (`Run::convert`; §2.2 phase 2, §2.3 step 7, §6.1): one Warning `RenderWarning`
+//!   (action `Render`) per render warning; the render digest (the kernel's, else computed); the
+//!   inventory entries (a failure is Stalled `ApplyFailed` “converting resources: …”); the
+//!   inventory digest.
+//! - **Plan, apply, prune** (`Run::apply`; §2.2 phases 3–6, §2.3 steps 7–8): NoOp iff the four
+//!   last-applied digests are non-empty and equal to this reconcile's ([`is_no_op_of`]). A failure
+//!   to build the identity stalls `ImpersonationFailed`. [`crate::apply::Engine::sync`] applies in
+//!   stages (force = `rollout.forceConflicts`) and, when `spec.prune`, prunes stale entries with the
+//!   kind's owner uuid; it returns the new inventory only on full success. Normal `Applied` with the
+//!   counts (also for the apply half of a failed prune), Normal `Pruned` when something was deleted.
+//!   Plan refusals (invalid object, inventory too large, empty render) stall `ApplyFailed`; apply
+//!   and prune errors are Ready=False `ApplyFailed`/`PruneFailed` with backoff, except that a kind
+//!   with `Rendered::FORBIDDEN_STALLS` (ModuleInstance) stalls `ImpersonationFailed` on a 403
+//!   under a ServiceAccount (the Warning keeps the phase's reason; the prune stall writes no
+//!   history entry, the spec's quirk). Per-phase failure counters (§6.6): an apply error counts
+//!   apply; a prune error resets apply and counts prune.
+//! - **Commit** (§2.1 deferred commit, §2.2 phase 7, §2.3 step 9): one optimistic status patch per
+//!   reconcile. NoOp writes Ready, the reconcile counter 0, `nextRetryAt: null` and
+//!   observedGeneration only, then Normal `NoOp`. Otherwise observedGeneration and lastAttempted*
+//!   (source and render digests only once known). Success: lastApplied*, the inventory (its
+//!   revision one more than before, 1 first; §6.1), a `complete` history entry, counters reset
+//!   (reconcile, apply, prune when it ran), `nextRetryAt: null`, Drifted removed (kinds that detect drift, §6.5), Ready
+//!   `ReconciliationSucceeded` and its Normal event. Failure: Ready=False (with Stalled=True when
+//!   stalled) with the phase's reason, the reconcile counter + 1 (not for a soft block, ADR-005),
+//!   `nextRetryAt` = now + requeue, a `failed` history entry when there is a message (unless the
+//!   failure says otherwise), a Warning once per transition ([`super::events::is_transition`]).
+//!   History holds at most [`HISTORY_LIMIT`] entries, newest first, sequence monotonic (§6.7).
+//! - **Requeue** (§2.1): success and NoOp after the kind's interval (ModulePackage) or never
+//!   (ModuleInstance); a transient failure after its own requeue (the interval of a soft block),
+//!   else backoff of the reconcile counter; a stalled one after 30 minutes.
+//! - **Metrics** (§7.2, kinds that record them): apply counts and pruned count per phase, the
+//!   inventory size after success, forgotten when the finalizer is released.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crds::common::{
+    FailureCounters, HistoryEntry, Inventory, InventoryEntry, ReconcileStatus, Rollout,
+};
+use crds::conditions::{self, reasons, types, HasConditions};
+use crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use crds::FINALIZER_CLEANUP;
+use kube::core::NamespaceResourceScope;
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+use tracing::Instrument;
+
+use super::context::{Context, Reconciled};
+use super::frame::{self, Error, EventType, Patcher};
+use super::metrics::ControllerMetrics;
+use super::outcome::{self, classify_render, Outcome, STALLED_RECHECK};
+use crate::apply::deletion::{self, Decision, FORCE_DELETE_ORPHAN_ANNOTATION};
+use crate::apply::object::InstanceLabels;
+use crate::apply::prune::PruneOptions;
+use crate::apply::{self, ApplyOptions, Engine, Phase, SyncError, SyncOptions};
+use crate::inventory;
+use crate::kernel::{BuiltPlatform, KernelError, RenderResult};
+use crate::platform::{Generated, LeaseGuard, SkewPolicy};
+
+/// Maximum history entries kept (§6.7).
+pub const HISTORY_LIMIT: usize = 10;
+/// The NoOp event text.
+pub const NO_OP_MESSAGE: &str = "No changes detected";
+/// The success message of the Ready condition.
+pub const SUCCEEDED_MESSAGE: &str = "Reconciliation succeeded";
+/// The Resumed event text.
+pub const RESUMED_MESSAGE: &str = "Reconciliation resumed";
+/// How soon a deletion whose objects are still terminating is looked at again.
+pub const DELETION_RECHECK: Duration = Duration::from_secs(5);
+
+/// Event actions both kinds use (§7.3).
+pub mod actions {
+    /// Reconcile-level events.
+    pub const RECONCILE: &str = "Reconcile";
+    /// Suspend.
+    pub const SUSPEND: &str = "Suspend";
+    /// Resume.
+    pub const RESUME: &str = "Resume";
+    /// Render phase.
+    pub const RENDER: &str = "Render";
+    /// Apply phase.
+    pub const APPLY: &str = "Apply";
+    /// Prune phase.
+    pub const PRUNE: &str = "Prune";
+    /// Deletion.
+    pub const DELETE: &str = "Delete";
+}
+
+/// The four digests of one reconcile (§6.1); `render`/`inventory` are empty until rendered (and
+/// a ModulePackage's `source` until its artifact is resolved).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Digests {
+    /// The source identity: sha256 of `path@version` (ModuleInstance) or the artifact digest
+    /// (ModulePackage).
+    pub source: String,
+    /// Digest of the values.
+    pub config: String,
+    /// Digest of the rendered objects.
+    pub render: String,
+    /// Digest of the inventory entries.
+    pub inventory: String,
+}
+
+/// NoOp iff the four last-applied digests of `r` are non-empty and equal to `digests` (§6.1).
+pub fn is_no_op_of(r: &ReconcileStatus, digests: &Digests) -> bool {
+    let inv = r.inventory.as_ref().map(|i| i.digest.as_str());
+    let applied = [
+        r.last_applied_source_digest.as_deref(),
+        r.last_applied_config_digest.as_deref(),
+        r.last_applied_render_digest.as_deref(),
+        inv,
+    ];
+    let current = [
+        Some(digests.source.as_str()),
+        Some(digests.config.as_str()),
+        Some(digests.render.as_str()),
+        Some(digests.inventory.as_str()),
+    ];
+    applied.iter().all(|d| d.is_some_and(|d| !d.is_empty())) && applied == current
+}
+
+/// Prepends `entry` with the next sequence number and trims to [`HISTORY_LIMIT`] (§6.7).
+pub fn push_history(history: &mut Vec<HistoryEntry>, mut entry: HistoryEntry) {
+    entry.sequence = history.iter().map(|h| h.sequence).max().unwrap_or(0) + 1;
+    history.insert(0, entry);
+    history.truncate(HISTORY_LIMIT);
+}
+
+/// The §2.4 DeletionSAMissing message.
+pub fn deletion_sa_missing_message(service_account: &str) -> String {
+    format!(
+        "ServiceAccount {service_account} not found: cannot delete the managed resources as it. \
+         Recover by restoring the ServiceAccount and its RBAC, by setting spec.prune=false to \
+         orphan them, or by setting the {FORCE_DELETE_ORPHAN_ANNOTATION}=\"true\" annotation"
+    )
+}
+
+/// The ServiceAccount in effect (§2.5): `spec` (the object's `serviceAccountName`), then
+/// `default` (the flag), else none; empty names count as unset.
+pub fn service_account(spec: Option<&str>, default: Option<&str>) -> Option<String> {
+    spec.filter(|s| !s.is_empty())
+        .or(default.filter(|s| !s.is_empty()))
+        .map(str::to_owned)
+}
+
+fn counter_u32(n: i64) -> u32 {
+    u32::try_from(n.max(0)).unwrap_or(u32::MAX)
+}
+
+/// The status fields both kinds share (conditions and observedGeneration through
+/// [`HasConditions`]).
+pub(crate) trait RenderedStatus:
+    HasConditions + Default + Clone + Send + Sync + 'static
+{
+    /// `status.observedGeneration`.
+    fn observed_generation(&self) -> Option<i64>;
+    /// The reconcile bookkeeping (digests, inventory, history, counters).
+    fn reconcile(&self) -> &ReconcileStatus;
+    /// The reconcile bookkeeping, mutably.
+    fn reconcile_mut(&mut self) -> &mut ReconcileStatus;
+}
+
+/// Implements [`RenderedStatus`] for statuses whose shared fields carry the same names.
+macro_rules! rendered_status {
+    ($($status:ty),*) => {$(
+        impl RenderedStatus for $status {
+            fn observed_generation(&self) -> Option<i64> {
+                self.observed_generation
+            }
+            fn reconcile(&self) -> &ReconcileStatus {
+                &self.reconcile
+            }
+            fn reconcile_mut(&mut self) -> &mut ReconcileStatus {
+                &mut self.reconcile
+            }
+        }
+    )*};
+}
+
+rendered_status!(
+    crds::module_instance::ModuleInstanceStatus,
+    crds::module_package::ModulePackageStatus
+);
+
+/// The spec fields the core reads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings<'a> {
+    /// `spec.suspend`.
+    pub suspend: Option<bool>,
+    /// `spec.prune`.
+    pub prune: Option<bool>,
+    /// `spec.serviceAccountName`.
+    pub service_account_name: Option<&'a str>,
+    /// `spec.rollout`.
+    pub rollout: Option<&'a Rollout>,
+}
+
+/// A kind whose reconcile renders, applies and records an inventory (module docs).
+pub(crate) trait Rendered:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + DeserializeOwned
+    + Serialize
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+    /// The status type.
+    type Status: RenderedStatus;
+    /// The kind label of spans, metrics, logs and error texts.
+    const KIND: &'static str;
+    /// Whether the kind records the §7.2 metrics.
+    const METRICS: bool;
+    /// Whether a 403 under a ServiceAccount during apply or prune stalls `ImpersonationFailed`
+    /// (else apply and prune errors are always transient).
+    const FORBIDDEN_STALLS: bool;
+    /// Whether the kind detects drift (§6.5); a success then clears `Drifted`.
+    const DETECTS_DRIFT: bool;
+
+    /// The status as read, if any.
+    fn status_of(&self) -> Option<&Self::Status>;
+    /// The status, created when missing.
+    fn status_mut(&mut self) -> &mut Self::Status;
+    /// The spec fields the core reads.
+    fn settings(&self) -> Settings<'_>;
+    /// Requeue after a success, a NoOp and a soft failure (`None`: wait for a watch event).
+    fn interval(&self) -> Option<Duration> {
+        None
+    }
+    /// The owner uuid of prune's uuid guard (empty: no guard), from the status as read.
+    fn owner_uuid(_prior: &Self::Status) -> String {
+        String::new()
+    }
+    /// Whether another actor manages this object (no metrics are recorded for it).
+    fn handed_off(&self) -> bool {
+        false
+    }
+}
+
+/// The accessors of [`Rendered`] (`status_of`, `status_mut`, `settings`) for a kind whose status
+/// and spec name the shared fields as both CRDs do; invoked inside the kind's `impl Rendered`.
+macro_rules! same_named_fields {
+    () => {
+        fn status_of(&self) -> Option<&Self::Status> {
+            self.status.as_ref()
+        }
+
+        fn status_mut(&mut self) -> &mut Self::Status {
+            self.status.get_or_insert_with(Default::default)
+        }
+
+        fn settings(&self) -> $crate::controller::rendered::Settings<'_> {
+            $crate::controller::rendered::Settings {
+                suspend: self.spec.suspend,
+                prune: self.spec.prune,
+                service_account_name: self.spec.service_account_name.as_deref(),
+                rollout: self.spec.rollout.as_ref(),
+            }
+        }
+    };
+}
+pub(crate) use same_named_fields;
+
+/// Reads `namespace/name` and runs `phases` on it (the entry rules of the module docs).
+pub(crate) async fn reconcile<'a, K, F, Fut>(
+    namespace: &str,
+    name: &str,
+    ctx: &'a Context,
+    phases: F,
+) -> Result<Reconciled, Error>
+where
+    K: Rendered,
+    F: FnOnce(Run<'a, K>) -> Fut,
+    Fut: Future<Output = Result<Reconciled, Error>> + 'a,
+{
+    let started = Instant::now();
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), namespace);
+    let Some(obj) = api
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("reading {} {namespace}/{name}", K::KIND), e))?
+    else {
+        if let Some(m) = metrics_of::<K>(ctx) {
+            m.forget_inventory(namespace, name);
+        }
+        return Ok(Reconciled::done());
+    };
+    let generation = obj.meta().generation.unwrap_or_default();
+    let span = frame::reconcile_span(K::KIND, namespace, name, generation);
+    let metered = K::METRICS && !obj.handed_off();
+    let result = phases(Run::new(api, obj, ctx, started)?)
+        .instrument(span)
+        .await;
+    if metered {
+        let outcome = result.as_ref().ok().and_then(|r| r.outcome);
+        ctx.observe(K::KIND, namespace, name, outcome, started);
+    }
+    result
+}
+
+fn metrics_of<K: Rendered>(ctx: &Context) -> Option<&ControllerMetrics> {
+    ctx.metrics.as_ref().filter(|_| K::METRICS)
+}
+
+/// How a failed phase is reported and committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Failure {
+    /// The Ready (and, when stalled, Stalled) condition reason.
+    pub reason: &'static str,
+    /// The Warning event's reason (the phase's failure reason, §7.3).
+    pub event: &'static str,
+    /// The condition message, the event note and the history message.
+    pub message: String,
+    /// Transient or stalled.
+    pub outcome: Outcome,
+    /// The event action.
+    pub action: &'static str,
+    /// Requeue after this instead of the outcome's.
+    pub requeue: Option<Duration>,
+    /// A soft block (source not ready): the reconcile counter is left alone.
+    pub soft: bool,
+    /// Write a failure history entry (when there is a message).
+    pub history: bool,
+}
+
+impl Failure {
+    fn new(reason: &'static str, action: &'static str, message: String, outcome: Outcome) -> Self {
+        Failure {
+            reason,
+            event: reason,
+            message,
+            outcome,
+            action,
+            requeue: None,
+            soft: false,
+            history: true,
+        }
+    }
+
+    /// A stalled failure (30-minute recheck).
+    pub fn stalled(reason: &'static str, action: &'static str, message: String) -> Self {
+        Failure::new(reason, action, message, Outcome::FailedStalled)
+    }
+
+    /// A transient failure (backoff unless [`Failure::after`] says otherwise).
+    pub fn transient(reason: &'static str, action: &'static str, message: String) -> Self {
+        Failure::new(reason, action, message, Outcome::FailedTransient)
+    }
+
+    /// Requeue after `requeue` (the kind's interval; `None` keeps the outcome's).
+    pub fn after(mut self, requeue: Option<Duration>) -> Self {
+        self.requeue = requeue;
+        self
+    }
+
+    /// A soft block: the reconcile failure counter is not bumped.
+    pub fn soft(mut self) -> Self {
+        self.soft = true;
+        self
+    }
+
+    /// A kernel error, classified by its class.
+    fn render(e: &KernelError) -> Self {
+        let c = classify_render(e.class);
+        Failure::new(c.reason, actions::RENDER, e.to_string(), c.outcome)
+    }
+
+    /// A failed sync: `forbidden` is a 403 under a ServiceAccount of a kind with
+    /// [`Rendered::FORBIDDEN_STALLS`].
+    fn sync(phase: Phase, message: String, forbidden: bool) -> Self {
+        match phase {
+            Phase::Plan => Failure::stalled(reasons::APPLY_FAILED, actions::APPLY, message),
+            Phase::Apply if forbidden => Failure {
+                event: reasons::APPLY_FAILED,
+                ..Failure::stalled(reasons::IMPERSONATION_FAILED, actions::APPLY, message)
+            },
+            Phase::Apply => Failure::transient(reasons::APPLY_FAILED, actions::APPLY, message),
+            // The spec's quirk: the SA-403 prune stall records no history entry.
+            Phase::Prune if forbidden => Failure {
+                event: reasons::PRUNE_FAILED,
+                history: false,
+                ..Failure::stalled(reasons::IMPERSONATION_FAILED, actions::PRUNE, message)
+            },
+            Phase::Prune => Failure::transient(reasons::PRUNE_FAILED, actions::PRUNE, message),
+        }
+    }
+}
+
+/// A platform lease: the record and the guard releasing it.
+pub(crate) type Lease = (Arc<Generated<BuiltPlatform>>, LeaseGuard);
+
+/// One reconcile of one object.
+pub(crate) struct Run<'a, K: Rendered> {
+    /// The shared reconciler state.
+    pub ctx: &'a Context,
+    /// The object as read, with the status this reconcile is building.
+    pub obj: K,
+    /// Commits the status (diff against the object as read).
+    pub patcher: Patcher<K>,
+    /// The status as read.
+    pub prior: K::Status,
+    /// The object's namespace.
+    pub namespace: String,
+    /// The object's name.
+    pub name: String,
+    /// [`Rendered::interval`] of the object, taken once.
+    pub interval: Option<Duration>,
+    started: Instant,
+    started_at: Time,
+}
+
+impl<'a, K: Rendered> Run<'a, K> {
+    fn new(api: Api<K>, obj: K, ctx: &'a Context, started: Instant) -> Result<Self, Error> {
+        let namespace = obj.namespace().unwrap_or_default();
+        let name = obj.name_any();
+        let patcher = Patcher::new(api, &obj, format!("{} {namespace}/{name}", K::KIND))?;
+        let prior = obj.status_of().cloned().unwrap_or_default();
+        let interval = obj.interval();
+        Ok(Run {
+            ctx,
+            obj,
+            patcher,
+            prior,
+            namespace,
+            name,
+            interval,
+            started,
+            started_at: frame::now(),
+        })
+    }
+
+    /// The object's generation.
+    pub fn generation(&self) -> Option<i64> {
+        self.obj.meta().generation
+    }
+
+    /// Whether the object is being deleted.
+    pub fn deleting(&self) -> bool {
+        self.obj.meta().deletion_timestamp.is_some()
+    }
+
+    /// The status being built.
+    pub fn status(&mut self) -> &mut K::Status {
+        self.obj.status_mut()
+    }
+
+    fn counters(&mut self) -> &mut FailureCounters {
+        self.status()
+            .reconcile_mut()
+            .failure_counters
+            .get_or_insert_with(FailureCounters::default)
+    }
+
+    fn metrics(&self) -> Option<&'a ControllerMetrics> {
+        metrics_of::<K>(self.ctx)
+    }
+
+    /// The entries of the inventory as read.
+    fn previous_entries(&self) -> Vec<InventoryEntry> {
+        self.prior
+            .reconcile()
+            .inventory
+            .as_ref()
+            .map(|i| i.entries.clone())
+            .unwrap_or_default()
+    }
+
+    /// Publishes one event about the object.
+    pub async fn event(&self, type_: EventType, reason: &str, action: &str, note: &str) {
+        self.ctx
+            .events
+            .publish(&self.obj, type_, reason, action, note)
+            .await;
+    }
+
+    /// Gates 3–6 (module docs): `Some` ends the reconcile.
+    pub async fn gates(&mut self) -> Result<Option<Reconciled>, Error> {
+        let deleting = self.deleting();
+        let has_finalizer = self.obj.finalizers().iter().any(|f| f == FINALIZER_CLEANUP);
+        if !has_finalizer {
+            if deleting {
+                return Ok(Some(Reconciled::done()));
+            }
+            let mut finalizers = self.obj.finalizers().to_vec();
+            finalizers.push(FINALIZER_CLEANUP.to_owned());
+            self.patcher.patch_finalizers(&finalizers).await?;
+            return Ok(Some(Reconciled {
+                requeue: Some(Duration::ZERO),
+                outcome: None,
+                reason: None,
+            }));
+        }
+        if deleting {
+            return self.delete().await.map(Some);
+        }
+        let prior_ready_reason = conditions::get(self.prior.conditions(), types::READY)
+            .map(|c| c.reason.clone())
+            .unwrap_or_default();
+        if self.obj.settings().suspend == Some(true) {
+            return self.suspend(&prior_ready_reason).await.map(Some);
+        }
+        if prior_ready_reason == reasons::SUSPENDED {
+            self.event(
+                EventType::Normal,
+                reasons::RESUMED,
+                actions::RESUME,
+                RESUMED_MESSAGE,
+            )
+            .await;
+        }
+        Ok(None)
+    }
+
+    async fn suspend(&mut self, prior_ready_reason: &str) -> Result<Reconciled, Error> {
+        let generation = self.generation();
+        let now = frame::now();
+        let status = self.status();
+        conditions::mark_suspended(status.conditions_mut(), generation, &now);
+        *status.observed_generation_mut() = generation;
+        self.patcher.patch_status(&self.obj).await?;
+        if prior_ready_reason != reasons::SUSPENDED {
+            self.event(
+                EventType::Normal,
+                reasons::SUSPENDED,
+                actions::SUSPEND,
+                conditions::messages::SUSPENDED,
+            )
+            .await;
+        }
+        Ok(Reconciled {
+            requeue: None,
+            outcome: None,
+            reason: Some(reasons::SUSPENDED),
+        })
+    }
+
+    /// The identity apply and prune act as (§2.5); `None` is the controller identity.
+    async fn identity(&self) -> Option<(String, Result<Engine, apply::Error>)> {
+        let sa = service_account(
+            self.obj.settings().service_account_name,
+            self.ctx.default_service_account.as_deref(),
+        )?;
+        let engine = match &self.ctx.kube_config {
+            Some(config) => {
+                self.ctx
+                    .engine
+                    .impersonating(config, &self.namespace, &sa)
+                    .await
+            }
+            // Without a configuration to copy, the SA's existence is still checked first, so a
+            // missing SA keeps its typed NotFound (§2.4 DeletionSAMissing).
+            None => {
+                match apply::impersonate::check_sa(&self.ctx.client, &self.namespace, &sa).await {
+                    Err(e) => Err(e),
+                    Ok(()) => Err(apply::Error::InvalidObject {
+                        object: format!("ServiceAccount/{}/{sa}", self.namespace),
+                        reason: "no client configuration to impersonate with".to_owned(),
+                    }),
+                }
+            }
+        };
+        Some((sa, engine))
+    }
+
+    /// §2.4.
+    async fn delete(&mut self) -> Result<Reconciled, Error> {
+        let entries = self.previous_entries();
+        let prune = self.obj.settings().prune.unwrap_or(false);
+        let identity = if prune && !entries.is_empty() {
+            self.identity().await
+        } else {
+            None
+        };
+        let annotation = self
+            .obj
+            .annotations()
+            .get(FORCE_DELETE_ORPHAN_ANNOTATION)
+            .cloned();
+        let decision = deletion::decide(
+            prune,
+            entries.len(),
+            identity.as_ref().map(|(_, e)| e),
+            annotation.as_deref(),
+        );
+        match decision {
+            Decision::Orphan => self.release().await,
+            Decision::OrphanSaMissing {
+                count,
+                service_account,
+            } => {
+                let msg = format!(
+                    "Orphaned {count} managed resources; ServiceAccount {service_account:?} \
+                     missing and {FORCE_DELETE_ORPHAN_ANNOTATION} annotation set"
+                );
+                self.event(
+                    EventType::Warning,
+                    reasons::ORPHANED_ON_DELETION,
+                    actions::DELETE,
+                    &msg,
+                )
+                .await;
+                self.status().reconcile_mut().inventory = None;
+                self.patcher.patch_status(&self.obj).await?;
+                self.release().await
+            }
+            Decision::StallSaMissing { service_account } => {
+                let msg = deletion_sa_missing_message(&service_account);
+                self.stall_deletion(reasons::DELETION_SA_MISSING, msg).await
+            }
+            Decision::ImpersonationFailed(msg) => {
+                self.stall_deletion(reasons::IMPERSONATION_FAILED, msg)
+                    .await
+            }
+            Decision::Prune => {
+                let engine = match identity {
+                    Some((_, Ok(e))) => e,
+                    _ => self.ctx.engine.clone(),
+                };
+                let opts = PruneOptions {
+                    owner_uuid: K::owner_uuid(&self.prior),
+                };
+                let mut result = engine.delete_all(&entries, &opts).await;
+                if result.complete() {
+                    if let Some(m) = self.metrics() {
+                        m.record_prune(result.pruned.deleted.len() as u64);
+                    }
+                    return self.release().await;
+                }
+                let errors = std::mem::take(&mut result.pruned.errors);
+                match apply::Error::collect(errors) {
+                    Some(e)
+                        if engine.impersonated().is_some() && e.is_impersonation_forbidden() =>
+                    {
+                        self.stall_deletion(reasons::IMPERSONATION_FAILED, e.to_string())
+                            .await
+                    }
+                    Some(e) => Err(Error::Delete {
+                        what: format!(
+                            "deleting the inventory of {} {}/{}",
+                            K::KIND,
+                            self.namespace,
+                            self.name
+                        ),
+                        source: Box::new(e),
+                    }),
+                    None => {
+                        tracing::info!(
+                            remaining = result.remaining.len(),
+                            "waiting for deleted objects to go"
+                        );
+                        Ok(Reconciled {
+                            requeue: Some(DELETION_RECHECK),
+                            outcome: None,
+                            reason: None,
+                        })
+                    }
+                }
+            }
+        }
+    }
+
+    async fn stall_deletion(
+        &mut self,
+        reason: &'static str,
+        message: String,
+    ) -> Result<Reconciled, Error> {
+        let now = frame::now();
+        let generation = self.prior.observed_generation();
+        conditions::mark_stalled(
+            self.status().conditions_mut(),
+            reason,
+            &message,
+            generation,
+            &now,
+        );
+        self.patcher.patch_status(&self.obj).await?;
+        if super::events::is_transition(self.prior.conditions(), reason, &message) {
+            self.event(EventType::Warning, reason, actions::DELETE, &message)
+                .await;
+        }
+        Ok(Reconciled {
+            requeue: Some(STALLED_RECHECK),
+            outcome: Some(Outcome::FailedStalled),
+            reason: Some(reason),
+        })
+    }
+
+    /// Removes the cleanup finalizer (the object goes; its inventory gauge with it).
+    async fn release(&mut self) -> Result<Reconciled, Error> {
+        let finalizers: Vec<String> = self
+            .obj
+            .finalizers()
+            .iter()
+            .filter(|f| f.as_str() != FINALIZER_CLEANUP)
+            .cloned()
+            .collect();
+        self.patcher.patch_finalizers(&finalizers).await?;
+        if let Some(m) = self.metrics() {
+            m.forget_inventory(&self.namespace, &self.name);
+        }
+        Ok(Reconciled::done())
+    }
+
+    /// Marks Reconciling at the start of the loop (§2.1 `Progressing`).
+    pub fn mark_reconciling(&mut self) {
+        let generation = self.generation();
+        let now = frame::now();
+        conditions::mark_reconciling(
+            self.status().conditions_mut(),
+            reasons::PROGRESSING,
+            conditions::messages::PROGRESSING,
+            generation,
+            &now,
+        );
+    }
+
+    /// A lease of the platform store, or Ready=False `PlatformNotReady` (requeue after the
+    /// kind's interval, else backoff).
+    pub fn lease(&self) -> Result<Lease, Failure> {
+        self.ctx.store.lease().ok_or_else(|| {
+            Failure::transient(
+                reasons::PLATFORM_NOT_READY,
+                actions::RENDER,
+                "no platform is recorded: waiting for Platform cluster".to_owned(),
+            )
+            .after(self.interval)
+        })
+    }
+
+    /// Runs `render` (`what` names it) on a blocking thread with the leased platform and its
+    /// skew policy, releases the lease, and classifies a kernel error. `Ok(Err(_))` is a
+    /// classified failure.
+    pub async fn render_on(
+        &self,
+        lease: Lease,
+        what: &str,
+        render: impl FnOnce(&BuiltPlatform, SkewPolicy) -> Result<RenderResult, KernelError>
+            + Send
+            + 'static,
+    ) -> Result<Result<RenderResult, Failure>, Error> {
+        let (record, mut guard) = lease;
+        let out = frame::blocking(what, move || render(&record.platform, record.skew)).await;
+        guard.release();
+        Ok(out?.map_err(|e| Failure::render(&e)))
+    }
+
+    /// The render's warnings, digest and inventory entries (module docs): the objects to apply.
+    pub async fn convert(
+        &mut self,
+        rendered: &RenderResult,
+        digests: &mut Digests,
+    ) -> Result<Vec<Value>, Failure> {
+        for w in &rendered.warnings {
+            self.event(
+                EventType::Warning,
+                reasons::RENDER_WARNING,
+                actions::RENDER,
+                w,
+            )
+            .await;
+        }
+        let objects: Vec<Value> = rendered.objects.iter().map(|o| o.object.clone()).collect();
+        digests.render = if rendered.digest.is_empty() {
+            inventory::render_digest(objects.iter())
+        } else {
+            rendered.digest.clone()
+        };
+        let desired = inventory::entries_of(objects.iter()).map_err(|e| {
+            Failure::stalled(
+                reasons::APPLY_FAILED,
+                actions::APPLY,
+                format!("converting resources: {e}"),
+            )
+        })?;
+        digests.inventory = inventory::inventory_digest(&desired);
+        Ok(objects)
+    }
+
+    /// NoOp, or identity, apply and prune, then the commit (module docs); `instance` is the
+    /// identity stamped on the objects.
+    pub async fn apply(
+        &mut self,
+        objects: &[Value],
+        digests: &Digests,
+        instance: Option<InstanceLabels>,
+    ) -> Result<Reconciled, Error> {
+        if is_no_op_of(self.prior.reconcile(), digests) {
+            return self.no_op().await;
+        }
+        let engine = match self.identity().await {
+            None => self.ctx.engine.clone(),
+            Some((_, Ok(e))) => e,
+            Some((_, Err(e))) => {
+                let f =
+                    Failure::stalled(reasons::IMPERSONATION_FAILED, actions::APPLY, e.to_string());
+                return self.fail(f, digests).await;
+            }
+        };
+        let settings = self.obj.settings();
+        let prune = settings.prune.unwrap_or(false);
+        let opts = SyncOptions {
+            apply: ApplyOptions {
+                force: settings
+                    .rollout
+                    .and_then(|r| r.force_conflicts)
+                    .unwrap_or(false),
+                instance,
+                ..Default::default()
+            },
+            prune,
+            prune_options: PruneOptions {
+                owner_uuid: K::owner_uuid(&self.prior),
+            },
+            ..Default::default()
+        };
+        let previous = self.previous_entries();
+        let impersonated = engine.impersonated().is_some();
+        match engine.sync(objects, &previous, &opts).await {
+            Ok(result) => {
+                self.event(
+                    EventType::Normal,
+                    reasons::APPLIED,
+                    actions::APPLY,
+                    &result.changes.applied_message(),
+                )
+                .await;
+                if let Some(m) = self.metrics() {
+                    m.record_apply(
+                        result.changes.count(apply::Action::Created) as u64,
+                        result.changes.count(apply::Action::Configured) as u64,
+                        result.changes.count(apply::Action::Unchanged) as u64,
+                    );
+                }
+                let deleted = result.pruned.as_ref().map_or(0, |p| p.deleted.len());
+                let outcome = if deleted > 0 {
+                    self.event(
+                        EventType::Normal,
+                        reasons::PRUNED,
+                        actions::PRUNE,
+                        &format!("Pruned {deleted} stale resources"),
+                    )
+                    .await;
+                    if let Some(m) = self.metrics() {
+                        m.record_prune(deleted as u64);
+                    }
+                    Outcome::AppliedAndPruned
+                } else {
+                    Outcome::Applied
+                };
+                self.succeed(result.inventory, digests, outcome, prune)
+                    .await
+            }
+            Err(e) => self.sync_failed(e, impersonated, digests).await,
+        }
+    }
+
+    async fn sync_failed(
+        &mut self,
+        e: SyncError,
+        impersonated: bool,
+        digests: &Digests,
+    ) -> Result<Reconciled, Error> {
+        let c = self.counters();
+        match e.phase {
+            Phase::Plan => {}
+            Phase::Apply => c.apply = c.apply.saturating_add(1),
+            Phase::Prune => {
+                c.apply = 0;
+                c.prune = c.prune.saturating_add(1);
+            }
+        }
+        if let Some(changes) = &e.changes {
+            self.event(
+                EventType::Normal,
+                reasons::APPLIED,
+                actions::APPLY,
+                &changes.applied_message(),
+            )
+            .await;
+        }
+        let forbidden = K::FORBIDDEN_STALLS && impersonated && e.error.is_impersonation_forbidden();
+        let f = Failure::sync(e.phase, e.error.to_string(), forbidden);
+        self.fail(f, digests).await
+    }
+
+    /// Records the attempt (§2.2 phase 7): observedGeneration and lastAttempted*.
+    fn attempted(&mut self, digests: &Digests) {
+        let elapsed = self.started.elapsed();
+        let started_at = self.started_at.clone();
+        let generation = self.generation();
+        let status = self.status();
+        *status.observed_generation_mut() = generation;
+        let r = status.reconcile_mut();
+        r.last_attempted_action = Some("reconcile".to_owned());
+        r.last_attempted_at = Some(started_at);
+        r.last_attempted_duration = Some(format!("{:.3}s", elapsed.as_secs_f64()));
+        r.last_attempted_source_digest =
+            (!digests.source.is_empty()).then(|| digests.source.clone());
+        r.last_attempted_config_digest = Some(digests.config.clone());
+        r.last_attempted_render_digest =
+            (!digests.render.is_empty()).then(|| digests.render.clone());
+    }
+
+    async fn no_op(&mut self) -> Result<Reconciled, Error> {
+        let generation = self.generation();
+        let now = frame::now();
+        let status = self.status();
+        *status.observed_generation_mut() = generation;
+        conditions::mark_ready(
+            status.conditions_mut(),
+            reasons::RECONCILIATION_SUCCEEDED,
+            SUCCEEDED_MESSAGE,
+            generation,
+            &now,
+        );
+        self.counters().reconcile = 0;
+        self.status().reconcile_mut().next_retry_at = None;
+        self.patcher.patch_status(&self.obj).await?;
+        self.event(
+            EventType::Normal,
+            reasons::NO_OP,
+            actions::RECONCILE,
+            NO_OP_MESSAGE,
+        )
+        .await;
+        Ok(Reconciled {
+            requeue: self.interval,
+            outcome: Some(Outcome::NoOp),
+            reason: Some(reasons::RECONCILIATION_SUCCEEDED),
+        })
+    }
+
+    async fn succeed(
+        &mut self,
+        entries: Vec<InventoryEntry>,
+        digests: &Digests,
+        outcome: Outcome,
+        pruned: bool,
+    ) -> Result<Reconciled, Error> {
+        self.attempted(digests);
+        let generation = self.generation();
+        let now = frame::now();
+        let revision = self
+            .prior
+            .reconcile()
+            .inventory
+            .as_ref()
+            .map_or(0, |i| i.revision)
+            + 1;
+        let count = i64::try_from(entries.len()).unwrap_or(i64::MAX);
+        let size = entries.len();
+        let status = self.status();
+        let r = status.reconcile_mut();
+        r.last_applied_at = Some(now.clone());
+        r.last_applied_source_digest = Some(digests.source.clone());
+        r.last_applied_config_digest = Some(digests.config.clone());
+        r.last_applied_render_digest = Some(digests.render.clone());
+        r.inventory = Some(Inventory {
+            revision,
+            digest: digests.inventory.clone(),
+            count,
+            entries,
+        });
+        push_history(
+            &mut r.history,
+            HistoryEntry {
+                action: "reconcile".to_owned(),
+                phase: "complete".to_owned(),
+                started_at: Some(now.clone()),
+                finished_at: Some(now.clone()),
+                source_digest: digests.source.clone(),
+                config_digest: digests.config.clone(),
+                render_digest: digests.render.clone(),
+                inventory_digest: digests.inventory.clone(),
+                inventory_count: count,
+                ..Default::default()
+            },
+        );
+        let c = r
+            .failure_counters
+            .get_or_insert_with(FailureCounters::default);
+        c.reconcile = 0;
+        c.apply = 0;
+        if pruned {
+            c.prune = 0;
+        }
+        r.next_retry_at = None;
+        let conds = status.conditions_mut();
+        if K::DETECTS_DRIFT {
+            conditions::remove(conds, types::DRIFTED);
+        }
+        conditions::mark_ready(
+            conds,
+            reasons::RECONCILIATION_SUCCEEDED,
+            SUCCEEDED_MESSAGE,
+            generation,
+            &now,
+        );
+        self.patcher.patch_status(&self.obj).await?;
+        if let Some(m) = self.metrics() {
+            m.set_inventory_size(&self.namespace, &self.name, size);
+        }
+        self.event(
+            EventType::Normal,
+            reasons::RECONCILIATION_SUCCEEDED,
+            actions::RECONCILE,
+            SUCCEEDED_MESSAGE,
+        )
+        .await;
+        Ok(Reconciled {
+            requeue: self.interval,
+            outcome: Some(outcome),
+            reason: Some(reasons::RECONCILIATION_SUCCEEDED),
+        })
+    }
+
+    /// Commits a classified failure (module docs).
+    pub async fn fail(&mut self, f: Failure, digests: &Digests) -> Result<Reconciled, Error> {
+        self.attempted(digests);
+        let generation = self.generation();
+        let now = frame::now();
+        let counter = {
+            let c = self.counters();
+            let before = c.reconcile;
+            if !f.soft {
+                c.reconcile = c.reconcile.saturating_add(1);
+            }
+            before
+        };
+        let requeue = f.requeue.unwrap_or_else(|| {
+            outcome::requeue_after(f.outcome, counter_u32(counter), None).unwrap_or(STALLED_RECHECK)
+        });
+        let started_at = self.started_at.clone();
+        let status = self.status();
+        match f.outcome {
+            Outcome::FailedStalled => conditions::mark_stalled(
+                status.conditions_mut(),
+                f.reason,
+                &f.message,
+                generation,
+                &now,
+            ),
+            _ => conditions::mark_not_ready(
+                status.conditions_mut(),
+                f.reason,
+                &f.message,
+                generation,
+                &now,
+            ),
+        }
+        let r = status.reconcile_mut();
+        r.next_retry_at = Some(frame::time_after(requeue));
+        if f.history && !f.message.is_empty() {
+            push_history(
+                &mut r.history,
+                HistoryEntry {
+                    action: "reconcile".to_owned(),
+                    phase: "failed".to_owned(),
+                    started_at: Some(started_at),
+                    finished_at: Some(now.clone()),
+                    source_digest: digests.source.clone(),
+                    config_digest: digests.config.clone(),
+                    render_digest: digests.render.clone(),
+                    inventory_digest: digests.inventory.clone(),
+                    message: f.message.clone(),
+                    ..Default::default()
+                },
+            );
+        }
+        self.patcher.patch_status(&self.obj).await?;
+        if super::events::is_transition(self.prior.conditions(), f.reason, &f.message) {
+            self.event(EventType::Warning, f.event, f.action, &f.message)
+                .await;
+        }
+        tracing::warn!(kind = K::KIND, reason = f.reason, message = %f.message, "not reconciled");
+        Ok(Reconciled {
+            requeue: Some(requeue),
+            outcome: Some(f.outcome),
+            reason: Some(f.reason),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn digests() -> Digests {
+        Digests {
+            source: "sha256:s".into(),
+            config: "sha256:c".into(),
+            render: "sha256:r".into(),
+            inventory: "sha256:i".into(),
+        }
+    }
+
+    fn applied(d: &Digests) -> ReconcileStatus {
+        ReconcileStatus {
+            last_applied_source_digest: Some(d.source.clone()),
+            last_applied_config_digest: Some(d.config.clone()),
+            last_applied_render_digest: Some(d.render.clone()),
+            inventory: Some(Inventory {
+                digest: d.inventory.clone(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn no_op_needs_four_equal_non_empty_digests_scenario_29() {
+        let d = digests();
+        assert!(is_no_op_of(&applied(&d), &d));
+        assert!(!is_no_op_of(&ReconcileStatus::default(), &d));
+        let mut other = d.clone();
+        other.config = "sha256:c2".into();
+        assert!(!is_no_op_of(&applied(&d), &other));
+        let empty = Digests::default();
+        assert!(!is_no_op_of(&applied(&empty), &empty));
+    }
+
+    #[test]
+    fn history_keeps_ten_newest_first_with_monotonic_sequence() {
+        let mut h = Vec::new();
+        for i in 0..12 {
+            push_history(
+                &mut h,
+                HistoryEntry {
+                    message: format!("m{i}"),
+                    ..Default::default()
+                },
+            );
+        }
+        assert_eq!(h.len(), HISTORY_LIMIT);
+        assert_eq!(h[0].sequence, 12);
+        assert_eq!(h[0].message, "m11");
+        assert_eq!(h[9].sequence, 3);
+    }
+
+    #[test]
+    fn the_deletion_sa_message_names_the_sa_and_the_three_options() {
+        let m = deletion_sa_missing_message("team-a/deploy-sa");
+        assert!(m.contains("team-a/deploy-sa"));
+        assert!(m.contains("restoring the ServiceAccount"));
+        assert!(m.contains("spec.prune=false"));
+        assert!(m.contains("opm.dev/force-delete-orphan=\"true\""));
+    }
+
+    #[test]
+    fn the_spec_service_account_wins_over_the_flag_and_empty_is_unset() {
+        assert_eq!(service_account(None, None), None);
+        assert_eq!(
+            service_account(None, Some("opm-deployer")).as_deref(),
+            Some("opm-deployer")
+        );
+        assert_eq!(
+            service_account(Some("deploy-sa"), Some("opm-deployer")).as_deref(),
+            Some("deploy-sa")
+        );
+        assert_eq!(
+            service_account(Some(""), Some("opm-deployer")).as_deref(),
+            Some("opm-deployer")
+        );
+        assert_eq!(service_account(Some(""), Some("")), None);
+    }
+
+    #[test]
+    fn sync_failures_are_transient_unless_planned_or_forbidden_scenario_43() {
+        let f = |phase, forbidden| Failure::sync(phase, "boom".into(), forbidden);
+        let plan = f(Phase::Plan, true);
+        assert_eq!(
+            (plan.reason, plan.outcome),
+            (reasons::APPLY_FAILED, Outcome::FailedStalled)
+        );
+        for (phase, reason) in [
+            (Phase::Apply, reasons::APPLY_FAILED),
+            (Phase::Prune, reasons::PRUNE_FAILED),
+        ] {
+            let soft = f(phase, false);
+            assert_eq!(
+                (soft.reason, soft.event, soft.outcome, soft.history),
+                (reason, reason, Outcome::FailedTransient, true)
+            );
+            // Under a ServiceAccount that is forbidden: stalled ImpersonationFailed, the Warning
+            // keeps the phase's reason.
+            let hard = f(phase, true);
+            assert_eq!(
+                (hard.reason, hard.event, hard.outcome),
+                (
+                    reasons::IMPERSONATION_FAILED,
+                    reason,
+                    Outcome::FailedStalled
+                )
+            );
+        }
+        // The spec's quirk: only the forbidden prune stall skips the history entry.
+        assert!(f(Phase::Apply, true).history);
+        assert!(!f(Phase::Prune, true).history);
+    }
+
+    #[test]
+    fn a_soft_block_requeues_after_the_interval_without_counting_scenario_48() {
+        let five = Some(Duration::from_secs(300));
+        let f = Failure::transient(reasons::SOURCE_NOT_READY, "Resolve", "not ready".into())
+            .after(five)
+            .soft();
+        assert_eq!((f.requeue, f.soft, f.history), (five, true, true));
+        let g = Failure::stalled(reasons::PATH_NOT_FOUND, "Load", "gone".into()).after(None);
+        assert_eq!(
+            (g.requeue, g.soft, g.outcome),
+            (None, false, Outcome::FailedStalled)
+        );
+    }
+}
