@@ -61,10 +61,19 @@ pub(crate) fn module_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
 
 /// The gateway provider catalog renamed to `gateway2` (a second provider of `expose`).
 pub(crate) fn gateway2_files() -> Vec<(String, Vec<u8>)> {
-    module_files(&opm("gateway"))
+    renamed(module_files(&opm("gateway")), "gateway", "gateway2")
+}
+
+/// `files` with every `from` in their text replaced by `to` (a module published under a new path).
+pub(crate) fn renamed(
+    files: Vec<(String, Vec<u8>)>,
+    from: &str,
+    to: &str,
+) -> Vec<(String, Vec<u8>)> {
+    files
         .into_iter()
         .map(|(p, b)| {
-            let text = String::from_utf8(b).unwrap().replace("gateway", "gateway2");
+            let text = String::from_utf8(b).unwrap().replace(from, to);
             (p, text.into_bytes())
         })
         .collect()

@@ -13,7 +13,10 @@ use crds::k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, S
 use crds::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use crds::platform::Platform;
 use crds::transformer_registration::TransformerRegistration;
-use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{
+    ApiResource, DynamicObject, GroupVersionKind, ListParams, ObjectMeta, Patch, PatchParams,
+    PostParams,
+};
 use kube::{Api, Resource};
 use opm_operator::controller::context::Context;
 use opm_operator::kernel::{
@@ -433,4 +436,36 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     false
+}
+
+/// `widgets.x.test` with two served versions, `v1beta1` (stored) and `v1`.
+pub async fn install_widget_crd(client: &kube::Client) {
+    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.x.test"},
+        "spec": {
+            "group": "x.test",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [
+                {"name": "v1beta1", "served": true, "storage": true,
+                 "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}},
+                {"name": "v1", "served": true, "storage": false,
+                 "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}},
+            ],
+        },
+    }))
+    .unwrap();
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    api.create(&PostParams::default(), &crd).await.unwrap();
+}
+
+/// Widgets of namespace `ns` read at `version` of `widgets.x.test`.
+pub fn widgets(client: &kube::Client, ns: &str, version: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("x.test", version, "Widget"),
+        "widgets",
+    );
+    Api::namespaced_with(client.clone(), ns, &ar)
 }

@@ -16,11 +16,17 @@
 //! ConfigMap) are pruned under the §6.3 guards, and a renamed component moves its objects in
 //! place (not stale). Module versions a scenario needs are built in the test from the fixture
 //! files (`real::variant`): v0.2.0 adds a component `cache`, v0.3.0 renames `conf` to `config`,
-//! v0.4.0 makes the instance invalid, v0.5.0 is v0.1.0's bytes published under another version.
+//! v0.4.0 makes the instance invalid, v0.5.0 is v0.1.0's bytes published under another version,
+//! v0.6.0 and v0.7.0 add a component `extra` (resource `objects` of the test catalog `kinds`)
+//! asking for a Namespace, a CRD and Widget `shop-extra` at `x.test/v1beta1` (v0.6.0) or
+//! `x.test/v1` (v0.7.0).
 //!
-//! Scenario 32 (skew) runs on the real kernel in `instance_scenarios.rs`; scenario 38's API
-//! version change needs a kind served at two versions, which no fixture catalog renders, and stays
-//! on the scripted renderer there.
+//! The catalog `kinds` is gateway's files published under a new path with one resource and one
+//! transformer emitting the objects a component asks for; with the CRD `widgets.x.test` (served
+//! at v1beta1 and v1) installed in kube-emu it carries scenario 38's API-version move (not stale)
+//! and scenario 37's protected kinds (a stale Namespace and CRD are never pruned) on the real
+//! kernel. Scenario 32 (skew) runs on the real kernel in `instance_scenarios.rs`; the scripted
+//! scenario 38 there stays as the reconciler-level check.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -29,8 +35,9 @@ use std::time::Duration;
 
 use crds::conditions::types;
 use crds::k8s_openapi::api::apps::v1::Deployment;
-use crds::k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use crds::k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use crds::k8s_openapi::api::rbac::v1::RoleBinding;
+use crds::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use crds::module_instance::{ModuleInstance, ModuleInstanceStatus};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::Api;
@@ -44,7 +51,7 @@ use serde_json::{json, Value};
 use super::common::*;
 use super::real::*;
 use crate::apply_prune::relabel;
-use crate::platform_gen::opm;
+use crate::platform_gen::{opm, renamed};
 
 const NS: &str = SHOP_NS;
 const NAME: &str = SHOP;
@@ -86,6 +93,19 @@ async fn publish_variants(r: &Real, versions: &[&'static str]) {
         #components: cache: res.#Configs & {\n\tspec: configs: \"cache-settings\": {\n\t\t\
         exact: true\n\t\tdata: size: \"64Mi\"\n\t}\n}\n";
     const BROKEN: &str = "package demo\n\n#components: web: metadata: labels: tier: \"backend\"\n";
+    let extra = |widget: &str| {
+        format!(
+            "package demo\n\nimport k \"fixtures.test/catalogs/kinds/resources\"\n\n\
+             #components: extra: k.#Objects & {{spec: objects: {{\n\t\
+             namespace: \"{EXTRA_NS}\"\n\tcrd: true\n\twidget: \"{widget}\"\n}}}}\n"
+        )
+    };
+    // The kinds catalog as a dependency of the variants that import it.
+    let kinds_dep = (
+        "deps: {\n",
+        "deps: {\n\t\"fixtures.test/catalogs/kinds@v0\": {\n\t\tv: \"v0.1.0\"\n\t}\n",
+    );
+    let (v6, v7) = (extra("v1beta1"), extra("v1"));
     for version in versions {
         let files = match *version {
             "v0.2.0" => demo_at("0.2.0", &[], &[("cache.cue", CACHE)]),
@@ -96,10 +116,141 @@ async fn publish_variants(r: &Real, versions: &[&'static str]) {
             ),
             "v0.4.0" => demo_at("0.4.0", &[], &[("broken.cue", BROKEN)]),
             "v0.5.0" => variant("demo", &[], &[]),
+            "v0.6.0" => demo_at("0.6.0", &[kinds_dep], &[("extra.cue", v6.as_str())]),
+            "v0.7.0" => demo_at("0.7.0", &[kinds_dep], &[("extra.cue", v7.as_str())]),
             other => panic!("no demo variant {other}"),
         };
         publish_files(r, files, version).await;
     }
+}
+
+/// The test catalog: gateway's files under a new path, resource `objects`, transformer
+/// `kinds-transformer`.
+const KINDS: &str = "fixtures.test/catalogs/kinds@v0";
+/// The Namespace the `extra` component asks for; its Widget is `shop-extra`.
+const EXTRA_NS: &str = "shop-extra-ns";
+const EXTRA: &str = "shop-extra";
+/// The CRD the `extra` component asks for.
+const GADGETS: &str = "gadgets.kinds.fixtures.test";
+
+/// The catalog's one contract: resource `objects`, the kinds a component asks for.
+const KINDS_RESOURCE: &str = r#"package resources
+
+import c "fixtures.test/core@v0"
+
+#ObjectsResource: c.#Resource & {
+	metadata: {
+		name:           "objects"
+		modulePath:     "fixtures.test/catalogs/kinds/resources"
+		apiVersion:     "v1"
+		catalogVersion: "0.1.0"
+		fqn:            "fixtures.test/catalogs/kinds/resources/objects@v1"
+		description:    "Objects of kinds the fixture catalogs do not render"
+	}
+	spec: objects: {
+		namespace?: string
+		crd?:       bool
+		widget?:    string
+	}
+}
+
+#Objects: c.#Component & {
+	#resources: (#ObjectsResource.metadata.fqn): #ObjectsResource
+}
+"#;
+
+/// The catalog's one transformer: Namespace `objects.namespace`, CRD
+/// `gadgets.kinds.fixtures.test` when `objects.crd`, Widget `<instance>-<component>` at
+/// `x.test/<objects.widget>` (its `spec.renderedAt`); each only when asked for.
+const KINDS_TRANSFORMER: &str = r#"package transformers
+
+import (
+	c "fixtures.test/core@v0"
+	res "fixtures.test/catalogs/kinds/resources"
+)
+
+#KindsTransformer: c.#ComponentTransformer & {
+	metadata: {
+		name:           "kinds-transformer"
+		modulePath:     "fixtures.test/catalogs/kinds/transformers"
+		catalogVersion: "0.1.0"
+		fqn:            "fixtures.test/catalogs/kinds/transformers/kinds-transformer@0.1.0"
+		description:    "The objects a component asks for"
+	}
+	requiredResources: (res.#ObjectsResource.metadata.fqn): res.#ObjectsResource
+
+	#transform: {
+		#component: _
+		#context:   _
+		output: [
+			if #component.spec.objects.namespace != _|_ {
+				apiVersion: "v1"
+				kind:       "Namespace"
+				metadata: {
+					name:   #component.spec.objects.namespace
+					labels: #context.labels
+				}
+			},
+			if #component.spec.objects.crd != _|_ {
+				apiVersion: "apiextensions.k8s.io/v1"
+				kind:       "CustomResourceDefinition"
+				metadata: {
+					name:   "gadgets.kinds.fixtures.test"
+					labels: #context.labels
+				}
+				spec: {
+					group: "kinds.fixtures.test"
+					scope: "Namespaced"
+					names: {plural: "gadgets", singular: "gadget", kind: "Gadget", listKind: "GadgetList"}
+					versions: [{
+						name:    "v1"
+						served:  true
+						storage: true
+						schema: openAPIV3Schema: {type: "object", "x-kubernetes-preserve-unknown-fields": true}
+					}]
+				}
+			},
+			if #component.spec.objects.widget != _|_ {
+				apiVersion: "x.test/\(#component.spec.objects.widget)"
+				kind:       "Widget"
+				metadata: {
+					name:      "\(#context.name)-\(#context.componentName)"
+					namespace: #context.namespace
+					labels:    #context.labels
+				}
+				// The version it was rendered at: a move is a change, so it is written there.
+				spec: renderedAt: apiVersion
+			},
+		]
+	}
+}
+"#;
+
+/// Installs the Widget CRD (served at v1beta1 and v1), publishes the catalog `kinds` and records
+/// Platform `cluster` subscribing mini and kinds.
+async fn record_with_kinds(r: &Real) {
+    install_widget_crd(&r.client).await;
+    let files = variant(
+        "gateway",
+        &[
+            (
+                "t \"fixtures.test/catalogs/gateway/transformers\"",
+                "t \"fixtures.test/catalogs/gateway/transformers\"\n\t\
+                 r \"fixtures.test/catalogs/gateway/resources\"",
+            ),
+            (
+                "(t.#RouteTransformer.metadata.fqn): t.#RouteTransformer\n}",
+                "(t.#KindsTransformer.metadata.fqn): t.#KindsTransformer\n}\n\n\
+                 #resources: {\n\t(r.#ObjectsResource.metadata.fqn): r.#ObjectsResource\n}",
+            ),
+        ],
+        &[
+            ("resources/objects.cue", KINDS_RESOURCE),
+            ("transformers/kinds.cue", KINDS_TRANSFORMER),
+        ],
+    );
+    publish_files(r, renamed(files, "gateway", "kinds"), "v0.1.0").await;
+    record(r, &[(MINI, None), (KINDS, None)]).await;
 }
 
 fn instances(r: &Real) -> Api<ModuleInstance> {
@@ -964,6 +1115,103 @@ async fn scenario_38_a_renamed_component_moves_its_objects_in_place_and_a_b_a_re
         );
     }
     assert_eq!(status(&r).await.reconcile.inventory.unwrap().revision, 5);
+}
+
+/// Scenarios 38 (API version) and 37 (protected kinds) on the catalog `kinds`: the widget
+/// rendered at `x.test/v1` instead of `x.test/v1beta1` is applied in place, then the component
+/// `extra` removed prunes its widget but never its Namespace nor its CRD.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenarios_38_37_a_new_api_version_is_not_stale_and_namespaces_and_crds_are_never_pruned() {
+    let r = shop_with(true, false, |_| {}).await;
+    record_with_kinds(&r).await;
+    publish_variants(&r, &["v0.6.0", "v0.7.0"]).await;
+    set_version(&r, "v0.6.0").await;
+    let s = ready(&r).await;
+    let inv = s.reconcile.inventory.unwrap();
+    assert_eq!(inv.count, 6, "{:?}", inv.entries);
+    let widget_entry = |inv: &crds::common::Inventory| {
+        inv.entries.iter().find(|e| e.kind == "Widget").map(|e| {
+            (
+                e.group.clone(),
+                e.namespace.clone(),
+                e.name.clone(),
+                e.v.clone(),
+            )
+        })
+    };
+    let at = |v: &str| {
+        Some((
+            Some("x.test".to_owned()),
+            Some(NS.to_owned()),
+            EXTRA.to_owned(),
+            Some(v.to_owned()),
+        ))
+    };
+    assert_eq!(widget_entry(&inv), at("v1beta1"));
+    let w = widgets(&r.client, NS, "v1beta1").get(EXTRA).await.unwrap();
+    assert_eq!(w.data["spec"]["renderedAt"], "x.test/v1beta1");
+    let uid = w.metadata.uid;
+    let namespaces: Api<Namespace> = Api::all(r.client.clone());
+    let crds: Api<CustomResourceDefinition> = Api::all(r.client.clone());
+    for labels in [
+        namespaces.get(EXTRA_NS).await.unwrap().metadata.labels,
+        crds.get(GADGETS).await.unwrap().metadata.labels,
+    ] {
+        let labels = labels.unwrap();
+        assert_eq!(labels["module-instance.opmodel.dev/uuid"], UUID);
+        assert_eq!(labels["component.opmodel.dev/name"], "extra");
+    }
+
+    // 38: v0.7.0 renders the widget at x.test/v1 (same group, kind, namespace, name): applied at
+    // the new version in place, nothing pruned, the inventory entry at v1.
+    set_version(&r, "v0.7.0").await;
+    let out = reconcile(&r).await;
+    assert_eq!(
+        out.outcome,
+        Some(Outcome::Applied),
+        "nothing pruned: {out:?}"
+    );
+    assert!(events(&r.client, NAME, "Pruned").await.is_empty());
+    let w = widgets(&r.client, NS, "v1").get(EXTRA).await.unwrap();
+    assert_eq!(w.metadata.uid, uid, "the widget was not recreated");
+    assert_eq!(w.data["spec"]["renderedAt"], "x.test/v1");
+    let applied_at: Vec<(Option<String>, Option<String>)> = w
+        .metadata
+        .managed_fields
+        .unwrap()
+        .into_iter()
+        .map(|f| (f.manager, f.api_version))
+        .collect();
+    assert_eq!(
+        applied_at,
+        [(Some("opm-controller".into()), Some("x.test/v1".into()))]
+    );
+    let s = status(&r).await;
+    let inv = s.reconcile.inventory.unwrap();
+    assert_eq!((inv.revision, inv.count), (2, 6));
+    assert_eq!(widget_entry(&inv), at("v1"));
+    assert_eq!(condition(&s.conditions, types::READY).unwrap().0, "True");
+
+    // 37: back to v0.1.0 (no `extra`): the widget, the Namespace and the CRD are stale; only the
+    // widget is deleted, the Namespace and the CRD stay (§6.3 rule 1) and leave the inventory.
+    set_version(&r, "v0.1.0").await;
+    let out = reconcile(&r).await;
+    assert_eq!(out.outcome, Some(Outcome::AppliedAndPruned), "{out:?}");
+    assert!(widgets(&r.client, NS, "v1")
+        .get_opt(EXTRA)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(namespaces.get_opt(EXTRA_NS).await.unwrap().is_some());
+    assert!(crds.get_opt(GADGETS).await.unwrap().is_some());
+    assert_eq!(
+        one_event(&events(&r.client, NAME, "Pruned").await).2,
+        "Pruned 1 stale resources"
+    );
+    let s = status(&r).await;
+    assert_shop_applied(&r, &s.reconcile).await;
+    assert_eq!(s.reconcile.inventory.unwrap().revision, 3);
+    assert_eq!(condition(&s.conditions, types::READY).unwrap().0, "True");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,10 +12,8 @@ use std::time::Duration;
 use crds::conditions::types;
 use crds::k8s_openapi::api::core::v1::ConfigMap;
 use crds::k8s_openapi::api::rbac::v1::RoleBinding;
-use crds::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use crds::module_instance::ModuleInstance;
 use crds::platform::Platform;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::Api;
 use opm_operator::controller::context::{Context, Reconciled};
 use opm_operator::controller::outcome::Outcome;
@@ -179,37 +177,6 @@ async fn first_apply(m: &Mi) {
     assert_eq!(r.reason, Some("ReconciliationSucceeded"), "{r:?}");
 }
 
-/// `widgets.x.test` with two served versions, `v1beta1` (stored) and `v1`.
-async fn install_widget_crd(client: &kube::Client) {
-    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.x.test"},
-        "spec": {
-            "group": "x.test",
-            "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-            "versions": [
-                {"name": "v1beta1", "served": true, "storage": true,
-                 "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}},
-                {"name": "v1", "served": true, "storage": false,
-                 "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}},
-            ],
-        },
-    }))
-    .unwrap();
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    api.create(&PostParams::default(), &crd).await.unwrap();
-}
-
-fn widgets(client: &kube::Client, version: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("x.test", version, "Widget"),
-        "widgets",
-    );
-    Api::namespaced_with(client.clone(), NS, &ar)
-}
-
 #[tokio::test]
 async fn scenario_38_a_component_move_and_an_api_version_change_are_not_stale() {
     let m = mi_env(vec![
@@ -226,7 +193,7 @@ async fn scenario_38_a_component_move_and_an_api_version_change_are_not_stale() 
         .unwrap()
         .metadata
         .uid;
-    let uid_w = widgets(&m.env.client, "v1beta1")
+    let uid_w = widgets(&m.env.client, NS, "v1beta1")
         .get("web-w")
         .await
         .unwrap()
@@ -251,7 +218,7 @@ async fn scenario_38_a_component_move_and_an_api_version_change_are_not_stale() 
         b.metadata.labels.unwrap()["component.opmodel.dev/name"],
         "a"
     );
-    let w = widgets(&m.env.client, "v1").get("web-w").await.unwrap();
+    let w = widgets(&m.env.client, NS, "v1").get("web-w").await.unwrap();
     assert_eq!(w.metadata.uid, uid_w);
     assert_eq!(w.data["spec"]["msg"], "moved");
     // The inventory follows the render: web-b under `a`, the widget at v1.
