@@ -1202,8 +1202,11 @@ async fn scenarios_38_37_a_new_api_version_is_not_stale_and_namespaces_and_crds_
         .await
         .unwrap()
         .is_none());
-    assert!(namespaces.get_opt(EXTRA_NS).await.unwrap().is_some());
-    assert!(crds.get_opt(GADGETS).await.unwrap().is_some());
+    // Kept, not terminating (a deleted Namespace lingers with its finalizer).
+    let ns = namespaces.get(EXTRA_NS).await.unwrap();
+    assert!(ns.metadata.deletion_timestamp.is_none(), "{ns:?}");
+    let crd = crds.get(GADGETS).await.unwrap();
+    assert!(crd.metadata.deletion_timestamp.is_none(), "{crd:?}");
     assert_eq!(
         one_event(&events(&r.client, NAME, "Pruned").await).2,
         "Pruned 1 stale resources"
