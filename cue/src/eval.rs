@@ -53,10 +53,12 @@
 //! 1. **Idempotent conjuncts** (`A & A == A`). Environments get a canonical identity
 //!    (`Ev::canon`): the same scope node evaluated in the same vertex under an equivalent
 //!    parent. A conjunct whose expression and canonical environment equal those of one already
-//!    processed into the vertex, with the same closedness, is skipped (`Ev::process`); a
-//!    disjunction equal to an earlier one but for its outer closedness ids takes the earlier
-//!    one's choice instead of being split on again (`D & D == D`), so k copies of a definition
-//!    with a default disjunction cost one split, not 2^k states.
+//!    processed into the vertex, with the same closedness, is skipped (`Ev::process`); so is
+//!    one that differs only by its outer closedness ids when the earlier one only added settled
+//!    atoms (outer ids only decide which groups a struct's labels are recorded in: an atom
+//!    records none); a disjunction equal to an earlier one but for its outer closedness ids
+//!    takes the earlier one's choice instead of being split on again (`D & D == D`), so k
+//!    copies of a definition with a default disjunction cost one split, not 2^k states.
 //! 2. **Structure sharing** (`Ev::shareable`, `Ev::share`). A vertex whose only conjunct
 //!    (beside top) is a reference to an evaluated struct or list cannot add or reject a field, so
 //!    its value *is* the referenced one: it gets one proxy arc per arc of the target, each
@@ -74,8 +76,9 @@
 //! Together: web_app render 0.26 s CPU / 58 MB; the generated benchmark
 //! (`cargo bench -p cue --bench components`) grows linearly from 10 to 129 components. What is
 //! not done yet: a conjunct reached with *additional* outer closedness ids is still processed
-//! again (only disjunctions are merged then), and a vertex with a second conjunct still copies
-//! the referenced value instead of sharing it and evaluating only the difference.
+//! again when it gives a struct or list (atoms and disjunctions are merged then), and a vertex
+//! with a second conjunct still copies the referenced value instead of sharing it and
+//! evaluating only the difference.
 
 mod builtin;
 mod closedness;
@@ -378,9 +381,10 @@ pub struct Vertex {
 /// same value in the same vertex.
 type ConjKey = (u8, u64, u64, u64);
 
-/// A processed conjunct: close id, embed group, outer ids, and the index of the disjunction it
-/// is (`usize::MAX` if it is none).
-type SeenConj = (Option<u32>, Option<u32>, Option<Arc<[u32]>>, usize);
+/// A processed conjunct: close id, embed group, outer ids, the index of the disjunction it
+/// is (`usize::MAX` if it is none), and whether processing it only added settled atoms (see
+/// [`Ev::process_expr`]).
+type SeenConj = (Option<u32>, Option<u32>, Option<Arc<[u32]>>, usize, bool);
 
 /// The canonical identity of an environment: what its scope holds (a struct literal node, or
 /// its bindings), the vertex it is evaluated in and the canonical identity of its parent.
@@ -1165,7 +1169,8 @@ impl Ev {
     ///
     /// Unification is idempotent (spec "Unification"): a conjunct identical to one already
     /// processed into `v` (same [`ConjKey`], same closedness, outer ids included in the
-    /// earlier one's) adds nothing and is skipped. An identical disjunction that differs only
+    /// earlier one's, or any outer ids when the earlier one only added settled atoms: see
+    /// [`Ev::process_expr`]) adds nothing and is skipped. An identical disjunction that differs only
     /// in its outer closedness ids is the same disjunction (`D & D == D`): it takes the
     /// alternative its twin takes and is not split on again. This keeps the conjuncts a
     /// definition contributes once per vertex however many references bring it there.
@@ -1191,9 +1196,9 @@ impl Ev {
         let mut twin: Option<usize> = None;
         if let Some(k) = &key {
             if let Some(prev) = self.vx(v).seen.get(k) {
-                for (close, embed, outer, di) in prev {
+                for (close, embed, outer, di, atomic) in prev {
                     if *close == c.close && *embed == c.embed {
-                        if outer_subset(&c.outer, outer) {
+                        if *atomic || outer_subset(&c.outer, outer) {
                             self.stats.deduped += 1;
                             return;
                         }
@@ -1204,6 +1209,7 @@ impl Ev {
                 }
             }
         }
+        let mut recorded = None;
         if let (Some(k), None) = (&key, twin) {
             // A disjunction takes the next index (the Disj arm below counts every one).
             let di = if matches!(c.expr, Expr::Disj(..)) {
@@ -1211,11 +1217,9 @@ impl Ev {
             } else {
                 usize::MAX
             };
-            self.vm(v)
-                .seen
-                .entry(*k)
-                .or_default()
-                .push((c.close, c.embed, c.outer.clone(), di));
+            let entries = self.vm(v).seen.entry(*k).or_default();
+            recorded = Some((*k, entries.len()));
+            entries.push((c.close, c.embed, c.outer.clone(), di, false));
         }
         if let (Some(ti), Expr::Disj(alts, _)) = (twin, &c.expr) {
             // The twin of disjunction `ti`: the same choice, or nothing while `ti` is pending.
@@ -1229,18 +1233,35 @@ impl Ev {
             }
             return;
         }
+        if self.process_expr(v, c) {
+            if let Some((k, i)) = recorded {
+                if let Some(e) = self.vm(v).seen.get_mut(&k).and_then(|es| es.get_mut(i)) {
+                    e.4 = true;
+                }
+            }
+        }
+    }
+
+    /// Processes the expression of conjunct `c` into `v`. Returns `true` when all it did was
+    /// add settled atoms (see [`settled_atom`]) to `v`, with no struct, list, disjunction or
+    /// embedding involved: the closedness ids of such a conjunct play no part, so the same
+    /// conjunct reached again with other outer ids adds nothing.
+    fn process_expr(&mut self, v: VId, c: Conj) -> bool {
         match &c.expr {
             Expr::Lit(val, span) => {
                 let val = val.clone();
                 self.add_atom(v, val, *span);
+                false
             }
             Expr::Struct(lit) => {
                 let lit = lit.clone();
                 self.expand_struct(v, &c, &lit);
+                false
             }
             Expr::List(lit) => {
                 let lit = lit.clone();
                 self.expand_list(v, &c, &lit);
+                false
             }
             Expr::Unify(..) => {
                 // Taken apart without copying the operands (a long `a & b & ...` would be
@@ -1266,6 +1287,7 @@ impl Ev {
                         );
                     }
                 }
+                false
             }
             Expr::Disj(alts, _) => {
                 let alts = alts.clone();
@@ -1283,6 +1305,7 @@ impl Ev {
                     let nested = self.vx(v).nest > 0;
                     self.vm(v).pending_disj.push((c.clone(), alts, nested));
                 }
+                false
             }
             Expr::FieldRef { .. }
             | Expr::LetRef { .. }
@@ -1315,13 +1338,15 @@ impl Ev {
                                 self.late_embed(v, &c);
                             }
                         }
-                        self.unify_vertex(v, w, &c, span)
+                        self.unify_vertex(v, w, &c, span) && c.embed.is_none()
                     }
                     Res::A(a) => {
                         if c.embed.is_some() {
                             self.late_embed(v, &c);
                         }
-                        self.add_atom(v, a, span)
+                        let atomic = c.embed.is_none() && settled_atom(&a);
+                        self.add_atom(v, a, span);
+                        atomic
                     }
                 }
             }
@@ -1340,7 +1365,7 @@ impl Ev {
                                 outer: outer_with(&c),
                             },
                         );
-                        return;
+                        return false;
                     }
                     if &**name == "and" && args.len() == 1 {
                         let lv = self.call_list(&c.env, &args[0], *span);
@@ -1351,13 +1376,13 @@ impl Ev {
                             for it in items {
                                 self.unify_vertex(v, it, &c, *span);
                             }
-                            return;
+                            return false;
                         }
                         self.set_err(
                             v,
                             Bottom::new(ErrorCode::Eval, "and: argument must be a list", *span),
                         );
-                        return;
+                        return false;
                     }
                     if &**name == "or" && args.len() == 1 {
                         let lv = self.call_list(&c.env, &args[0], *span);
@@ -1375,7 +1400,7 @@ impl Ev {
                                     )),
                                     *span,
                                 );
-                                return;
+                                return false;
                             }
                             let alts = items
                                 .into_iter()
@@ -1388,24 +1413,25 @@ impl Ev {
                                     ..c.clone()
                                 },
                             );
-                            return;
+                            return false;
                         }
                         self.set_err(
                             v,
                             Bottom::new(ErrorCode::Eval, "or: argument must be a list", *span),
                         );
-                        return;
+                        return false;
                     }
                 }
                 let val = self.eval_expr(&c.env, &c.expr);
                 if !final_atom(&val) {
                     self.late_embed(v, &c);
                 }
-                self.add_value(v, val, &c, *span);
+                self.add_value(v, val, &c, *span) && c.embed.is_none()
             }
             Expr::Bad(b) => {
                 let b = b.clone();
                 self.set_err(v, b);
+                false
             }
             _ => {
                 let span = c.expr.span();
@@ -1416,7 +1442,7 @@ impl Ev {
                 if matches!(&val, Val::Bottom(b) if b.code == ErrorCode::Cycle) {
                     self.late_cycle(v, &c);
                 }
-                self.add_value(v, val, &c, span);
+                self.add_value(v, val, &c, span) && c.embed.is_none()
             }
         }
     }
@@ -1460,17 +1486,24 @@ impl Ev {
         }
     }
 
-    fn add_value(&mut self, v: VId, val: Val, c: &Conj, span: Span) {
+    /// Adds an evaluated value to `v`; `true` if it was a settled atom (see [`settled_atom`]).
+    fn add_value(&mut self, v: VId, val: Val, c: &Conj, span: Span) -> bool {
         match val {
             Val::Vertex(w) => self.unify_vertex(v, w, c, span),
-            other => self.add_atom(v, other, span),
+            other => {
+                let atomic = settled_atom(&other);
+                self.add_atom(v, other, span);
+                atomic
+            }
         }
     }
 
     /// Unifies the value of vertex `w` into `v`.
-    fn unify_vertex(&mut self, v: VId, w: VId, c: &Conj, span: Span) {
+    /// Returns `true` when `w` was a scalar-only vertex all of whose atoms are settled (see
+    /// [`settled_atom`]): nothing of `c`'s closedness was involved.
+    fn unify_vertex(&mut self, v: VId, w: VId, c: &Conj, span: Span) -> bool {
         if w == v {
-            return;
+            return false;
         }
         if let Some(all_regular) = self.is_ancestor_regular(w, v) {
             if all_regular {
@@ -1478,7 +1511,7 @@ impl Ev {
                 self.set_err(v, b);
             }
             if all_regular || self.depth > 200 {
-                return;
+                return false;
             }
         }
         self.eval(w);
@@ -1494,7 +1527,7 @@ impl Ev {
             if self.vx(w).is_struct {
                 // Copy what is known so far of a struct being expanded.
             }
-            return;
+            return false;
         }
         let wr = self.deref_redirect(w);
         let wx = self.vx(w);
@@ -1536,22 +1569,24 @@ impl Ev {
             };
             let is_def = self.vx(w).label.is_def();
             let _ = is_def;
+            let settled = atoms.iter().all(settled_atom);
             for a in atoms {
                 self.add_atom(v, a, span);
             }
-            return;
+            return settled;
         }
         // Copying `w` into `v` while the same copy is already under way further up is an
         // embedding or reference cycle (`#A: {#B}`, `#B: {#A}`): its conjuncts are already being
         // added, so the inner copy adds nothing.
         if self.inlining.contains(&(v, w)) {
-            return;
+            return false;
         }
         if self.vx(v).status == Status::Expanding && self.inlined_above(v, w) {
             self.vm(v).cyc_pending.push((w, c.clone(), span));
-            return;
+            return false;
         }
         self.inline(v, w, c, span);
+        false
     }
 
     /// Copies the conjuncts of the struct or list vertex `w` into `v`.
@@ -2460,6 +2495,17 @@ fn final_atom(v: &Val) -> bool {
         Val::Bottom(b) => b.code.is_fatal(),
         Val::Vertex(_) => true,
         other => other.is_concrete_scalar(),
+    }
+}
+
+/// Whether adding atom `v` to a vertex again would change nothing whatever closedness it came
+/// with: any atom but a vertex and a non-fatal error (an incomplete or cycle error may be a
+/// value not known yet).
+fn settled_atom(v: &Val) -> bool {
+    match v {
+        Val::Bottom(b) => b.code.is_fatal(),
+        Val::Vertex(_) => false,
+        _ => true,
     }
 }
 
