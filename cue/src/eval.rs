@@ -63,7 +63,8 @@
 //!    (beside top) is a reference to an evaluated struct or list cannot add or reject a field, so
 //!    its value *is* the referenced one: it gets one proxy arc per arc of the target, each
 //!    sharing its own target lazily. Nothing is re-evaluated, and every field keeps its own path
-//!    for error messages. `components: {for n, c in m.#components {(n): c}}` and
+//!    for error messages. A reference to a disjunction of field-less alternatives shares the
+//!    alternatives the same way (each proxy level split it again before). `components: {for n, c in m.#components {(n): c}}` and
 //!    `#transform & {#component: comp}` are such vertices.
 //! 3. **No deep copies of large expressions**: `a & b & ...` is taken apart by moving its
 //!    operands, not by copying the whole conjunction per operand.
