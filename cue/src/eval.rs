@@ -392,7 +392,20 @@ type SeenConj = (Option<u32>, Option<u32>, Option<Arc<[u32]>>, usize, bool);
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum EnvShape {
     Struct(u64, VId, usize),
-    Bind(u64, VId, String),
+    Bind(u64, VId, Vec<BindKey>),
+}
+
+/// The identity of one binding of an environment (see [`EnvShape`]): a vertex by id, an atom
+/// by value (strings, integers and booleans directly, other atoms by their CUE text), a lazy
+/// `let` by its environment's canonical identity and its expression's position.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum BindKey {
+    Vertex(VId),
+    Str(Arc<str>),
+    Int(Arc<num_bigint::BigInt>),
+    Bool(bool),
+    Text(String),
+    Lazy(u64, u32, u32, u32),
 }
 
 /// Whether the ids of `a` are all in `b`.
@@ -627,6 +640,11 @@ impl Drop for Ev {
 /// The enclosing origins of `c` plus its own.
 /// `ids` with `id` added.
 fn with_id(ids: &Option<Arc<[u32]>>, id: u32) -> Arc<[u32]> {
+    if let Some(o) = ids {
+        if o.contains(&id) {
+            return o.clone();
+        }
+    }
     let mut v: Vec<u32> = ids.as_ref().map(|o| o.to_vec()).unwrap_or_default();
     if !v.contains(&id) {
         v.push(id);
@@ -635,6 +653,12 @@ fn with_id(ids: &Option<Arc<[u32]>>, id: u32) -> Arc<[u32]> {
 }
 
 fn outer_with(c: &Conj) -> Option<Arc<[u32]>> {
+    // Shared, not copied, when nothing is added (most calls).
+    match (&c.outer, c.close) {
+        (Some(o), None) if !o.is_empty() => return Some(o.clone()),
+        (Some(o), Some(id)) if o.contains(&id) => return Some(o.clone()),
+        _ => {}
+    }
     let mut v: Vec<u32> = c.outer.as_ref().map(|o| o.to_vec()).unwrap_or_default();
     if let Some(id) = c.close {
         if !v.contains(&id) {
@@ -832,23 +856,20 @@ impl Ev {
         let shape = match &kind {
             EnvKind::Struct(lit) => EnvShape::Struct(upc, vertex, Arc::as_ptr(lit) as usize),
             EnvKind::Bind(bs) => {
-                let mut key = String::new();
-                for b in bs {
-                    match b {
-                        Binding::Vertex(w) => key.push_str(&format!("v{w},")),
-                        Binding::Val(x) => key.push_str(&format!("a{},", ops::show(x))),
+                let key = bs
+                    .iter()
+                    .map(|b| match b {
+                        Binding::Vertex(w) => BindKey::Vertex(*w),
+                        Binding::Val(Val::Str(x)) => BindKey::Str(x.clone()),
+                        Binding::Val(Val::Int(x)) => BindKey::Int(x.clone()),
+                        Binding::Val(Val::Bool(x)) => BindKey::Bool(*x),
+                        Binding::Val(x) => BindKey::Text(ops::show(x)),
                         Binding::Lazy(e, x) => {
                             let sp = x.span();
-                            key.push_str(&format!(
-                                "l{}:{}:{}:{},",
-                                self.canon(e),
-                                sp.file.0,
-                                sp.start,
-                                sp.end
-                            ));
+                            BindKey::Lazy(self.canon(e), sp.file.0, sp.start, sp.end)
                         }
-                    }
-                }
+                    })
+                    .collect();
                 EnvShape::Bind(upc, vertex, key)
             }
         };
