@@ -581,6 +581,10 @@ pub struct Ev {
     /// The literal-side marks of `embed_marks`.
     own_marks: FastSet<u32>,
     let_cache: FastMap<(u64, u32), VId>,
+    /// The label filter vertex of each pattern constraint whose filter refers to nothing
+    /// (`[string]: T`, `[=~"^x"]: T`), by struct literal and pattern index: its value is the
+    /// same wherever the literal is expanded, so it is evaluated once.
+    filter_cache: FastMap<(usize, usize), VId>,
     /// The list argument of an `and`/`or` call, by environment and call position: each disjunct
     /// of a vertex processes the call again, and must not rebuild a long list every time.
     call_list_cache: HashMap<(u64, u32, u32, u32), Val>,
@@ -707,6 +711,7 @@ impl Ev {
             embed_marks: FastMap::default(),
             own_marks: FastSet::default(),
             let_cache: FastMap::default(),
+            filter_cache: FastMap::default(),
             call_list_cache: HashMap::new(),
             packages: HashMap::new(),
             in_progress: Vec::new(),
@@ -2010,8 +2015,8 @@ impl Ev {
                 }),
             }
         }
-        for p in &lit.patterns {
-            let fv = self.anon(Some(env.clone()), p.filter.clone());
+        for (pi, p) in lit.patterns.iter().enumerate() {
+            let fv = self.pattern_filter(&env, lit, pi, &p.filter);
             if let Some(g) = gi {
                 self.vm(v).groups[g].patterns.push(fv);
             }
@@ -2059,6 +2064,26 @@ impl Ev {
                 .comps
                 .push((env.clone(), comp.clone(), c.close, target, c.outer.clone()));
         }
+    }
+
+    /// The label filter vertex of pattern `pi` of `lit` expanded in `env` (see `filter_cache`).
+    fn pattern_filter(
+        &mut self,
+        env: &Arc<Env>,
+        lit: &Arc<StructLit>,
+        pi: usize,
+        filter: &Expr,
+    ) -> VId {
+        if !refers_to_nothing(filter) {
+            return self.anon(Some(env.clone()), filter.clone());
+        }
+        let key = (Arc::as_ptr(lit) as usize, pi);
+        if let Some(&f) = self.filter_cache.get(&key) {
+            return f;
+        }
+        let f = self.anon(None, filter.clone());
+        self.filter_cache.insert(key, f);
+        f
     }
 
     fn finish(&mut self, v: VId) {
@@ -2517,6 +2542,19 @@ fn final_atom(v: &Val) -> bool {
         Val::Bottom(b) => b.code.is_fatal(),
         Val::Vertex(_) => true,
         other => other.is_concrete_scalar(),
+    }
+}
+
+/// Whether `e` is built from literals and operators only (no reference, import, call,
+/// struct or list), so that its value does not depend on where it is evaluated.
+fn refers_to_nothing(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(..) => true,
+        Expr::Unary(_, x, _) => refers_to_nothing(x),
+        Expr::Binary(_, a, b, _) => refers_to_nothing(a) && refers_to_nothing(b),
+        Expr::Unify(xs, _) => xs.iter().all(refers_to_nothing),
+        Expr::Disj(xs, _) => xs.iter().all(|(x, _)| refers_to_nothing(x)),
+        _ => false,
     }
 }
 
