@@ -676,6 +676,33 @@ fn outer_with(c: &Conj) -> Option<Arc<[u32]>> {
     }
 }
 
+/// The ids of `base` followed by those of `add` that are not in it and are not `except` (`None`
+/// for none); an unchanged list is shared, not copied.
+fn merge_outer(
+    base: Option<Arc<[u32]>>,
+    add: Option<&Arc<[u32]>>,
+    except: Option<u32>,
+) -> Option<Arc<[u32]>> {
+    let base = base.filter(|b| !b.is_empty());
+    let Some(add) = add else {
+        return base;
+    };
+    let new = |id: &u32| Some(*id) != except && !base.as_ref().is_some_and(|b| b.contains(id));
+    if !add.iter().any(new) {
+        return base;
+    }
+    if base.is_none() && add.iter().all(new) {
+        return Some(add.clone());
+    }
+    let mut o: Vec<u32> = base.as_ref().map(|b| b.to_vec()).unwrap_or_default();
+    for id in add.iter() {
+        if new(id) && !o.contains(id) {
+            o.push(*id);
+        }
+    }
+    Some(o.into())
+}
+
 fn merge_mode(a: u8, b: u8) -> u8 {
     match (a, b) {
         (1, _) | (_, 1) => 1,
@@ -1642,7 +1669,8 @@ impl Ev {
 
     /// Processes the conjuncts of `w` into `v`, carrying the closedness of the referring conjunct.
     fn copy_conjuncts(&mut self, v: VId, w: VId, c: &Conj) {
-        let conjs = self.vx(w).conjuncts.clone();
+        let n = self.vx(w).conjuncts.len();
+        let referring = outer_with(c);
         let w_def_close = self.vx(w).def_close;
         // A field reached through regular and hidden fields only (`a.b` with `a: #A`) does not
         // carry the closedness it inherited from the definitions enclosing it: a reference
@@ -1654,7 +1682,11 @@ impl Ev {
             && std::iter::once(w)
                 .chain(self.ancestors(w))
                 .all(|a| !self.vx(a).label.is_def());
-        for mut cj in conjs {
+        for i in 0..n {
+            // Conjuncts are only ever appended: the first `n` are the ones to copy.
+            let Some(mut cj) = self.vx(w).conjuncts.get(i).cloned() else {
+                break;
+            };
             if inherited_only {
                 cj.close = None;
                 cj.outer = None;
@@ -1670,15 +1702,7 @@ impl Ev {
             }
             // The referring conjunct's enclosing origins enclose the copy too.
             if c.close.is_some() && cj.close != c.close || c.outer.is_some() {
-                let mut o: Vec<u32> = cj.outer.as_ref().map(|x| x.to_vec()).unwrap_or_default();
-                if let Some(w) = outer_with(c) {
-                    for id in w.iter() {
-                        if !o.contains(id) && Some(*id) != cj.close {
-                            o.push(*id);
-                        }
-                    }
-                }
-                cj.outer = if o.is_empty() { None } else { Some(o.into()) };
+                cj.outer = merge_outer(cj.outer.take(), referring.as_ref(), cj.close);
             }
             self.process(v, cj);
         }
