@@ -108,12 +108,27 @@ impl Ev {
     pub(super) fn share(&mut self, v: VId, w: VId) {
         self.stats.shared += 1;
         let wx = self.vx(w);
+        let w_shared = wx.shared;
         let arcs: Vec<(Label, VId, Option<FieldConstraint>, bool, Span)> = wx
             .arcs
             .iter()
             .map(|(l, a)| {
                 let ax = self.vx(*a);
-                (l.clone(), *a, ax.constraint, ax.not_allowed, ax.span)
+                // An arc of a vertex that itself shares is a proxy: the new proxy refers to
+                // what that one refers to, so a chain of sharing vertices (a component read
+                // through `components`, then `#instance`, then `#component`) does not make
+                // and evaluate one proxy per level.
+                let target = match ax.conjuncts.as_slice() {
+                    [Conj {
+                        env: None,
+                        expr: Expr::Vertex(t, _),
+                        close: None,
+                        embed: None,
+                        outer: None,
+                    }] if w_shared => *t,
+                    _ => *a,
+                };
+                (l.clone(), target, ax.constraint, ax.not_allowed, ax.span)
             })
             .collect();
         let (kinds, scalar, bounds, bound_spans, incomplete, unmet) = (
