@@ -79,7 +79,12 @@
 //! not done yet: a conjunct reached with *additional* outer closedness ids is still processed
 //! again when it gives a struct or list (atoms and disjunctions are merged then), and a vertex
 //! with a second conjunct still copies the referenced value instead of sharing it and
-//! evaluating only the difference.
+//! evaluating only the difference. On the render kernel's 129-component module that is the
+//! main remaining cost: `#Component` reaches each component four times (the module's pattern,
+//! the blueprint, two embedded fragments) with different closedness (embed group, outer ids),
+//! so every struct of it, and `spec: close({_allFields})` with everything it copies, is
+//! expanded up to four times (measured: one primitive's `spec` literal reaches a component's
+//! `spec` 132 times).
 
 mod builtin;
 mod closedness;
