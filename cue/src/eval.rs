@@ -213,6 +213,9 @@ pub struct Env {
     pub kind: EnvKind,
     /// A unique id (for caches).
     pub id: u64,
+    /// The canonical identity (see `Ev::canon`); `u64::MAX` for an environment that is only
+    /// equal to itself.
+    pub canon: u64,
 }
 
 /// A conjunct.
@@ -383,7 +386,7 @@ pub struct Vertex {
 
 /// The identity of a conjunct: what its expression is (a struct or list literal by its node, a
 /// vertex by its id, any other expression by its kind and source position) and the canonical
-/// identity of its environment (see [`Ev::env_canon`]). Two conjuncts with one key denote the
+/// identity of its environment (see `Ev::canon`). Two conjuncts with one key denote the
 /// same value in the same vertex.
 type ConjKey = (u8, u64, u64, u64);
 
@@ -604,8 +607,6 @@ pub struct Ev {
     tainted: Vec<(VId, VId)>,
     regex_cache: HashMap<String, Result<Arc<regex::Regex>, String>>,
     stack_base: usize,
-    /// Canonical identity of each environment made here, by environment id.
-    env_canon: FastMap<u64, u64>,
     /// Set by a validator check whose failure is not final (`matchN` over schemas the value
     /// may still match once its missing required fields are set): the failure is incomplete.
     pub(crate) validator_incomplete: bool,
@@ -752,7 +753,6 @@ impl Ev {
             tainted: Vec::new(),
             regex_cache: HashMap::new(),
             stack_base: 0,
-            env_canon: FastMap::default(),
             env_shapes: FastMap::default(),
             validator_incomplete: false,
             stats: Stats::default(),
@@ -912,12 +912,12 @@ impl Ev {
         };
         let next = self.env_shapes.len() as u64 + 1;
         let canon = *self.env_shapes.entry(shape).or_insert(next);
-        self.env_canon.insert(id, canon);
         Arc::new(Env {
             up,
             vertex,
             kind,
             id,
+            canon,
         })
     }
 
@@ -925,10 +925,11 @@ impl Ev {
     /// shape (same scope node or bindings, same vertex, same canonical parent), which resolve
     /// every reference alike. An environment not made here is only equal to itself.
     fn canon(&self, e: &Arc<Env>) -> u64 {
-        self.env_canon
-            .get(&e.id)
-            .copied()
-            .unwrap_or(e.id | (1 << 63))
+        if e.canon == u64::MAX {
+            e.id | (1 << 63)
+        } else {
+            e.canon
+        }
     }
 
     /// The identity of conjunct `c` (None for literals atoms, which are cheap to take again,
