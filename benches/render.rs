@@ -117,7 +117,8 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 fn main() {
     // RENDER_TRACE=1 prints the render kernel's phase marks (instance validated, matched, each
-    // pair) with their elapsed time; BENCH_ONLY=big runs only the 129-component render.
+    // pair) with their elapsed time; BENCH_ONLY=big runs only the 129-component render (after
+    // one platform build and one demo render); BENCH_RUNS=n sets how often it runs.
     if std::env::var_os("RENDER_TRACE").is_some() {
         tracing_subscriber::fmt()
             .with_env_filter("opm_operator::render=debug")
@@ -209,7 +210,12 @@ fn main() {
     let mut times = Vec::new();
     let mut cpu = Vec::new();
     let mut objects = 0;
-    for _ in 0..3 {
+    // BENCH_RUNS=n renders the big module n times (default 3; 1 under a profiler).
+    let runs = std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(3);
+    for _ in 0..runs {
         let t = Instant::now();
         let c = cpu_time();
         let r = renderer

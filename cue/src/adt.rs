@@ -528,17 +528,17 @@ pub enum Expr {
     /// A member of a std package (`strings.ToUpper`).
     PkgMember(Arc<str>, Arc<str>, Span),
     /// `x.sel`
-    Selector(Box<Expr>, Label, Span),
+    Selector(Arc<Expr>, Label, Span),
     /// `x[i]`
-    Index(Box<Expr>, Box<Expr>, Span),
+    Index(Arc<Expr>, Arc<Expr>, Span),
     /// `x[lo:hi]`
-    Slice(Box<Expr>, Option<Box<Expr>>, Option<Box<Expr>>, Span),
+    Slice(Arc<Expr>, Option<Arc<Expr>>, Option<Arc<Expr>>, Span),
     /// `f(args)`
-    Call(Box<Expr>, Vec<Expr>, Span),
+    Call(Arc<Expr>, Vec<Expr>, Span),
     /// A unary operator.
-    Unary(UnaryOp, Box<Expr>, Span),
+    Unary(UnaryOp, Arc<Expr>, Span),
     /// A binary operator other than `&` and `|`.
-    Binary(BinaryOp, Box<Expr>, Box<Expr>, Span),
+    Binary(BinaryOp, Arc<Expr>, Arc<Expr>, Span),
     /// `a & b & ...`
     Unify(Vec<Expr>, Span),
     /// `a | *b | ...`: (alternative, default mark).

@@ -660,7 +660,7 @@ impl Compiler {
                     }
                 }
                 Expr::Selector(
-                    Box::new(base),
+                    Arc::new(base),
                     scoped(Label::ident(&sel.name), self.hidden_scope),
                     *span,
                 )
@@ -668,18 +668,18 @@ impl Compiler {
             ast::Expr::Index { expr, index, span } => {
                 let a = self.expr(expr);
                 let b = self.expr(index);
-                Expr::Index(Box::new(a), Box::new(b), *span)
+                Expr::Index(Arc::new(a), Arc::new(b), *span)
             }
             ast::Expr::Slice { expr, lo, hi, span } => {
                 let a = self.expr(expr);
-                let lo = lo.as_ref().map(|x| Box::new(self.expr(x)));
-                let hi = hi.as_ref().map(|x| Box::new(self.expr(x)));
-                Expr::Slice(Box::new(a), lo, hi, *span)
+                let lo = lo.as_ref().map(|x| Arc::new(self.expr(x)));
+                let hi = hi.as_ref().map(|x| Arc::new(self.expr(x)));
+                Expr::Slice(Arc::new(a), lo, hi, *span)
             }
             ast::Expr::Call { func, args, span } => {
                 let f = self.expr(func);
                 let args = args.iter().map(|a| self.expr(a)).collect();
-                Expr::Call(Box::new(f), args, *span)
+                Expr::Call(Arc::new(f), args, *span)
             }
             ast::Expr::Unary { op, expr, span } => {
                 if *op == ast::UnaryOp::Default {
@@ -687,7 +687,7 @@ impl Compiler {
                     return Expr::Disj(vec![(x, true)], *span);
                 }
                 let x = self.expr(expr);
-                Expr::Unary(*op, Box::new(x), *span)
+                Expr::Unary(*op, Arc::new(x), *span)
             }
             ast::Expr::Binary { op, lhs, rhs, span } => match op {
                 ast::BinaryOp::Unification => {
@@ -703,7 +703,7 @@ impl Compiler {
                 _ => {
                     let a = self.expr(lhs);
                     let b = self.expr(rhs);
-                    Expr::Binary(*op, Box::new(a), Box::new(b), *span)
+                    Expr::Binary(*op, Arc::new(a), Arc::new(b), *span)
                 }
             },
             ast::Expr::Paren(x, _) => self.expr(x),

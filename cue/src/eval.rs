@@ -53,15 +53,18 @@
 //! 1. **Idempotent conjuncts** (`A & A == A`). Environments get a canonical identity
 //!    (`Ev::canon`): the same scope node evaluated in the same vertex under an equivalent
 //!    parent. A conjunct whose expression and canonical environment equal those of one already
-//!    processed into the vertex, with the same closedness, is skipped (`Ev::process`); a
-//!    disjunction equal to an earlier one but for its outer closedness ids takes the earlier
-//!    one's choice instead of being split on again (`D & D == D`), so k copies of a definition
-//!    with a default disjunction cost one split, not 2^k states.
+//!    processed into the vertex, with the same closedness, is skipped (`Ev::process`); so is
+//!    one that differs only by its outer closedness ids when the earlier one only added settled
+//!    atoms (outer ids only decide which groups a struct's labels are recorded in: an atom
+//!    records none); a disjunction equal to an earlier one but for its outer closedness ids
+//!    takes the earlier one's choice instead of being split on again (`D & D == D`), so k
+//!    copies of a definition with a default disjunction cost one split, not 2^k states.
 //! 2. **Structure sharing** (`Ev::shareable`, `Ev::share`). A vertex whose only conjunct
 //!    (beside top) is a reference to an evaluated struct or list cannot add or reject a field, so
 //!    its value *is* the referenced one: it gets one proxy arc per arc of the target, each
 //!    sharing its own target lazily. Nothing is re-evaluated, and every field keeps its own path
-//!    for error messages. `components: {for n, c in m.#components {(n): c}}` and
+//!    for error messages. A reference to a disjunction of field-less alternatives shares the
+//!    alternatives the same way (each proxy level split it again before). `components: {for n, c in m.#components {(n): c}}` and
 //!    `#transform & {#component: comp}` are such vertices.
 //! 3. **No deep copies of large expressions**: `a & b & ...` is taken apart by moving its
 //!    operands, not by copying the whole conjunction per operand.
@@ -74,8 +77,14 @@
 //! Together: web_app render 0.26 s CPU / 58 MB; the generated benchmark
 //! (`cargo bench -p cue --bench components`) grows linearly from 10 to 129 components. What is
 //! not done yet: a conjunct reached with *additional* outer closedness ids is still processed
-//! again (only disjunctions are merged then), and a vertex with a second conjunct still copies
-//! the referenced value instead of sharing it and evaluating only the difference.
+//! again when it gives a struct or list (atoms and disjunctions are merged then), and a vertex
+//! with a second conjunct still copies the referenced value instead of sharing it and
+//! evaluating only the difference. On the render kernel's 129-component module that is the
+//! main remaining cost: `#Component` reaches each component four times (the module's pattern,
+//! the blueprint, two embedded fragments) with different closedness (embed group, outer ids),
+//! so every struct of it, and `spec: close({_allFields})` with everything it copies, is
+//! expanded up to four times (measured: one primitive's `spec` literal reaches a component's
+//! `spec` 132 times).
 
 mod builtin;
 mod closedness;
@@ -204,6 +213,9 @@ pub struct Env {
     pub kind: EnvKind,
     /// A unique id (for caches).
     pub id: u64,
+    /// The canonical identity (see `Ev::canon`); `u64::MAX` for an environment that is only
+    /// equal to itself.
+    pub canon: u64,
 }
 
 /// A conjunct.
@@ -374,20 +386,34 @@ pub struct Vertex {
 
 /// The identity of a conjunct: what its expression is (a struct or list literal by its node, a
 /// vertex by its id, any other expression by its kind and source position) and the canonical
-/// identity of its environment (see [`Ev::env_canon`]). Two conjuncts with one key denote the
+/// identity of its environment (see `Ev::canon`). Two conjuncts with one key denote the
 /// same value in the same vertex.
 type ConjKey = (u8, u64, u64, u64);
 
-/// A processed conjunct: close id, embed group, outer ids, and the index of the disjunction it
-/// is (`usize::MAX` if it is none).
-type SeenConj = (Option<u32>, Option<u32>, Option<Arc<[u32]>>, usize);
+/// A processed conjunct: close id, embed group, outer ids, the index of the disjunction it
+/// is (`usize::MAX` if it is none), and whether processing it only added settled atoms (see
+/// [`Ev::process_expr`]).
+type SeenConj = (Option<u32>, Option<u32>, Option<Arc<[u32]>>, usize, bool);
 
 /// The canonical identity of an environment: what its scope holds (a struct literal node, or
 /// its bindings), the vertex it is evaluated in and the canonical identity of its parent.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum EnvShape {
     Struct(u64, VId, usize),
-    Bind(u64, VId, String),
+    Bind(u64, VId, Vec<BindKey>),
+}
+
+/// The identity of one binding of an environment (see [`EnvShape`]): a vertex by id, an atom
+/// by value (strings, integers and booleans directly, other atoms by their CUE text), a lazy
+/// `let` by its environment's canonical identity and its expression's position.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum BindKey {
+    Vertex(VId),
+    Str(Arc<str>),
+    Int(Arc<num_bigint::BigInt>),
+    Bool(bool),
+    Text(String),
+    Lazy(u64, u32, u32, u32),
 }
 
 /// Whether the ids of `a` are all in `b`.
@@ -563,6 +589,10 @@ pub struct Ev {
     /// The literal-side marks of `embed_marks`.
     own_marks: FastSet<u32>,
     let_cache: FastMap<(u64, u32), VId>,
+    /// The label filter vertex of each pattern constraint whose filter refers to nothing
+    /// (`[string]: T`, `[=~"^x"]: T`), by struct literal and pattern index: its value is the
+    /// same wherever the literal is expanded, so it is evaluated once.
+    filter_cache: FastMap<(usize, usize), VId>,
     /// The list argument of an `and`/`or` call, by environment and call position: each disjunct
     /// of a vertex processes the call again, and must not rebuild a long list every time.
     call_list_cache: HashMap<(u64, u32, u32, u32), Val>,
@@ -577,8 +607,6 @@ pub struct Ev {
     tainted: Vec<(VId, VId)>,
     regex_cache: HashMap<String, Result<Arc<regex::Regex>, String>>,
     stack_base: usize,
-    /// Canonical identity of each environment made here, by environment id.
-    env_canon: FastMap<u64, u64>,
     /// Set by a validator check whose failure is not final (`matchN` over schemas the value
     /// may still match once its missing required fields are set): the failure is incomplete.
     pub(crate) validator_incomplete: bool,
@@ -622,6 +650,11 @@ impl Drop for Ev {
 /// The enclosing origins of `c` plus its own.
 /// `ids` with `id` added.
 fn with_id(ids: &Option<Arc<[u32]>>, id: u32) -> Arc<[u32]> {
+    if let Some(o) = ids {
+        if o.contains(&id) {
+            return o.clone();
+        }
+    }
     let mut v: Vec<u32> = ids.as_ref().map(|o| o.to_vec()).unwrap_or_default();
     if !v.contains(&id) {
         v.push(id);
@@ -630,6 +663,12 @@ fn with_id(ids: &Option<Arc<[u32]>>, id: u32) -> Arc<[u32]> {
 }
 
 fn outer_with(c: &Conj) -> Option<Arc<[u32]>> {
+    // Shared, not copied, when nothing is added (most calls).
+    match (&c.outer, c.close) {
+        (Some(o), None) if !o.is_empty() => return Some(o.clone()),
+        (Some(o), Some(id)) if o.contains(&id) => return Some(o.clone()),
+        _ => {}
+    }
     let mut v: Vec<u32> = c.outer.as_ref().map(|o| o.to_vec()).unwrap_or_default();
     if let Some(id) = c.close {
         if !v.contains(&id) {
@@ -641,6 +680,33 @@ fn outer_with(c: &Conj) -> Option<Arc<[u32]>> {
     } else {
         Some(v.into())
     }
+}
+
+/// The ids of `base` followed by those of `add` that are not in it and are not `except` (`None`
+/// for none); an unchanged list is shared, not copied.
+fn merge_outer(
+    base: Option<Arc<[u32]>>,
+    add: Option<&Arc<[u32]>>,
+    except: Option<u32>,
+) -> Option<Arc<[u32]>> {
+    let base = base.filter(|b| !b.is_empty());
+    let Some(add) = add else {
+        return base;
+    };
+    let new = |id: &u32| Some(*id) != except && !base.as_ref().is_some_and(|b| b.contains(id));
+    if !add.iter().any(new) {
+        return base;
+    }
+    if base.is_none() && add.iter().all(new) {
+        return Some(add.clone());
+    }
+    let mut o: Vec<u32> = base.as_ref().map(|b| b.to_vec()).unwrap_or_default();
+    for id in add.iter() {
+        if new(id) && !o.contains(id) {
+            o.push(*id);
+        }
+    }
+    Some(o.into())
 }
 
 fn merge_mode(a: u8, b: u8) -> u8 {
@@ -678,6 +744,7 @@ impl Ev {
             embed_marks: FastMap::default(),
             own_marks: FastSet::default(),
             let_cache: FastMap::default(),
+            filter_cache: FastMap::default(),
             call_list_cache: HashMap::new(),
             packages: HashMap::new(),
             in_progress: Vec::new(),
@@ -686,7 +753,6 @@ impl Ev {
             tainted: Vec::new(),
             regex_cache: HashMap::new(),
             stack_base: 0,
-            env_canon: FastMap::default(),
             env_shapes: FastMap::default(),
             validator_incomplete: false,
             stats: Stats::default(),
@@ -827,34 +893,31 @@ impl Ev {
         let shape = match &kind {
             EnvKind::Struct(lit) => EnvShape::Struct(upc, vertex, Arc::as_ptr(lit) as usize),
             EnvKind::Bind(bs) => {
-                let mut key = String::new();
-                for b in bs {
-                    match b {
-                        Binding::Vertex(w) => key.push_str(&format!("v{w},")),
-                        Binding::Val(x) => key.push_str(&format!("a{},", ops::show(x))),
+                let key = bs
+                    .iter()
+                    .map(|b| match b {
+                        Binding::Vertex(w) => BindKey::Vertex(*w),
+                        Binding::Val(Val::Str(x)) => BindKey::Str(x.clone()),
+                        Binding::Val(Val::Int(x)) => BindKey::Int(x.clone()),
+                        Binding::Val(Val::Bool(x)) => BindKey::Bool(*x),
+                        Binding::Val(x) => BindKey::Text(ops::show(x)),
                         Binding::Lazy(e, x) => {
                             let sp = x.span();
-                            key.push_str(&format!(
-                                "l{}:{}:{}:{},",
-                                self.canon(e),
-                                sp.file.0,
-                                sp.start,
-                                sp.end
-                            ));
+                            BindKey::Lazy(self.canon(e), sp.file.0, sp.start, sp.end)
                         }
-                    }
-                }
+                    })
+                    .collect();
                 EnvShape::Bind(upc, vertex, key)
             }
         };
         let next = self.env_shapes.len() as u64 + 1;
         let canon = *self.env_shapes.entry(shape).or_insert(next);
-        self.env_canon.insert(id, canon);
         Arc::new(Env {
             up,
             vertex,
             kind,
             id,
+            canon,
         })
     }
 
@@ -862,10 +925,11 @@ impl Ev {
     /// shape (same scope node or bindings, same vertex, same canonical parent), which resolve
     /// every reference alike. An environment not made here is only equal to itself.
     fn canon(&self, e: &Arc<Env>) -> u64 {
-        self.env_canon
-            .get(&e.id)
-            .copied()
-            .unwrap_or(e.id | (1 << 63))
+        if e.canon == u64::MAX {
+            e.id | (1 << 63)
+        } else {
+            e.canon
+        }
     }
 
     /// The identity of conjunct `c` (None for literals atoms, which are cheap to take again,
@@ -1165,7 +1229,8 @@ impl Ev {
     ///
     /// Unification is idempotent (spec "Unification"): a conjunct identical to one already
     /// processed into `v` (same [`ConjKey`], same closedness, outer ids included in the
-    /// earlier one's) adds nothing and is skipped. An identical disjunction that differs only
+    /// earlier one's, or any outer ids when the earlier one only added settled atoms: see
+    /// [`Ev::process_expr`]) adds nothing and is skipped. An identical disjunction that differs only
     /// in its outer closedness ids is the same disjunction (`D & D == D`): it takes the
     /// alternative its twin takes and is not split on again. This keeps the conjuncts a
     /// definition contributes once per vertex however many references bring it there.
@@ -1191,9 +1256,9 @@ impl Ev {
         let mut twin: Option<usize> = None;
         if let Some(k) = &key {
             if let Some(prev) = self.vx(v).seen.get(k) {
-                for (close, embed, outer, di) in prev {
+                for (close, embed, outer, di, atomic) in prev {
                     if *close == c.close && *embed == c.embed {
-                        if outer_subset(&c.outer, outer) {
+                        if *atomic || outer_subset(&c.outer, outer) {
                             self.stats.deduped += 1;
                             return;
                         }
@@ -1204,6 +1269,7 @@ impl Ev {
                 }
             }
         }
+        let mut recorded = None;
         if let (Some(k), None) = (&key, twin) {
             // A disjunction takes the next index (the Disj arm below counts every one).
             let di = if matches!(c.expr, Expr::Disj(..)) {
@@ -1211,11 +1277,9 @@ impl Ev {
             } else {
                 usize::MAX
             };
-            self.vm(v)
-                .seen
-                .entry(*k)
-                .or_default()
-                .push((c.close, c.embed, c.outer.clone(), di));
+            let entries = self.vm(v).seen.entry(*k).or_default();
+            recorded = Some((*k, entries.len()));
+            entries.push((c.close, c.embed, c.outer.clone(), di, false));
         }
         if let (Some(ti), Expr::Disj(alts, _)) = (twin, &c.expr) {
             // The twin of disjunction `ti`: the same choice, or nothing while `ti` is pending.
@@ -1229,18 +1293,35 @@ impl Ev {
             }
             return;
         }
+        if self.process_expr(v, c) {
+            if let Some((k, i)) = recorded {
+                if let Some(e) = self.vm(v).seen.get_mut(&k).and_then(|es| es.get_mut(i)) {
+                    e.4 = true;
+                }
+            }
+        }
+    }
+
+    /// Processes the expression of conjunct `c` into `v`. Returns `true` when all it did was
+    /// add settled atoms (see [`settled_atom`]) to `v`, with no struct, list, disjunction or
+    /// embedding involved: the closedness ids of such a conjunct play no part, so the same
+    /// conjunct reached again with other outer ids adds nothing.
+    fn process_expr(&mut self, v: VId, c: Conj) -> bool {
         match &c.expr {
             Expr::Lit(val, span) => {
                 let val = val.clone();
                 self.add_atom(v, val, *span);
+                false
             }
             Expr::Struct(lit) => {
                 let lit = lit.clone();
                 self.expand_struct(v, &c, &lit);
+                false
             }
             Expr::List(lit) => {
                 let lit = lit.clone();
                 self.expand_list(v, &c, &lit);
+                false
             }
             Expr::Unify(..) => {
                 // Taken apart without copying the operands (a long `a & b & ...` would be
@@ -1266,6 +1347,7 @@ impl Ev {
                         );
                     }
                 }
+                false
             }
             Expr::Disj(alts, _) => {
                 let alts = alts.clone();
@@ -1283,6 +1365,7 @@ impl Ev {
                     let nested = self.vx(v).nest > 0;
                     self.vm(v).pending_disj.push((c.clone(), alts, nested));
                 }
+                false
             }
             Expr::FieldRef { .. }
             | Expr::LetRef { .. }
@@ -1315,13 +1398,15 @@ impl Ev {
                                 self.late_embed(v, &c);
                             }
                         }
-                        self.unify_vertex(v, w, &c, span)
+                        self.unify_vertex(v, w, &c, span) && c.embed.is_none()
                     }
                     Res::A(a) => {
                         if c.embed.is_some() {
                             self.late_embed(v, &c);
                         }
-                        self.add_atom(v, a, span)
+                        let atomic = c.embed.is_none() && settled_atom(&a);
+                        self.add_atom(v, a, span);
+                        atomic
                     }
                 }
             }
@@ -1340,7 +1425,7 @@ impl Ev {
                                 outer: outer_with(&c),
                             },
                         );
-                        return;
+                        return false;
                     }
                     if &**name == "and" && args.len() == 1 {
                         let lv = self.call_list(&c.env, &args[0], *span);
@@ -1351,13 +1436,13 @@ impl Ev {
                             for it in items {
                                 self.unify_vertex(v, it, &c, *span);
                             }
-                            return;
+                            return false;
                         }
                         self.set_err(
                             v,
                             Bottom::new(ErrorCode::Eval, "and: argument must be a list", *span),
                         );
-                        return;
+                        return false;
                     }
                     if &**name == "or" && args.len() == 1 {
                         let lv = self.call_list(&c.env, &args[0], *span);
@@ -1375,7 +1460,7 @@ impl Ev {
                                     )),
                                     *span,
                                 );
-                                return;
+                                return false;
                             }
                             let alts = items
                                 .into_iter()
@@ -1388,24 +1473,25 @@ impl Ev {
                                     ..c.clone()
                                 },
                             );
-                            return;
+                            return false;
                         }
                         self.set_err(
                             v,
                             Bottom::new(ErrorCode::Eval, "or: argument must be a list", *span),
                         );
-                        return;
+                        return false;
                     }
                 }
                 let val = self.eval_expr(&c.env, &c.expr);
                 if !final_atom(&val) {
                     self.late_embed(v, &c);
                 }
-                self.add_value(v, val, &c, *span);
+                self.add_value(v, val, &c, *span) && c.embed.is_none()
             }
             Expr::Bad(b) => {
                 let b = b.clone();
                 self.set_err(v, b);
+                false
             }
             _ => {
                 let span = c.expr.span();
@@ -1416,7 +1502,7 @@ impl Ev {
                 if matches!(&val, Val::Bottom(b) if b.code == ErrorCode::Cycle) {
                     self.late_cycle(v, &c);
                 }
-                self.add_value(v, val, &c, span);
+                self.add_value(v, val, &c, span) && c.embed.is_none()
             }
         }
     }
@@ -1460,17 +1546,24 @@ impl Ev {
         }
     }
 
-    fn add_value(&mut self, v: VId, val: Val, c: &Conj, span: Span) {
+    /// Adds an evaluated value to `v`; `true` if it was a settled atom (see [`settled_atom`]).
+    fn add_value(&mut self, v: VId, val: Val, c: &Conj, span: Span) -> bool {
         match val {
             Val::Vertex(w) => self.unify_vertex(v, w, c, span),
-            other => self.add_atom(v, other, span),
+            other => {
+                let atomic = settled_atom(&other);
+                self.add_atom(v, other, span);
+                atomic
+            }
         }
     }
 
     /// Unifies the value of vertex `w` into `v`.
-    fn unify_vertex(&mut self, v: VId, w: VId, c: &Conj, span: Span) {
+    /// Returns `true` when `w` was a scalar-only vertex all of whose atoms are settled (see
+    /// [`settled_atom`]): nothing of `c`'s closedness was involved.
+    fn unify_vertex(&mut self, v: VId, w: VId, c: &Conj, span: Span) -> bool {
         if w == v {
-            return;
+            return false;
         }
         if let Some(all_regular) = self.is_ancestor_regular(w, v) {
             if all_regular {
@@ -1478,7 +1571,7 @@ impl Ev {
                 self.set_err(v, b);
             }
             if all_regular || self.depth > 200 {
-                return;
+                return false;
             }
         }
         self.eval(w);
@@ -1494,7 +1587,7 @@ impl Ev {
             if self.vx(w).is_struct {
                 // Copy what is known so far of a struct being expanded.
             }
-            return;
+            return false;
         }
         let wr = self.deref_redirect(w);
         let wx = self.vx(w);
@@ -1536,22 +1629,24 @@ impl Ev {
             };
             let is_def = self.vx(w).label.is_def();
             let _ = is_def;
+            let settled = atoms.iter().all(settled_atom);
             for a in atoms {
                 self.add_atom(v, a, span);
             }
-            return;
+            return settled;
         }
         // Copying `w` into `v` while the same copy is already under way further up is an
         // embedding or reference cycle (`#A: {#B}`, `#B: {#A}`): its conjuncts are already being
         // added, so the inner copy adds nothing.
         if self.inlining.contains(&(v, w)) {
-            return;
+            return false;
         }
         if self.vx(v).status == Status::Expanding && self.inlined_above(v, w) {
             self.vm(v).cyc_pending.push((w, c.clone(), span));
-            return;
+            return false;
         }
         self.inline(v, w, c, span);
+        false
     }
 
     /// Copies the conjuncts of the struct or list vertex `w` into `v`.
@@ -1580,7 +1675,8 @@ impl Ev {
 
     /// Processes the conjuncts of `w` into `v`, carrying the closedness of the referring conjunct.
     fn copy_conjuncts(&mut self, v: VId, w: VId, c: &Conj) {
-        let conjs = self.vx(w).conjuncts.clone();
+        let n = self.vx(w).conjuncts.len();
+        let referring = outer_with(c);
         let w_def_close = self.vx(w).def_close;
         // A field reached through regular and hidden fields only (`a.b` with `a: #A`) does not
         // carry the closedness it inherited from the definitions enclosing it: a reference
@@ -1592,7 +1688,11 @@ impl Ev {
             && std::iter::once(w)
                 .chain(self.ancestors(w))
                 .all(|a| !self.vx(a).label.is_def());
-        for mut cj in conjs {
+        for i in 0..n {
+            // Conjuncts are only ever appended: the first `n` are the ones to copy.
+            let Some(mut cj) = self.vx(w).conjuncts.get(i).cloned() else {
+                break;
+            };
             if inherited_only {
                 cj.close = None;
                 cj.outer = None;
@@ -1608,15 +1708,7 @@ impl Ev {
             }
             // The referring conjunct's enclosing origins enclose the copy too.
             if c.close.is_some() && cj.close != c.close || c.outer.is_some() {
-                let mut o: Vec<u32> = cj.outer.as_ref().map(|x| x.to_vec()).unwrap_or_default();
-                if let Some(w) = outer_with(c) {
-                    for id in w.iter() {
-                        if !o.contains(id) && Some(*id) != cj.close {
-                            o.push(*id);
-                        }
-                    }
-                }
-                cj.outer = if o.is_empty() { None } else { Some(o.into()) };
+                cj.outer = merge_outer(cj.outer.take(), referring.as_ref(), cj.close);
             }
             self.process(v, cj);
         }
@@ -1953,8 +2045,8 @@ impl Ev {
                 }),
             }
         }
-        for p in &lit.patterns {
-            let fv = self.anon(Some(env.clone()), p.filter.clone());
+        for (pi, p) in lit.patterns.iter().enumerate() {
+            let fv = self.pattern_filter(&env, lit, pi, &p.filter);
             if let Some(g) = gi {
                 self.vm(v).groups[g].patterns.push(fv);
             }
@@ -2002,6 +2094,26 @@ impl Ev {
                 .comps
                 .push((env.clone(), comp.clone(), c.close, target, c.outer.clone()));
         }
+    }
+
+    /// The label filter vertex of pattern `pi` of `lit` expanded in `env` (see `filter_cache`).
+    fn pattern_filter(
+        &mut self,
+        env: &Arc<Env>,
+        lit: &Arc<StructLit>,
+        pi: usize,
+        filter: &Expr,
+    ) -> VId {
+        if !refers_to_nothing(filter) {
+            return self.anon(Some(env.clone()), filter.clone());
+        }
+        let key = (Arc::as_ptr(lit) as usize, pi);
+        if let Some(&f) = self.filter_cache.get(&key) {
+            return f;
+        }
+        let f = self.anon(None, filter.clone());
+        self.filter_cache.insert(key, f);
+        f
     }
 
     fn finish(&mut self, v: VId) {
@@ -2460,6 +2572,30 @@ fn final_atom(v: &Val) -> bool {
         Val::Bottom(b) => b.code.is_fatal(),
         Val::Vertex(_) => true,
         other => other.is_concrete_scalar(),
+    }
+}
+
+/// Whether `e` is built from literals and operators only (no reference, import, call,
+/// struct or list), so that its value does not depend on where it is evaluated.
+fn refers_to_nothing(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(..) => true,
+        Expr::Unary(_, x, _) => refers_to_nothing(x),
+        Expr::Binary(_, a, b, _) => refers_to_nothing(a) && refers_to_nothing(b),
+        Expr::Unify(xs, _) => xs.iter().all(refers_to_nothing),
+        Expr::Disj(xs, _) => xs.iter().all(|(x, _)| refers_to_nothing(x)),
+        _ => false,
+    }
+}
+
+/// Whether adding atom `v` to a vertex again would change nothing whatever closedness it came
+/// with: any atom but a vertex and a non-fatal error (an incomplete or cycle error may be a
+/// value not known yet).
+fn settled_atom(v: &Val) -> bool {
+    match v {
+        Val::Bottom(b) => b.code.is_fatal(),
+        Val::Vertex(_) => false,
+        _ => true,
     }
 }
 

@@ -374,6 +374,7 @@ impl Runtime {
             vertex: pkg.v,
             kind: eval::EnvKind::Struct(Arc::new(adt::StructLit::default())),
             id: u64::MAX,
+            canon: u64::MAX,
         });
         g.ev.eval(pkg.v);
         let v = g.ev.anon(Some(env), ce);

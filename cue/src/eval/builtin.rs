@@ -451,7 +451,7 @@ fn predeclared(
             let a = ev.anon(
                 env.clone(),
                 Expr::Call(
-                    Box::new(Expr::Lit(Val::Builtin(name.into()), span)),
+                    Arc::new(Expr::Lit(Val::Builtin(name.into()), span)),
                     args.to_vec(),
                     span,
                 ),

@@ -84,13 +84,14 @@ impl Ev {
 
     pub(super) fn child_outer(&self, c: &Conj) -> Option<Arc<[u32]>> {
         let o = c.outer.as_ref()?;
-        let v: Vec<u32> = o
-            .iter()
-            .copied()
-            .filter(|id| {
-                self.is_mark(*id) || !self.nonrec_ids.contains(id) && !self.weak_ids.contains(id)
-            })
-            .collect();
+        let keep = |id: &u32| {
+            self.is_mark(*id) || !self.nonrec_ids.contains(id) && !self.weak_ids.contains(id)
+        };
+        // Shared, not copied, when every id is kept (most calls).
+        if !o.is_empty() && o.iter().all(keep) {
+            return Some(o.clone());
+        }
+        let v: Vec<u32> = o.iter().copied().filter(keep).collect();
         if v.is_empty() {
             None
         } else {

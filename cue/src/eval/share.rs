@@ -3,14 +3,18 @@
 //! A vertex whose only conjunct (beside top) is a reference to an evaluated struct or list cannot
 //! add or reject a field, so its value *is* the referenced one: it gets one proxy arc per arc of
 //! the target, each sharing its own target lazily. Nothing is re-evaluated and every field keeps
-//! its own path for error messages. Sharing stops after 64 nested levels so that structural
-//! cycles are still found.
+//! its own path for error messages. The same holds for a reference to a disjunction whose
+//! alternatives have no fields (`n: c.name` with `name: string | *"web"`): the vertex takes the
+//! target's alternatives and defaults instead of splitting the disjunction again (an unresolved
+//! one is still reported at the referring path, which exports it). Sharing stops after 64
+//! nested levels so that structural cycles are still found.
 
 use super::*;
 
 impl Ev {
     /// Structure sharing (upstream: `adt.Vertex.BaseValue` set to a shared vertex): a vertex
-    /// whose only conjunct (beside top) is a reference to an evaluated struct or list `w`, with
+    /// whose only conjunct (beside top) is a reference to an evaluated struct or list `w` (or a
+    /// disjunction of alternatives without fields), with
     /// no closedness of its own that could reject anything (no other conjunct can add a field),
     /// is `w`: it is redirected to `w` instead of copying and re-evaluating `w`'s conjuncts.
     /// This is what keeps `components: {for n, c in m.#components {(n): c}}` and
@@ -65,14 +69,30 @@ impl Ev {
         self.eval(w);
         let wr = self.deref_redirect(w);
         let wx = self.vx(wr);
-        if wx.status != Status::Done
-            || wx.dirty
-            || !(wx.is_struct || wx.is_list)
-            || wx.disj.is_some()
-            || wx.err.is_some()
-            || !wx.pending_disj.is_empty()
+        if wx.status != Status::Done || wx.dirty || wx.err.is_some() || !wx.pending_disj.is_empty()
         {
             return None;
+        }
+        match &wx.disj {
+            None if !(wx.is_struct || wx.is_list) => return None,
+            // A disjunction of values without fields (`name: string | *"web"` read by a field
+            // of a copied component) is shared whole: splitting it again where it is
+            // referenced gives the same alternatives. One with struct or list alternatives is
+            // copied, so that fields below it keep the referring path.
+            Some(d) => {
+                let d = d.clone();
+                for (a, _) in &d.alts {
+                    let ax = self.vx(self.deref_redirect(*a));
+                    if ax.status != Status::Done
+                        || !ax.arcs.is_empty()
+                        || ax.is_struct
+                        || ax.is_list
+                    {
+                        return None;
+                    }
+                }
+            }
+            None => {}
         }
         if self.in_progress.contains(&wr) {
             return None;
@@ -88,12 +108,27 @@ impl Ev {
     pub(super) fn share(&mut self, v: VId, w: VId) {
         self.stats.shared += 1;
         let wx = self.vx(w);
+        let w_shared = wx.shared;
         let arcs: Vec<(Label, VId, Option<FieldConstraint>, bool, Span)> = wx
             .arcs
             .iter()
             .map(|(l, a)| {
                 let ax = self.vx(*a);
-                (l.clone(), *a, ax.constraint, ax.not_allowed, ax.span)
+                // An arc of a vertex that itself shares is a proxy: the new proxy refers to
+                // what that one refers to, so a chain of sharing vertices (a component read
+                // through `components`, then `#instance`, then `#component`) does not make
+                // and evaluate one proxy per level.
+                let target = match ax.conjuncts.as_slice() {
+                    [Conj {
+                        env: None,
+                        expr: Expr::Vertex(t, _),
+                        close: None,
+                        embed: None,
+                        outer: None,
+                    }] if w_shared => *t,
+                    _ => *a,
+                };
+                (l.clone(), target, ax.constraint, ax.not_allowed, ax.span)
             })
             .collect();
         let (kinds, scalar, bounds, bound_spans, incomplete, unmet) = (
@@ -105,6 +140,7 @@ impl Ev {
             wx.unmet.clone(),
         );
         let (is_struct, is_list, scalar_span) = (wx.is_struct, wx.is_list, wx.scalar_span);
+        let disj = wx.disj.clone();
         for (l, a, constraint, not_allowed, span) in arcs {
             let c = self.new_vertex(Some(v), l.clone());
             let cx = self.vm(c);
@@ -130,6 +166,7 @@ impl Ev {
         vert.unmet = unmet;
         vert.is_struct = is_struct;
         vert.is_list = is_list;
+        vert.disj = disj;
         vert.shared = true;
         vert.status = Status::Done;
     }
