@@ -7,12 +7,16 @@
 //! - A review is answered 200 with an AdmissionReview whenever the body is a judgeable v1 review
 //!   (allowed or denied, `response.uid` = `request.uid`). Bodies that cannot be judged get a 400
 //!   error body; over 3 MiB a 413; a present non-JSON `Content-Type` a 415.
-//! - Parsing (one typed pass, `webhooks::parse_request`) and evaluation run on the async worker
-//!   (both are bounded pure functions of a body of at most 3 MiB; the webhooks run no CUE).
-//!   Evaluation first takes a permit of the review semaphore, which bounds the memory of
-//!   concurrent reviews; a review whose permit does not arrive within `eval_timeout` is answered as
-//!   a denial that says it timed out; a panic inside it is a 500. Only CUE work (the render API)
-//!   goes to `spawn_blocking`.
+//! - A review reads its body, then takes a permit of the review semaphore, which bounds the memory
+//!   of concurrent reviews (parsing and evaluation both run under it); a review whose permit does
+//!   not arrive within `eval_timeout` is answered as a denial that says it timed out; a panic
+//!   inside it is a 500. Parsing (one pass into a `webhooks::RequestView` that borrows the body)
+//!   and evaluation run on the async worker, synchronously (both are bounded pure functions of a
+//!   body of at most 3 MiB; the webhooks run no CUE). Only CUE work (the render API) goes to
+//!   `spawn_blocking`.
+//! - Per-request cost is budgeted (issue 16: throughput against a bare hyper + rustls echo): only
+//!   the body crosses an await in a review, so the handler future axum boxes per request stays
+//!   small (the request head and the parsed review never live in it).
 //! - One middleware per route ([`serve_request`]) does, outermost first: trace (one `request` span
 //!   per request, with `uid`, `kind`, `namespace`, `name`, `operation`, `allowed` recorded after
 //!   parsing), metrics (handles resolved once, no label lookup for a 200), panic catcher, request
@@ -31,7 +35,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use futures::FutureExt as _;
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
-use kube_core::admission::{AdmissionResponse, Operation};
+use kube_core::admission::Operation;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
@@ -396,11 +400,11 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
         (status = 500, description = "Internal error (details are logged)", body = ErrorBody)
     )
 )]
-pub async fn validate_transformer_registrations(
+pub fn validate_transformer_registrations(
     State(state): State<AppState>,
     req: Request,
-) -> Response {
-    review(state, WebhookKind::TransformerRegistration, req).await
+) -> impl std::future::Future<Output = Response> + Send {
+    review(state, WebhookKind::TransformerRegistration, req)
 }
 
 /// Validates the Platform singleton.
@@ -432,8 +436,11 @@ pub async fn validate_transformer_registrations(
         (status = 500, description = "Internal error (details are logged)", body = ErrorBody)
     )
 )]
-pub async fn validate_platforms(State(state): State<AppState>, req: Request) -> Response {
-    review(state, WebhookKind::Platform, req).await
+pub fn validate_platforms(
+    State(state): State<AppState>,
+    req: Request,
+) -> impl std::future::Future<Output = Response> + Send {
+    review(state, WebhookKind::Platform, req)
 }
 
 fn operation_str(op: &Operation) -> &'static str {
@@ -475,107 +482,141 @@ pub(super) fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-pub(super) async fn read_body(
+/// Reads a request body of at most `limit` bytes (413 above, also when `Content-Length` already
+/// says so). The headers are read before the returned future, which borrows nothing: a caller can
+/// drop the request head before awaiting the body.
+pub(super) fn read_body(
     headers: &HeaderMap,
     body: Body,
     limit: usize,
-) -> Result<bytes::Bytes, ApiError> {
-    let too_large = || {
-        ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!("the request body is larger than {limit} bytes"),
-        )
-    };
+) -> impl std::future::Future<Output = Result<bytes::Bytes, ApiError>> + Send + 'static {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(too_large());
-    }
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<LengthLimitError>() => Err(too_large()),
-        Err(e) => Err(ApiError::new(
-            ErrorCode::BadRequest,
-            format!("reading the request body: {e}"),
-        )),
+    async move {
+        let too_large = || {
+            ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("the request body is larger than {limit} bytes"),
+            )
+        };
+        if declared.is_some_and(|n| n > limit as u64) {
+            return Err(too_large());
+        }
+        match Limited::new(body, limit).collect().await {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(e) if e.is::<LengthLimitError>() => Err(too_large()),
+            Err(e) => Err(ApiError::new(
+                ErrorCode::BadRequest,
+                format!("reading the request body: {e}"),
+            )),
+        }
     }
 }
 
-async fn review(state: AppState, kind: WebhookKind, req: Request) -> Response {
+/// One review: the head is checked here and dropped, so only the body crosses an await and the
+/// handler future (which axum boxes per request) stays small; then [`judge`], then the review
+/// metrics.
+fn review(
+    state: AppState,
+    kind: WebhookKind,
+    req: Request,
+) -> impl std::future::Future<Output = Response> + Send {
     let start = Instant::now();
-    let (result, resp) = match judge(&state, kind, req).await {
-        Ok((result, resp)) => (result, resp),
-        Err(e) => (ReviewResult::Error, e.into_response()),
-    };
-    if let Some(series) = state.metrics.review(kind, result) {
-        series.count.inc();
-        series.duration.observe(start.elapsed().as_secs_f64());
+    let (parts, body) = req.into_parts();
+    let body = check_content_type(&parts.headers)
+        .map(|()| read_body(&parts.headers, body, state.limits.body_limit));
+    drop(parts);
+    async move {
+        let outcome = match body {
+            Ok(read) => match read.await {
+                Ok(bytes) => judge(&state, kind, &bytes).await,
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        let (result, resp) = match outcome {
+            Ok((result, resp)) => (result, resp),
+            Err(e) => (ReviewResult::Error, e.into_response()),
+        };
+        if let Some(series) = state.metrics.review(kind, result) {
+            series.count.inc();
+            series.duration.observe(start.elapsed().as_secs_f64());
+        }
+        resp
     }
-    resp
 }
 
+/// Takes an evaluation permit (waiting at most `eval_timeout` for one), then [`evaluate`]s.
 async fn judge(
     state: &AppState,
     kind: WebhookKind,
-    req: Request,
+    bytes: &[u8],
 ) -> Result<(ReviewResult, Response), ApiError> {
-    let (parts, body) = req.into_parts();
-    check_content_type(&parts.headers)?;
-    let bytes = read_body(&parts.headers, body, state.limits.body_limit).await?;
-    let req = webhooks::parse_request(&bytes)?;
-    drop(bytes);
-    let span = Span::current();
-    span.record("uid", req.uid.as_str());
-    span.record("kind", req.kind.kind.as_str());
-    span.record("name", req.name.as_str());
-    if let Some(ns) = &req.namespace {
-        span.record("namespace", ns.as_str());
-    }
-    let operation = operation_str(&req.operation);
-    span.record("operation", operation);
-
-    // A review is a bounded pure function of a body of at most 3 MiB (tens of microseconds): it
-    // runs on the async worker, under a permit of the review semaphore. `spawn_blocking` is for
-    // CUE evaluation only (the render API). A free permit is taken without arming a timer; only
-    // a review that has to wait for one is bounded by `eval_timeout`.
-    let gauge = &state.metrics.in_flight;
-    gauge.inc();
-    let outcome = match state.semaphore.try_acquire() {
-        Ok(_permit) => Ok(kind.validate(&req)),
-        Err(TryAcquireError::Closed) => Err(ApiError::internal("evaluation semaphore closed")),
+    // A free permit is taken without arming a timer; only a review that has to wait for one is
+    // bounded by `eval_timeout` (and then denied, see `evaluate`).
+    let in_flight = InFlight::enter(&state.metrics.in_flight);
+    let permit = match state.semaphore.try_acquire() {
+        Ok(permit) => Some(permit),
+        Err(TryAcquireError::Closed) => {
+            return Err(ApiError::internal("evaluation semaphore closed"))
+        }
         Err(TryAcquireError::NoPermits) => {
-            let eval_timeout = state.limits.eval_timeout;
-            match tokio::time::timeout(eval_timeout, state.semaphore.acquire()).await {
-                Ok(Ok(_permit)) => Ok(kind.validate(&req)),
-                Ok(Err(e)) => Err(ApiError::internal(format!("evaluation semaphore: {e}"))),
-                Err(_) => {
-                    tracing::warn!(
-                        timeout_ms = eval_timeout.as_millis() as u64,
-                        "admission evaluation timed out"
-                    );
-                    let message = format!(
-                        "opm-operator webhook: evaluating this {} {} timed out after {} ms; \
-                         the request was denied by the webhook's own timeout, not by a policy — \
-                         retry, and report it if it persists",
-                        kind.resource_kind(),
-                        operation,
-                        eval_timeout.as_millis()
-                    );
-                    gauge.dec();
-                    let denial = AdmissionResponse::from(&req).deny(message);
-                    span.record("allowed", false);
-                    return Ok((
-                        ReviewResult::Timeout,
-                        json_response(StatusCode::OK, &denial.into_review()),
-                    ));
-                }
+            match tokio::time::timeout(state.limits.eval_timeout, state.semaphore.acquire()).await {
+                Ok(Ok(permit)) => Some(permit),
+                Ok(Err(e)) => return Err(ApiError::internal(format!("evaluation semaphore: {e}"))),
+                Err(_elapsed) => None,
             }
         }
     };
-    gauge.dec();
-    let response = outcome?;
+    let outcome = evaluate(state, kind, bytes, permit.is_some());
+    drop(permit);
+    drop(in_flight);
+    outcome
+}
+
+/// Parses and judges a review body under an evaluation permit (`permitted`), or denies it when the
+/// permit did not arrive in time. Synchronous on purpose: the parsed request borrows the body and
+/// never lives across an await, which keeps the handler future (boxed by axum per request) small.
+fn evaluate(
+    state: &AppState,
+    kind: WebhookKind,
+    bytes: &[u8],
+    permitted: bool,
+) -> Result<(ReviewResult, Response), ApiError> {
+    let req = webhooks::RequestView::parse(bytes)?;
+    let span = Span::current();
+    span.record("uid", &*req.uid);
+    span.record("kind", &*req.kind.kind);
+    span.record("name", &*req.name);
+    if let Some(ns) = &req.namespace {
+        span.record("namespace", &**ns);
+    }
+    let operation = operation_str(&req.operation);
+    span.record("operation", operation);
+    if !permitted {
+        let eval_timeout = state.limits.eval_timeout;
+        tracing::warn!(
+            timeout_ms = eval_timeout.as_millis() as u64,
+            "admission evaluation timed out"
+        );
+        let message = format!(
+            "opm-operator webhook: evaluating this {} {} timed out after {} ms; \
+             the request was denied by the webhook's own timeout, not by a policy — \
+             retry, and report it if it persists",
+            kind.resource_kind(),
+            operation,
+            eval_timeout.as_millis()
+        );
+        span.record("allowed", false);
+        let denial = req.response().deny(message);
+        return Ok((
+            ReviewResult::Timeout,
+            json_response(StatusCode::OK, &denial.into_review()),
+        ));
+    }
+    let response = kind.validate_view(&req);
     let result = if response.allowed {
         ReviewResult::Allowed
     } else {
