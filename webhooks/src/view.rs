@@ -3,8 +3,8 @@
 //! rules.
 //!
 //! Rules:
-//! - Reading a body ([`RequestView::parse`]) is one pass with no intermediate buffer: strings are
-//!   borrowed from the body unless they contain escapes, `spec` is parsed into a
+//! - Reading a body ([`RequestView::parse`]) is one pass with no intermediate buffer (after one
+//!   UTF-8 check of the whole body): strings are borrowed from the body unless they contain escapes, `spec` is parsed into a
 //!   `serde_json::Value`, `status` is kept as raw JSON text and parsed only when a rule reads it, and
 //!   every other member is skipped without allocating. (Deserializing the whole `AdmissionRequest`
 //!   copies every string twice, through the buffer `#[serde(flatten)]` needs, and types
@@ -227,7 +227,13 @@ impl<'a> RequestView<'a> {
     /// Reads an AdmissionReview body (see the module doc); a body that is not a judgeable
     /// `admission.k8s.io/v1` review is the [`ReviewError`] [`crate::parse_request`] gives it.
     pub fn parse(body: &'a [u8]) -> Result<Self, ReviewError> {
-        let envelope = match serde_json::from_slice::<Envelope<'a>>(body) {
+        // UTF-8 is checked once for the whole body (word at a time) rather than string by string;
+        // a body that is not UTF-8 goes the byte path, whose error names where it breaks.
+        let typed = match std::str::from_utf8(body) {
+            Ok(text) => serde_json::from_str::<Envelope<'a>>(text),
+            Err(_) => serde_json::from_slice::<Envelope<'a>>(body),
+        };
+        let envelope = match typed {
             Ok(envelope) => envelope,
             Err(typed) => return Err(crate::classify(body, typed)),
         };
@@ -251,10 +257,15 @@ impl<'a> RequestView<'a> {
     /// `#[non_exhaustive]`, so it starts from the one constructor that needs no request.
     pub fn response(&self) -> AdmissionResponse {
         let mut resp = AdmissionResponse::invalid("");
-        resp.types = TypeMeta {
-            api_version: self.review_api_version.to_owned(),
-            kind: self.review_kind.to_owned(),
-        };
+        // `invalid` already carries the v1 review type meta, this request's unless it came from a
+        // hand-built `AdmissionRequest`.
+        if resp.types.api_version != self.review_api_version || resp.types.kind != self.review_kind
+        {
+            resp.types = TypeMeta {
+                api_version: self.review_api_version.to_owned(),
+                kind: self.review_kind.to_owned(),
+            };
+        }
         resp.uid = self.uid.clone().into_owned();
         resp.allowed = true;
         resp.result = Default::default();
@@ -311,6 +322,13 @@ mod tests {
         }
         assert_eq!(parsed.response(), AdmissionResponse::from(&full));
         assert_eq!(from_full.response(), AdmissionResponse::from(&full));
+        // A hand-built request's own type meta is echoed too.
+        let mut built = full.clone();
+        built.types.api_version = "admission.k8s.io/v1beta1".to_owned();
+        assert_eq!(
+            RequestView::from(&built).response(),
+            AdmissionResponse::from(&built)
+        );
     }
 
     #[test]
