@@ -29,7 +29,6 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -102,13 +101,11 @@ pub fn probe_and_metrics_router(state: AppState) -> Router {
 }
 
 fn with_layers(routes: Router<AppState>, state: AppState, listener: &'static str) -> Router {
-    let layer = Arc::new(RequestLayer::new(state.clone(), listener));
+    let layer = RequestLayer(Arc::new(RequestLayerState::new(state.clone(), listener)));
     // One middleware does trace, metrics, panic catching and the request timeout (one boxed future
     // per request instead of four layers); `Router::layer` wraps each route, so it sees the
     // matched route.
-    routes
-        .layer(middleware::from_fn_with_state(layer, serve_request))
-        .with_state(state)
+    routes.layer(layer).with_state(state)
 }
 
 /// Every route template, so metric labels are static strings (no allocation per request, and a
@@ -125,7 +122,7 @@ const ROUTES: [&str; 6] = [
 /// The per-listener state of [`serve_request`]: the in-flight gauge, resolved once, and the
 /// series of successful requests per (route, method), resolved on first use (so `/metrics` lists
 /// no series that never saw a request) and then read without a label lookup.
-struct RequestLayer {
+struct RequestLayerState {
     state: AppState,
     listener: &'static str,
     timeout: Duration,
@@ -134,14 +131,14 @@ struct RequestLayer {
     ok_series: [[OnceLock<(Counter, Histogram)>; 2]; ROUTES.len()],
 }
 
-impl RequestLayer {
+impl RequestLayerState {
     fn new(state: AppState, listener: &'static str) -> Self {
         let in_flight = state
             .metrics
             .http_in_flight
             .get_or_create(&ListenerLabels { listener })
             .clone();
-        RequestLayer {
+        RequestLayerState {
             timeout: state.limits.request_timeout,
             state,
             listener,
@@ -219,24 +216,92 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// The middleware of every route ([`serve_request`]) as a tower layer. Hand-written rather than
+/// `axum::middleware::from_fn`, which per request clones the wrapped route once more and boxes it
+/// again as `Next`; here the wrapped route is called directly (axum routes are always ready).
+#[derive(Clone)]
+struct RequestLayer(Arc<RequestLayerState>);
+
+impl<S> tower::Layer<S> for RequestLayer {
+    type Service = RequestService<S>;
+
+    fn layer(&self, inner: S) -> RequestService<S> {
+        RequestService {
+            inner,
+            layer: self.0.clone(),
+        }
+    }
+}
+
+/// A route wrapped by [`RequestLayer`].
+#[derive(Clone)]
+struct RequestService<S> {
+    inner: S,
+    layer: Arc<RequestLayerState>,
+}
+
+impl<S> tower::Service<Request> for RequestService<S>
+where
+    S: tower::Service<Request, Error = std::convert::Infallible> + Send + 'static,
+    S::Response: IntoResponse,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let head = RequestHead::of(&req);
+        let inner = self.inner.call(req);
+        Box::pin(serve_request(self.layer.clone(), head, inner).map(Ok))
+    }
+}
+
+/// What [`serve_request`] needs from the request head, read before the route takes the request.
+struct RequestHead {
+    route: Option<usize>,
+    method: &'static str,
+    span: Span,
+}
+
+impl RequestHead {
+    fn of(req: &Request) -> Self {
+        RequestHead {
+            route: route_index(req),
+            method: method_label(req.method()),
+            span: make_span(req),
+        }
+    }
+}
+
 /// Trace span, in-flight gauge, request timeout (408), panic catcher (500 with the JSON error
 /// shape, no detail), then the request counter and latency histogram, which thus see timeouts
 /// and panics as their 408/500.
-async fn serve_request(
-    State(layer): State<Arc<RequestLayer>>,
-    req: Request,
-    next: Next,
-) -> Response {
-    let route = route_index(&req);
-    let method = method_label(req.method());
-    let span = make_span(&req);
+async fn serve_request<F, R>(layer: Arc<RequestLayerState>, head: RequestHead, inner: F) -> Response
+where
+    F: std::future::Future<Output = Result<R, std::convert::Infallible>>,
+    R: IntoResponse,
+{
+    let RequestHead {
+        route,
+        method,
+        span,
+    } = head;
     let in_flight = InFlight::enter(&layer.in_flight);
     let start = Instant::now();
-    let guarded = std::panic::AssertUnwindSafe(tokio::time::timeout(layer.timeout, next.run(req)))
+    let guarded = std::panic::AssertUnwindSafe(tokio::time::timeout(layer.timeout, inner))
         .catch_unwind()
         .instrument(span.clone());
     let resp = match guarded.await {
-        Ok(Ok(resp)) => resp,
+        Ok(Ok(Ok(resp))) => resp.into_response(),
+        Ok(Ok(Err(never))) => match never {},
         Ok(Err(_elapsed)) => ApiError::new(
             ErrorCode::RequestTimeout,
             format!(
