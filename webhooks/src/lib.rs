@@ -110,6 +110,28 @@ impl WebhookKind {
     }
 }
 
+/// The review that carries a response back, serialized exactly as
+/// `AdmissionResponse::into_review()` serializes (`apiVersion`, `kind`, `response`) but borrowing
+/// the response instead of copying its type meta into a new review.
+#[derive(Debug, serde::Serialize)]
+pub struct ResponseReview<'r> {
+    #[serde(rename = "apiVersion")]
+    api_version: &'r str,
+    kind: &'r str,
+    response: &'r AdmissionResponse,
+}
+
+impl<'r> ResponseReview<'r> {
+    /// The review of `response` (its type meta becomes the review's).
+    pub fn new(response: &'r AdmissionResponse) -> Self {
+        ResponseReview {
+            api_version: &response.types.api_version,
+            kind: &response.types.kind,
+            response,
+        }
+    }
+}
+
 /// Reads an AdmissionReview body ([`RequestView::parse`]), dispatches it to the webhook of `kind`,
 /// and returns the response review (same apiVersion/kind, `response.uid` = `request.uid`).
 ///
