@@ -19,18 +19,19 @@
 //!   small (the request head and the parsed review never live in it).
 //! - One middleware per route ([`serve_request`]) does, outermost first: trace (one `request` span
 //!   per request, with `uid`, `kind`, `namespace`, `name`, `operation`, `allowed` recorded after
-//!   parsing), metrics (handles resolved once, no label lookup for a 200), panic catcher, request
-//!   timeout.
+//!   parsing), metrics (handles resolved once, no label lookup for a 200; each route's layer knows
+//!   its template, so axum's `MatchedPath` is not needed), panic catcher, request timeout.
 //! - [`probe_router`] (`/healthz`, `/readyz`) and [`metrics_router`] (`/metrics`) are plain HTTP.
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{Request, State};
+use axum::handler::Handler as _;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use futures::FutureExt as _;
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
@@ -56,56 +57,71 @@ pub const PLATFORMS_PATH: &str = "/validate/platforms";
 
 /// The HTTPS router of the admission webhooks.
 pub fn router(state: AppState) -> Router {
-    let routes = Router::new()
-        .route(
-            TRANSFORMER_REGISTRATIONS_PATH,
-            post(validate_transformer_registrations).fallback(method_not_allowed),
-        )
-        .route(
-            PLATFORMS_PATH,
-            post(validate_platforms).fallback(method_not_allowed),
-        )
-        .route(
-            RENDER_PATH,
-            post(super::render_api::render).fallback(method_not_allowed),
-        )
-        .fallback(not_found);
-    with_layers(routes, state, "webhook")
+    routed(
+        state,
+        "webhook",
+        vec![
+            (
+                TRANSFORMER_REGISTRATIONS_PATH,
+                post(validate_transformer_registrations),
+            ),
+            (PLATFORMS_PATH, post(validate_platforms)),
+            (RENDER_PATH, post(super::render_api::render)),
+        ],
+    )
 }
 
 /// The plain-HTTP probe router: `/healthz` and `/readyz`.
 pub fn probe_router(state: AppState) -> Router {
-    let routes = Router::new()
-        .route("/healthz", get(healthz).fallback(method_not_allowed))
-        .route("/readyz", get(readyz).fallback(method_not_allowed))
-        .fallback(not_found);
-    with_layers(routes, state, "probe")
+    routed(
+        state,
+        "probe",
+        vec![("/healthz", get(healthz)), ("/readyz", get(readyz))],
+    )
 }
 
 /// The plain-HTTP metrics router: `/metrics`.
 pub fn metrics_router(state: AppState) -> Router {
-    let routes = Router::new()
-        .route("/metrics", get(metrics).fallback(method_not_allowed))
-        .fallback(not_found);
-    with_layers(routes, state, "metrics")
+    routed(state, "metrics", vec![("/metrics", get(metrics))])
 }
 
 /// Probes and metrics on one listener (when `--metrics-addr` equals `--probe-addr`).
 pub fn probe_and_metrics_router(state: AppState) -> Router {
-    let routes = Router::new()
-        .route("/healthz", get(healthz).fallback(method_not_allowed))
-        .route("/readyz", get(readyz).fallback(method_not_allowed))
-        .route("/metrics", get(metrics).fallback(method_not_allowed))
-        .fallback(not_found);
-    with_layers(routes, state, "probe")
+    routed(
+        state,
+        "probe",
+        vec![
+            ("/healthz", get(healthz)),
+            ("/readyz", get(readyz)),
+            ("/metrics", get(metrics)),
+        ],
+    )
 }
 
-fn with_layers(routes: Router<AppState>, state: AppState, listener: &'static str) -> Router {
-    let layer = RequestLayer(Arc::new(RequestLayerState::new(state.clone(), listener)));
-    // One middleware does trace, metrics, panic catching and the request timeout (one boxed future
-    // per request instead of four layers); `Router::layer` wraps each route, so it sees the
-    // matched route.
-    routes.layer(layer).with_state(state)
+/// One listener's router: every route answers other methods with the JSON 405, any other path
+/// gets the JSON 404, and each of them (the 404 too) is wrapped by the request middleware
+/// ([`RequestLayer`]), which is told its route template here, once, for the metric labels.
+fn routed(
+    state: AppState,
+    listener: &'static str,
+    routes: Vec<(&'static str, MethodRouter<AppState>)>,
+) -> Router {
+    let shared = Arc::new(RequestLayerState::new(state.clone(), listener));
+    let layer = |route: Option<usize>| RequestLayer {
+        shared: shared.clone(),
+        route,
+    };
+    let mut router = Router::new();
+    for (path, methods) in routes {
+        let route = ROUTES.iter().position(|r| *r == path);
+        router = router.route(
+            path,
+            methods.fallback(method_not_allowed).layer(layer(route)),
+        );
+    }
+    router
+        .fallback(not_found.layer(layer(None)))
+        .with_state(state)
 }
 
 /// Every route template, so metric labels are static strings (no allocation per request, and a
@@ -216,11 +232,15 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// The middleware of every route ([`serve_request`]) as a tower layer. Hand-written rather than
+/// The middleware of one route ([`serve_request`]) as a tower layer, with the route's index in
+/// [`ROUTES`] (`None`: the 404 fallback, or a route outside it). Hand-written rather than
 /// `axum::middleware::from_fn`, which per request clones the wrapped route once more and boxes it
 /// again as `Next`; here the wrapped route is called directly (axum routes are always ready).
 #[derive(Clone)]
-struct RequestLayer(Arc<RequestLayerState>);
+struct RequestLayer {
+    shared: Arc<RequestLayerState>,
+    route: Option<usize>,
+}
 
 impl<S> tower::Layer<S> for RequestLayer {
     type Service = RequestService<S>;
@@ -228,7 +248,7 @@ impl<S> tower::Layer<S> for RequestLayer {
     fn layer(&self, inner: S) -> RequestService<S> {
         RequestService {
             inner,
-            layer: self.0.clone(),
+            layer: self.clone(),
         }
     }
 }
@@ -237,7 +257,7 @@ impl<S> tower::Layer<S> for RequestLayer {
 #[derive(Clone)]
 struct RequestService<S> {
     inner: S,
-    layer: Arc<RequestLayerState>,
+    layer: RequestLayer,
 }
 
 impl<S> tower::Service<Request> for RequestService<S>
@@ -258,9 +278,13 @@ where
     }
 
     fn call(&mut self, req: Request) -> Self::Future {
-        let head = RequestHead::of(&req);
+        let head = RequestHead {
+            route: self.layer.route,
+            method: method_label(req.method()),
+            span: make_span(&req),
+        };
         let inner = self.inner.call(req);
-        Box::pin(serve_request(self.layer.clone(), head, inner).map(Ok))
+        Box::pin(serve_request(self.layer.shared.clone(), head, inner).map(Ok))
     }
 }
 
@@ -269,16 +293,6 @@ struct RequestHead {
     route: Option<usize>,
     method: &'static str,
     span: Span,
-}
-
-impl RequestHead {
-    fn of(req: &Request) -> Self {
-        RequestHead {
-            route: route_index(req),
-            method: method_label(req.method()),
-            span: make_span(req),
-        }
-    }
 }
 
 /// Trace span, in-flight gauge, request timeout (408), panic catcher (500 with the JSON error
@@ -343,11 +357,6 @@ fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "non-string panic payload".to_string());
     ApiError::internal(format!("handler panicked: {detail}")).into_response()
-}
-
-fn route_index(req: &Request) -> Option<usize> {
-    let matched = req.extensions().get::<MatchedPath>()?;
-    ROUTES.iter().position(|r| *r == matched.as_str())
 }
 
 fn method_label(method: &axum::http::Method) -> &'static str {
@@ -678,7 +687,7 @@ fn evaluate(
         let denial = req.response().deny(message);
         return Ok((
             ReviewResult::Timeout,
-            json_response(StatusCode::OK, &denial.into_review()),
+            json_response(StatusCode::OK, &webhooks::ResponseReview::new(&denial)),
         ));
     }
     let response = kind.validate_view(&req);
@@ -690,7 +699,7 @@ fn evaluate(
     span.record("allowed", response.allowed);
     Ok((
         result,
-        json_response(StatusCode::OK, &response.into_review()),
+        json_response(StatusCode::OK, &webhooks::ResponseReview::new(&response)),
     ))
 }
 
@@ -706,11 +715,7 @@ mod tests {
     #[tokio::test]
     async fn a_panicking_handler_is_a_500_with_the_json_error_shape() {
         let state = AppState::new(super::super::Limits::default(), None);
-        let app = with_layers(
-            Router::new().route("/panic", get(panics)),
-            state.clone(),
-            "webhook",
-        );
+        let app = routed(state.clone(), "webhook", vec![("/panic", get(panics))]);
         let resp = app
             .oneshot(
                 axum::http::Request::get("/panic")
