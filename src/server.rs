@@ -38,7 +38,7 @@ use tokio::task::JoinHandle;
 pub use error::{ApiError, Error, ErrorBody, ErrorCode, ErrorDetail, ErrorProblem};
 pub use metrics::Metrics;
 pub use routes::{
-    metrics_router, probe_and_metrics_router, probe_router, router, PLATFORMS_PATH,
+    metrics_router, probe_and_metrics_router, probe_router, router, WebhookService, PLATFORMS_PATH,
     TRANSFORMER_REGISTRATIONS_PATH,
 };
 pub use state::{default_concurrency, AppState, Limits, DEFAULT_BODY_LIMIT, DEFAULT_HEAD_TIMEOUT};
@@ -317,7 +317,7 @@ pub async fn start_with(
 
     let webhook = bind("webhook", settings.webhook_addr).await?;
     let webhook_addr = local_addr("webhook", &webhook, settings.webhook_addr)?;
-    let app = router(state.clone());
+    let app = WebhookService::new(state.clone());
     let grace = settings.shutdown_grace;
     let head_timeout = settings.limits.head_timeout;
     let webhook_task = tokio::spawn(async move {

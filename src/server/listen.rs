@@ -25,7 +25,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -130,9 +129,36 @@ async fn with_head_deadline<F: Future>(
     .await
 }
 
-async fn serve_io<I>(
+/// What a listener serves: the webhook service or a router.
+pub(crate) trait App:
+    tower::Service<
+        axum::extract::Request,
+        Response = axum::response::Response,
+        Error = std::convert::Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S> App for S where
+    S: tower::Service<
+            axum::extract::Request,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+async fn serve_io<I, A: App>(
     io: I,
-    app: Router,
+    app: A,
     watcher: Watcher,
     peer: SocketAddr,
     head_timeout: Option<Duration>,
@@ -172,11 +198,11 @@ async fn serve_io<I>(
 }
 
 /// Serves `app` on `listener` until `shutdown` fires, then drains for up to `grace`.
-pub(crate) async fn serve(
+pub(crate) async fn serve<A: App>(
     what: &'static str,
     listener: TcpListener,
     conns: Connections,
-    app: Router,
+    app: A,
     shutdown: watch::Receiver<bool>,
     grace: Duration,
 ) {
