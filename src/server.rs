@@ -38,10 +38,10 @@ use tokio::task::JoinHandle;
 pub use error::{ApiError, Error, ErrorBody, ErrorCode, ErrorDetail, ErrorProblem};
 pub use metrics::Metrics;
 pub use routes::{
-    metrics_router, probe_and_metrics_router, probe_router, router, PLATFORMS_PATH,
+    metrics_router, probe_and_metrics_router, probe_router, router, WebhookService, PLATFORMS_PATH,
     TRANSFORMER_REGISTRATIONS_PATH,
 };
-pub use state::{default_concurrency, AppState, Limits, DEFAULT_BODY_LIMIT};
+pub use state::{default_concurrency, AppState, Limits, DEFAULT_BODY_LIMIT, DEFAULT_HEAD_TIMEOUT};
 
 /// Log output format.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -317,10 +317,15 @@ pub async fn start_with(
 
     let webhook = bind("webhook", settings.webhook_addr).await?;
     let webhook_addr = local_addr("webhook", &webhook, settings.webhook_addr)?;
-    let app = router(state.clone());
+    let app = WebhookService::new(state.clone());
     let grace = settings.shutdown_grace;
+    let head_timeout = settings.limits.head_timeout;
     let webhook_task = tokio::spawn(async move {
-        listen::serve("webhook", webhook, Some(store), app, stop_rx, grace).await;
+        let conns = listen::Connections {
+            tls: Some(store),
+            head_timeout,
+        };
+        listen::serve("webhook", webhook, conns, app, stop_rx, grace).await;
         drained.send_replace(true);
     });
     let mut tasks = vec![webhook_task];
@@ -338,8 +343,17 @@ pub async fn start_with(
         };
         let side_grace = Duration::from_secs(1);
         let rx = drained_rx.clone();
+        let plain = || listen::Connections {
+            tls: None,
+            head_timeout,
+        };
         let mut side_tasks = vec![tokio::spawn(listen::serve(
-            "probe", probe, None, probe_app, rx, side_grace,
+            "probe",
+            probe,
+            plain(),
+            probe_app,
+            rx,
+            side_grace,
         ))];
         let metrics_addr = match settings.metrics_addr {
             Some(_) if shared => Some(probe_addr),
@@ -349,7 +363,7 @@ pub async fn start_with(
                 side_tasks.push(tokio::spawn(listen::serve(
                     "metrics",
                     l,
-                    None,
+                    plain(),
                     metrics_router(state.clone()),
                     drained_rx.clone(),
                     side_grace,

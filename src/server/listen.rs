@@ -3,21 +3,30 @@
 //! Rules:
 //! - Each accepted TLS connection handshakes with the config current *at accept time*
 //!   ([`certs::CertStore::config`]), so a reloaded certificate applies to new handshakes while
-//!   established connections keep theirs. The handshake has a 10 s deadline, and so has reading
-//!   the request headers of HTTP/1 requests.
+//!   established connections keep theirs. The handshake has a 10 s deadline.
+//! - Head deadline (slow-loris): an HTTP/1 connection that, for a whole `head_timeout` period
+//!   (10 s by default), neither starts a request (completes a request head) nor has one in flight
+//!   (from its head until its response body is written) is closed; an idle keep-alive connection
+//!   likewise. The check runs once per period per connection, so such a connection lives at most
+//!   two periods. (hyper's own `header_read_timeout` arms, allocates and cancels a timer for every
+//!   request, about 3 % of a review's cost.) Connections that negotiated HTTP/2 by ALPN are exempt,
+//!   as they were from hyper's HTTP/1-only timeout.
 //! - Connections speak HTTP/1.1 or HTTP/2 (ALPN for TLS, preface sniffing for plain HTTP).
 //! - On shutdown the loop stops accepting (closing the listening socket), asks every connection to
 //!   finish its in-flight requests (hyper graceful shutdown: HTTP/1 stops keep-alive, HTTP/2 sends
 //!   GOAWAY), and waits up to the grace period before dropping what is left.
 //! - Accept errors (e.g. EMFILE) are logged and retried after a short pause; they never end the loop.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::Router;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -26,7 +35,15 @@ use tokio::sync::watch;
 use tower::ServiceExt as _;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How a listener's connections are served.
+#[derive(Clone)]
+pub(crate) struct Connections {
+    /// TLS certificates (HTTPS), or none (plain HTTP).
+    pub tls: Option<Arc<certs::CertStore>>,
+    /// The head deadline's period (see the module doc).
+    pub head_timeout: Duration,
+}
 
 /// Waits until `rx` reads `true` (or its sender is gone).
 pub(crate) async fn signalled(mut rx: watch::Receiver<bool>) {
@@ -34,32 +51,158 @@ pub(crate) async fn signalled(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|stop| *stop).await;
 }
 
-async fn serve_io<I>(io: I, app: Router, watcher: Watcher, peer: SocketAddr)
-where
+/// One connection's requests, for the head deadline: how many have started, and how many are in
+/// flight (head received, response body not yet written).
+#[derive(Default)]
+struct Progress {
+    started: AtomicU64,
+    in_flight: AtomicUsize,
+}
+
+/// A request in flight on a connection; it ends when dropped (with the response body).
+struct InFlight(Arc<Progress>);
+
+impl InFlight {
+    fn start(progress: &Arc<Progress>) -> Self {
+        progress.started.fetch_add(1, Ordering::Relaxed);
+        progress.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(progress.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A response body that keeps its request [`InFlight`] until hyper has written (or dropped) it.
+struct Tracked<B> {
+    body: B,
+    _in_flight: InFlight,
+}
+
+impl<B: hyper::body::Body + Unpin> hyper::body::Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// Drives `conn` to its end, or ends it (returning `None`) once a whole `period` passes in which
+/// no request started and none was in flight.
+async fn with_head_deadline<F: Future>(
+    conn: F,
+    progress: &Progress,
+    period: Duration,
+) -> Option<F::Output> {
+    let mut conn = pin!(conn);
+    let mut tick = pin!(tokio::time::sleep(period));
+    let mut seen = progress.started.load(Ordering::Relaxed);
+    std::future::poll_fn(move |cx| {
+        if let Poll::Ready(out) = conn.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        while tick.as_mut().poll(cx).is_ready() {
+            let started = progress.started.load(Ordering::Relaxed);
+            if started == seen && progress.in_flight.load(Ordering::Relaxed) == 0 {
+                return Poll::Ready(None);
+            }
+            seen = started;
+            tick.as_mut().reset(tokio::time::Instant::now() + period);
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// What a listener serves: the webhook service or a router.
+pub(crate) trait App:
+    tower::Service<
+        axum::extract::Request,
+        Response = axum::response::Response,
+        Error = std::convert::Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S> App for S where
+    S: tower::Service<
+            axum::extract::Request,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+async fn serve_io<I, A: App>(
+    io: I,
+    app: A,
+    watcher: Watcher,
+    peer: SocketAddr,
+    head_timeout: Option<Duration>,
+) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-        app.clone().oneshot(req.map(axum::body::Body::new))
-    });
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    // Request headers must arrive within the deadline (slow-loris); the body is bounded by the
-    // router's request timeout.
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
-    let conn = builder.serve_connection(TokioIo::new(io), service);
-    if let Err(error) = watcher.watch(conn).await {
+    let progress = Arc::new(Progress::default());
+    let service = {
+        let progress = progress.clone();
+        hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+            let in_flight = InFlight::start(&progress);
+            let resp = app.clone().oneshot(req.map(axum::body::Body::new));
+            async move {
+                let resp = resp.await?;
+                Ok::<_, std::convert::Infallible>(resp.map(|body| Tracked {
+                    body,
+                    _in_flight: in_flight,
+                }))
+            }
+        })
+    };
+    let builder = auto::Builder::new(TokioExecutor::new());
+    let conn = watcher.watch(builder.serve_connection(TokioIo::new(io), service));
+    let result = match head_timeout {
+        Some(period) => match with_head_deadline(conn, &progress, period).await {
+            Some(result) => result,
+            None => {
+                tracing::debug!(%peer, period_ms = period.as_millis() as u64, "no request started within the head deadline; closing the connection");
+                return;
+            }
+        },
+        None => conn.await,
+    };
+    if let Err(error) = result {
         tracing::debug!(%peer, %error, "connection ended with an error");
     }
 }
 
 /// Serves `app` on `listener` until `shutdown` fires, then drains for up to `grace`.
-pub(crate) async fn serve(
+pub(crate) async fn serve<A: App>(
     what: &'static str,
     listener: TcpListener,
-    tls: Option<Arc<certs::CertStore>>,
-    app: Router,
+    conns: Connections,
+    app: A,
     shutdown: watch::Receiver<bool>,
     grace: Duration,
 ) {
@@ -82,15 +225,20 @@ pub(crate) async fn serve(
         let _ = tcp.set_nodelay(true);
         let app = app.clone();
         let watcher = graceful.watcher();
-        match &tls {
+        let head_timeout = conns.head_timeout;
+        match &conns.tls {
             None => {
-                tokio::spawn(serve_io(tcp, app, watcher, peer));
+                tokio::spawn(serve_io(tcp, app, watcher, peer, Some(head_timeout)));
             }
             Some(store) => {
                 let acceptor = tokio_rustls::TlsAcceptor::from(store.config());
                 tokio::spawn(async move {
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                        Ok(Ok(stream)) => serve_io(stream, app, watcher, peer).await,
+                        Ok(Ok(stream)) => {
+                            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+                            let head_timeout = (!h2).then_some(head_timeout);
+                            serve_io(stream, app, watcher, peer, head_timeout).await
+                        }
                         Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                     }

@@ -7,31 +7,35 @@
 //! - A review is answered 200 with an AdmissionReview whenever the body is a judgeable v1 review
 //!   (allowed or denied, `response.uid` = `request.uid`). Bodies that cannot be judged get a 400
 //!   error body; over 3 MiB a 413; a present non-JSON `Content-Type` a 415.
-//! - Parsing (one typed pass, `webhooks::parse_request`) and evaluation run on the async worker
-//!   (both are bounded pure functions of a body of at most 3 MiB; the webhooks run no CUE).
-//!   Evaluation first takes a permit of the review semaphore, which bounds the memory of
-//!   concurrent reviews; a review whose permit does not arrive within `eval_timeout` is answered as
-//!   a denial that says it timed out; a panic inside it is a 500. Only CUE work (the render API)
-//!   goes to `spawn_blocking`.
+//! - A review reads its body, then takes a permit of the review semaphore, which bounds the memory
+//!   of concurrent reviews (parsing and evaluation both run under it); a review whose permit does
+//!   not arrive within `eval_timeout` is answered as a denial that says it timed out; a panic
+//!   inside it is a 500. Parsing (one pass into a `webhooks::RequestView` that borrows the body)
+//!   and evaluation run on the async worker, synchronously (both are bounded pure functions of a
+//!   body of at most 3 MiB; the webhooks run no CUE). Only CUE work (the render API) goes to
+//!   `spawn_blocking`.
+//! - Per-request cost is budgeted (issue 16: throughput against a bare hyper + rustls echo): only
+//!   the body crosses an await in a review, so the handler future axum boxes per request stays
+//!   small (the request head and the parsed review never live in it).
 //! - One middleware per route ([`serve_request`]) does, outermost first: trace (one `request` span
 //!   per request, with `uid`, `kind`, `namespace`, `name`, `operation`, `allowed` recorded after
-//!   parsing), metrics (handles resolved once, no label lookup for a 200), panic catcher, request
-//!   timeout.
+//!   parsing), metrics (handles resolved once, no label lookup for a 200; each route's layer knows
+//!   its template, so axum's `MatchedPath` is not needed), panic catcher, request timeout.
 //! - [`probe_router`] (`/healthz`, `/readyz`) and [`metrics_router`] (`/metrics`) are plain HTTP.
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{Request, State};
+use axum::handler::Handler as _;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use futures::FutureExt as _;
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
-use kube_core::admission::{AdmissionResponse, Operation};
+use kube_core::admission::Operation;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
@@ -51,59 +55,163 @@ pub const TRANSFORMER_REGISTRATIONS_PATH: &str = "/validate/transformerregistrat
 /// Route of the Platform webhook.
 pub const PLATFORMS_PATH: &str = "/validate/platforms";
 
-/// The HTTPS router of the admission webhooks.
+/// The HTTPS router of the admission webhooks (and the render API). The listener serves it behind
+/// [`WebhookService`].
 pub fn router(state: AppState) -> Router {
-    let routes = Router::new()
-        .route(
-            TRANSFORMER_REGISTRATIONS_PATH,
-            post(validate_transformer_registrations).fallback(method_not_allowed),
-        )
-        .route(
-            PLATFORMS_PATH,
-            post(validate_platforms).fallback(method_not_allowed),
-        )
-        .route(
-            RENDER_PATH,
-            post(super::render_api::render).fallback(method_not_allowed),
-        )
-        .fallback(not_found);
-    with_layers(routes, state, "webhook")
+    webhook_routes(
+        &Arc::new(RequestLayerState::new(state.clone(), "webhook")),
+        state,
+    )
+}
+
+fn webhook_routes(shared: &Arc<RequestLayerState>, state: AppState) -> Router {
+    routed(
+        shared,
+        state,
+        vec![
+            (
+                TRANSFORMER_REGISTRATIONS_PATH,
+                post(validate_transformer_registrations),
+            ),
+            (PLATFORMS_PATH, post(validate_platforms)),
+            (RENDER_PATH, post(super::render_api::render)),
+        ],
+    )
+}
+
+/// The HTTPS webhook listener's service: [`router`], with the admission reviews dispatched
+/// directly.
+///
+/// A `POST` whose path is exactly one of the two admission routes (as axum matches a static route)
+/// goes straight to the review handler under the same middleware as the router's route
+/// ([`serve_request`] with that route's layer, so the same span, timeout, panic catcher and metric
+/// series). That skips what axum's routing costs every review: the route lookup, an extension map
+/// for the (empty) path parameters, two clones of the route's boxed service and a boxed handler
+/// future (about a tenth of a review's cost against the bare echo of issue 16). Everything else,
+/// other methods on those paths included, goes to the router, which serves the same routes with the
+/// same handlers, so both ways answer alike.
+#[derive(Clone)]
+pub struct WebhookService {
+    router: Router,
+    state: AppState,
+    /// The review routes' layers, in [`WebhookKind::ALL`] order.
+    reviews: [RequestLayer; 2],
+}
+
+impl WebhookService {
+    /// The service of the webhook listener over `state`.
+    pub fn new(state: AppState) -> Self {
+        let shared = Arc::new(RequestLayerState::new(state.clone(), "webhook"));
+        let layer = |kind: WebhookKind| RequestLayer {
+            shared: shared.clone(),
+            route: ROUTES.iter().position(|r| *r == kind.path()),
+        };
+        WebhookService {
+            router: webhook_routes(&shared, state.clone()),
+            reviews: WebhookKind::ALL.map(layer),
+            state,
+        }
+    }
+}
+
+impl std::fmt::Debug for WebhookService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookService").finish_non_exhaustive()
+    }
+}
+
+impl tower::Service<Request> for WebhookService {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::Either<
+        futures::future::BoxFuture<'static, Result<Response, Self::Error>>,
+        <Router as tower::Service<Request>>::Future,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        tower::Service::<Request>::poll_ready(&mut self.router, cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let direct = (req.method() == axum::http::Method::POST)
+            .then(|| WebhookKind::from_path(req.uri().path()))
+            .flatten()
+            .and_then(|kind| {
+                let i = WebhookKind::ALL.iter().position(|k| *k == kind)?;
+                Some((kind, self.reviews.get(i)?))
+            });
+        let Some((kind, layer)) = direct else {
+            return futures::future::Either::Right(self.router.call(req));
+        };
+        let head = RequestHead {
+            route: layer.route,
+            method: "POST",
+            span: make_span(&req),
+        };
+        let review = review(self.state.clone(), kind, req).map(Ok);
+        futures::future::Either::Left(Box::pin(
+            serve_request(layer.shared.clone(), head, review).map(Ok),
+        ))
+    }
 }
 
 /// The plain-HTTP probe router: `/healthz` and `/readyz`.
 pub fn probe_router(state: AppState) -> Router {
-    let routes = Router::new()
-        .route("/healthz", get(healthz).fallback(method_not_allowed))
-        .route("/readyz", get(readyz).fallback(method_not_allowed))
-        .fallback(not_found);
-    with_layers(routes, state, "probe")
+    routed(
+        &Arc::new(RequestLayerState::new(state.clone(), "probe")),
+        state,
+        vec![("/healthz", get(healthz)), ("/readyz", get(readyz))],
+    )
 }
 
 /// The plain-HTTP metrics router: `/metrics`.
 pub fn metrics_router(state: AppState) -> Router {
-    let routes = Router::new()
-        .route("/metrics", get(metrics).fallback(method_not_allowed))
-        .fallback(not_found);
-    with_layers(routes, state, "metrics")
+    routed(
+        &Arc::new(RequestLayerState::new(state.clone(), "metrics")),
+        state,
+        vec![("/metrics", get(metrics))],
+    )
 }
 
 /// Probes and metrics on one listener (when `--metrics-addr` equals `--probe-addr`).
 pub fn probe_and_metrics_router(state: AppState) -> Router {
-    let routes = Router::new()
-        .route("/healthz", get(healthz).fallback(method_not_allowed))
-        .route("/readyz", get(readyz).fallback(method_not_allowed))
-        .route("/metrics", get(metrics).fallback(method_not_allowed))
-        .fallback(not_found);
-    with_layers(routes, state, "probe")
+    routed(
+        &Arc::new(RequestLayerState::new(state.clone(), "probe")),
+        state,
+        vec![
+            ("/healthz", get(healthz)),
+            ("/readyz", get(readyz)),
+            ("/metrics", get(metrics)),
+        ],
+    )
 }
 
-fn with_layers(routes: Router<AppState>, state: AppState, listener: &'static str) -> Router {
-    let layer = Arc::new(RequestLayer::new(state.clone(), listener));
-    // One middleware does trace, metrics, panic catching and the request timeout (one boxed future
-    // per request instead of four layers); `Router::layer` wraps each route, so it sees the
-    // matched route.
-    routes
-        .layer(middleware::from_fn_with_state(layer, serve_request))
+/// One listener's router: every route answers other methods with the JSON 405, any other path
+/// gets the JSON 404, and each of them (the 404 too) is wrapped by the request middleware
+/// ([`RequestLayer`]) of the listener's `shared` state, told its route template here, once, for the
+/// metric labels.
+fn routed(
+    shared: &Arc<RequestLayerState>,
+    state: AppState,
+    routes: Vec<(&'static str, MethodRouter<AppState>)>,
+) -> Router {
+    let layer = |route: Option<usize>| RequestLayer {
+        shared: shared.clone(),
+        route,
+    };
+    let mut router = Router::new();
+    for (path, methods) in routes {
+        let route = ROUTES.iter().position(|r| *r == path);
+        router = router.route(
+            path,
+            methods.fallback(method_not_allowed).layer(layer(route)),
+        );
+    }
+    router
+        .fallback(not_found.layer(layer(None)))
         .with_state(state)
 }
 
@@ -121,7 +229,7 @@ const ROUTES: [&str; 6] = [
 /// The per-listener state of [`serve_request`]: the in-flight gauge, resolved once, and the
 /// series of successful requests per (route, method), resolved on first use (so `/metrics` lists
 /// no series that never saw a request) and then read without a label lookup.
-struct RequestLayer {
+struct RequestLayerState {
     state: AppState,
     listener: &'static str,
     timeout: Duration,
@@ -130,14 +238,14 @@ struct RequestLayer {
     ok_series: [[OnceLock<(Counter, Histogram)>; 2]; ROUTES.len()],
 }
 
-impl RequestLayer {
+impl RequestLayerState {
     fn new(state: AppState, listener: &'static str) -> Self {
         let in_flight = state
             .metrics
             .http_in_flight
             .get_or_create(&ListenerLabels { listener })
             .clone();
-        RequestLayer {
+        RequestLayerState {
             timeout: state.limits.request_timeout,
             state,
             listener,
@@ -215,24 +323,90 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// The middleware of one route ([`serve_request`]) as a tower layer, with the route's index in
+/// [`ROUTES`] (`None`: the 404 fallback, or a route outside it). Hand-written rather than
+/// `axum::middleware::from_fn`, which per request clones the wrapped route once more and boxes it
+/// again as `Next`; here the wrapped route is called directly (axum routes are always ready).
+#[derive(Clone)]
+struct RequestLayer {
+    shared: Arc<RequestLayerState>,
+    route: Option<usize>,
+}
+
+impl<S> tower::Layer<S> for RequestLayer {
+    type Service = RequestService<S>;
+
+    fn layer(&self, inner: S) -> RequestService<S> {
+        RequestService {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+/// A route wrapped by [`RequestLayer`].
+#[derive(Clone)]
+struct RequestService<S> {
+    inner: S,
+    layer: RequestLayer,
+}
+
+impl<S> tower::Service<Request> for RequestService<S>
+where
+    S: tower::Service<Request, Error = std::convert::Infallible> + Send + 'static,
+    S::Response: IntoResponse,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let head = RequestHead {
+            route: self.layer.route,
+            method: method_label(req.method()),
+            span: make_span(&req),
+        };
+        let inner = self.inner.call(req);
+        Box::pin(serve_request(self.layer.shared.clone(), head, inner).map(Ok))
+    }
+}
+
+/// What [`serve_request`] needs from the request head, read before the route takes the request.
+struct RequestHead {
+    route: Option<usize>,
+    method: &'static str,
+    span: Span,
+}
+
 /// Trace span, in-flight gauge, request timeout (408), panic catcher (500 with the JSON error
 /// shape, no detail), then the request counter and latency histogram, which thus see timeouts
 /// and panics as their 408/500.
-async fn serve_request(
-    State(layer): State<Arc<RequestLayer>>,
-    req: Request,
-    next: Next,
-) -> Response {
-    let route = route_index(&req);
-    let method = method_label(req.method());
-    let span = make_span(&req);
+async fn serve_request<F, R>(layer: Arc<RequestLayerState>, head: RequestHead, inner: F) -> Response
+where
+    F: std::future::Future<Output = Result<R, std::convert::Infallible>>,
+    R: IntoResponse,
+{
+    let RequestHead {
+        route,
+        method,
+        span,
+    } = head;
     let in_flight = InFlight::enter(&layer.in_flight);
     let start = Instant::now();
-    let guarded = std::panic::AssertUnwindSafe(tokio::time::timeout(layer.timeout, next.run(req)))
+    let guarded = std::panic::AssertUnwindSafe(tokio::time::timeout(layer.timeout, inner))
         .catch_unwind()
         .instrument(span.clone());
     let resp = match guarded.await {
-        Ok(Ok(resp)) => resp,
+        Ok(Ok(Ok(resp))) => resp.into_response(),
+        Ok(Ok(Err(never))) => match never {},
         Ok(Err(_elapsed)) => ApiError::new(
             ErrorCode::RequestTimeout,
             format!(
@@ -274,11 +448,6 @@ fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "non-string panic payload".to_string());
     ApiError::internal(format!("handler panicked: {detail}")).into_response()
-}
-
-fn route_index(req: &Request) -> Option<usize> {
-    let matched = req.extensions().get::<MatchedPath>()?;
-    ROUTES.iter().position(|r| *r == matched.as_str())
 }
 
 fn method_label(method: &axum::http::Method) -> &'static str {
@@ -396,11 +565,11 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
         (status = 500, description = "Internal error (details are logged)", body = ErrorBody)
     )
 )]
-pub async fn validate_transformer_registrations(
+pub fn validate_transformer_registrations(
     State(state): State<AppState>,
     req: Request,
-) -> Response {
-    review(state, WebhookKind::TransformerRegistration, req).await
+) -> impl std::future::Future<Output = Response> + Send {
+    review(state, WebhookKind::TransformerRegistration, req)
 }
 
 /// Validates the Platform singleton.
@@ -432,8 +601,11 @@ pub async fn validate_transformer_registrations(
         (status = 500, description = "Internal error (details are logged)", body = ErrorBody)
     )
 )]
-pub async fn validate_platforms(State(state): State<AppState>, req: Request) -> Response {
-    review(state, WebhookKind::Platform, req).await
+pub fn validate_platforms(
+    State(state): State<AppState>,
+    req: Request,
+) -> impl std::future::Future<Output = Response> + Send {
+    review(state, WebhookKind::Platform, req)
 }
 
 fn operation_str(op: &Operation) -> &'static str {
@@ -475,107 +647,141 @@ pub(super) fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-pub(super) async fn read_body(
+/// Reads a request body of at most `limit` bytes (413 above, also when `Content-Length` already
+/// says so). The headers are read before the returned future, which borrows nothing: a caller can
+/// drop the request head before awaiting the body.
+pub(super) fn read_body(
     headers: &HeaderMap,
     body: Body,
     limit: usize,
-) -> Result<bytes::Bytes, ApiError> {
-    let too_large = || {
-        ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!("the request body is larger than {limit} bytes"),
-        )
-    };
+) -> impl std::future::Future<Output = Result<bytes::Bytes, ApiError>> + Send + 'static {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(too_large());
-    }
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<LengthLimitError>() => Err(too_large()),
-        Err(e) => Err(ApiError::new(
-            ErrorCode::BadRequest,
-            format!("reading the request body: {e}"),
-        )),
+    async move {
+        let too_large = || {
+            ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("the request body is larger than {limit} bytes"),
+            )
+        };
+        if declared.is_some_and(|n| n > limit as u64) {
+            return Err(too_large());
+        }
+        match Limited::new(body, limit).collect().await {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(e) if e.is::<LengthLimitError>() => Err(too_large()),
+            Err(e) => Err(ApiError::new(
+                ErrorCode::BadRequest,
+                format!("reading the request body: {e}"),
+            )),
+        }
     }
 }
 
-async fn review(state: AppState, kind: WebhookKind, req: Request) -> Response {
+/// One review: the head is checked here and dropped, so only the body crosses an await and the
+/// handler future (which axum boxes per request) stays small; then [`judge`], then the review
+/// metrics.
+fn review(
+    state: AppState,
+    kind: WebhookKind,
+    req: Request,
+) -> impl std::future::Future<Output = Response> + Send {
     let start = Instant::now();
-    let (result, resp) = match judge(&state, kind, req).await {
-        Ok((result, resp)) => (result, resp),
-        Err(e) => (ReviewResult::Error, e.into_response()),
-    };
-    if let Some(series) = state.metrics.review(kind, result) {
-        series.count.inc();
-        series.duration.observe(start.elapsed().as_secs_f64());
+    let (parts, body) = req.into_parts();
+    let body = check_content_type(&parts.headers)
+        .map(|()| read_body(&parts.headers, body, state.limits.body_limit));
+    drop(parts);
+    async move {
+        let outcome = match body {
+            Ok(read) => match read.await {
+                Ok(bytes) => judge(&state, kind, &bytes).await,
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        let (result, resp) = match outcome {
+            Ok((result, resp)) => (result, resp),
+            Err(e) => (ReviewResult::Error, e.into_response()),
+        };
+        if let Some(series) = state.metrics.review(kind, result) {
+            series.count.inc();
+            series.duration.observe(start.elapsed().as_secs_f64());
+        }
+        resp
     }
-    resp
 }
 
+/// Takes an evaluation permit (waiting at most `eval_timeout` for one), then [`evaluate`]s.
 async fn judge(
     state: &AppState,
     kind: WebhookKind,
-    req: Request,
+    bytes: &[u8],
 ) -> Result<(ReviewResult, Response), ApiError> {
-    let (parts, body) = req.into_parts();
-    check_content_type(&parts.headers)?;
-    let bytes = read_body(&parts.headers, body, state.limits.body_limit).await?;
-    let req = webhooks::parse_request(&bytes)?;
-    drop(bytes);
-    let span = Span::current();
-    span.record("uid", req.uid.as_str());
-    span.record("kind", req.kind.kind.as_str());
-    span.record("name", req.name.as_str());
-    if let Some(ns) = &req.namespace {
-        span.record("namespace", ns.as_str());
-    }
-    let operation = operation_str(&req.operation);
-    span.record("operation", operation);
-
-    // A review is a bounded pure function of a body of at most 3 MiB (tens of microseconds): it
-    // runs on the async worker, under a permit of the review semaphore. `spawn_blocking` is for
-    // CUE evaluation only (the render API). A free permit is taken without arming a timer; only
-    // a review that has to wait for one is bounded by `eval_timeout`.
-    let gauge = &state.metrics.in_flight;
-    gauge.inc();
-    let outcome = match state.semaphore.try_acquire() {
-        Ok(_permit) => Ok(kind.validate(&req)),
-        Err(TryAcquireError::Closed) => Err(ApiError::internal("evaluation semaphore closed")),
+    // A free permit is taken without arming a timer; only a review that has to wait for one is
+    // bounded by `eval_timeout` (and then denied, see `evaluate`).
+    let in_flight = InFlight::enter(&state.metrics.in_flight);
+    let permit = match state.semaphore.try_acquire() {
+        Ok(permit) => Some(permit),
+        Err(TryAcquireError::Closed) => {
+            return Err(ApiError::internal("evaluation semaphore closed"))
+        }
         Err(TryAcquireError::NoPermits) => {
-            let eval_timeout = state.limits.eval_timeout;
-            match tokio::time::timeout(eval_timeout, state.semaphore.acquire()).await {
-                Ok(Ok(_permit)) => Ok(kind.validate(&req)),
-                Ok(Err(e)) => Err(ApiError::internal(format!("evaluation semaphore: {e}"))),
-                Err(_) => {
-                    tracing::warn!(
-                        timeout_ms = eval_timeout.as_millis() as u64,
-                        "admission evaluation timed out"
-                    );
-                    let message = format!(
-                        "opm-operator webhook: evaluating this {} {} timed out after {} ms; \
-                         the request was denied by the webhook's own timeout, not by a policy — \
-                         retry, and report it if it persists",
-                        kind.resource_kind(),
-                        operation,
-                        eval_timeout.as_millis()
-                    );
-                    gauge.dec();
-                    let denial = AdmissionResponse::from(&req).deny(message);
-                    span.record("allowed", false);
-                    return Ok((
-                        ReviewResult::Timeout,
-                        json_response(StatusCode::OK, &denial.into_review()),
-                    ));
-                }
+            match tokio::time::timeout(state.limits.eval_timeout, state.semaphore.acquire()).await {
+                Ok(Ok(permit)) => Some(permit),
+                Ok(Err(e)) => return Err(ApiError::internal(format!("evaluation semaphore: {e}"))),
+                Err(_elapsed) => None,
             }
         }
     };
-    gauge.dec();
-    let response = outcome?;
+    let outcome = evaluate(state, kind, bytes, permit.is_some());
+    drop(permit);
+    drop(in_flight);
+    outcome
+}
+
+/// Parses and judges a review body under an evaluation permit (`permitted`), or denies it when the
+/// permit did not arrive in time. Synchronous on purpose: the parsed request borrows the body and
+/// never lives across an await, which keeps the handler future (boxed by axum per request) small.
+fn evaluate(
+    state: &AppState,
+    kind: WebhookKind,
+    bytes: &[u8],
+    permitted: bool,
+) -> Result<(ReviewResult, Response), ApiError> {
+    let req = webhooks::RequestView::parse(bytes)?;
+    let span = Span::current();
+    span.record("uid", &*req.uid);
+    span.record("kind", &*req.kind.kind);
+    span.record("name", &*req.name);
+    if let Some(ns) = &req.namespace {
+        span.record("namespace", &**ns);
+    }
+    let operation = operation_str(&req.operation);
+    span.record("operation", operation);
+    if !permitted {
+        let eval_timeout = state.limits.eval_timeout;
+        tracing::warn!(
+            timeout_ms = eval_timeout.as_millis() as u64,
+            "admission evaluation timed out"
+        );
+        let message = format!(
+            "opm-operator webhook: evaluating this {} {} timed out after {} ms; \
+             the request was denied by the webhook's own timeout, not by a policy — \
+             retry, and report it if it persists",
+            kind.resource_kind(),
+            operation,
+            eval_timeout.as_millis()
+        );
+        span.record("allowed", false);
+        let denial = req.response().deny(message);
+        return Ok((
+            ReviewResult::Timeout,
+            json_response(StatusCode::OK, &webhooks::ResponseReview::new(&denial)),
+        ));
+    }
+    let response = kind.validate_view(&req);
     let result = if response.allowed {
         ReviewResult::Allowed
     } else {
@@ -584,7 +790,7 @@ async fn judge(
     span.record("allowed", response.allowed);
     Ok((
         result,
-        json_response(StatusCode::OK, &response.into_review()),
+        json_response(StatusCode::OK, &webhooks::ResponseReview::new(&response)),
     ))
 }
 
@@ -600,10 +806,10 @@ mod tests {
     #[tokio::test]
     async fn a_panicking_handler_is_a_500_with_the_json_error_shape() {
         let state = AppState::new(super::super::Limits::default(), None);
-        let app = with_layers(
-            Router::new().route("/panic", get(panics)),
+        let app = routed(
+            &Arc::new(RequestLayerState::new(state.clone(), "webhook")),
             state.clone(),
-            "webhook",
+            vec![("/panic", get(panics))],
         );
         let resp = app
             .oneshot(
@@ -626,5 +832,80 @@ mod tests {
             text.contains(r#"http_requests_total{listener="webhook",route="unmatched",method="GET",status="500"} 1"#),
             "{text}"
         );
+    }
+
+    /// Requests the direct dispatch takes (POST on a review path) and ones it must leave to the
+    /// router (other methods, other paths); both ways must give the same status, body and series.
+    #[tokio::test]
+    async fn the_webhook_service_answers_as_the_router_does() {
+        let review = serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "u-1",
+                "kind": {"group": "opmodel.dev", "version": "v1alpha1", "kind": "Platform"},
+                "resource": {"group": "opmodel.dev", "version": "v1alpha1", "resource": "platforms"},
+                "name": "prod", "operation": "CREATE", "userInfo": {"username": "a"},
+                "object": {"metadata": {"name": "prod"}, "spec": {"type": "kubernetes"}}
+            }
+        })
+        .to_string();
+        let cases: Vec<(&str, &str, Option<&str>, String)> = vec![
+            (
+                "POST",
+                PLATFORMS_PATH,
+                Some("application/json"),
+                review.clone(),
+            ),
+            ("POST", TRANSFORMER_REGISTRATIONS_PATH, None, review.clone()),
+            ("POST", PLATFORMS_PATH, Some("text/plain"), review.clone()),
+            ("POST", PLATFORMS_PATH, None, "{".to_owned()),
+            ("GET", PLATFORMS_PATH, None, String::new()),
+            ("POST", "/validate/platforms/", None, review.clone()),
+            ("POST", "/nowhere", None, review),
+        ];
+        // Each way on a fresh state: the answers (status, body) and the request/review series.
+        let run = |direct: bool| {
+            let cases = cases.clone();
+            async move {
+                let state = AppState::new(super::super::Limits::default(), None);
+                let mut answers = Vec::new();
+                for (method, path, content_type, body) in cases {
+                    let mut req = axum::http::Request::builder().method(method).uri(path);
+                    if let Some(ct) = content_type {
+                        req = req.header(header::CONTENT_TYPE, ct);
+                    }
+                    let req = req.body(Body::from(body)).unwrap();
+                    let resp = if direct {
+                        WebhookService::new(state.clone()).oneshot(req).await
+                    } else {
+                        router(state.clone()).oneshot(req).await
+                    }
+                    .unwrap();
+                    let status = resp.status().as_u16();
+                    let body = resp.into_body().collect().await.unwrap().to_bytes();
+                    answers.push((status, body));
+                }
+                let text = state.metrics.encode().unwrap();
+                let mut series: Vec<String> = text
+                    .lines()
+                    .filter(|l| {
+                        l.starts_with("http_requests_total")
+                            || l.starts_with("admission_reviews_total")
+                    })
+                    .map(str::to_owned)
+                    .collect();
+                series.sort();
+                (answers, series)
+            }
+        };
+        let (routed_answers, routed_series) = run(false).await;
+        let (direct_answers, direct_series) = run(true).await;
+        let statuses: Vec<u16> = direct_answers.iter().map(|a| a.0).collect();
+        assert_eq!(statuses, [200, 200, 415, 400, 405, 404, 404]);
+        assert!(direct_answers.iter().all(|a| !a.1.is_empty()));
+        assert_eq!(direct_answers, routed_answers, "same statuses and bodies");
+        assert_eq!(direct_series, routed_series, "same metric series");
+        assert!(direct_series.iter().any(|l| l
+            == r#"http_requests_total{listener="webhook",route="/validate/platforms",method="POST",status="200"} 1"#));
     }
 }

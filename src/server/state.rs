@@ -16,6 +16,9 @@ use super::render_api::RenderBackend;
 /// The apiserver's own request body limit (3 MiB); a larger AdmissionReview cannot exist.
 pub const DEFAULT_BODY_LIMIT: usize = 3 * 1024 * 1024;
 
+/// The default [`Limits::head_timeout`].
+pub const DEFAULT_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Request limits of the webhook listener.
 #[derive(Clone, Debug)]
 pub struct Limits {
@@ -28,6 +31,10 @@ pub struct Limits {
     pub eval_timeout: Duration,
     /// Evaluations running at once (the semaphore size).
     pub max_concurrent_reviews: usize,
+    /// Deadline for an HTTP/1 connection to start a request while none is in flight (slow-loris
+    /// heads, idle keep-alive connections); checked once per period, so such a connection lives
+    /// at most two periods.
+    pub head_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -44,6 +51,7 @@ impl Limits {
             request_timeout,
             eval_timeout: request_timeout.mul_f64(0.8),
             max_concurrent_reviews: max_concurrent_reviews.max(1),
+            head_timeout: DEFAULT_HEAD_TIMEOUT,
         }
     }
 }

@@ -13,6 +13,7 @@
 
 mod binary;
 mod common;
+mod deadlines;
 mod fixtures;
 mod openapi;
 mod probes;

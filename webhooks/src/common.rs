@@ -1,11 +1,11 @@
 //! Helpers shared by both webhooks: the admission skeleton ([`validate`]), the request-kind guard,
-//! typed field access on a `DynamicObject`, and Kubernetes name checks (DNS-1123 label and
+//! typed field access on an object's `spec`, and Kubernetes name checks (DNS-1123 label and
 //! subdomain).
 
-use kube_core::admission::{AdmissionRequest, AdmissionResponse, Operation};
-use kube_core::DynamicObject;
+use kube_core::admission::{AdmissionResponse, Operation};
 use serde_json::Value;
 
+use crate::view::{ObjectView, RequestView};
 use crate::violations::Findings;
 
 /// The per-kind rules plugged into [`validate`].
@@ -13,20 +13,20 @@ pub(crate) struct Rules {
     /// The kind validated (`Platform`, `TransformerRegistration`).
     pub kind: &'static str,
     /// Checks one object as a whole (CREATE, and the new object of an UPDATE).
-    pub check_object: fn(&DynamicObject, &mut Findings),
+    pub check_object: fn(&ObjectView<'_>, &mut Findings<'_>),
     /// Checks what an UPDATE may change (`old`, `new`).
-    pub check_update: fn(&DynamicObject, &DynamicObject, &mut Findings),
+    pub check_update: fn(&ObjectView<'_>, &ObjectView<'_>, &mut Findings<'_>),
     /// Adds warnings for a DELETE (deletes are always allowed).
-    pub on_delete: fn(&AdmissionRequest<DynamicObject>, &mut Findings),
+    pub on_delete: fn(&RequestView<'_>, &mut Findings<'_>),
 }
 
 /// The admission skeleton both webhooks share: kind guard; status-subresource writes allowed
 /// unchecked; CREATE checks the object; an UPDATE that leaves `spec` unchanged is allowed with the
 /// stored object's faults as warnings (so a legacy object never gets stuck); any other UPDATE checks
 /// the object and the update rules; DELETE is allowed with warnings; CONNECT is allowed.
-pub(crate) fn validate(req: &AdmissionRequest<DynamicObject>, rules: &Rules) -> AdmissionResponse {
+pub(crate) fn validate(req: &RequestView<'_>, rules: &Rules) -> AdmissionResponse {
     let mut f = Findings::for_request(req);
-    let resp = AdmissionResponse::from(req);
+    let resp = req.response();
     if !check_kind(req, rules.kind, &mut f) {
         return f.respond(resp);
     }
@@ -69,11 +69,7 @@ pub(crate) fn validate(req: &AdmissionRequest<DynamicObject>, rules: &Rules) -> 
 
 /// Denies a request whose `request.kind` is not `opmodel.dev/<kind>` (a misrouted webhook call);
 /// returns whether the kind is right.
-pub(crate) fn check_kind(
-    req: &AdmissionRequest<DynamicObject>,
-    kind: &str,
-    f: &mut Findings,
-) -> bool {
+pub(crate) fn check_kind(req: &RequestView<'_>, kind: &str, f: &mut Findings<'_>) -> bool {
     if req.kind.group == crds::GROUP && req.kind.kind == kind {
         return true;
     }
@@ -90,12 +86,54 @@ pub(crate) fn check_kind(
 }
 
 /// The object's `spec` value, if any.
-pub(crate) fn spec(obj: &DynamicObject) -> Option<&Value> {
-    obj.data.get("spec")
+pub(crate) fn spec<'v>(obj: &'v ObjectView<'_>) -> Option<&'v Value> {
+    obj.spec.as_deref()
+}
+
+/// The path of a field inside a map entry or a list item (`spec.registry["k"].version`,
+/// `spec.provides[2]`). The rules run on every review and most find nothing, so a path is formatted
+/// only when a finding names it ([`Findings::deny`], [`Findings::warn`]).
+#[derive(Clone, Copy)]
+pub(crate) struct FieldPath<'k> {
+    /// The map or list (`spec.registry`).
+    pub base: &'static str,
+    /// The entry.
+    pub at: At<'k>,
+    /// The field inside the entry (`.version`, or empty for the entry itself).
+    pub tail: &'static str,
+}
+
+/// A map key or a list index.
+#[derive(Clone, Copy)]
+pub(crate) enum At<'k> {
+    /// A map key, printed quoted.
+    Key(&'k str),
+    /// A list index.
+    Index(usize),
+}
+
+impl<'k> FieldPath<'k> {
+    /// The same entry's field `tail`.
+    pub fn field(self, tail: &'static str) -> Self {
+        FieldPath { tail, ..self }
+    }
+}
+
+impl std::fmt::Display for FieldPath<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.at {
+            At::Key(k) => write!(f, "{}[{k:?}]{}", self.base, self.tail),
+            At::Index(i) => write!(f, "{}[{i}]{}", self.base, self.tail),
+        }
+    }
 }
 
 /// Reads a required non-empty string field, recording a violation at `path` otherwise.
-pub(crate) fn req_str<'a>(v: Option<&'a Value>, path: &str, f: &mut Findings) -> Option<&'a str> {
+pub(crate) fn req_str<'a>(
+    v: Option<&'a Value>,
+    path: impl std::fmt::Display,
+    f: &mut Findings<'_>,
+) -> Option<&'a str> {
     match v {
         Some(Value::String(s)) if !s.is_empty() => Some(s),
         Some(Value::String(_)) => {

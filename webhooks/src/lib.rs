@@ -10,6 +10,9 @@
 //!   (`spec.catalog: ...`). Legal-but-risky edits are allowed with `warnings`.
 //! - Nothing reachable from input panics; a body that is not a v1 AdmissionReview with a request and a
 //!   uid is a typed [`ReviewError`] (the server answers 400 with a JSON body).
+//! - The rules run on a [`RequestView`]: read from a body in one pass by [`review`] and the server
+//!   (the hot path), or borrowed from a `kube_core` `AdmissionRequest` by [`WebhookKind::validate`];
+//!   see [`view`] for what it reads and skips.
 //!
 //! Response format:
 //! - Allowed: `allowed: true`, optional `warnings` for legal-but-risky edits (disabling or removing a
@@ -34,6 +37,7 @@ pub mod error;
 pub mod platform;
 pub mod syntax;
 pub mod transformer_registration;
+pub mod view;
 mod violations;
 
 use kube_core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
@@ -43,6 +47,7 @@ pub use common::check_dns_label;
 pub use error::ReviewError;
 pub use platform::validate_platform;
 pub use transformer_registration::validate_transformer_registration;
+pub use view::{KindView, ObjectView, RequestView};
 
 /// The only AdmissionReview apiVersion this crate accepts.
 pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
@@ -91,30 +96,58 @@ impl WebhookKind {
         Self::ALL.into_iter().find(|k| k.path() == path)
     }
 
-    /// The webhook's validation function.
+    /// The webhook's validation function, on a `kube_core` request.
     pub fn validate(self, req: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+        self.validate_view(&RequestView::from(req))
+    }
+
+    /// The webhook's validation function, on the view of a request.
+    pub fn validate_view(self, req: &RequestView<'_>) -> AdmissionResponse {
         match self {
-            WebhookKind::TransformerRegistration => validate_transformer_registration(req),
-            WebhookKind::Platform => validate_platform(req),
+            WebhookKind::TransformerRegistration => transformer_registration::validate_view(req),
+            WebhookKind::Platform => platform::validate_view(req),
         }
     }
 }
 
-/// Parses an AdmissionReview body, dispatches it to the webhook of `kind`, and returns the response
-/// review (same apiVersion/kind, `response.uid` = `request.uid`).
+/// The review that carries a response back, serialized exactly as
+/// `AdmissionResponse::into_review()` serializes (`apiVersion`, `kind`, `response`) but borrowing
+/// the response instead of copying its type meta into a new review.
+#[derive(Debug, serde::Serialize)]
+pub struct ResponseReview<'r> {
+    #[serde(rename = "apiVersion")]
+    api_version: &'r str,
+    kind: &'r str,
+    response: &'r AdmissionResponse,
+}
+
+impl<'r> ResponseReview<'r> {
+    /// The review of `response` (its type meta becomes the review's).
+    pub fn new(response: &'r AdmissionResponse) -> Self {
+        ResponseReview {
+            api_version: &response.types.api_version,
+            kind: &response.types.kind,
+            response,
+        }
+    }
+}
+
+/// Reads an AdmissionReview body ([`RequestView::parse`]), dispatches it to the webhook of `kind`,
+/// and returns the response review (same apiVersion/kind, `response.uid` = `request.uid`).
 ///
 /// Errors: the body is not JSON, is not an `admission.k8s.io/v1` `AdmissionReview`, has no `request`,
-/// has no (or an empty) `request.uid`, or the request does not have the AdmissionRequest shape.
+/// has no (or an empty) `request.uid`, or the request does not have the shape [`view`] reads.
 pub fn review(
     kind: WebhookKind,
     body: &[u8],
 ) -> Result<AdmissionReview<DynamicObject>, ReviewError> {
-    let req = parse_request(body)?;
-    Ok(kind.validate(&req).into_review())
+    let req = RequestView::parse(body)?;
+    Ok(kind.validate_view(&req).into_review())
 }
 
-/// Parses and checks an AdmissionReview body, returning its request (with the review's type meta, so
-/// the response echoes it).
+/// Parses and checks an AdmissionReview body into a whole `kube_core` request (with the review's
+/// type meta, so the response echoes it), for callers that need every member; the webhooks
+/// themselves read the cheaper [`RequestView`].
 ///
 /// One typed pass over the body on the happy path: the envelope is deserialized straight into
 /// [`Envelope`] (no `serde(flatten)` at the top, which would buffer the whole body first). Only a body
@@ -140,28 +173,44 @@ struct Envelope {
 
 impl Envelope {
     fn into_request(self) -> Result<AdmissionRequest<DynamicObject>, ReviewError> {
-        let api_version = self.api_version.unwrap_or_default();
-        if api_version != ADMISSION_API_VERSION {
-            return Err(ReviewError::WrongApiVersion { found: api_version });
-        }
-        let kind = self.kind.unwrap_or_default();
-        if kind != ADMISSION_KIND {
-            return Err(ReviewError::WrongKind { found: kind });
-        }
+        check_envelope(self.api_version.as_deref(), self.kind.as_deref())?;
         let Some(mut request) = self.request else {
             return Err(ReviewError::MissingRequest);
         };
         if request.uid.is_empty() {
             return Err(ReviewError::MissingUid);
         }
-        request.types = kube_core::TypeMeta { api_version, kind };
+        request.types = kube_core::TypeMeta {
+            api_version: ADMISSION_API_VERSION.to_owned(),
+            kind: ADMISSION_KIND.to_owned(),
+        };
         Ok(request)
     }
 }
 
+/// The review's own `apiVersion` and `kind` (missing counts as empty).
+pub(crate) fn check_envelope(
+    api_version: Option<&str>,
+    kind: Option<&str>,
+) -> Result<(), ReviewError> {
+    let api_version = api_version.unwrap_or_default();
+    if api_version != ADMISSION_API_VERSION {
+        return Err(ReviewError::WrongApiVersion {
+            found: api_version.to_owned(),
+        });
+    }
+    let kind = kind.unwrap_or_default();
+    if kind != ADMISSION_KIND {
+        return Err(ReviewError::WrongKind {
+            found: kind.to_owned(),
+        });
+    }
+    Ok(())
+}
+
 /// Names what is wrong with a body the typed pass rejected (`typed` is that pass's error), checking
 /// in order: JSON, object, `apiVersion`, `kind`, `request`, `request.uid`, then the request's shape.
-fn classify(body: &[u8], typed: serde_json::Error) -> ReviewError {
+pub(crate) fn classify(body: &[u8], typed: serde_json::Error) -> ReviewError {
     let value: serde_json::Value = match serde_json::from_slice(body) {
         Ok(v) => v,
         Err(e) => return ReviewError::MalformedJson(e),

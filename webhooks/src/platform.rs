@@ -44,7 +44,9 @@ use kube_core::admission::{AdmissionRequest, AdmissionResponse};
 use kube_core::DynamicObject;
 use serde_json::{Map, Value};
 
+use crate::common::{At, FieldPath};
 use crate::syntax;
+use crate::view::{ObjectView, RequestView};
 use crate::violations::Findings;
 
 /// The kind this module validates.
@@ -59,11 +61,16 @@ const RULES: crate::common::Rules = crate::common::Rules {
 
 /// Validates a Platform admission request (see the module doc for the rules).
 pub fn validate_platform(req: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+    validate_view(&RequestView::from(req))
+}
+
+/// [`validate_platform`] on the view of a request.
+pub(crate) fn validate_view(req: &RequestView<'_>) -> AdmissionResponse {
     crate::common::validate(req, &RULES)
 }
 
 /// Warnings for a DELETE (always allowed).
-fn on_delete(_req: &AdmissionRequest<DynamicObject>, f: &mut Findings) {
+fn on_delete(_req: &RequestView<'_>, f: &mut Findings<'_>) {
     f.warn(
         "metadata.name",
         "deleting the Platform stops all rendering: every ModuleInstance and ModulePackage reports PlatformNotReady; workloads are frozen, not torn down",
@@ -101,8 +108,8 @@ fn entries(spec: Option<&Value>) -> BTreeMap<String, Entry> {
 }
 
 /// Checks rules 2–6 on one object, plus the "nothing enabled" warning.
-fn check_object(obj: &DynamicObject, f: &mut Findings) {
-    let name = obj.metadata.name.as_deref().unwrap_or("");
+fn check_object(obj: &ObjectView<'_>, f: &mut Findings<'_>) {
+    let name = obj.name.as_deref().unwrap_or("");
     if name != crds::PLATFORM_NAME {
         f.deny(
             "metadata.name",
@@ -159,22 +166,26 @@ fn check_object(obj: &DynamicObject, f: &mut Findings) {
     }
 }
 
-fn check_registry(reg: &Map<String, Value>, f: &mut Findings) {
+fn check_registry(reg: &Map<String, Value>, f: &mut Findings<'_>) {
     for (key, entry) in reg {
-        let base = format!("spec.registry[{key:?}]");
+        let base = FieldPath {
+            base: "spec.registry",
+            at: At::Key(key),
+            tail: "",
+        };
         let mut major = None;
         match syntax::check_major_module_path(key) {
             Ok((path, m)) => {
                 major = Some(m);
                 if path == syntax::CORE_MODULE_PATH {
                     f.deny(
-                        &base,
+                        base,
                         format!("{key:?} is the core schema, which the operator pins itself, not a catalog"),
                     );
                 }
                 if syntax::is_reserved(path) {
                     f.deny(
-                        &base,
+                        base,
                         format!(
                             "{key:?} lies under the reserved platforms namespace {:?} (the generated platform module's, never published)",
                             syntax::RESERVED_PLATFORMS_PREFIX
@@ -182,21 +193,21 @@ fn check_registry(reg: &Map<String, Value>, f: &mut Findings) {
                     );
                 }
             }
-            Err(e) => f.deny(&base, format!("the key {e}")),
+            Err(e) => f.deny(base, format!("the key {e}")),
         }
         let Some(entry) = entry.as_object() else {
-            f.deny(&base, "must be an object {enable, version}");
+            f.deny(base, "must be an object {enable, version}");
             continue;
         };
         if let Some(version) =
-            crate::common::req_str(entry.get("version"), &format!("{base}.version"), f)
+            crate::common::req_str(entry.get("version"), base.field(".version"), f)
         {
             match syntax::check_bare_semver(version) {
                 Ok(v) => {
                     if let Some(m) = major {
                         if v.major != m {
                             f.deny(
-                                format!("{base}.version"),
+                                base.field(".version"),
                                 format!(
                                     "{version:?} has major {} but the key is major-suffixed @v{m}",
                                     v.major
@@ -205,38 +216,42 @@ fn check_registry(reg: &Map<String, Value>, f: &mut Findings) {
                         }
                     }
                 }
-                Err(e) => f.deny(format!("{base}.version"), e),
+                Err(e) => f.deny(base.field(".version"), e),
             }
         }
         match entry.get("enable") {
             None | Some(Value::Null) | Some(Value::Bool(_)) => {}
-            Some(_) => f.deny(format!("{base}.enable"), "must be a bool"),
+            Some(_) => f.deny(base.field(".enable"), "must be a bool"),
         }
     }
 }
 
 /// The update warnings.
-fn check_update(old: &DynamicObject, new: &DynamicObject, f: &mut Findings) {
+fn check_update(old: &ObjectView<'_>, new: &ObjectView<'_>, f: &mut Findings<'_>) {
     let old_spec = crate::common::spec(old);
     let new_spec = crate::common::spec(new);
     let (old_e, new_e) = (entries(old_spec), entries(new_spec));
     for (key, o) in &old_e {
-        let base = format!("spec.registry[{key:?}]");
+        let base = FieldPath {
+            base: "spec.registry",
+            at: At::Key(key),
+            tail: "",
+        };
         match new_e.get(key) {
             None => f.warn(
-                &base,
+                base,
                 "removes this catalog from the platform; instances rendering with its transformers will fail to resolve",
             ),
             Some(n) => {
                 if o.enabled && !n.enabled {
                     f.warn(
-                        format!("{base}.enable"),
+                        base.field(".enable"),
                         "disables this catalog; its transformers leave the platform and instances using them will fail to resolve",
                     );
                 }
                 if let (Some(ov), Some(nv)) = (&o.version, &n.version) {
                     if nv < ov {
-                        f.warn(format!("{base}.version"), format!("downgrades the catalog from {ov} to {nv}"));
+                        f.warn(base.field(".version"), format!("downgrades the catalog from {ov} to {nv}"));
                     }
                 }
             }

@@ -51,7 +51,9 @@ use kube_core::admission::{AdmissionRequest, AdmissionResponse};
 use kube_core::DynamicObject;
 use serde_json::Value;
 
+use crate::common::{At, FieldPath};
 use crate::syntax;
+use crate::view::{ObjectView, RequestView};
 use crate::violations::Findings;
 
 /// The kind this module validates.
@@ -68,20 +70,23 @@ const RULES: crate::common::Rules = crate::common::Rules {
 pub fn validate_transformer_registration(
     req: &AdmissionRequest<DynamicObject>,
 ) -> AdmissionResponse {
+    validate_view(&RequestView::from(req))
+}
+
+/// [`validate_transformer_registration`] on the view of a request.
+pub(crate) fn validate_view(req: &RequestView<'_>) -> AdmissionResponse {
     crate::common::validate(req, &RULES)
 }
 
 /// Warnings for a DELETE (always allowed).
-fn on_delete(req: &AdmissionRequest<DynamicObject>, f: &mut Findings) {
+fn on_delete(req: &RequestView<'_>, f: &mut Findings<'_>) {
     if let Some(old) = &req.old_object {
-        let active =
-            old.data.get("status").and_then(|s| s.get("active")) == Some(&Value::Bool(true));
-        if active {
+        if old.status_flag("active") {
             f.warn(
                 "status.active",
                 format!(
                     "{} is an active claim: once released, its catalog {} leaves the platform",
-                    old.metadata.name.as_deref().unwrap_or(""),
+                    old.name.as_deref().unwrap_or(""),
                     crate::common::spec(old)
                         .and_then(|s| s.get("catalog"))
                         .and_then(Value::as_str)
@@ -90,16 +95,15 @@ fn on_delete(req: &AdmissionRequest<DynamicObject>, f: &mut Findings) {
             );
         }
         let guarded = old
-            .metadata
             .finalizers
-            .as_ref()
-            .is_some_and(|fs| fs.iter().any(|x| x == crds::FINALIZER_DEPENDENTS));
+            .iter()
+            .any(|x| x == crds::FINALIZER_DEPENDENTS);
         if guarded {
             f.warn(
                 "metadata.finalizers",
                 format!(
                     "{} holds the {} finalizer: deletion completes only once no ModuleInstance demands a contract it provides",
-                    old.metadata.name.as_deref().unwrap_or(""),
+                    old.name.as_deref().unwrap_or(""),
                     crds::FINALIZER_DEPENDENTS
                 ),
             );
@@ -108,8 +112,8 @@ fn on_delete(req: &AdmissionRequest<DynamicObject>, f: &mut Findings) {
 }
 
 /// Checks rules 2–7 on one object.
-fn check_object(obj: &DynamicObject, f: &mut Findings) {
-    let name = obj.metadata.name.as_deref().unwrap_or("");
+fn check_object(obj: &ObjectView<'_>, f: &mut Findings<'_>) {
+    let name = obj.name.as_deref().unwrap_or("");
     let Some(spec) = crate::common::spec(obj).and_then(Value::as_object) else {
         f.deny("spec", "is required and must be an object");
         return;
@@ -142,8 +146,12 @@ fn check_object(obj: &DynamicObject, f: &mut Findings) {
         ),
     }
     if let Some((ns, nm)) = ref_parts {
-        let want = format!("{ns}.{nm}");
-        if name != want {
+        let derived = name
+            .strip_prefix(ns)
+            .and_then(|rest| rest.strip_prefix('.'))
+            == Some(nm);
+        if !derived {
+            let want = format!("{ns}.{nm}");
             f.deny(
                 "metadata.name",
                 format!("must be {want:?} (<spec.providerRef.namespace>.<spec.providerRef.name>), found {name:?}"),
@@ -211,17 +219,21 @@ fn check_object(obj: &DynamicObject, f: &mut Findings) {
         Some(Value::Array(items)) => {
             let mut seen = BTreeSet::new();
             for (i, item) in items.iter().enumerate() {
-                let path = format!("spec.provides[{i}]");
+                let path = FieldPath {
+                    base: "spec.provides",
+                    at: At::Index(i),
+                    tail: "",
+                };
                 match item.as_str() {
                     Some(fqn) => {
                         if let Err(e) = syntax::check_contract_fqn(fqn) {
-                            f.deny(&path, e);
+                            f.deny(path, e);
                         }
                         if !seen.insert(fqn) {
-                            f.deny(&path, format!("{fqn:?} is listed more than once"));
+                            f.deny(path, format!("{fqn:?} is listed more than once"));
                         }
                     }
-                    None => f.deny(&path, "must be a string (a contract FQN)"),
+                    None => f.deny(path, "must be a string (a contract FQN)"),
                 }
             }
         }
@@ -233,7 +245,7 @@ fn check_object(obj: &DynamicObject, f: &mut Findings) {
 }
 
 /// Checks rule 8 and the update warnings.
-fn check_update(old: &DynamicObject, new: &DynamicObject, f: &mut Findings) {
+fn check_update(old: &ObjectView<'_>, new: &ObjectView<'_>, f: &mut Findings<'_>) {
     let old_spec = crate::common::spec(old);
     let new_spec = crate::common::spec(new);
     let field = |s: Option<&Value>, k: &str| s.and_then(|s| s.get(k)).cloned();

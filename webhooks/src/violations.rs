@@ -5,38 +5,40 @@
 //! denied the request: `<message>`"): `message` joins every violation with `"; "`, and
 //! `details.causes` carries one `FieldValueInvalid` cause per violation with its field path.
 
-use kube_core::admission::AdmissionRequest;
 use kube_core::response::{StatusCause, StatusDetails, StatusSummary};
-use kube_core::DynamicObject;
+
+use crate::view::RequestView;
 
 /// Longest single violation message (bytes); longer ones (echoing huge user input) are cut.
 const MAX_MESSAGE: usize = 512;
 
 /// The findings of one admission request.
 #[derive(Debug, Default)]
-pub(crate) struct Findings {
+pub(crate) struct Findings<'r> {
     violations: Vec<String>,
     causes: Vec<StatusCause>,
     warnings: Vec<String>,
-    name: String,
-    kind: String,
+    name: &'r str,
+    kind: &'r str,
 }
 
-impl Findings {
+impl<'r> Findings<'r> {
     /// Findings for one request: the denial's `status.details` name its object and kind.
-    pub(crate) fn for_request(req: &AdmissionRequest<DynamicObject>) -> Self {
+    pub(crate) fn for_request(req: &'r RequestView<'_>) -> Self {
         Findings {
-            name: req.name.clone(),
-            kind: req.kind.kind.clone(),
+            name: &req.name,
+            kind: &req.kind.kind,
             ..Findings::default()
         }
     }
 
-    /// Records a violation of the field at `path` (e.g. `spec.catalog`). The denial joins violations
-    /// with `"; "`, so that separator inside one message (possible only through user input echoed
-    /// back) is rewritten to `", "` to keep the list splittable, and a message echoing huge input is
-    /// cut at [`MAX_MESSAGE`] bytes.
-    pub(crate) fn deny(&mut self, path: impl AsRef<str>, msg: impl AsRef<str>) {
+    /// Records a violation of the field at `path` (e.g. `spec.catalog`, or a
+    /// [`crate::common::FieldPath`], formatted only here). The denial joins violations with `"; "`,
+    /// so that separator inside one message (possible only through user input echoed back) is
+    /// rewritten to `", "` to keep the list splittable, and a message echoing huge input is cut at
+    /// [`MAX_MESSAGE`] bytes.
+    pub(crate) fn deny(&mut self, path: impl std::fmt::Display, msg: impl AsRef<str>) {
+        let path = path.to_string();
         let mut msg = msg.as_ref().replace("; ", ", ");
         if msg.len() > MAX_MESSAGE {
             let mut cut = MAX_MESSAGE;
@@ -46,23 +48,22 @@ impl Findings {
             msg.truncate(cut);
             msg.push_str("...");
         }
-        self.violations.push(format!("{}: {msg}", path.as_ref()));
+        self.violations.push(format!("{path}: {msg}"));
         self.causes.push(StatusCause {
             reason: "FieldValueInvalid".to_owned(),
             message: msg,
-            field: path.as_ref().to_owned(),
+            field: path,
         });
     }
 
     /// Records a warning about the field at `path`.
-    pub(crate) fn warn(&mut self, path: impl AsRef<str>, msg: impl AsRef<str>) {
-        self.warnings
-            .push(format!("{}: {}", path.as_ref(), msg.as_ref()));
+    pub(crate) fn warn(&mut self, path: impl std::fmt::Display, msg: impl AsRef<str>) {
+        self.warnings.push(format!("{path}: {}", msg.as_ref()));
     }
 
     /// Ratcheting: turns another findings' violations into warnings of this one (a stored object's
     /// faults, reported but not enforced on a metadata-only update).
-    pub(crate) fn ratchet(&mut self, stored: Findings) {
+    pub(crate) fn ratchet(&mut self, stored: Findings<'_>) {
         for v in stored.violations {
             self.warnings.push(format!(
                 "stored object violates an admission rule (allowed because spec is unchanged): {v}"
@@ -91,9 +92,9 @@ impl Findings {
             resp.result.code = 422;
             resp.result.reason = "Invalid".to_owned();
             resp.result.details = Some(StatusDetails {
-                name: self.name,
+                name: self.name.to_owned(),
                 group: crds::GROUP.to_owned(),
-                kind: self.kind,
+                kind: self.kind.to_owned(),
                 uid: String::new(),
                 causes: self.causes,
                 retry_after_seconds: 0,

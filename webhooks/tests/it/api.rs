@@ -92,6 +92,31 @@ fn validate_functions_are_callable_directly() {
 }
 
 #[test]
+fn a_response_review_serializes_as_into_review_does() {
+    let allowed = request(
+        "Platform",
+        "CREATE",
+        serde_json::to_value(crds::Platform::test()).unwrap(),
+        serde_json::Value::Null,
+    );
+    let denied = request(
+        "Platform",
+        "CREATE",
+        serde_json::to_value(crds::Platform::test().named("prod")).unwrap(),
+        serde_json::Value::Null,
+    );
+    for (body, expect_allowed) in [(allowed, true), (denied, false)] {
+        let req = webhooks::RequestView::parse(&body).unwrap();
+        let resp = WebhookKind::Platform.validate_view(&req);
+        assert_eq!(resp.allowed, expect_allowed, "{}", resp.result.message);
+        assert_eq!(
+            serde_json::to_string(&webhooks::ResponseReview::new(&resp)).unwrap(),
+            serde_json::to_string(&resp.clone().into_review()).unwrap()
+        );
+    }
+}
+
+#[test]
 fn routes_map_to_kinds() {
     for kind in WebhookKind::ALL {
         assert_eq!(WebhookKind::from_path(kind.path()), Some(kind));
