@@ -2,11 +2,12 @@
 //! lessons.md §1.8 and rules 17–18, style.md §1.3 and §6 conventions 7–9).
 //!
 //! Rules:
-//! - The webhooks are served over HTTPS on `--webhook-addr` ([`router`]). Probes (`/healthz`,
-//!   `/readyz`) are plain HTTP on `--probe-addr`, and that listener is opened only *after* the TLS
-//!   listener is bound; `/readyz` is 200 only while the webhook listener serves (503 while
-//!   draining). `/metrics` is plain HTTP on `--metrics-addr` (the same listener as the probes when
-//!   both addresses are equal; `--metrics-addr 0` turns it off).
+//! - The webhooks are served over HTTPS on `--webhook-addr` ([`WebhookService`]: [`router`] with the
+//!   admission reviews dispatched directly). Probes (`/healthz`, `/readyz`) are plain HTTP on
+//!   `--probe-addr`, and that listener is opened only *after* the TLS listener is bound; `/readyz`
+//!   is 200 only while the webhook listener serves (503 while draining). `/metrics` is plain HTTP
+//!   on `--metrics-addr` (the same listener as the probes when both addresses are equal;
+//!   `--metrics-addr 0` turns it off).
 //! - TLS comes from `--tls-cert`/`--tls-key` (optional `--client-ca` for mTLS) or from
 //!   `--self-signed`, which generates a development CA and serving certificate. The files are watched
 //!   and reloaded without a restart (the `certs` crate; the reload loop never dies).

@@ -83,13 +83,13 @@ fn webhook_routes(shared: &Arc<RequestLayerState>, state: AppState) -> Router {
 /// directly.
 ///
 /// A `POST` whose path is exactly one of the two admission routes (as axum matches a static route)
-/// goes straight to the review handler under the same middleware as the router's route
-/// ([`serve_request`] with that route's layer, so the same span, timeout, panic catcher and metric
-/// series). That skips what axum's routing costs every review: the route lookup, an extension map
-/// for the (empty) path parameters, two clones of the route's boxed service and a boxed handler
-/// future (about a tenth of a review's cost against the bare echo of issue 16). Everything else,
-/// other methods on those paths included, goes to the router, which serves the same routes with the
-/// same handlers, so both ways answer alike.
+/// goes straight to the review handler under the same middleware as the router's route (that
+/// route's own layer: the same span, timeout, panic catcher and metric series). That skips what
+/// axum's routing costs every review: the route lookup, an extension map for the (empty) path
+/// parameters, two clones of the route's boxed service and a boxed handler future (about a tenth
+/// of a review's cost against the bare echo of issue 16). Everything else, other methods on those
+/// paths included, goes to the router, which serves the same routes with the same handlers, so
+/// both ways answer alike.
 #[derive(Clone)]
 pub struct WebhookService {
     router: Router,

@@ -2,8 +2,8 @@
 //! typed field access on an object's `spec`, and Kubernetes name checks (DNS-1123 label and
 //! subdomain).
 
+use crate::json::Json;
 use kube_core::admission::{AdmissionResponse, Operation};
-use serde_json::Value;
 
 use crate::view::{ObjectView, RequestView};
 use crate::violations::Findings;
@@ -86,8 +86,8 @@ pub(crate) fn check_kind(req: &RequestView<'_>, kind: &str, f: &mut Findings<'_>
 }
 
 /// The object's `spec` value, if any.
-pub(crate) fn spec<'v>(obj: &'v ObjectView<'_>) -> Option<&'v Value> {
-    obj.spec.as_deref()
+pub(crate) fn spec<'v, 'a>(obj: &'v ObjectView<'a>) -> Option<&'v Json<'a>> {
+    obj.spec.as_ref()
 }
 
 /// The path of a field inside a map entry or a list item (`spec.registry["k"].version`,
@@ -130,17 +130,17 @@ impl std::fmt::Display for FieldPath<'_> {
 
 /// Reads a required non-empty string field, recording a violation at `path` otherwise.
 pub(crate) fn req_str<'a>(
-    v: Option<&'a Value>,
+    v: Option<&'a Json<'_>>,
     path: impl std::fmt::Display,
     f: &mut Findings<'_>,
 ) -> Option<&'a str> {
     match v {
-        Some(Value::String(s)) if !s.is_empty() => Some(s),
-        Some(Value::String(_)) => {
+        Some(Json::String(s)) if !s.is_empty() => Some(s),
+        Some(Json::String(_)) => {
             f.deny(path, "must not be empty");
             None
         }
-        None | Some(Value::Null) => {
+        None | Some(Json::Null) => {
             f.deny(path, "is required");
             None
         }

@@ -34,6 +34,7 @@
 
 mod common;
 pub mod error;
+pub mod json;
 pub mod platform;
 pub mod syntax;
 pub mod transformer_registration;
@@ -45,6 +46,7 @@ use kube_core::DynamicObject;
 
 pub use common::check_dns_label;
 pub use error::ReviewError;
+pub use json::Json;
 pub use platform::validate_platform;
 pub use transformer_registration::validate_transformer_registration;
 pub use view::{KindView, ObjectView, RequestView};

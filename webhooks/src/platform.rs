@@ -40,9 +40,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::json::{Json, Members};
 use kube_core::admission::{AdmissionRequest, AdmissionResponse};
 use kube_core::DynamicObject;
-use serde_json::{Map, Value};
 
 use crate::common::{At, FieldPath};
 use crate::syntax;
@@ -84,14 +84,14 @@ struct Entry {
 }
 
 /// Whether a registry entry is enabled (`enable` unset, or anything but `false`).
-fn entry_enabled(entry: &Value) -> bool {
-    !matches!(entry.get("enable"), Some(Value::Bool(false)))
+fn entry_enabled(entry: &Json<'_>) -> bool {
+    !matches!(entry.get("enable"), Some(Json::Bool(false)))
 }
 
-fn entries(spec: Option<&Value>) -> BTreeMap<String, Entry> {
+fn entries<'s>(spec: Option<&'s Json<'_>>) -> BTreeMap<&'s str, Entry> {
     let Some(reg) = spec
         .and_then(|s| s.get("registry"))
-        .and_then(Value::as_object)
+        .and_then(Json::as_object)
     else {
         return BTreeMap::new();
     };
@@ -100,9 +100,9 @@ fn entries(spec: Option<&Value>) -> BTreeMap<String, Entry> {
             let enabled = entry_enabled(v);
             let version = v
                 .get("version")
-                .and_then(Value::as_str)
+                .and_then(Json::as_str)
                 .and_then(|s| semver::Version::parse(s).ok());
-            (k.clone(), Entry { enabled, version })
+            (&**k, Entry { enabled, version })
         })
         .collect()
 }
@@ -119,7 +119,7 @@ fn check_object(obj: &ObjectView<'_>, f: &mut Findings<'_>) {
             ),
         );
     }
-    let Some(spec) = crate::common::spec(obj).and_then(Value::as_object) else {
+    let Some(spec) = crate::common::spec(obj).and_then(Json::as_object) else {
         f.deny("spec", "is required and must be an object");
         return;
     };
@@ -138,16 +138,16 @@ fn check_object(obj: &ObjectView<'_>, f: &mut Findings<'_>) {
         }
     }
     match spec.get("registry") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(reg)) => check_registry(reg, f),
+        None | Some(Json::Null) => {}
+        Some(Json::Object(reg)) => check_registry(reg, f),
         Some(_) => f.deny(
             "spec.registry",
             "must be a map from catalog path to {enable, version}",
         ),
     }
     match spec.get("skewPolicy") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(s)) if s == "Warn" || s == "Refuse" => {}
+        None | Some(Json::Null) => {}
+        Some(Json::String(s)) if s == "Warn" || s == "Refuse" => {}
         Some(other) => f.deny(
             "spec.skewPolicy",
             format!("must be \"Warn\" or \"Refuse\", found {other}"),
@@ -156,7 +156,7 @@ fn check_object(obj: &ObjectView<'_>, f: &mut Findings<'_>) {
     // Only `enable` matters here: no clone of the spec, no version parsing.
     let any_enabled = spec
         .get("registry")
-        .and_then(Value::as_object)
+        .and_then(Json::as_object)
         .is_some_and(|reg| reg.values().any(entry_enabled));
     if !any_enabled {
         f.warn(
@@ -166,7 +166,7 @@ fn check_object(obj: &ObjectView<'_>, f: &mut Findings<'_>) {
     }
 }
 
-fn check_registry(reg: &Map<String, Value>, f: &mut Findings<'_>) {
+fn check_registry(reg: &Members<'_>, f: &mut Findings<'_>) {
     for (key, entry) in reg {
         let base = FieldPath {
             base: "spec.registry",
@@ -220,7 +220,7 @@ fn check_registry(reg: &Map<String, Value>, f: &mut Findings<'_>) {
             }
         }
         match entry.get("enable") {
-            None | Some(Value::Null) | Some(Value::Bool(_)) => {}
+            None | Some(Json::Null) | Some(Json::Bool(_)) => {}
             Some(_) => f.deny(base.field(".enable"), "must be a bool"),
         }
     }
@@ -257,9 +257,9 @@ fn check_update(old: &ObjectView<'_>, new: &ObjectView<'_>, f: &mut Findings<'_>
             }
         }
     }
-    let policy = |s: Option<&Value>| {
+    let policy = |s: Option<&Json<'_>>| {
         s.and_then(|s| s.get("skewPolicy"))
-            .and_then(Value::as_str)
+            .and_then(Json::as_str)
             .unwrap_or("Warn")
             .to_owned()
     };

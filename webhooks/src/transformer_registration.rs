@@ -47,9 +47,9 @@
 
 use std::collections::BTreeSet;
 
+use crate::json::Json;
 use kube_core::admission::{AdmissionRequest, AdmissionResponse};
 use kube_core::DynamicObject;
-use serde_json::Value;
 
 use crate::common::{At, FieldPath};
 use crate::syntax;
@@ -89,7 +89,7 @@ fn on_delete(req: &RequestView<'_>, f: &mut Findings<'_>) {
                     old.name.as_deref().unwrap_or(""),
                     crate::common::spec(old)
                         .and_then(|s| s.get("catalog"))
-                        .and_then(Value::as_str)
+                        .and_then(Json::as_str)
                         .unwrap_or("")
                 ),
             );
@@ -114,7 +114,7 @@ fn on_delete(req: &RequestView<'_>, f: &mut Findings<'_>) {
 /// Checks rules 2–7 on one object.
 fn check_object(obj: &ObjectView<'_>, f: &mut Findings<'_>) {
     let name = obj.name.as_deref().unwrap_or("");
-    let Some(spec) = crate::common::spec(obj).and_then(Value::as_object) else {
+    let Some(spec) = crate::common::spec(obj).and_then(Json::as_object) else {
         f.deny("spec", "is required and must be an object");
         return;
     };
@@ -122,7 +122,7 @@ fn check_object(obj: &ObjectView<'_>, f: &mut Findings<'_>) {
     // providerRef and the name derived from it.
     let mut ref_parts = None;
     match spec.get("providerRef") {
-        Some(Value::Object(pr)) => {
+        Some(Json::Object(pr)) => {
             let ns = crate::common::req_str(pr.get("namespace"), "spec.providerRef.namespace", f);
             let nm = crate::common::req_str(pr.get("name"), "spec.providerRef.name", f);
             if let Some(ns) = ns {
@@ -216,7 +216,7 @@ fn check_object(obj: &ObjectView<'_>, f: &mut Findings<'_>) {
 
     // provides.
     match spec.get("provides") {
-        Some(Value::Array(items)) => {
+        Some(Json::Array(items)) => {
             let mut seen = BTreeSet::new();
             for (i, item) in items.iter().enumerate() {
                 let path = FieldPath {
@@ -237,9 +237,7 @@ fn check_object(obj: &ObjectView<'_>, f: &mut Findings<'_>) {
                 }
             }
         }
-        Some(Value::Null) | None => {
-            f.deny("spec.provides", "is required (it may be an empty list)")
-        }
+        Some(Json::Null) | None => f.deny("spec.provides", "is required (it may be an empty list)"),
         Some(_) => f.deny("spec.provides", "must be a list of contract FQNs"),
     }
 }
@@ -248,7 +246,9 @@ fn check_object(obj: &ObjectView<'_>, f: &mut Findings<'_>) {
 fn check_update(old: &ObjectView<'_>, new: &ObjectView<'_>, f: &mut Findings<'_>) {
     let old_spec = crate::common::spec(old);
     let new_spec = crate::common::spec(new);
-    let field = |s: Option<&Value>, k: &str| s.and_then(|s| s.get(k)).cloned();
+    fn field<'v, 'a>(spec: Option<&'v Json<'a>>, key: &str) -> Option<&'v Json<'a>> {
+        spec.and_then(|s| s.get(key))
+    }
     for (key, why) in [
         ("providerRef", "the claim's name is derived from it"),
         (
@@ -261,9 +261,9 @@ fn check_update(old: &ObjectView<'_>, new: &ObjectView<'_>, f: &mut Findings<'_>
             f.deny(format!("spec.{key}"), format!("is immutable ({why})"));
         }
     }
-    let ver = |s: Option<&Value>| {
+    let ver = |s: Option<&Json<'_>>| {
         s.and_then(|s| s.get("version"))
-            .and_then(Value::as_str)
+            .and_then(Json::as_str)
             .and_then(|v| semver::Version::parse(v).ok())
     };
     if let (Some(o), Some(n)) = (ver(old_spec), ver(new_spec)) {
@@ -274,12 +274,12 @@ fn check_update(old: &ObjectView<'_>, new: &ObjectView<'_>, f: &mut Findings<'_>
             );
         }
     }
-    let provides = |s: Option<&Value>| -> BTreeSet<String> {
+    let provides = |s: Option<&Json<'_>>| -> BTreeSet<String> {
         s.and_then(|s| s.get("provides"))
-            .and_then(Value::as_array)
+            .and_then(Json::as_array)
             .map(|a| {
                 a.iter()
-                    .filter_map(Value::as_str)
+                    .filter_map(Json::as_str)
                     .map(str::to_owned)
                     .collect()
             })

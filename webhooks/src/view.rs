@@ -31,20 +31,15 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::error::ReviewError;
-
-/// A string borrowed from the body unless it has escapes (serde borrows a `Cow<str>` only as a
-/// direct field; this newtype carries the borrow through `Option` and `Vec`).
-#[derive(Deserialize)]
-#[serde(transparent)]
-struct Str<'a>(#[serde(borrow)] Cow<'a, str>);
+use crate::json::{Json, Str};
 
 fn opt_str<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'a, str>>, D::Error> {
     Ok(Option::<Str<'a>>::deserialize(d)?.map(|s| s.0))
 }
 
-/// A present member, `null` included (`Some(Value::Null)`), as `DynamicObject::data` keeps it.
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(d).map(Some)
+/// A present member, `null` included (`Some(Json::Null)`), as `DynamicObject::data` keeps it.
+fn present<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Option<Json<'a>>, D::Error> {
+    Json::deserialize(d).map(Some)
 }
 
 /// `request.kind`: the kind of the object under review.
@@ -110,14 +105,13 @@ pub struct ObjectView<'a> {
     /// `metadata.finalizers` (empty when absent).
     pub finalizers: Vec<Cow<'a, str>>,
     /// `spec`, when present (`null` included).
-    pub spec: Option<Cow<'a, Value>>,
-    status: Option<Json<'a>>,
+    pub spec: Option<Json<'a>>,
+    status: Option<Status<'a>>,
 }
 
-/// JSON a rule may read, either still text (from a body) or already a value (from a
-/// `DynamicObject`).
+/// `status`, either still text (from a body) or already a value (from a `DynamicObject`).
 #[derive(Debug, Clone, Copy)]
-enum Json<'a> {
+enum Status<'a> {
     Text(&'a RawValue),
     Value(&'a Value),
 }
@@ -126,8 +120,8 @@ enum Json<'a> {
 struct ObjectIn<'a> {
     #[serde(default, borrow)]
     metadata: MetaIn<'a>,
-    #[serde(default, deserialize_with = "present")]
-    spec: Option<Value>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    spec: Option<Json<'a>>,
     #[serde(default, borrow)]
     status: Option<&'a RawValue>,
 }
@@ -152,8 +146,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for ObjectView<'a> {
                 .into_iter()
                 .map(|s| s.0)
                 .collect(),
-            spec: o.spec.map(Cow::Owned),
-            status: o.status.map(Json::Text),
+            spec: o.spec,
+            status: o.status.map(Status::Text),
         })
     }
 }
@@ -164,8 +158,8 @@ impl ObjectView<'_> {
         let is_true = |v: &Value| v.get(field) == Some(&Value::Bool(true));
         match self.status {
             None => false,
-            Some(Json::Value(v)) => is_true(v),
-            Some(Json::Text(raw)) => serde_json::from_str::<Value>(raw.get())
+            Some(Status::Value(v)) => is_true(v),
+            Some(Status::Text(raw)) => serde_json::from_str::<Value>(raw.get())
                 .ok()
                 .is_some_and(|v| is_true(&v)),
         }
@@ -183,8 +177,8 @@ impl<'a> From<&'a DynamicObject> for ObjectView<'a> {
                 .flatten()
                 .map(|f| Cow::Borrowed(f.as_str()))
                 .collect(),
-            spec: obj.data.get("spec").map(Cow::Borrowed),
-            status: obj.data.get("status").map(Json::Value),
+            spec: obj.data.get("spec").map(Json::from),
+            status: obj.data.get("status").map(Status::Value),
         }
     }
 }
@@ -312,11 +306,7 @@ mod tests {
                 a.old_object.as_ref().unwrap(),
                 b.old_object.as_ref().unwrap(),
             );
-            assert_eq!(
-                ao.spec.as_deref(),
-                Some(&Value::Null),
-                "a null spec is present"
-            );
+            assert_eq!(ao.spec, Some(Json::Null), "a null spec is present");
             assert_eq!(ao.spec, bo.spec);
             assert!(!ao.status_flag("active") && !bo.status_flag("active"));
         }
