@@ -15,6 +15,7 @@ use crds::platform::Platform;
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams};
 use kube::Api;
 use opm_operator::controller::context::{Context, Reconciled};
+use opm_operator::controller::outcome::STALLED_RECHECK;
 use opm_operator::controller::{instance, platform};
 use opm_operator::kernel::{
     BuiltPlatform, ErrorClass, InstanceRef, KernelError, ModuleRenderer, ModuleRequest, Problem,
@@ -115,6 +116,10 @@ struct Mi {
 }
 
 async fn mi_env(prune: bool) -> Mi {
+    mi_env_with(prune, |_| {}).await
+}
+
+async fn mi_env_with(prune: bool, customise: impl FnOnce(&mut Context)) -> Mi {
     let env = env().await;
     let ns: Api<Namespace> = Api::all(env.client.clone());
     ns.create(
@@ -141,6 +146,7 @@ async fn mi_env(prune: bool) -> Mi {
         "test",
     );
     ctx.renderer = Some(renderer.clone());
+    customise(&mut ctx);
     let ctx = Arc::new(ctx);
     create(
         &instances(&env.client),
@@ -192,6 +198,38 @@ async fn ready(m: &Mi) -> ModuleInstance {
     let r = reconcile(m).await;
     assert_eq!(r.reason, Some("ReconciliationSucceeded"), "{r:?}");
     get(m).await
+}
+
+/// The platform lease comes before the renderer (operator-spec §2.2 phase 1): without a
+/// renderer and without a platform the instance waits on PlatformNotReady like any other, and
+/// only a recorded platform reveals the missing renderer as Stalled RenderFailed. ModulePackage
+/// follows the same order (`package.rs`).
+#[tokio::test]
+async fn without_a_renderer_the_platform_still_comes_first() {
+    let m = mi_env_with(false, |ctx| ctx.renderer = None).await;
+    assert_eq!(reconcile(&m).await.requeue, Some(Duration::ZERO));
+    let r = reconcile(&m).await;
+    assert_eq!(
+        (r.reason, r.requeue),
+        (Some("PlatformNotReady"), Some(Duration::from_secs(5)))
+    );
+    let status = get(&m).await.status.unwrap();
+    assert!(condition(&status.conditions, types::STALLED).is_none());
+
+    record_platform(&m).await;
+    let r = reconcile(&m).await;
+    assert_eq!(
+        (r.reason, r.requeue),
+        (Some("RenderFailed"), Some(STALLED_RECHECK))
+    );
+    let status = get(&m).await.status.unwrap();
+    assert_eq!(
+        condition(&status.conditions, types::STALLED).map(|c| c.0),
+        Some("True".to_owned())
+    );
+    let (_, _, message) = condition(&status.conditions, types::READY).unwrap();
+    assert_eq!(message, "no module renderer is configured");
+    assert!(msg_of(&m, "web-a").await.is_none(), "nothing applied");
 }
 
 #[tokio::test]

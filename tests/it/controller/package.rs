@@ -25,6 +25,7 @@ use crds::platform::Platform;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::Api;
 use opm_operator::controller::context::{Context, Reconciled};
+use opm_operator::controller::outcome::STALLED_RECHECK;
 use opm_operator::controller::package::source::kind_resource;
 use opm_operator::controller::{deadline, manager, package, platform};
 use opm_operator::kernel::{
@@ -910,6 +911,38 @@ async fn the_platform_not_ready_waits_for_the_interval() {
     assert!(!m.stalled().await);
     m.record_platform().await;
     assert_eq!(m.reconcile().await.reason, Some("ReconciliationSucceeded"));
+}
+
+/// The platform lease comes before the renderer (operator-spec §2.3 step 6, as §2.2 phase 1 for
+/// ModuleInstance in `instance.rs`): without a renderer and without a platform the package waits
+/// on PlatformNotReady, and only a recorded platform reveals the missing renderer as Stalled
+/// RenderFailed.
+#[tokio::test]
+async fn without_a_renderer_the_platform_still_comes_first() {
+    let m = mp_env_with(true, |ctx| ctx.package_renderer = None).await;
+    m.publish("r1", shop_tgz(&[])).await;
+    m.create(test_package()).await;
+    let r = m.reconcile().await;
+    assert_eq!(
+        (r.reason, r.requeue),
+        (Some("PlatformNotReady"), Some(FIVE_MIN)),
+        "{r:?}"
+    );
+    assert!(!m.stalled().await);
+
+    m.record_platform().await;
+    let r = m.reconcile().await;
+    assert_eq!(
+        (r.reason, r.requeue),
+        (Some("RenderFailed"), Some(STALLED_RECHECK)),
+        "{r:?}"
+    );
+    assert!(m.stalled().await);
+    assert_eq!(
+        m.ready_condition().await.2,
+        "no package renderer is configured"
+    );
+    assert!(m.msg_of("shop-a").await.is_none(), "nothing applied");
 }
 
 #[tokio::test]
