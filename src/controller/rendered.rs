@@ -192,15 +192,14 @@ pub fn service_account(spec: Option<&str>, default: Option<&str>) -> Option<Stri
         .map(str::to_owned)
 }
 
-fn counter_u32(n: i64) -> u32 {
+/// A status failure counter as the backoff counter (negative as 0, saturating).
+pub(crate) fn counter_u32(n: i64) -> u32 {
     u32::try_from(n.max(0)).unwrap_or(u32::MAX)
 }
 
 /// The status fields both kinds share (conditions and observedGeneration through
 /// [`HasConditions`]).
-pub(crate) trait RenderedStatus:
-    HasConditions + Default + Clone + Send + Sync + 'static
-{
+pub trait RenderedStatus: HasConditions + Default + Clone + Send + Sync + 'static {
     /// `status.observedGeneration`.
     fn observed_generation(&self) -> Option<i64>;
     /// The reconcile bookkeeping (digests, inventory, history, counters).
@@ -233,7 +232,7 @@ rendered_status!(
 
 /// The spec fields the core reads.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Settings<'a> {
+pub struct Settings<'a> {
     /// `spec.suspend`.
     pub suspend: Option<bool>,
     /// `spec.prune`.
@@ -244,8 +243,9 @@ pub(crate) struct Settings<'a> {
     pub rollout: Option<&'a Rollout>,
 }
 
-/// A kind whose reconcile renders, applies and records an inventory (module docs).
-pub(crate) trait Rendered:
+/// A kind whose reconcile renders, applies and records an inventory (module docs); also what
+/// [`super::deadline::bounded`] marks timed out.
+pub trait Rendered:
     Resource<DynamicType = (), Scope = NamespaceResourceScope>
     + Clone
     + DeserializeOwned
