@@ -199,34 +199,23 @@ impl Renderer {
         mark("built");
         let rt = &staged.rt;
         let root = &staged.root;
+        let build = Build {
+            staged: &staged,
+            coordinate: &coord,
+        };
 
         // Shape gate and identity.
-        let module = root
-            .lookup_path(&Path::new(vec![def("#module")]))
-            .ok_or_else(|| {
-                limit_or(
-                    rt,
-                    root,
-                    &coord,
-                    Error::Shape {
-                        coordinate: coord.clone(),
-                        message: "the root package is missing".into(),
-                    },
-                )
-            })?;
+        let module = build.lookup(root, vec![def("#module")], || Error::Shape {
+            coordinate: coord.clone(),
+            message: "the root package is missing".into(),
+        })?;
         let text = |p: &[&str]| -> Result<String, Error> {
-            let path = Path::new(p.iter().map(|s| field(s)).collect());
             let shown = p.join(".");
-            let v = module.lookup_path(&path).ok_or_else(|| {
-                limit_or(
-                    rt,
-                    root,
-                    &coord,
-                    Error::Shape {
-                        coordinate: coord.clone(),
-                        message: format!("{shown} is missing"),
-                    },
-                )
+            let v = build.lookup(&module, p.iter().map(|s| field(s)).collect(), || {
+                Error::Shape {
+                    coordinate: coord.clone(),
+                    message: format!("{shown} is missing"),
+                }
             })?;
             match v.to_json_value() {
                 Ok(serde_json::Value::String(s)) => Ok(s),
@@ -296,6 +285,10 @@ impl Renderer {
         let coord = coord.to_string();
         let rt = &staged.rt;
         let root = &staged.root;
+        let build = Build {
+            staged,
+            coordinate: &coord,
+        };
         let t0 = std::time::Instant::now();
         let mark = |what: &str| tracing::debug!(elapsed = ?t0.elapsed(), module = %coord, "render: {what}");
         // Skew.
@@ -325,19 +318,10 @@ impl Renderer {
         }
 
         // Instance concreteness, values first.
-        let instance = root
-            .lookup_path(&Path::new(vec![def("#instance")]))
-            .ok_or_else(|| {
-                limit_or(
-                    rt,
-                    root,
-                    &coord,
-                    Error::Instance {
-                        coordinate: coord.clone(),
-                        problems: Vec::new(),
-                    },
-                )
-            })?;
+        let instance = build.lookup(root, vec![def("#instance")], || Error::Instance {
+            coordinate: coord.clone(),
+            problems: Vec::new(),
+        })?;
         if let Err(d) = validate_instance(&instance) {
             let problems = problems_of(rt, &d);
             if d.iter().any(|x| x.code == cue::DiagCode::Limit) {
@@ -367,18 +351,10 @@ impl Renderer {
                 problems,
             });
         }
-        let meta: InstanceMeta = instance
-            .lookup_path(&Path::new(vec![field("metadata")]))
-            .ok_or_else(|| {
-                limit_or(
-                    rt,
-                    root,
-                    &coord,
-                    Error::Instance {
-                        coordinate: coord.clone(),
-                        problems: Vec::new(),
-                    },
-                )
+        let meta: InstanceMeta = build
+            .lookup(&instance, vec![field("metadata")], || Error::Instance {
+                coordinate: coord.clone(),
+                problems: Vec::new(),
             })?
             .decode()
             .map_err(|e| Error::Instance {
@@ -393,33 +369,15 @@ impl Renderer {
         mark("instance validated");
 
         // Match.
-        let comps_v = instance
-            .lookup_path(&Path::new(vec![field("components")]))
-            .ok_or_else(|| {
-                limit_or(
-                    rt,
-                    root,
-                    &coord,
-                    Error::Instance {
-                        coordinate: coord.clone(),
-                        problems: Vec::new(),
-                    },
-                )
-            })?;
-        let composed = root
-            .lookup_path(&Path::new(vec![def("#transformers")]))
-            .ok_or_else(|| {
-                limit_or(
-                    rt,
-                    root,
-                    &coord,
-                    Error::Platform {
-                        dir: platform.dir.display().to_string(),
-                        message: "the platform has no #composedTransformers".into(),
-                        problems: Vec::new(),
-                    },
-                )
-            })?;
+        let comps_v = build.lookup(&instance, vec![field("components")], || Error::Instance {
+            coordinate: coord.clone(),
+            problems: Vec::new(),
+        })?;
+        let composed = build.lookup(root, vec![def("#transformers")], || Error::Platform {
+            dir: platform.dir.display().to_string(),
+            message: "the platform has no #composedTransformers".into(),
+            problems: Vec::new(),
+        })?;
         let comps = matcher::components(&comps_v);
         let tfs = matcher::transformers(&composed);
         let m = matcher::match_all(&comps, &tfs);
@@ -447,19 +405,10 @@ impl Renderer {
         );
         let mut component_meta = std::collections::BTreeMap::new();
         for c in &comps {
-            let cm: ComponentMeta = c
-                .value
-                .lookup_path(&Path::new(vec![field("metadata")]))
-                .ok_or_else(|| {
-                    limit_or(
-                        rt,
-                        root,
-                        &coord,
-                        Error::Instance {
-                            coordinate: coord.clone(),
-                            problems: Vec::new(),
-                        },
-                    )
+            let cm: ComponentMeta = build
+                .lookup(&c.value, vec![field("metadata")], || Error::Instance {
+                    coordinate: coord.clone(),
+                    problems: Vec::new(),
                 })?
                 .decode()
                 .map_err(|e| Error::Instance {
@@ -605,15 +554,30 @@ impl PackageRenderer for Renderer {
     }
 }
 
-/// `err`, unless the build has hit an evaluation limit (a lookup finds nothing once the step or
-/// time budget is spent): then [`Error::Limit`].
-fn limit_or(rt: &Runtime, root: &Value, coordinate: &str, err: Error) -> Error {
-    match root.validate(false) {
-        Err(d) if d.iter().any(|x| x.code == cue::DiagCode::Limit) => Error::Limit {
-            coordinate: coordinate.to_string(),
-            problems: problems_of(rt, &d),
-        },
-        _ => err,
+/// The build one render reads: its lookups tell a value that is missing from a budget that ran
+/// out.
+struct Build<'a> {
+    staged: &'a stage::Staged,
+    coordinate: &'a str,
+}
+
+impl Build<'_> {
+    /// `from` at `path`, else `missing()`, unless the build has hit an evaluation limit (a lookup
+    /// finds nothing once the step or time budget is spent): then [`Error::Limit`].
+    fn lookup(
+        &self,
+        from: &Value,
+        path: Vec<Selector>,
+        missing: impl FnOnce() -> Error,
+    ) -> Result<Value, Error> {
+        from.lookup_path(&Path::new(path))
+            .ok_or_else(|| match self.staged.root.validate(false) {
+                Err(d) if d.iter().any(|x| x.code == cue::DiagCode::Limit) => Error::Limit {
+                    coordinate: self.coordinate.to_string(),
+                    problems: problems_of(&self.staged.rt, &d),
+                },
+                _ => missing(),
+            })
     }
 }
 
