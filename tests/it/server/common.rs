@@ -358,6 +358,46 @@ impl TestServer {
         assert_eq!(r.status, 200);
         r.text()
     }
+
+    /// An HTTP/1 connection to the webhook listener that the test drives itself: the request
+    /// sender and the connection (spawn it, or await it to see the server hang up).
+    pub async fn webhook_http1<B>(&self) -> Http1<B>
+    where
+        B: hyper::body::Body + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let tls = self
+            .client
+            .connect(self.running.webhook_addr)
+            .await
+            .unwrap();
+        hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .unwrap()
+    }
+}
+
+/// What [`TestServer::webhook_http1`] returns.
+pub type Http1<B> = (
+    hyper::client::conn::http1::SendRequest<B>,
+    hyper::client::conn::http1::Connection<TokioIo<tokio_rustls::client::TlsStream<TcpStream>>, B>,
+);
+
+/// A JSON POST to `path` announcing `len` body bytes, which the test feeds through the sender
+/// (a slow or stalled body).
+pub fn streamed_post(
+    path: &str,
+    len: usize,
+) -> (tokio::sync::mpsc::Sender<Bytes>, http::Request<ChannelBody>) {
+    let (tx, body) = ChannelBody::new();
+    let req = http::Request::post(path)
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .header("content-length", len.to_string())
+        .body(body)
+        .unwrap();
+    (tx, req)
 }
 
 /// Polls `cond` every 20 ms until it holds, failing after `within`.
@@ -464,4 +504,46 @@ pub fn platform_request(operation: &str, object: Option<Value>, old: Option<Valu
 
 pub fn to_bytes(v: &Value) -> Vec<u8> {
     serde_json::to_vec(v).unwrap()
+}
+
+/// The AdmissionReview `uid` of a valid Platform CREATE, as bytes (an admitted request).
+pub fn platform_create_review(uid: &str) -> Vec<u8> {
+    to_bytes(&review(
+        uid,
+        platform_request("CREATE", Some(platform_object("cluster", "2.1.0")), None),
+    ))
+}
+
+/// A `kube-emu` cluster for the render API tests: the OPM CRDs, namespace `team-a`, and one
+/// bearer token per `(token, user)`; returns the emulator and its admin client.
+pub async fn render_cluster(
+    tokens: Vec<(&str, kube_emu::UserInfo)>,
+) -> (kube_emu::Emulator, kube::Client) {
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, PostParams};
+
+    let emu = kube_emu::Emulator::start(kube_emu::Options::default())
+        .await
+        .unwrap();
+    for (token, user) in tokens {
+        emu.add_token(token, user);
+    }
+    let admin = emu.client().unwrap();
+    let crds_api: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    for crd in crds::all_crds() {
+        crds_api.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    let ns = Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some("team-a".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    (emu, admin)
 }

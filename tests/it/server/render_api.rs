@@ -24,7 +24,7 @@ use opm_operator::server::render_api::RenderBackend;
 use opm_operator::server::Settings;
 use serde_json::{json, Value};
 
-use super::common::{Options, Resp, TestServer};
+use super::common::{render_cluster, Options, Resp, TestServer};
 
 /// A scripted kernel: a ConfigMap per request carrying the values; `values.fail` picks an error
 /// class; `values.block` waits until the test releases it.
@@ -127,41 +127,25 @@ struct Fixture {
 }
 
 async fn fixture(timeout: Duration, with_platform: bool) -> Fixture {
-    let emu = Emulator::start(kube_emu::Options::default()).await.unwrap();
-    emu.add_token(
-        "alice-token",
-        UserInfo {
-            username: "alice".into(),
-            groups: vec!["devs".into(), "system:authenticated".into()],
-            uid: "u-alice".into(),
-        },
-    );
-    emu.add_token(
-        "bob-token",
-        UserInfo {
-            username: "bob".into(),
-            groups: vec!["system:authenticated".into()],
-            uid: String::new(),
-        },
-    );
-    let admin = emu.client().unwrap();
-    let crds_api: Api<
-        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    > = Api::all(admin.clone());
-    for crd in crds::all_crds() {
-        crds_api.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    let ns = k8s_openapi::api::core::v1::Namespace {
-        metadata: kube::api::ObjectMeta {
-            name: Some("team-a".into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<k8s_openapi::api::core::v1::Namespace>::all(admin.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
+    let (emu, admin) = render_cluster(vec![
+        (
+            "alice-token",
+            UserInfo {
+                username: "alice".into(),
+                groups: vec!["devs".into(), "system:authenticated".into()],
+                uid: "u-alice".into(),
+            },
+        ),
+        (
+            "bob-token",
+            UserInfo {
+                username: "bob".into(),
+                groups: vec!["system:authenticated".into()],
+                uid: String::new(),
+            },
+        ),
+    ])
+    .await;
     bind_role(
         &admin,
         "opm-render",

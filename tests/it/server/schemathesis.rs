@@ -20,7 +20,7 @@ use std::time::Duration;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
 use kube::api::PostParams;
 use kube::Api;
-use kube_emu::{Emulator, UserInfo};
+use kube_emu::UserInfo;
 use opm_operator::kernel::BuiltPlatform;
 use opm_operator::platform::{Generated, PackageIdentity, SkewPolicy, Store};
 use opm_operator::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
@@ -28,7 +28,7 @@ use opm_operator::server::render_api::auth::{Cluster, RenderAuth};
 use opm_operator::server::render_api::RenderBackend;
 use opm_operator::server::Settings;
 
-use super::common::{metric_value, Options, TestServer};
+use super::common::{metric_value, render_cluster, Options, TestServer};
 use crate::registry::harness::cli_ok;
 
 /// Examples per operation and the seed: about 6 operations × (examples + coverage + fuzzing).
@@ -107,33 +107,15 @@ async fn schemathesis_finds_no_server_error_and_no_schema_violation() {
         ]);
     }
 
-    let emu = Emulator::start(kube_emu::Options::default()).await.unwrap();
-    emu.add_token(
+    let (emu, admin) = render_cluster(vec![(
         "alice-token",
         UserInfo {
             username: "alice".into(),
             groups: vec!["system:authenticated".into()],
             uid: "u-alice".into(),
         },
-    );
-    let admin = emu.client().unwrap();
-    let crds_api: Api<
-        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    > = Api::all(admin.clone());
-    for crd in crds::all_crds() {
-        crds_api.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    let ns = k8s_openapi::api::core::v1::Namespace {
-        metadata: kube::api::ObjectMeta {
-            name: Some("team-a".into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<k8s_openapi::api::core::v1::Namespace>::all(admin.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
+    )])
+    .await;
     grant_all(&admin, "alice").await;
 
     let registry = ModuleRegistry::new(RegistryConfig::new(Mapping::single(Location::Layout {
