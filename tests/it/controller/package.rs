@@ -28,11 +28,8 @@ use opm_operator::controller::context::{Context, Reconciled};
 use opm_operator::controller::outcome::STALLED_RECHECK;
 use opm_operator::controller::package::source::kind_resource;
 use opm_operator::controller::{deadline, manager, package, platform};
-use opm_operator::kernel::{
-    BuiltPlatform, ErrorClass, InstanceRef, KernelError, PackageRenderer, RenderResult,
-    RenderedObject,
-};
-use opm_operator::platform::{Layout, SkewPolicy, Store};
+use opm_operator::kernel::{BuiltPlatform, ErrorClass, KernelError, PackageRenderer, RenderResult};
+use opm_operator::platform::SkewPolicy;
 use sha2::{Digest as _, Sha256};
 
 use super::common::*;
@@ -313,44 +310,21 @@ impl PackageRenderer for FakePackages {
         }
         let msg = std::fs::read_to_string(dir.join("msg.txt")).unwrap_or_else(|_| "hello".into());
         let n = *self.count.lock().unwrap();
-        let objects: Vec<RenderedObject> = ["a", "b", "c"][..n]
+        let names: Vec<String> = ["a", "b", "c"][..n]
             .iter()
-            .map(|s| RenderedObject {
-                object: serde_json::json!({
-                    "apiVersion": "v1",
-                    "kind": "ConfigMap",
-                    "metadata": {
-                        "name": format!("shop-{s}"),
-                        "namespace": NS,
-                        "labels": {
-                            "app.kubernetes.io/managed-by": "opm-controller",
-                            "module-instance.opmodel.dev/name": "shop",
-                            "module-instance.opmodel.dev/namespace": NS,
-                            "module-instance.opmodel.dev/uuid": UUID,
-                            "component.opmodel.dev/name": s,
-                        },
-                    },
-                    "data": { "msg": msg.trim() },
-                }),
-                component: (*s).to_owned(),
-                transformer: "x.test/t#ConfigMap".to_owned(),
-            })
+            .map(|s| format!("shop-{s}"))
             .collect();
-        let inventory =
-            opm_operator::inventory::entries_of(objects.iter().map(|o| &o.object)).unwrap();
-        Ok(RenderResult {
-            instance: InstanceRef {
-                name: "shop".into(),
-                namespace: NS.into(),
-                fqn: String::new(),
-                uuid: UUID.into(),
-            },
-            objects,
-            inventory,
-            warnings: Vec::new(),
-            required_contracts: Vec::new(),
-            digest: String::new(),
-        })
+        let objects: Vec<(&str, &str, &str, &str)> = ["a", "b", "c"][..n]
+            .iter()
+            .zip(&names)
+            .map(|(s, name)| ("v1", "ConfigMap", name.as_str(), *s))
+            .collect();
+        Ok(fake_render(
+            ("shop", NS, UUID),
+            &objects,
+            msg.trim(),
+            Vec::new(),
+        ))
     }
 }
 
@@ -373,24 +347,16 @@ async fn mp_env_with(flux: bool, customise: impl FnOnce(&mut Context)) -> Mp {
     if flux {
         install_oci_repository_crd(&env.client).await;
     }
-    let layout = Arc::new(Layout::new(env.dir.path().join("mp-platform")).unwrap());
-    layout.reset().unwrap();
     let renderer = FakePackages::new();
-    let mut ctx = Context::new(
-        env.client.clone(),
-        Store::new(),
-        layout,
-        env.builder.clone(),
-        env.acquirer.clone(),
-        "test",
-    );
-    ctx.package_renderer = Some(renderer.clone());
-    customise(&mut ctx);
+    let ctx = context_for(&env, "mp-platform", |ctx| {
+        ctx.package_renderer = Some(renderer.clone());
+        customise(ctx);
+    });
     let artifacts = Artifacts::default();
     let addr = serve(artifacts.clone()).await;
     Mp {
         env,
-        ctx: Arc::new(ctx),
+        ctx,
         renderer,
         artifacts,
         addr,
