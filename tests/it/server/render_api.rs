@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::Role;
 use kube::api::PostParams;
 use kube::Api;
 use kube_emu::{Emulator, UserInfo};
@@ -25,6 +25,7 @@ use opm_operator::server::Settings;
 use serde_json::{json, Value};
 
 use super::common::{render_cluster, Options, Resp, TestServer};
+use crate::controller::common::{bind, role};
 
 /// A scripted kernel: a ConfigMap per request carrying the values; `values.fail` picks an error
 /// class; `values.block` waits until the test releases it.
@@ -455,45 +456,9 @@ async fn bind_role(
     (group, resource, verbs): (&str, &str, &[&str]),
     (kind, subject): (&str, &str),
 ) {
-    let role = Role {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("team-a".into()),
-            ..Default::default()
-        },
-        rules: Some(vec![PolicyRule {
-            api_groups: Some(vec![group.into()]),
-            resources: Some(vec![resource.into()]),
-            verbs: verbs.iter().map(|v| v.to_string()).collect(),
-            ..Default::default()
-        }]),
-    };
-    Api::<Role>::namespaced(admin.clone(), "team-a")
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    let binding = RoleBinding {
-        metadata: kube::api::ObjectMeta {
-            name: Some(format!("{name}-{}", subject.to_lowercase())),
-            namespace: Some("team-a".into()),
-            ..Default::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "Role".into(),
-            name: name.into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: kind.into(),
-            name: subject.into(),
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            ..Default::default()
-        }]),
-    };
-    Api::<RoleBinding>::namespaced(admin.clone(), "team-a")
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
+    role(admin, "team-a", name, &[(group, resource)], verbs).await;
+    let binding = format!("{name}-{}", subject.to_lowercase());
+    bind(admin, "team-a", &binding, name, kind, subject).await;
 }
 
 /// Grants alice `verbs` on ConfigMaps in team-a.
