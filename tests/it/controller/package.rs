@@ -439,6 +439,36 @@ pub fn test_package() -> ModulePackage {
     mp
 }
 
+/// [`test_package`] depending on package `base` of its own namespace (scenario 51).
+pub fn depending_on_base() -> ModulePackage {
+    let mut mp = test_package();
+    mp.spec.depends_on = vec![DependsOn {
+        name: "base".into(),
+        namespace: None,
+    }];
+    mp
+}
+
+/// Creates the dependency `base`, not Ready yet.
+pub async fn create_base(packages: &Api<ModulePackage>) {
+    let mut base = ModulePackage::test();
+    base.metadata.name = Some("base".into());
+    create(packages, base).await;
+}
+
+/// Marks the dependency `base` Ready.
+pub async fn mark_base_ready(packages: &Api<ModulePackage>) {
+    patch_status(
+        packages,
+        "base",
+        serde_json::json!({"conditions": [{
+            "type": "Ready", "status": "True", "reason": "ReconciliationSucceeded",
+            "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"
+        }]}),
+    )
+    .await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Scenarios.
 
@@ -918,11 +948,7 @@ async fn scenario_51_depends_on_blocks_until_the_dependency_is_ready() {
     m.publish("r1", shop_tgz(&[])).await;
 
     // Not found.
-    let mut mp = test_package();
-    mp.spec.depends_on = vec![DependsOn {
-        name: "base".into(),
-        namespace: None,
-    }];
+    let mp = depending_on_base();
     m.create(mp).await;
     let r = m.reconcile().await;
     assert_eq!(
@@ -943,9 +969,7 @@ async fn scenario_51_depends_on_blocks_until_the_dependency_is_ready() {
     assert_eq!(ev[0].action.as_deref(), Some("DependsOn"));
 
     // Present but not Ready.
-    let mut base = ModulePackage::test();
-    base.metadata.name = Some("base".into());
-    create(&m.packages(), base).await;
+    create_base(&m.packages()).await;
     let r = m.reconcile().await;
     assert_eq!(r.reason, Some("DependenciesNotReady"));
     let (_, _, msg) = m.ready_condition().await;
@@ -953,15 +977,7 @@ async fn scenario_51_depends_on_blocks_until_the_dependency_is_ready() {
     assert_eq!(m.renderer.renders(), 0, "nothing rendered while blocked");
 
     // Ready → proceeds.
-    patch_status(
-        &m.packages(),
-        "base",
-        serde_json::json!({"conditions": [{
-            "type": "Ready", "status": "True", "reason": "ReconciliationSucceeded",
-            "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"
-        }]}),
-    )
-    .await;
+    mark_base_ready(&m.packages()).await;
     assert_eq!(m.reconcile().await.reason, Some("ReconciliationSucceeded"));
 
     // Cross-namespace → the cross-namespace message, a Warning.
