@@ -647,3 +647,13 @@ pub async fn holder(client: &kube::Client) -> Option<String> {
         .holder_identity
         .filter(|h| !h.is_empty())
 }
+
+/// For `serve` processes against `env`'s cluster: namespace `opm-system` (the leader Lease's)
+/// and a kubeconfig file in a fresh temporary directory (returned with the file's path).
+pub async fn serve_cluster(env: &Env) -> (tempfile::TempDir, std::path::PathBuf) {
+    namespace(&env.client, "opm-system").await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, env.emu.kubeconfig_yaml()).unwrap();
+    (dir, kubeconfig)
+}

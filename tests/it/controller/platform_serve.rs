@@ -15,9 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crds::conditions::types;
-use crds::k8s_openapi::api::core::v1::Namespace;
 use crds::platform::Platform;
-use kube::Api;
 
 use super::common::*;
 use crate::platform_gen::opm;
@@ -102,13 +100,7 @@ async fn two_serve_replicas_on_the_real_registry_one_leads_a_kill_hands_over_a_r
     .await
     .unwrap();
     let env = env().await;
-    let ns: Api<Namespace> = Api::all(env.client.clone());
-    let mut n = Namespace::default();
-    n.metadata.name = Some("opm-system".into());
-    ns.create(&Default::default(), &n).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, env.emu.kubeconfig_yaml()).unwrap();
+    let (dir, kubeconfig) = serve_cluster(&env).await;
     let mapping = reg.mapping();
     let generation = create(
         &platforms(&env.client),

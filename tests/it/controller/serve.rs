@@ -8,9 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crds::k8s_openapi::api::core::v1::Namespace;
 use crds::platform::Platform;
-use kube::Api;
 
 use super::common::*;
 
@@ -77,13 +75,7 @@ async fn without_a_cluster_serve_says_so_and_keeps_serving_webhooks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_one_leader_and_a_handover() {
     let env = env().await;
-    let ns: Api<Namespace> = Api::all(env.client.clone());
-    let mut n = Namespace::default();
-    n.metadata.name = Some("opm-system".into());
-    ns.create(&Default::default(), &n).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, env.emu.kubeconfig_yaml()).unwrap();
+    let (dir, kubeconfig) = serve_cluster(&env).await;
     // Replica a boots on a non-empty platform dir: it is reset.
     let pa = dir.path().join("platform-a");
     std::fs::create_dir_all(pa.join("gen-9/cue.mod")).unwrap();
