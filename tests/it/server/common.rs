@@ -547,3 +547,87 @@ pub async fn render_cluster(
         .unwrap();
     (emu, admin)
 }
+
+/// The fixture modules (`fixtures/opm/{core,kube,mini,gateway,demo}`) published at v0.1.0 into a
+/// fresh OCI layout, returned with `fixtures/opm`.
+pub fn published_fixture_modules() -> (tempfile::TempDir, PathBuf) {
+    let opm = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/opm");
+    let layout = tempfile::tempdir().unwrap();
+    let layout_dir = layout.path().to_str().unwrap().to_string();
+    for m in ["core", "kube", "mini", "gateway", "demo"] {
+        let dir = opm.join(m);
+        crate::registry::harness::cli_ok(&[
+            "module",
+            "publish",
+            dir.to_str().unwrap(),
+            "v0.1.0",
+            "--layout",
+            &layout_dir,
+        ]);
+    }
+    (layout, opm)
+}
+
+/// The server with the render API on the real kernel: modules from the OCI layout `layout`, the
+/// generated platform fixture `platform_dir` recorded in the store (its `cue.mod` deps, skew
+/// Warn), `auth` against `cluster`, a render and request timeout of `timeout`, `concurrency`
+/// renders at once. The cluster sender is returned to keep it open.
+pub async fn real_render_server(
+    layout: &Path,
+    platform_dir: &Path,
+    (auth, cluster): (
+        opm_operator::server::render_api::auth::RenderAuth,
+        Option<opm_operator::server::render_api::auth::Cluster>,
+    ),
+    timeout: Duration,
+    concurrency: usize,
+) -> (
+    TestServer,
+    tokio::sync::watch::Sender<Option<opm_operator::server::render_api::auth::Cluster>>,
+) {
+    use opm_operator::kernel::BuiltPlatform;
+    use opm_operator::platform::{Generated, PackageIdentity, SkewPolicy, Store};
+    use opm_operator::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
+
+    let registry = ModuleRegistry::new(RegistryConfig::new(Mapping::single(Location::Layout {
+        dir: layout.to_path_buf(),
+    })))
+    .unwrap();
+    let renderer = opm_operator::render::Renderer::new(Arc::new(registry));
+    let mf = opm_operator::registry::modfile::ModuleFile::parse(
+        &std::fs::read(platform_dir.join("cue.mod/module.cue")).unwrap(),
+    )
+    .unwrap();
+    let store = Store::new();
+    store.set_generated(Generated {
+        identity: PackageIdentity::unclaimed(1).unwrap(),
+        dir: platform_dir.to_path_buf(),
+        platform: BuiltPlatform {
+            dir: platform_dir.to_path_buf(),
+            deps: mf
+                .deps
+                .iter()
+                .map(|(p, d)| (p.clone(), d.version.clone()))
+                .collect(),
+            ..BuiltPlatform::default()
+        },
+        skew: SkewPolicy::Warn,
+    });
+    let (cluster_tx, cluster) = tokio::sync::watch::channel(cluster);
+    let mut settings = Settings::loopback();
+    settings.limits.request_timeout = timeout;
+    settings.render = Some(opm_operator::server::render_api::RenderBackend::new(
+        store,
+        Arc::new(renderer),
+        auth,
+        cluster,
+        timeout,
+        concurrency,
+    ));
+    let server = TestServer::start_with(Options {
+        settings,
+        ..Options::default()
+    })
+    .await;
+    (server, cluster_tx)
+}

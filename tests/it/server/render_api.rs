@@ -24,7 +24,9 @@ use opm_operator::server::render_api::RenderBackend;
 use opm_operator::server::Settings;
 use serde_json::{json, Value};
 
-use super::common::{render_cluster, Options, Resp, TestServer};
+use super::common::{
+    published_fixture_modules, real_render_server, render_cluster, Options, Resp, TestServer,
+};
 use crate::controller::common::{bind, role};
 
 /// A scripted kernel: a ConfigMap per request carrying the values; `values.fail` picks an error
@@ -673,22 +675,9 @@ async fn previews_without_a_cluster_connection_are_503() {
 #[tokio::test]
 async fn the_api_renders_the_same_bytes_as_the_cli() {
     use crate::registry::harness::cli_ok;
-    use opm_operator::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
 
-    let opm = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/opm");
-    let layout = tempfile::tempdir().unwrap();
+    let (layout, opm) = published_fixture_modules();
     let layout_dir = layout.path().to_str().unwrap().to_string();
-    for m in ["core", "kube", "mini", "gateway", "demo"] {
-        let dir = opm.join(m);
-        cli_ok(&[
-            "module",
-            "publish",
-            dir.to_str().unwrap(),
-            "v0.1.0",
-            "--layout",
-            &layout_dir,
-        ]);
-    }
     let platform_dir = opm.join("platform/generated");
     let values_file = opm.join("values/valid.json");
     let cli_json = cli_ok(&[
@@ -711,46 +700,13 @@ async fn the_api_renders_the_same_bytes_as_the_cli() {
     ]);
     let cli: Value = serde_json::from_str(&cli_json).unwrap();
 
-    let registry = ModuleRegistry::new(RegistryConfig::new(Mapping::single(Location::Layout {
-        dir: layout.path().to_path_buf(),
-    })))
-    .unwrap();
-    let renderer = opm_operator::render::Renderer::new(Arc::new(registry));
-    let mf = opm_operator::registry::modfile::ModuleFile::parse(
-        &std::fs::read(platform_dir.join("cue.mod/module.cue")).unwrap(),
-    )
-    .unwrap();
-    let store = Store::new();
-    let identity = PackageIdentity::unclaimed(1).unwrap();
-    store.set_generated(Generated {
-        identity,
-        dir: platform_dir.clone(),
-        platform: BuiltPlatform {
-            dir: platform_dir.clone(),
-            deps: mf
-                .deps
-                .iter()
-                .map(|(p, d)| (p.clone(), d.version.clone()))
-                .collect(),
-            ..BuiltPlatform::default()
-        },
-        skew: SkewPolicy::Warn,
-    });
-    let (_tx, cluster) = tokio::sync::watch::channel(None);
-    let mut settings = Settings::loopback();
-    settings.limits.request_timeout = Duration::from_secs(120);
-    settings.render = Some(RenderBackend::new(
-        store,
-        Arc::new(renderer),
-        RenderAuth::None,
-        cluster,
+    let (server, _cluster_tx) = real_render_server(
+        layout.path(),
+        &platform_dir,
+        (RenderAuth::None, None),
         Duration::from_secs(120),
         1,
-    ));
-    let server = TestServer::start_with(Options {
-        settings,
-        ..Options::default()
-    })
+    )
     .await;
     let values: Value =
         serde_json::from_str(&std::fs::read_to_string(&values_file).unwrap()).unwrap();
