@@ -197,7 +197,6 @@ impl Renderer {
         let mark = |what: &str| tracing::debug!(elapsed = ?t0.elapsed(), module = %req.path, "render: {what}");
         let staged = stage::stage(&self.registry, req, platform, self.config.clone())?;
         mark("built");
-        let rt = &staged.rt;
         let root = &staged.root;
         let build = Build {
             staged: &staged,
@@ -224,11 +223,8 @@ impl Renderer {
                     message: format!("{shown} is {other}, not a string"),
                 }),
                 Err(d) => {
-                    if d.iter().any(|x| x.code == cue::DiagCode::Limit) {
-                        return Err(Error::Limit {
-                            coordinate: coord.clone(),
-                            problems: problems_of(rt, &d),
-                        });
+                    if let Some(e) = build.limit(&d) {
+                        return Err(e);
                     }
                     Err(Error::Shape {
                         coordinate: coord.clone(),
@@ -323,13 +319,10 @@ impl Renderer {
             problems: Vec::new(),
         })?;
         if let Err(d) = validate_instance(&instance) {
-            let problems = problems_of(rt, &d);
-            if d.iter().any(|x| x.code == cue::DiagCode::Limit) {
-                return Err(Error::Limit {
-                    coordinate: coord,
-                    problems,
-                });
+            if let Some(e) = build.limit(&d) {
+                return Err(e);
             }
+            let problems = problems_of(rt, &d);
             let strip = |p: &str| p.strip_prefix("#instance.").unwrap_or(p).to_string();
             let mut problems: Vec<Problem> = problems
                 .into_iter()
@@ -443,12 +436,7 @@ impl Renderer {
                     component: c.clone(),
                     transformer: t.clone(),
                 })),
-                Err(Exec::Limit(d)) => {
-                    return Err(Error::Limit {
-                        coordinate: coord,
-                        problems: problems_of(rt, &d),
-                    })
-                }
+                Err(Exec::Limit(d)) => return Err(build.limit_of(&d)),
                 Err(Exec::Failed(message, d)) => failures.push(PairFailure {
                     component: c.clone(),
                     transformer: t.clone(),
@@ -572,13 +560,28 @@ impl Build<'_> {
     ) -> Result<Value, Error> {
         from.lookup_path(&Path::new(path))
             .ok_or_else(|| match self.staged.root.validate(false) {
-                Err(d) if d.iter().any(|x| x.code == cue::DiagCode::Limit) => Error::Limit {
-                    coordinate: self.coordinate.to_string(),
-                    problems: problems_of(&self.staged.rt, &d),
-                },
-                _ => missing(),
+                Err(d) => self.limit(&d).unwrap_or_else(missing),
+                Ok(()) => missing(),
             })
     }
+
+    /// [`Error::Limit`] with the problems of `d`, when `d` reports a spent budget.
+    fn limit(&self, d: &[Diagnostic]) -> Option<Error> {
+        hit_limit(d).then(|| self.limit_of(d))
+    }
+
+    /// [`Error::Limit`] with the problems of `d`.
+    fn limit_of(&self, d: &[Diagnostic]) -> Error {
+        Error::Limit {
+            coordinate: self.coordinate.to_string(),
+            problems: problems_of(&self.staged.rt, d),
+        }
+    }
+}
+
+/// Whether `d` reports a spent evaluation budget (steps, time, depth or output).
+fn hit_limit(d: &[Diagnostic]) -> bool {
+    d.iter().any(|x| x.code == cue::DiagCode::Limit)
 }
 
 /// Whole-instance concreteness (render-spec §1.3, §4.7): every regular field of the instance
@@ -621,9 +624,8 @@ fn execute(rt: &Runtime, root: &Value, expr: &str) -> Result<Vec<serde_json::Val
     let out = rt
         .compile_expr(root, expr)
         .map_err(|d| Exec::Failed("the pair does not compile".into(), d))?;
-    let limit = |d: &[Diagnostic]| d.iter().any(|x| x.code == cue::DiagCode::Limit);
     let data = out.to_json_value().map_err(|d| {
-        if limit(&d) {
+        if hit_limit(&d) {
             Exec::Limit(d)
         } else {
             Exec::Failed("the output is not valid and concrete".into(), d)
