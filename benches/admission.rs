@@ -19,6 +19,9 @@
 )]
 #![allow(clippy::print_stdout, reason = "a benchmark prints its figures")]
 
+#[path = "support/tls.rs"]
+mod tls;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,16 +30,9 @@ use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use opm_operator::server::{self, Settings, PLATFORMS_PATH};
-use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, ServerName};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use tls::{call, connect, env_or, LoopbackTls};
 
 fn review_body() -> Bytes {
     Bytes::from(
@@ -100,40 +96,6 @@ async fn bare_server(config: Arc<rustls::ServerConfig>) -> SocketAddr {
         }
     });
     addr
-}
-
-type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
-
-async fn connect(addr: SocketAddr, client: Arc<rustls::ClientConfig>) -> Sender {
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    tcp.set_nodelay(true).unwrap();
-    let tls = tokio_rustls::TlsConnector::from(client)
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
-        .unwrap();
-    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    send
-}
-
-async fn call(send: &mut Sender, body: &Bytes) -> bool {
-    let req = hyper::Request::post(PLATFORMS_PATH)
-        .header("host", "localhost")
-        .header("content-type", "application/json")
-        .body(Full::new(body.clone()))
-        .unwrap();
-    if send.ready().await.is_err() {
-        return false;
-    }
-    match send.send_request(req).await {
-        Ok(resp) => {
-            let ok = resp.status() == 200;
-            ok && resp.into_body().collect().await.is_ok()
-        }
-        Err(_) => false,
-    }
 }
 
 struct Figures {
@@ -212,7 +174,7 @@ async fn max_throughput(
             let mut errors = 0;
             while Instant::now() < deadline {
                 let t = Instant::now();
-                if call(&mut send, &body).await {
+                if call(&mut send, PLATFORMS_PATH, &body).await {
                     lat.push(t.elapsed().as_micros() as u64);
                 } else {
                     errors += 1;
@@ -256,7 +218,7 @@ async fn paced(
             for n in 0..total {
                 let scheduled = start + offset + per_conn * n as u32;
                 tokio::time::sleep_until(scheduled).await;
-                if call(&mut send, &body).await {
+                if call(&mut send, PLATFORMS_PATH, &body).await {
                     lat.push(scheduled.elapsed().as_micros() as u64);
                 } else {
                     errors += 1;
@@ -285,35 +247,16 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let ca = certs::self_signed::Ca::new("bench CA").unwrap();
-        let leaf = ca
-            .issue_server(&["localhost".to_string(), "127.0.0.1".to_string()])
+        let tls = LoopbackTls::new();
+        let bare_addr = bare_server(tls.store.config()).await;
+        let running = server::start(Settings::loopback(), tls.store.clone())
+            .await
             .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("tls.crt"), &leaf.cert_pem).unwrap();
-        std::fs::write(dir.path().join("tls.key"), &leaf.key_pem).unwrap();
-        let store = certs::CertStore::load(certs::TlsPaths {
-            cert: dir.path().join("tls.crt"),
-            key: dir.path().join("tls.key"),
-            client_ca: None,
-        })
-        .unwrap();
-        let bare_addr = bare_server(store.config()).await;
-        let running = server::start(Settings::loopback(), store).await.unwrap();
-
-        let mut roots = rustls::RootCertStore::empty();
-        for c in CertificateDer::pem_slice_iter(ca.cert_pem().as_bytes()) {
-            roots.add(c.unwrap()).unwrap();
-        }
-        let mut client = rustls::ClientConfig::builder()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        client.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let client = Arc::new(client);
+        let client = tls.client.clone();
 
         // Sanity: the server really judges the review.
         let mut probe = connect(running.webhook_addr, client.clone()).await;
-        assert!(call(&mut probe, &review_body()).await, "the server answers");
+        assert!(call(&mut probe, PLATFORMS_PATH, &review_body()).await, "the server answers");
 
         // The admission logic alone, in-process: what every request pays before any HTTP.
         let body = review_body();

@@ -16,64 +16,25 @@
 )]
 #![allow(clippy::print_stdout, reason = "a benchmark prints its figures")]
 
-use std::net::SocketAddr;
+#[path = "support/tls.rs"]
+mod tls;
+
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full};
-use hyper_util::rt::TokioIo;
 use opm_operator::kernel::BuiltPlatform;
 use opm_operator::platform::{Generated, PackageIdentity, SkewPolicy, Store};
 use opm_operator::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
 use opm_operator::server::render_api::{auth::RenderAuth, RenderBackend};
 use opm_operator::server::{self, Settings};
-use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, ServerName};
-use tokio::net::TcpStream;
 
-type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+use tls::{call, connect, env_or, LoopbackTls};
 
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-async fn connect(addr: SocketAddr, client: Arc<rustls::ClientConfig>) -> Sender {
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    tcp.set_nodelay(true).unwrap();
-    let tls = tokio_rustls::TlsConnector::from(client)
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
-        .unwrap();
-    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    send
-}
-
-async fn call(send: &mut Sender, body: &Bytes) -> bool {
-    let req = hyper::Request::post("/v1/namespaces/bench/render")
-        .header("host", "localhost")
-        .header("content-type", "application/json")
-        .body(Full::new(body.clone()))
-        .unwrap();
-    if send.ready().await.is_err() {
-        return false;
-    }
-    match send.send_request(req).await {
-        Ok(resp) => {
-            let ok = resp.status() == 200;
-            ok && resp.into_body().collect().await.is_ok()
-        }
-        Err(_) => false,
-    }
-}
+/// The render endpoint of the benchmark's namespace.
+const RENDER_PATH: &str = "/v1/namespaces/bench/render";
 
 fn peak_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -144,19 +105,7 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let ca = certs::self_signed::Ca::new("bench CA").unwrap();
-        let leaf = ca
-            .issue_server(&["localhost".to_string(), "127.0.0.1".to_string()])
-            .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("tls.crt"), &leaf.cert_pem).unwrap();
-        std::fs::write(dir.path().join("tls.key"), &leaf.key_pem).unwrap();
-        let certs = certs::CertStore::load(certs::TlsPaths {
-            cert: dir.path().join("tls.crt"),
-            key: dir.path().join("tls.key"),
-            client_ca: None,
-        })
-        .unwrap();
+        let tls = LoopbackTls::new();
         let (_tx, cluster) = tokio::sync::watch::channel(None);
         let mut settings = Settings::loopback();
         settings.limits.request_timeout = Duration::from_secs(120);
@@ -168,21 +117,13 @@ fn main() {
             Duration::from_secs(120),
             server::default_concurrency(),
         ));
-        let running = server::start(settings, certs).await.unwrap();
-        let mut roots = rustls::RootCertStore::empty();
-        for c in CertificateDer::pem_slice_iter(ca.cert_pem().as_bytes()) {
-            roots.add(c.unwrap()).unwrap();
-        }
-        let mut client = rustls::ClientConfig::builder()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        client.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let client = Arc::new(client);
+        let running = server::start(settings, tls.store.clone()).await.unwrap();
+        let client = tls.client.clone();
         let addr = running.webhook_addr;
 
         let mut probe = connect(addr, client.clone()).await;
         let t = Instant::now();
-        assert!(call(&mut probe, &body).await, "the first render succeeds");
+        assert!(call(&mut probe, RENDER_PATH, &body).await, "the first render succeeds");
         println!(
             "first render (cold caches): {:.1} ms",
             t.elapsed().as_secs_f64() * 1e3
@@ -200,7 +141,7 @@ fn main() {
                     let mut errors = 0usize;
                     while Instant::now() < deadline {
                         let t = Instant::now();
-                        if call(&mut send, &body).await {
+                        if call(&mut send, RENDER_PATH, &body).await {
                             lat.push(t.elapsed().as_micros() as u64);
                         } else {
                             errors += 1;

@@ -197,36 +197,24 @@ impl Renderer {
         let mark = |what: &str| tracing::debug!(elapsed = ?t0.elapsed(), module = %req.path, "render: {what}");
         let staged = stage::stage(&self.registry, req, platform, self.config.clone())?;
         mark("built");
-        let rt = &staged.rt;
         let root = &staged.root;
+        let build = Build {
+            staged: &staged,
+            coordinate: &coord,
+        };
 
         // Shape gate and identity.
-        let module = root
-            .lookup_path(&Path::new(vec![def("#module")]))
-            .ok_or_else(|| {
-                limit_or(
-                    rt,
-                    root,
-                    &coord,
-                    Error::Shape {
-                        coordinate: coord.clone(),
-                        message: "the root package is missing".into(),
-                    },
-                )
-            })?;
+        let module = build.lookup(root, vec![def("#module")], || Error::Shape {
+            coordinate: coord.clone(),
+            message: "the root package is missing".into(),
+        })?;
         let text = |p: &[&str]| -> Result<String, Error> {
-            let path = Path::new(p.iter().map(|s| field(s)).collect());
             let shown = p.join(".");
-            let v = module.lookup_path(&path).ok_or_else(|| {
-                limit_or(
-                    rt,
-                    root,
-                    &coord,
-                    Error::Shape {
-                        coordinate: coord.clone(),
-                        message: format!("{shown} is missing"),
-                    },
-                )
+            let v = build.lookup(&module, p.iter().map(|s| field(s)).collect(), || {
+                Error::Shape {
+                    coordinate: coord.clone(),
+                    message: format!("{shown} is missing"),
+                }
             })?;
             match v.to_json_value() {
                 Ok(serde_json::Value::String(s)) => Ok(s),
@@ -235,11 +223,8 @@ impl Renderer {
                     message: format!("{shown} is {other}, not a string"),
                 }),
                 Err(d) => {
-                    if d.iter().any(|x| x.code == cue::DiagCode::Limit) {
-                        return Err(Error::Limit {
-                            coordinate: coord.clone(),
-                            problems: problems_of(rt, &d),
-                        });
+                    if let Some(e) = build.limit(&d) {
+                        return Err(e);
                     }
                     Err(Error::Shape {
                         coordinate: coord.clone(),
@@ -296,6 +281,10 @@ impl Renderer {
         let coord = coord.to_string();
         let rt = &staged.rt;
         let root = &staged.root;
+        let build = Build {
+            staged,
+            coordinate: &coord,
+        };
         let t0 = std::time::Instant::now();
         let mark = |what: &str| tracing::debug!(elapsed = ?t0.elapsed(), module = %coord, "render: {what}");
         // Skew.
@@ -325,27 +314,15 @@ impl Renderer {
         }
 
         // Instance concreteness, values first.
-        let instance = root
-            .lookup_path(&Path::new(vec![def("#instance")]))
-            .ok_or_else(|| {
-                limit_or(
-                    rt,
-                    root,
-                    &coord,
-                    Error::Instance {
-                        coordinate: coord.clone(),
-                        problems: Vec::new(),
-                    },
-                )
-            })?;
+        let instance = build.lookup(root, vec![def("#instance")], || Error::Instance {
+            coordinate: coord.clone(),
+            problems: Vec::new(),
+        })?;
         if let Err(d) = validate_instance(&instance) {
-            let problems = problems_of(rt, &d);
-            if d.iter().any(|x| x.code == cue::DiagCode::Limit) {
-                return Err(Error::Limit {
-                    coordinate: coord,
-                    problems,
-                });
+            if let Some(e) = build.limit(&d) {
+                return Err(e);
             }
+            let problems = problems_of(rt, &d);
             let strip = |p: &str| p.strip_prefix("#instance.").unwrap_or(p).to_string();
             let mut problems: Vec<Problem> = problems
                 .into_iter()
@@ -367,18 +344,10 @@ impl Renderer {
                 problems,
             });
         }
-        let meta: InstanceMeta = instance
-            .lookup_path(&Path::new(vec![field("metadata")]))
-            .ok_or_else(|| {
-                limit_or(
-                    rt,
-                    root,
-                    &coord,
-                    Error::Instance {
-                        coordinate: coord.clone(),
-                        problems: Vec::new(),
-                    },
-                )
+        let meta: InstanceMeta = build
+            .lookup(&instance, vec![field("metadata")], || Error::Instance {
+                coordinate: coord.clone(),
+                problems: Vec::new(),
             })?
             .decode()
             .map_err(|e| Error::Instance {
@@ -393,33 +362,15 @@ impl Renderer {
         mark("instance validated");
 
         // Match.
-        let comps_v = instance
-            .lookup_path(&Path::new(vec![field("components")]))
-            .ok_or_else(|| {
-                limit_or(
-                    rt,
-                    root,
-                    &coord,
-                    Error::Instance {
-                        coordinate: coord.clone(),
-                        problems: Vec::new(),
-                    },
-                )
-            })?;
-        let composed = root
-            .lookup_path(&Path::new(vec![def("#transformers")]))
-            .ok_or_else(|| {
-                limit_or(
-                    rt,
-                    root,
-                    &coord,
-                    Error::Platform {
-                        dir: platform.dir.display().to_string(),
-                        message: "the platform has no #composedTransformers".into(),
-                        problems: Vec::new(),
-                    },
-                )
-            })?;
+        let comps_v = build.lookup(&instance, vec![field("components")], || Error::Instance {
+            coordinate: coord.clone(),
+            problems: Vec::new(),
+        })?;
+        let composed = build.lookup(root, vec![def("#transformers")], || Error::Platform {
+            dir: platform.dir.display().to_string(),
+            message: "the platform has no #composedTransformers".into(),
+            problems: Vec::new(),
+        })?;
         let comps = matcher::components(&comps_v);
         let tfs = matcher::transformers(&composed);
         let m = matcher::match_all(&comps, &tfs);
@@ -447,19 +398,10 @@ impl Renderer {
         );
         let mut component_meta = std::collections::BTreeMap::new();
         for c in &comps {
-            let cm: ComponentMeta = c
-                .value
-                .lookup_path(&Path::new(vec![field("metadata")]))
-                .ok_or_else(|| {
-                    limit_or(
-                        rt,
-                        root,
-                        &coord,
-                        Error::Instance {
-                            coordinate: coord.clone(),
-                            problems: Vec::new(),
-                        },
-                    )
+            let cm: ComponentMeta = build
+                .lookup(&c.value, vec![field("metadata")], || Error::Instance {
+                    coordinate: coord.clone(),
+                    problems: Vec::new(),
                 })?
                 .decode()
                 .map_err(|e| Error::Instance {
@@ -494,12 +436,7 @@ impl Renderer {
                     component: c.clone(),
                     transformer: t.clone(),
                 })),
-                Err(Exec::Limit(d)) => {
-                    return Err(Error::Limit {
-                        coordinate: coord,
-                        problems: problems_of(rt, &d),
-                    })
-                }
+                Err(Exec::Limit(d)) => return Err(build.limit_of(&d)),
                 Err(Exec::Failed(message, d)) => failures.push(PairFailure {
                     component: c.clone(),
                     transformer: t.clone(),
@@ -605,16 +542,46 @@ impl PackageRenderer for Renderer {
     }
 }
 
-/// `err`, unless the build has hit an evaluation limit (a lookup finds nothing once the step or
-/// time budget is spent): then [`Error::Limit`].
-fn limit_or(rt: &Runtime, root: &Value, coordinate: &str, err: Error) -> Error {
-    match root.validate(false) {
-        Err(d) if d.iter().any(|x| x.code == cue::DiagCode::Limit) => Error::Limit {
-            coordinate: coordinate.to_string(),
-            problems: problems_of(rt, &d),
-        },
-        _ => err,
+/// The build one render reads: its lookups tell a value that is missing from a budget that ran
+/// out.
+struct Build<'a> {
+    staged: &'a stage::Staged,
+    coordinate: &'a str,
+}
+
+impl Build<'_> {
+    /// `from` at `path`, else `missing()`, unless the build has hit an evaluation limit (a lookup
+    /// finds nothing once the step or time budget is spent): then [`Error::Limit`].
+    fn lookup(
+        &self,
+        from: &Value,
+        path: Vec<Selector>,
+        missing: impl FnOnce() -> Error,
+    ) -> Result<Value, Error> {
+        from.lookup_path(&Path::new(path))
+            .ok_or_else(|| match self.staged.root.validate(false) {
+                Err(d) => self.limit(&d).unwrap_or_else(missing),
+                Ok(()) => missing(),
+            })
     }
+
+    /// [`Error::Limit`] with the problems of `d`, when `d` reports a spent budget.
+    fn limit(&self, d: &[Diagnostic]) -> Option<Error> {
+        hit_limit(d).then(|| self.limit_of(d))
+    }
+
+    /// [`Error::Limit`] with the problems of `d`.
+    fn limit_of(&self, d: &[Diagnostic]) -> Error {
+        Error::Limit {
+            coordinate: self.coordinate.to_string(),
+            problems: problems_of(&self.staged.rt, d),
+        }
+    }
+}
+
+/// Whether `d` reports a spent evaluation budget (steps, time, depth or output).
+fn hit_limit(d: &[Diagnostic]) -> bool {
+    d.iter().any(|x| x.code == cue::DiagCode::Limit)
 }
 
 /// Whole-instance concreteness (render-spec §1.3, §4.7): every regular field of the instance
@@ -657,9 +624,8 @@ fn execute(rt: &Runtime, root: &Value, expr: &str) -> Result<Vec<serde_json::Val
     let out = rt
         .compile_expr(root, expr)
         .map_err(|d| Exec::Failed("the pair does not compile".into(), d))?;
-    let limit = |d: &[Diagnostic]| d.iter().any(|x| x.code == cue::DiagCode::Limit);
     let data = out.to_json_value().map_err(|d| {
-        if limit(&d) {
+        if hit_limit(&d) {
             Exec::Limit(d)
         } else {
             Exec::Failed("the output is not valid and concrete".into(), d)

@@ -12,23 +12,21 @@
 //!   (action `Reconcile`) once per transition; requeue with the §2.1 backoff of the counter.
 //! - observedGeneration, lastAttempted*, lastApplied*, the inventory and history are untouched
 //!   (nothing is known about how far the reconcile got).
+//!
+//! The kinds it bounds are the [`Rendered`] kinds of `rendered.rs`: their status (conditions and
+//! the shared reconcile bookkeeping) is reached through that trait, not a second one.
 
-use std::fmt::Debug;
 use std::future::Future;
 use std::time::Duration;
 
-use crds::common::{FailureCounters, ReconcileStatus};
-use crds::conditions;
-use crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use crds::module_instance::ModuleInstance;
-use crds::module_package::ModulePackage;
+use crds::common::FailureCounters;
+use crds::conditions::{self, HasConditions};
 use kube::{Api, Resource};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 
 use super::context::{Context, Reconciled};
 use super::frame::{self, Error, EventType, Patcher};
 use super::outcome::{backoff, Outcome};
+use super::rendered::{counter_u32, Rendered, RenderedStatus};
 
 /// The Ready reason of a reconcile that passed its deadline.
 pub const REASON: &str = "ReconcileTimedOut";
@@ -41,26 +39,6 @@ pub fn message(after: Duration) -> String {
     )
 }
 
-/// An object whose status carries conditions and the shared reconcile bookkeeping.
-pub trait Bookkeeping: Resource + Clone + DeserializeOwned + Serialize + Debug {
-    /// Conditions and bookkeeping (the status created when missing).
-    fn parts(&mut self) -> (&mut Vec<Condition>, &mut ReconcileStatus);
-}
-
-impl Bookkeeping for ModuleInstance {
-    fn parts(&mut self) -> (&mut Vec<Condition>, &mut ReconcileStatus) {
-        let s = self.status.get_or_insert_with(Default::default);
-        (&mut s.conditions, &mut s.reconcile)
-    }
-}
-
-impl Bookkeeping for ModulePackage {
-    fn parts(&mut self) -> (&mut Vec<Condition>, &mut ReconcileStatus) {
-        let s = self.status.get_or_insert_with(Default::default);
-        (&mut s.conditions, &mut s.reconcile)
-    }
-}
-
 /// Runs `reconcile` of `api`/`name` with `ctx.reconcile_timeout` (module docs).
 pub async fn bounded<K>(
     ctx: &Context,
@@ -69,7 +47,7 @@ pub async fn bounded<K>(
     reconcile: impl Future<Output = Result<Reconciled, Error>>,
 ) -> Result<Reconciled, Error>
 where
-    K: Bookkeeping<DynamicType = ()>,
+    K: Rendered,
 {
     let after = ctx.reconcile_timeout;
     match tokio::time::timeout(after, reconcile).await {
@@ -85,7 +63,7 @@ async fn timed_out<K>(
     after: Duration,
 ) -> Result<Reconciled, Error>
 where
-    K: Bookkeeping<DynamicType = ()>,
+    K: Rendered,
 {
     let kind = K::kind(&());
     let what = format!("{kind} {}/{name}", api_namespace(&api));
@@ -101,16 +79,17 @@ where
     let generation = obj.meta().generation;
     let msg = message(after);
     let now = frame::now();
-    let (conds, r) = obj.parts();
-    let prior = conds.clone();
+    let status = obj.status_mut();
+    let prior = status.conditions().to_vec();
+    let r = status.reconcile_mut();
     let c = r
         .failure_counters
         .get_or_insert_with(FailureCounters::default);
-    let counter = u32::try_from(c.reconcile.max(0)).unwrap_or(u32::MAX);
+    let counter = counter_u32(c.reconcile);
     c.reconcile = c.reconcile.saturating_add(1);
     let requeue = backoff(counter);
     r.next_retry_at = Some(frame::time_after(requeue));
-    conditions::mark_not_ready(conds, REASON, &msg, generation, &now);
+    conditions::mark_not_ready(status.conditions_mut(), REASON, &msg, generation, &now);
     patcher.patch_status(&obj).await?;
     if super::events::is_transition(&prior, REASON, &msg) {
         ctx.events

@@ -184,18 +184,6 @@ async fn reconcile_phases(mut run: Run<'_, ModuleInstance>) -> Result<Reconciled
 
 /// Phase 1 (§2.2): `Ok(Err(_))` is a classified failure.
 async fn render(run: &Run<'_, ModuleInstance>) -> Result<Result<RenderResult, Failure>, Error> {
-    let lease = match run.lease() {
-        Ok(l) => l,
-        Err(f) => return Ok(Err(f)),
-    };
-    let Some(renderer) = run.ctx.renderer.clone() else {
-        // Dropping the lease releases it.
-        return Ok(Err(Failure::stalled(
-            reasons::RENDER_FAILED,
-            actions::RENDER,
-            "no module renderer is configured".to_owned(),
-        )));
-    };
     let req = ModuleRequest {
         name: run.name.clone(),
         namespace: run.namespace.clone(),
@@ -203,7 +191,8 @@ async fn render(run: &Run<'_, ModuleInstance>) -> Result<Result<RenderResult, Fa
         version: run.obj.spec.module.version.clone(),
         values: run.obj.spec.values.clone(),
     };
-    run.render_on(lease, "rendering the module", move |platform, skew| {
+    let renderer = run.ctx.renderer.clone();
+    run.render_on("module", renderer, move |renderer, platform, skew| {
         renderer.render_module(&req, platform, skew)
     })
     .await

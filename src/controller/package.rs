@@ -345,18 +345,8 @@ async fn render(
     fetched: artifact::Fetched,
     dir: std::path::PathBuf,
 ) -> Result<Result<RenderResult, Failure>, Error> {
-    let Some(renderer) = run.ctx.package_renderer.clone() else {
-        return Ok(Err(Failure::stalled(
-            reasons::RENDER_FAILED,
-            actions::RENDER,
-            "no package renderer is configured".to_owned(),
-        )));
-    };
-    let lease = match run.lease() {
-        Ok(l) => l,
-        Err(f) => return Ok(Err(f)),
-    };
-    run.render_on(lease, "rendering the package", move |platform, skew| {
+    let renderer = run.ctx.package_renderer.clone();
+    run.render_on("package", renderer, move |renderer, platform, skew| {
         let r = renderer.render_package(&dir, platform, skew);
         drop(fetched);
         r

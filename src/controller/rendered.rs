@@ -36,9 +36,11 @@
 //!   `--default-service-account` > the controller, always in the object's namespace. Without a
 //!   client configuration to copy, the ServiceAccount's existence is still checked, so a missing
 //!   one keeps its typed NotFound.
-//! - **Render on a lease** (`Run::lease`, `Run::render_on`; §2.2 phase 1, §2.3 step 6): no
-//!   recorded platform is Ready=False `PlatformNotReady` before any registry I/O, requeued after the
-//!   kind's interval, else with backoff. The render runs on a blocking thread and the lease is
+//! - **Render on a lease** (`Run::render_on`; §2.2 phase 1, §2.3 step 6): no recorded platform is
+//!   Ready=False `PlatformNotReady` before any registry I/O, requeued after the kind's interval,
+//!   else with backoff; the lease comes first for both kinds, so a context without the kind's
+//!   renderer (only a test builds one: the manager runs no controller without it) is Stalled
+//!   `RenderFailed` only once a platform is recorded. The render runs on a blocking thread and the lease is
 //!   released when it ends. Kernel errors are classified by their class
 //!   ([`super::outcome::classify_render`]), never by text, Warning `<reason>` (action `Render`).
 //! - **Digests** (`Run::convert`; §2.2 phase 2, §2.3 step 7, §6.1): one Warning `RenderWarning`
@@ -190,15 +192,14 @@ pub fn service_account(spec: Option<&str>, default: Option<&str>) -> Option<Stri
         .map(str::to_owned)
 }
 
-fn counter_u32(n: i64) -> u32 {
+/// A status failure counter as the backoff counter (negative as 0, saturating).
+pub(crate) fn counter_u32(n: i64) -> u32 {
     u32::try_from(n.max(0)).unwrap_or(u32::MAX)
 }
 
 /// The status fields both kinds share (conditions and observedGeneration through
 /// [`HasConditions`]).
-pub(crate) trait RenderedStatus:
-    HasConditions + Default + Clone + Send + Sync + 'static
-{
+pub trait RenderedStatus: HasConditions + Default + Clone + Send + Sync + 'static {
     /// `status.observedGeneration`.
     fn observed_generation(&self) -> Option<i64>;
     /// The reconcile bookkeeping (digests, inventory, history, counters).
@@ -231,7 +232,7 @@ rendered_status!(
 
 /// The spec fields the core reads.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Settings<'a> {
+pub struct Settings<'a> {
     /// `spec.suspend`.
     pub suspend: Option<bool>,
     /// `spec.prune`.
@@ -242,8 +243,9 @@ pub(crate) struct Settings<'a> {
     pub rollout: Option<&'a Rollout>,
 }
 
-/// A kind whose reconcile renders, applies and records an inventory (module docs).
-pub(crate) trait Rendered:
+/// A kind whose reconcile renders, applies and records an inventory (module docs); also what
+/// [`super::deadline::bounded`] marks timed out.
+pub trait Rendered:
     Resource<DynamicType = (), Scope = NamespaceResourceScope>
     + Clone
     + DeserializeOwned
@@ -764,7 +766,7 @@ impl<'a, K: Rendered> Run<'a, K> {
 
     /// A lease of the platform store, or Ready=False `PlatformNotReady` (requeue after the
     /// kind's interval, else backoff).
-    pub fn lease(&self) -> Result<Lease, Failure> {
+    fn lease(&self) -> Result<Lease, Failure> {
         self.ctx.store.lease().ok_or_else(|| {
             Failure::transient(
                 reasons::PLATFORM_NOT_READY,
@@ -775,19 +777,36 @@ impl<'a, K: Rendered> Run<'a, K> {
         })
     }
 
-    /// Runs `render` (`what` names it) on a blocking thread with the leased platform and its
-    /// skew policy, releases the lease, and classifies a kernel error. `Ok(Err(_))` is a
-    /// classified failure.
-    pub async fn render_on(
+    /// The render phase of both kinds (module docs): the platform lease first, so no platform
+    /// is `PlatformNotReady` whatever else is missing; then a context without a `renderer`
+    /// stalls `RenderFailed` “no `<noun>` renderer is configured”; else `render` runs on a
+    /// blocking thread with the leased platform and its skew policy, the lease is released and
+    /// a kernel error is classified. `Ok(Err(_))` is a classified failure.
+    pub async fn render_on<R: ?Sized + Send + Sync + 'static>(
         &self,
-        lease: Lease,
-        what: &str,
-        render: impl FnOnce(&BuiltPlatform, SkewPolicy) -> Result<RenderResult, KernelError>
+        noun: &str,
+        renderer: Option<Arc<R>>,
+        render: impl FnOnce(&R, &BuiltPlatform, SkewPolicy) -> Result<RenderResult, KernelError>
             + Send
             + 'static,
     ) -> Result<Result<RenderResult, Failure>, Error> {
-        let (record, mut guard) = lease;
-        let out = frame::blocking(what, move || render(&record.platform, record.skew)).await;
+        let (record, mut guard) = match self.lease() {
+            Ok(l) => l,
+            Err(f) => return Ok(Err(f)),
+        };
+        let Some(renderer) = renderer else {
+            guard.release();
+            return Ok(Err(Failure::stalled(
+                reasons::RENDER_FAILED,
+                actions::RENDER,
+                format!("no {noun} renderer is configured"),
+            )));
+        };
+        let what = format!("rendering the {noun}");
+        let out = frame::blocking(&what, move || {
+            render(&renderer, &record.platform, record.skew)
+        })
+        .await;
         guard.release();
         Ok(out?.map_err(|e| Failure::render(&e)))
     }

@@ -2,7 +2,7 @@
 //! watches, leader election and restart recovery, and the ModuleInstance reconciler (issue 17),
 //! against kube-emu with fake kernel seams.
 
-mod common;
+pub(crate) mod common;
 mod instance;
 mod instance_real;
 mod instance_scenarios;

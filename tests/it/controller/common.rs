@@ -469,3 +469,191 @@ pub fn widgets(client: &kube::Client, ns: &str, version: &str) -> Api<DynamicObj
     );
     Api::namespaced_with(client.clone(), ns, &ar)
 }
+
+/// A running `opm-operator serve` process whose stdout and stderr are collected into one log;
+/// killed and reaped on drop.
+pub struct ServeProc {
+    pub child: std::process::Child,
+    log: Arc<Mutex<String>>,
+}
+
+/// The leader-election flags of the multi-replica tests: a 2 s lease renewed within 1.5 s,
+/// retried every 200 ms, in `opm-system`.
+pub const FAST_LEADER_ELECTION: [&str; 8] = [
+    "--leader-elect-lease-duration",
+    "2s",
+    "--leader-elect-renew-deadline",
+    "1500ms",
+    "--leader-elect-retry-period",
+    "200ms",
+    "--leader-elect-namespace",
+    "opm-system",
+];
+
+impl ServeProc {
+    /// `opm-operator serve` with self-signed certificates under `dir/certs`, the webhook and
+    /// probe listeners on free loopback ports, `kubeconfig`, `platform_dir` and `RUST_LOG=info`;
+    /// the test adds its own flags and environment.
+    pub fn command(dir: &Path, kubeconfig: &Path, platform_dir: &Path) -> std::process::Command {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_opm-operator"));
+        cmd.args(["serve", "--self-signed", "--self-signed-dir"])
+            .arg(dir.join("certs"))
+            .args([
+                "--webhook-addr",
+                "127.0.0.1:0",
+                "--probe-addr",
+                "127.0.0.1:0",
+            ])
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--platform-dir")
+            .arg(platform_dir)
+            .env("RUST_LOG", "info");
+        cmd
+    }
+
+    /// Spawns `cmd` and collects its output.
+    pub fn spawn(mut cmd: std::process::Command) -> ServeProc {
+        use std::io::{BufRead as _, BufReader};
+        let mut child = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        for out in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    let mut l = log.lock().unwrap();
+                    l.push_str(&line);
+                    l.push('\n');
+                }
+            });
+        }
+        ServeProc { child, log }
+    }
+
+    /// The output so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// The leader-election identity of a process run with `HOSTNAME=replica` and no `POD_NAME`.
+    pub fn identity(&self) -> String {
+        format!("replica_{}", self.child.id())
+    }
+
+    /// Whether the log contains `needle` within `secs`.
+    pub async fn wait_log(&self, needle: &str, secs: u64) -> bool {
+        eventually(secs, || async { self.log().contains(needle) }).await
+    }
+
+    /// SIGKILL: the process dies holding whatever it holds.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ServeProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A context over the fakes of `env` with a platform layout of its own under `env.dir/<layout>`,
+/// adjusted by `customise` (a renderer, a client configuration, ...).
+pub fn context_for(env: &Env, layout: &str, customise: impl FnOnce(&mut Context)) -> Arc<Context> {
+    let layout = Arc::new(Layout::new(env.dir.path().join(layout)).unwrap());
+    layout.reset().unwrap();
+    let mut ctx = Context::new(
+        env.client.clone(),
+        Store::new(),
+        layout,
+        env.builder.clone(),
+        env.acquirer.clone(),
+        "test",
+    );
+    customise(&mut ctx);
+    Arc::new(ctx)
+}
+
+/// The render of the fake kernels: each `(apiVersion, kind, name, component)` of `objects` in
+/// `namespace` with the OPM labels of instance `name`/`namespace`/`uuid` and its component,
+/// `msg` as a ConfigMap's data or another kind's spec, transformer `x.test/t#<kind>`; the
+/// inventory as the kernel computes it.
+pub fn fake_render(
+    (name, namespace, uuid): (&str, &str, &str),
+    objects: &[(&str, &str, &str, &str)],
+    msg: &str,
+    required_contracts: Vec<String>,
+) -> opm_operator::kernel::RenderResult {
+    use opm_operator::kernel::{InstanceRef, RenderResult, RenderedObject};
+    let objects: Vec<RenderedObject> = objects
+        .iter()
+        .map(|(api_version, kind, object_name, component)| {
+            let mut object = serde_json::json!({
+                "apiVersion": api_version,
+                "kind": kind,
+                "metadata": {
+                    "name": object_name,
+                    "namespace": namespace,
+                    "labels": {
+                        "app.kubernetes.io/managed-by": "opm-controller",
+                        "module-instance.opmodel.dev/name": name,
+                        "module-instance.opmodel.dev/namespace": namespace,
+                        "module-instance.opmodel.dev/uuid": uuid,
+                        "component.opmodel.dev/name": component,
+                    },
+                },
+            });
+            let field = if *kind == "ConfigMap" { "data" } else { "spec" };
+            object[field] = serde_json::json!({ "msg": msg });
+            RenderedObject {
+                object,
+                component: (*component).to_owned(),
+                transformer: format!("x.test/t#{kind}"),
+            }
+        })
+        .collect();
+    let inventory = opm_operator::inventory::entries_of(objects.iter().map(|o| &o.object)).unwrap();
+    RenderResult {
+        instance: InstanceRef {
+            name: name.to_owned(),
+            namespace: namespace.to_owned(),
+            fqn: String::new(),
+            uuid: uuid.to_owned(),
+        },
+        objects,
+        inventory,
+        warnings: Vec::new(),
+        required_contracts,
+        digest: String::new(),
+    }
+}
+
+/// The holder of the operator's leader Lease in `opm-system`, if held.
+pub async fn holder(client: &kube::Client) -> Option<String> {
+    let api: Api<crds::k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "opm-system");
+    api.get_opt(crds::LEADER_ELECTION_ID)
+        .await
+        .ok()??
+        .spec?
+        .holder_identity
+        .filter(|h| !h.is_empty())
+}
+
+/// For `serve` processes against `env`'s cluster: namespace `opm-system` (the leader Lease's)
+/// and a kubeconfig file in a fresh temporary directory (returned with the file's path).
+pub async fn serve_cluster(env: &Env) -> (tempfile::TempDir, std::path::PathBuf) {
+    namespace(&env.client, "opm-system").await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, env.emu.kubeconfig_yaml()).unwrap();
+    (dir, kubeconfig)
+}

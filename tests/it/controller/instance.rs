@@ -15,12 +15,12 @@ use crds::platform::Platform;
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams};
 use kube::Api;
 use opm_operator::controller::context::{Context, Reconciled};
+use opm_operator::controller::outcome::STALLED_RECHECK;
 use opm_operator::controller::{instance, platform};
 use opm_operator::kernel::{
-    BuiltPlatform, ErrorClass, InstanceRef, KernelError, ModuleRenderer, ModuleRequest, Problem,
-    RenderResult, RenderedObject,
+    BuiltPlatform, ErrorClass, KernelError, ModuleRenderer, ModuleRequest, Problem, RenderResult,
 };
-use opm_operator::platform::{Layout, SkewPolicy, Store};
+use opm_operator::platform::SkewPolicy;
 
 use super::common::*;
 
@@ -67,44 +67,21 @@ impl ModuleRenderer for FakeRenderer {
             .unwrap_or("hello")
             .to_owned();
         let n = *self.count.lock().unwrap();
-        let objects: Vec<RenderedObject> = ["a", "b", "c"][..n]
+        let names: Vec<String> = ["a", "b", "c"][..n]
             .iter()
-            .map(|suffix| RenderedObject {
-                object: serde_json::json!({
-                    "apiVersion": "v1",
-                    "kind": "ConfigMap",
-                    "metadata": {
-                        "name": format!("{}-{suffix}", req.name),
-                        "namespace": req.namespace,
-                        "labels": {
-                            "app.kubernetes.io/managed-by": "opm-controller",
-                            "module-instance.opmodel.dev/name": req.name,
-                            "module-instance.opmodel.dev/namespace": req.namespace,
-                            "module-instance.opmodel.dev/uuid": UUID,
-                            "component.opmodel.dev/name": suffix,
-                        },
-                    },
-                    "data": { "msg": msg },
-                }),
-                component: (*suffix).to_owned(),
-                transformer: "x.test/t#ConfigMap".to_owned(),
-            })
+            .map(|suffix| format!("{}-{suffix}", req.name))
             .collect();
-        let inventory =
-            opm_operator::inventory::entries_of(objects.iter().map(|o| &o.object)).unwrap();
-        Ok(RenderResult {
-            instance: InstanceRef {
-                name: req.name.clone(),
-                namespace: req.namespace.clone(),
-                fqn: String::new(),
-                uuid: UUID.to_owned(),
-            },
-            objects,
-            inventory,
-            warnings: Vec::new(),
-            required_contracts: self.contracts.lock().unwrap().clone(),
-            digest: String::new(),
-        })
+        let objects: Vec<(&str, &str, &str, &str)> = ["a", "b", "c"][..n]
+            .iter()
+            .zip(&names)
+            .map(|(suffix, name)| ("v1", "ConfigMap", name.as_str(), *suffix))
+            .collect();
+        Ok(fake_render(
+            (&req.name, &req.namespace, UUID),
+            &objects,
+            &msg,
+            self.contracts.lock().unwrap().clone(),
+        ))
     }
 }
 
@@ -115,6 +92,10 @@ struct Mi {
 }
 
 async fn mi_env(prune: bool) -> Mi {
+    mi_env_with(prune, |_| {}).await
+}
+
+async fn mi_env_with(prune: bool, customise: impl FnOnce(&mut Context)) -> Mi {
     let env = env().await;
     let ns: Api<Namespace> = Api::all(env.client.clone());
     ns.create(
@@ -129,19 +110,11 @@ async fn mi_env(prune: bool) -> Mi {
     )
     .await
     .unwrap();
-    let layout = Arc::new(Layout::new(env.dir.path().join("mi-platform")).unwrap());
-    layout.reset().unwrap();
     let renderer = FakeRenderer::new();
-    let mut ctx = Context::new(
-        env.client.clone(),
-        Store::new(),
-        layout,
-        env.builder.clone(),
-        env.acquirer.clone(),
-        "test",
-    );
-    ctx.renderer = Some(renderer.clone());
-    let ctx = Arc::new(ctx);
+    let ctx = context_for(&env, "mi-platform", |ctx| {
+        ctx.renderer = Some(renderer.clone());
+        customise(ctx);
+    });
     create(
         &instances(&env.client),
         ModuleInstance::test().named(NS, NAME).with_prune(prune),
@@ -192,6 +165,38 @@ async fn ready(m: &Mi) -> ModuleInstance {
     let r = reconcile(m).await;
     assert_eq!(r.reason, Some("ReconciliationSucceeded"), "{r:?}");
     get(m).await
+}
+
+/// The platform lease comes before the renderer (operator-spec §2.2 phase 1): without a
+/// renderer and without a platform the instance waits on PlatformNotReady like any other, and
+/// only a recorded platform reveals the missing renderer as Stalled RenderFailed. ModulePackage
+/// follows the same order (`package.rs`).
+#[tokio::test]
+async fn without_a_renderer_the_platform_still_comes_first() {
+    let m = mi_env_with(false, |ctx| ctx.renderer = None).await;
+    assert_eq!(reconcile(&m).await.requeue, Some(Duration::ZERO));
+    let r = reconcile(&m).await;
+    assert_eq!(
+        (r.reason, r.requeue),
+        (Some("PlatformNotReady"), Some(Duration::from_secs(5)))
+    );
+    let status = get(&m).await.status.unwrap();
+    assert!(condition(&status.conditions, types::STALLED).is_none());
+
+    record_platform(&m).await;
+    let r = reconcile(&m).await;
+    assert_eq!(
+        (r.reason, r.requeue),
+        (Some("RenderFailed"), Some(STALLED_RECHECK))
+    );
+    let status = get(&m).await.status.unwrap();
+    assert_eq!(
+        condition(&status.conditions, types::STALLED).map(|c| c.0),
+        Some("True".to_owned())
+    );
+    let (_, _, message) = condition(&status.conditions, types::READY).unwrap();
+    assert_eq!(message, "no module renderer is configured");
+    assert!(msg_of(&m, "web-a").await.is_none(), "nothing applied");
 }
 
 #[tokio::test]

@@ -19,8 +19,7 @@ use opm_operator::controller::context::{Context, Reconciled};
 use opm_operator::controller::outcome::Outcome;
 use opm_operator::controller::{instance, platform};
 use opm_operator::kernel::{
-    BuiltPlatform, InstanceRef, KernelError, ModuleRenderer, ModuleRequest, RenderResult,
-    RenderedObject,
+    BuiltPlatform, KernelError, ModuleRenderer, ModuleRequest, RenderResult,
 };
 use opm_operator::platform::{Layout, SkewPolicy, Store};
 
@@ -52,54 +51,13 @@ impl ModuleRenderer for ScriptedRenderer {
             .and_then(|v| v.as_str())
             .unwrap_or("hello")
             .to_owned();
-        let objects: Vec<RenderedObject> = self
-            .objects
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(api_version, kind, name, component)| {
-                let mut object = serde_json::json!({
-                    "apiVersion": api_version,
-                    "kind": kind,
-                    "metadata": {
-                        "name": name,
-                        "namespace": req.namespace,
-                        "labels": {
-                            "app.kubernetes.io/managed-by": "opm-controller",
-                            "module-instance.opmodel.dev/name": req.name,
-                            "module-instance.opmodel.dev/namespace": req.namespace,
-                            "module-instance.opmodel.dev/uuid": UUID,
-                            "component.opmodel.dev/name": component,
-                        },
-                    },
-                });
-                if *kind == "ConfigMap" {
-                    object["data"] = serde_json::json!({ "msg": msg });
-                } else {
-                    object["spec"] = serde_json::json!({ "msg": msg });
-                }
-                RenderedObject {
-                    object,
-                    component: (*component).to_owned(),
-                    transformer: format!("x.test/t#{kind}"),
-                }
-            })
-            .collect();
-        let inventory =
-            opm_operator::inventory::entries_of(objects.iter().map(|o| &o.object)).unwrap();
-        Ok(RenderResult {
-            instance: InstanceRef {
-                name: req.name.clone(),
-                namespace: req.namespace.clone(),
-                fqn: String::new(),
-                uuid: UUID.to_owned(),
-            },
-            objects,
-            inventory,
-            warnings: Vec::new(),
-            required_contracts: Vec::new(),
-            digest: String::new(),
-        })
+        let objects = self.objects.lock().unwrap().clone();
+        Ok(fake_render(
+            (&req.name, &req.namespace, UUID),
+            &objects,
+            &msg,
+            Vec::new(),
+        ))
     }
 }
 
@@ -114,22 +72,13 @@ struct Mi {
 async fn mi_env(objects: Vec<(&'static str, &'static str, &'static str, &'static str)>) -> Mi {
     let env = env().await;
     namespace(&env.client, NS).await;
-    let layout = Arc::new(Layout::new(env.dir.path().join("mi-platform")).unwrap());
-    layout.reset().unwrap();
     let renderer = Arc::new(ScriptedRenderer {
         objects: Mutex::new(objects),
     });
-    let mut ctx = Context::new(
-        env.client.clone(),
-        Store::new(),
-        layout,
-        env.builder.clone(),
-        env.acquirer.clone(),
-        "test",
-    );
-    ctx.renderer = Some(renderer.clone());
-    ctx.kube_config = Some(env.emu.config().unwrap());
-    let ctx = Arc::new(ctx);
+    let ctx = context_for(&env, "mi-platform", |ctx| {
+        ctx.renderer = Some(renderer.clone());
+        ctx.kube_config = Some(env.emu.config().unwrap());
+    });
     create(&platforms(&env.client), Platform::test().without_catalogs()).await;
     platform::reconcile("cluster", &ctx).await.unwrap();
     create(

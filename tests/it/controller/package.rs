@@ -25,13 +25,11 @@ use crds::platform::Platform;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::Api;
 use opm_operator::controller::context::{Context, Reconciled};
+use opm_operator::controller::outcome::STALLED_RECHECK;
 use opm_operator::controller::package::source::kind_resource;
 use opm_operator::controller::{deadline, manager, package, platform};
-use opm_operator::kernel::{
-    BuiltPlatform, ErrorClass, InstanceRef, KernelError, PackageRenderer, RenderResult,
-    RenderedObject,
-};
-use opm_operator::platform::{Layout, SkewPolicy, Store};
+use opm_operator::kernel::{BuiltPlatform, ErrorClass, KernelError, PackageRenderer, RenderResult};
+use opm_operator::platform::SkewPolicy;
 use sha2::{Digest as _, Sha256};
 
 use super::common::*;
@@ -312,44 +310,21 @@ impl PackageRenderer for FakePackages {
         }
         let msg = std::fs::read_to_string(dir.join("msg.txt")).unwrap_or_else(|_| "hello".into());
         let n = *self.count.lock().unwrap();
-        let objects: Vec<RenderedObject> = ["a", "b", "c"][..n]
+        let names: Vec<String> = ["a", "b", "c"][..n]
             .iter()
-            .map(|s| RenderedObject {
-                object: serde_json::json!({
-                    "apiVersion": "v1",
-                    "kind": "ConfigMap",
-                    "metadata": {
-                        "name": format!("shop-{s}"),
-                        "namespace": NS,
-                        "labels": {
-                            "app.kubernetes.io/managed-by": "opm-controller",
-                            "module-instance.opmodel.dev/name": "shop",
-                            "module-instance.opmodel.dev/namespace": NS,
-                            "module-instance.opmodel.dev/uuid": UUID,
-                            "component.opmodel.dev/name": s,
-                        },
-                    },
-                    "data": { "msg": msg.trim() },
-                }),
-                component: (*s).to_owned(),
-                transformer: "x.test/t#ConfigMap".to_owned(),
-            })
+            .map(|s| format!("shop-{s}"))
             .collect();
-        let inventory =
-            opm_operator::inventory::entries_of(objects.iter().map(|o| &o.object)).unwrap();
-        Ok(RenderResult {
-            instance: InstanceRef {
-                name: "shop".into(),
-                namespace: NS.into(),
-                fqn: String::new(),
-                uuid: UUID.into(),
-            },
-            objects,
-            inventory,
-            warnings: Vec::new(),
-            required_contracts: Vec::new(),
-            digest: String::new(),
-        })
+        let objects: Vec<(&str, &str, &str, &str)> = ["a", "b", "c"][..n]
+            .iter()
+            .zip(&names)
+            .map(|(s, name)| ("v1", "ConfigMap", name.as_str(), *s))
+            .collect();
+        Ok(fake_render(
+            ("shop", NS, UUID),
+            &objects,
+            msg.trim(),
+            Vec::new(),
+        ))
     }
 }
 
@@ -372,24 +347,16 @@ async fn mp_env_with(flux: bool, customise: impl FnOnce(&mut Context)) -> Mp {
     if flux {
         install_oci_repository_crd(&env.client).await;
     }
-    let layout = Arc::new(Layout::new(env.dir.path().join("mp-platform")).unwrap());
-    layout.reset().unwrap();
     let renderer = FakePackages::new();
-    let mut ctx = Context::new(
-        env.client.clone(),
-        Store::new(),
-        layout,
-        env.builder.clone(),
-        env.acquirer.clone(),
-        "test",
-    );
-    ctx.package_renderer = Some(renderer.clone());
-    customise(&mut ctx);
+    let ctx = context_for(&env, "mp-platform", |ctx| {
+        ctx.package_renderer = Some(renderer.clone());
+        customise(ctx);
+    });
     let artifacts = Artifacts::default();
     let addr = serve(artifacts.clone()).await;
     Mp {
         env,
-        ctx: Arc::new(ctx),
+        ctx,
         renderer,
         artifacts,
         addr,
@@ -470,6 +437,36 @@ pub fn test_package() -> ModulePackage {
     let mut mp = ModulePackage::test();
     mp.spec.prune = Some(true);
     mp
+}
+
+/// [`test_package`] depending on package `base` of its own namespace (scenario 51).
+pub fn depending_on_base() -> ModulePackage {
+    let mut mp = test_package();
+    mp.spec.depends_on = vec![DependsOn {
+        name: "base".into(),
+        namespace: None,
+    }];
+    mp
+}
+
+/// Creates the dependency `base`, not Ready yet.
+pub async fn create_base(packages: &Api<ModulePackage>) {
+    let mut base = ModulePackage::test();
+    base.metadata.name = Some("base".into());
+    create(packages, base).await;
+}
+
+/// Marks the dependency `base` Ready.
+pub async fn mark_base_ready(packages: &Api<ModulePackage>) {
+    patch_status(
+        packages,
+        "base",
+        serde_json::json!({"conditions": [{
+            "type": "Ready", "status": "True", "reason": "ReconciliationSucceeded",
+            "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"
+        }]}),
+    )
+    .await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -912,6 +909,38 @@ async fn the_platform_not_ready_waits_for_the_interval() {
     assert_eq!(m.reconcile().await.reason, Some("ReconciliationSucceeded"));
 }
 
+/// The platform lease comes before the renderer (operator-spec §2.3 step 6, as §2.2 phase 1 for
+/// ModuleInstance in `instance.rs`): without a renderer and without a platform the package waits
+/// on PlatformNotReady, and only a recorded platform reveals the missing renderer as Stalled
+/// RenderFailed.
+#[tokio::test]
+async fn without_a_renderer_the_platform_still_comes_first() {
+    let m = mp_env_with(true, |ctx| ctx.package_renderer = None).await;
+    m.publish("r1", shop_tgz(&[])).await;
+    m.create(test_package()).await;
+    let r = m.reconcile().await;
+    assert_eq!(
+        (r.reason, r.requeue),
+        (Some("PlatformNotReady"), Some(FIVE_MIN)),
+        "{r:?}"
+    );
+    assert!(!m.stalled().await);
+
+    m.record_platform().await;
+    let r = m.reconcile().await;
+    assert_eq!(
+        (r.reason, r.requeue),
+        (Some("RenderFailed"), Some(STALLED_RECHECK)),
+        "{r:?}"
+    );
+    assert!(m.stalled().await);
+    assert_eq!(
+        m.ready_condition().await.2,
+        "no package renderer is configured"
+    );
+    assert!(m.msg_of("shop-a").await.is_none(), "nothing applied");
+}
+
 #[tokio::test]
 async fn scenario_51_depends_on_blocks_until_the_dependency_is_ready() {
     let m = mp_env().await;
@@ -919,11 +948,7 @@ async fn scenario_51_depends_on_blocks_until_the_dependency_is_ready() {
     m.publish("r1", shop_tgz(&[])).await;
 
     // Not found.
-    let mut mp = test_package();
-    mp.spec.depends_on = vec![DependsOn {
-        name: "base".into(),
-        namespace: None,
-    }];
+    let mp = depending_on_base();
     m.create(mp).await;
     let r = m.reconcile().await;
     assert_eq!(
@@ -944,9 +969,7 @@ async fn scenario_51_depends_on_blocks_until_the_dependency_is_ready() {
     assert_eq!(ev[0].action.as_deref(), Some("DependsOn"));
 
     // Present but not Ready.
-    let mut base = ModulePackage::test();
-    base.metadata.name = Some("base".into());
-    create(&m.packages(), base).await;
+    create_base(&m.packages()).await;
     let r = m.reconcile().await;
     assert_eq!(r.reason, Some("DependenciesNotReady"));
     let (_, _, msg) = m.ready_condition().await;
@@ -954,15 +977,7 @@ async fn scenario_51_depends_on_blocks_until_the_dependency_is_ready() {
     assert_eq!(m.renderer.renders(), 0, "nothing rendered while blocked");
 
     // Ready → proceeds.
-    patch_status(
-        &m.packages(),
-        "base",
-        serde_json::json!({"conditions": [{
-            "type": "Ready", "status": "True", "reason": "ReconciliationSucceeded",
-            "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"
-        }]}),
-    )
-    .await;
+    mark_base_ready(&m.packages()).await;
     assert_eq!(m.reconcile().await.reason, Some("ReconciliationSucceeded"));
 
     // Cross-namespace → the cross-namespace message, a Warning.

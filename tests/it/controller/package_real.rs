@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crds::conditions::types;
-use crds::module_package::{DependsOn, ModulePackage, ModulePackageStatus};
+use crds::module_package::{ModulePackage, ModulePackageStatus};
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::Api;
 use kube_emu::fault::{FaultKind, FaultRule};
@@ -35,8 +35,9 @@ use serde_json::json;
 
 use super::common::*;
 use super::package::{
-    digest, fetch_failed, install_oci_repository_crd, raw_tgz, serve, serve_artifact, set_source,
-    shop_files, test_package, tgz_of, Artifacts,
+    create_base, depending_on_base, digest, fetch_failed, install_oci_repository_crd,
+    mark_base_ready, raw_tgz, serve, serve_artifact, set_source, shop_files, test_package, tgz_of,
+    Artifacts,
 };
 use super::real::*;
 use crate::platform_gen::opm;
@@ -397,11 +398,7 @@ async fn scenarios_50_64_the_real_loader_and_kernel_stall_package_failures_once(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenarios_48_49_51_the_gates_hold_the_real_render_until_they_open() {
     let p = pkg().await;
-    let mut mp = test_package();
-    mp.spec.depends_on = vec![DependsOn {
-        name: "base".into(),
-        namespace: None,
-    }];
+    let mp = depending_on_base();
     p.create(mp).await;
 
     // 51: the dependency is missing, then not Ready: DependenciesNotReady, requeue interval.
@@ -418,23 +415,13 @@ async fn scenarios_48_49_51_the_gates_hold_the_real_render_until_they_open() {
             "waiting for dependency team-a/base (not found)".into()
         )
     );
-    let mut base = ModulePackage::test();
-    base.metadata.name = Some("base".into());
-    create(&p.packages(), base).await;
+    create_base(&p.packages()).await;
     assert_eq!(p.reconcile().await.reason, Some("DependenciesNotReady"));
     assert_eq!(
         p.ready_condition().await.2,
         "waiting for dependency team-a/base"
     );
-    patch_status(
-        &p.packages(),
-        "base",
-        json!({"conditions": [{
-            "type": "Ready", "status": "True", "reason": "ReconciliationSucceeded",
-            "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"
-        }]}),
-    )
-    .await;
+    mark_base_ready(&p.packages()).await;
     // A dependency in another namespace is refused with the cross-namespace message.
     patch_spec(
         &p.packages(),

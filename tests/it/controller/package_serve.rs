@@ -6,10 +6,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-
 use crds::conditions::types;
 use crds::k8s_openapi::api::core::v1::Namespace;
 use crds::module_package::ModulePackage;
@@ -20,24 +16,6 @@ use super::common::*;
 use super::package::{
     digest, install_oci_repository_crd, serve, set_source, shop_tgz, test_package, Artifacts, Route,
 };
-
-struct Proc {
-    child: Child,
-    log: Arc<Mutex<String>>,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Proc {
-    fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
-    }
-}
 
 #[tokio::test]
 async fn serve_runs_without_flux_and_starts_the_source_watch_when_the_crd_appears() {
@@ -59,47 +37,18 @@ async fn serve_runs_without_flux_and_starts_the_source_watch_when_the_crd_appear
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, env.emu.kubeconfig_yaml()).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_opm-operator"))
-        .args(["serve", "--self-signed", "--self-signed-dir"])
-        .arg(dir.path().join("certs"))
-        .args([
-            "--webhook-addr",
-            "127.0.0.1:0",
-            "--probe-addr",
-            "127.0.0.1:0",
-            "--metrics-addr",
-            "0",
-            "--leader-elect",
-            "false",
-            "--registry",
-            "127.0.0.1:1",
-            "--reconcile-timeout",
-            "30s",
-            "--kubeconfig",
-        ])
-        .arg(&kubeconfig)
-        .arg("--platform-dir")
-        .arg(dir.path().join("platform"))
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let log = Arc::new(Mutex::new(String::new()));
-    for out in [
-        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-        Box::new(child.stderr.take().unwrap()),
-    ] {
-        let log = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let mut l = log.lock().unwrap();
-                l.push_str(&line);
-                l.push('\n');
-            }
-        });
-    }
-    let mut proc = Proc { child, log };
+    let mut cmd = ServeProc::command(dir.path(), &kubeconfig, &dir.path().join("platform"));
+    cmd.args([
+        "--metrics-addr",
+        "0",
+        "--leader-elect",
+        "false",
+        "--registry",
+        "127.0.0.1:1",
+        "--reconcile-timeout",
+        "30s",
+    ]);
+    let mut proc = ServeProc::spawn(cmd);
 
     let packages: Api<ModulePackage> = Api::namespaced(client.clone(), "team-a");
     create(&packages, test_package()).await;

@@ -11,17 +11,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crds::conditions::types;
-use crds::k8s_openapi::api::coordination::v1::Lease;
-use crds::k8s_openapi::api::core::v1::Namespace;
 use crds::platform::Platform;
-use kube::Api;
 
 use super::common::*;
 use crate::platform_gen::opm;
@@ -31,84 +25,45 @@ const MINI: &str = "fixtures.test/catalogs/mini@v0";
 const LEASE: Duration = Duration::from_secs(2);
 const RETRY: Duration = Duration::from_millis(200);
 
+/// A `serve` replica and its `--platform-dir`.
 struct Replica {
-    child: Child,
-    log: Arc<Mutex<String>>,
+    proc: ServeProc,
     platform_dir: PathBuf,
 }
 
 impl Replica {
     fn start(dir: &Path, kubeconfig: &Path, registry: &str, platform_dir: &Path) -> Replica {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_opm-operator"))
-            .args(["serve", "--self-signed", "--self-signed-dir"])
-            .arg(dir.join("certs"))
+        let mut cmd = ServeProc::command(dir, kubeconfig, platform_dir);
+        cmd.args(["--metrics-addr", "0"])
+            .args(FAST_LEADER_ELECTION)
             .args([
-                "--webhook-addr",
-                "127.0.0.1:0",
-                "--probe-addr",
-                "127.0.0.1:0",
-                "--metrics-addr",
-                "0",
-                "--leader-elect-lease-duration",
-                "2s",
-                "--leader-elect-renew-deadline",
-                "1500ms",
-                "--leader-elect-retry-period",
-                "200ms",
-                "--leader-elect-namespace",
-                "opm-system",
                 "--registry",
                 registry,
                 "--core-module",
                 "fixtures.test/core@v0",
                 "--core-version",
                 "v0.1.0",
-                "--kubeconfig",
             ])
-            .arg(kubeconfig)
-            .arg("--platform-dir")
-            .arg(platform_dir)
-            .env("RUST_LOG", "info")
             .env("HOSTNAME", "replica")
             .env_remove("POD_NAME")
-            .env_remove("OPM_REGISTRY")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        for out in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
-            let log = log.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(out).lines().map_while(Result::ok) {
-                    let mut l = log.lock().unwrap();
-                    l.push_str(&line);
-                    l.push('\n');
-                }
-            });
-        }
+            .env_remove("OPM_REGISTRY");
         Replica {
-            child,
-            log,
+            proc: ServeProc::spawn(cmd),
             platform_dir: platform_dir.to_path_buf(),
         }
     }
 
     fn identity(&self) -> String {
-        format!("replica_{}", self.child.id())
+        self.proc.identity()
     }
 
     fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
+        self.proc.log()
     }
 
     /// SIGKILL: the process dies holding the lease.
     fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.proc.kill();
     }
 
     /// The generated packages in this replica's `--platform-dir` that carry a `platform.cue`.
@@ -124,22 +79,6 @@ impl Replica {
         out.sort();
         out
     }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-async fn holder(client: &kube::Client) -> Option<String> {
-    let api: Api<Lease> = Api::namespaced(client.clone(), "opm-system");
-    api.get_opt(crds::LEADER_ELECTION_ID)
-        .await
-        .ok()??
-        .spec?
-        .holder_identity
-        .filter(|h| !h.is_empty())
 }
 
 async fn ready_reason(client: &kube::Client) -> Option<(String, String)> {
@@ -161,13 +100,7 @@ async fn two_serve_replicas_on_the_real_registry_one_leads_a_kill_hands_over_a_r
     .await
     .unwrap();
     let env = env().await;
-    let ns: Api<Namespace> = Api::all(env.client.clone());
-    let mut n = Namespace::default();
-    n.metadata.name = Some("opm-system".into());
-    ns.create(&Default::default(), &n).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, env.emu.kubeconfig_yaml()).unwrap();
+    let (dir, kubeconfig) = serve_cluster(&env).await;
     let mapping = reg.mapping();
     let generation = create(
         &platforms(&env.client),

@@ -4,118 +4,48 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crds::k8s_openapi::api::coordination::v1::Lease;
-use crds::k8s_openapi::api::core::v1::Namespace;
 use crds::platform::Platform;
-use kube::Api;
 
 use super::common::*;
 
-struct Serve {
-    child: Child,
-    log: Arc<Mutex<String>>,
+/// A `serve` replica run with `HOSTNAME=replica`, the fast leader election and no registry.
+fn start(dir: &Path, kubeconfig: &Path, platform_dir: &Path) -> ServeProc {
+    start_with_metrics(dir, kubeconfig, platform_dir, "0")
 }
 
-impl Serve {
-    fn start(dir: &Path, kubeconfig: &Path, platform_dir: &Path) -> Serve {
-        Self::start_with_metrics(dir, kubeconfig, platform_dir, "0")
-    }
-
-    fn start_with_metrics(
-        dir: &Path,
-        kubeconfig: &Path,
-        platform_dir: &Path,
-        metrics_addr: &str,
-    ) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_opm-operator"))
-            .args(["serve", "--self-signed", "--self-signed-dir"])
-            .arg(dir.join("certs"))
-            .args([
-                "--webhook-addr",
-                "127.0.0.1:0",
-                "--probe-addr",
-                "127.0.0.1:0",
-                "--metrics-addr",
-                metrics_addr,
-                "--leader-elect-lease-duration",
-                "2s",
-                "--leader-elect-renew-deadline",
-                "1500ms",
-                "--leader-elect-retry-period",
-                "200ms",
-                "--leader-elect-namespace",
-                "opm-system",
-                "--registry",
-                "127.0.0.1:1",
-                "--kubeconfig",
-            ])
-            .arg(kubeconfig)
-            .arg("--platform-dir")
-            .arg(platform_dir)
-            .env("RUST_LOG", "info")
-            .env("HOSTNAME", "replica")
-            .env_remove("POD_NAME")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        for out in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
-            let log = log.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(out).lines().map_while(Result::ok) {
-                    let mut l = log.lock().unwrap();
-                    l.push_str(&line);
-                    l.push('\n');
-                }
-            });
-        }
-        Serve { child, log }
-    }
-
-    fn identity(&self) -> String {
-        format!("replica_{}", self.child.id())
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
-    }
-
-    async fn wait_log(&self, needle: &str, secs: u64) -> bool {
-        eventually(secs, || async { self.log().contains(needle) }).await
-    }
-
-    /// SIGTERM, then waits (polling, so the in-process kube-emu keeps serving) up to 20 s.
-    async fn terminate(&mut self) -> std::process::ExitStatus {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "did not stop: {}", self.log());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
+fn start_with_metrics(
+    dir: &Path,
+    kubeconfig: &Path,
+    platform_dir: &Path,
+    metrics_addr: &str,
+) -> ServeProc {
+    let mut cmd = ServeProc::command(dir, kubeconfig, platform_dir);
+    cmd.args(["--metrics-addr", metrics_addr])
+        .args(FAST_LEADER_ELECTION)
+        .args(["--registry", "127.0.0.1:1"])
+        .env("HOSTNAME", "replica")
+        .env_remove("POD_NAME");
+    ServeProc::spawn(cmd)
 }
 
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+/// SIGTERM, then waits (polling, so the in-process kube-emu keeps serving) up to 20 s.
+async fn terminate(serve: &mut ServeProc) -> std::process::ExitStatus {
+    let status = Command::new("kill")
+        .args(["-TERM", &serve.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = serve.child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "did not stop: {}", serve.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -128,7 +58,7 @@ async fn without_a_cluster_serve_says_so_and_keeps_serving_webhooks() {
         "apiVersion: v1\nkind: Config\nclusters:\n- name: gone\n  cluster:\n    server: http://127.0.0.1:1\ncontexts:\n- name: gone\n  context:\n    cluster: gone\n    user: u\ncurrent-context: gone\nusers:\n- name: u\n  user:\n    token: t\n",
     )
     .unwrap();
-    let mut serve = Serve::start(dir.path(), &kubeconfig, &dir.path().join("platform"));
+    let mut serve = start(dir.path(), &kubeconfig, &dir.path().join("platform"));
     assert!(
         serve.wait_log("no reachable Kubernetes cluster", 30).await,
         "{}",
@@ -138,30 +68,14 @@ async fn without_a_cluster_serve_says_so_and_keeps_serving_webhooks() {
     let log = serve.log();
     assert!(log.contains("127.0.0.1:1"), "names the cluster: {log}");
     assert!(serve.child.try_wait().unwrap().is_none(), "still running");
-    let status = serve.terminate().await;
+    let status = terminate(&mut serve).await;
     assert!(status.success(), "{status:?}\n{}", serve.log());
-}
-
-async fn holder(client: &kube::Client) -> Option<String> {
-    let api: Api<Lease> = Api::namespaced(client.clone(), "opm-system");
-    api.get_opt(crds::LEADER_ELECTION_ID)
-        .await
-        .ok()??
-        .spec?
-        .holder_identity
-        .filter(|h| !h.is_empty())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_one_leader_and_a_handover() {
     let env = env().await;
-    let ns: Api<Namespace> = Api::all(env.client.clone());
-    let mut n = Namespace::default();
-    n.metadata.name = Some("opm-system".into());
-    ns.create(&Default::default(), &n).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, env.emu.kubeconfig_yaml()).unwrap();
+    let (dir, kubeconfig) = serve_cluster(&env).await;
     // Replica a boots on a non-empty platform dir: it is reset.
     let pa = dir.path().join("platform-a");
     std::fs::create_dir_all(pa.join("gen-9/cue.mod")).unwrap();
@@ -169,13 +83,13 @@ async fn two_replicas_one_leader_and_a_handover() {
     let metrics_port = free_port();
     let metrics_addr = format!("127.0.0.1:{metrics_port}");
     // a starts first and leads; b then competes for a held lease.
-    let a = Serve::start_with_metrics(&dir.path().join("a"), &kubeconfig, &pa, &metrics_addr);
+    let a = start_with_metrics(&dir.path().join("a"), &kubeconfig, &pa, &metrics_addr);
     assert!(
         eventually(30, || async { holder(&env.client).await.is_some() }).await,
         "a: {}",
         a.log()
     );
-    let b = Serve::start(
+    let b = start(
         &dir.path().join("b"),
         &kubeconfig,
         &dir.path().join("platform-b"),
@@ -258,7 +172,7 @@ async fn two_replicas_one_leader_and_a_handover() {
         assert!(text.contains(series), "{series} missing:\n{text}");
     }
     // A graceful stop releases the lease; the follower takes over within one lease duration.
-    let status = leader.terminate().await;
+    let status = terminate(&mut leader).await;
     assert!(status.success(), "{}", leader.log());
     let stopped = Instant::now();
     let follower_id = follower.identity();

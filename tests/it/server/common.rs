@@ -358,6 +358,46 @@ impl TestServer {
         assert_eq!(r.status, 200);
         r.text()
     }
+
+    /// An HTTP/1 connection to the webhook listener that the test drives itself: the request
+    /// sender and the connection (spawn it, or await it to see the server hang up).
+    pub async fn webhook_http1<B>(&self) -> Http1<B>
+    where
+        B: hyper::body::Body + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let tls = self
+            .client
+            .connect(self.running.webhook_addr)
+            .await
+            .unwrap();
+        hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .unwrap()
+    }
+}
+
+/// What [`TestServer::webhook_http1`] returns.
+pub type Http1<B> = (
+    hyper::client::conn::http1::SendRequest<B>,
+    hyper::client::conn::http1::Connection<TokioIo<tokio_rustls::client::TlsStream<TcpStream>>, B>,
+);
+
+/// A JSON POST to `path` announcing `len` body bytes, which the test feeds through the sender
+/// (a slow or stalled body).
+pub fn streamed_post(
+    path: &str,
+    len: usize,
+) -> (tokio::sync::mpsc::Sender<Bytes>, http::Request<ChannelBody>) {
+    let (tx, body) = ChannelBody::new();
+    let req = http::Request::post(path)
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .header("content-length", len.to_string())
+        .body(body)
+        .unwrap();
+    (tx, req)
 }
 
 /// Polls `cond` every 20 ms until it holds, failing after `within`.
@@ -464,4 +504,130 @@ pub fn platform_request(operation: &str, object: Option<Value>, old: Option<Valu
 
 pub fn to_bytes(v: &Value) -> Vec<u8> {
     serde_json::to_vec(v).unwrap()
+}
+
+/// The AdmissionReview `uid` of a valid Platform CREATE, as bytes (an admitted request).
+pub fn platform_create_review(uid: &str) -> Vec<u8> {
+    to_bytes(&review(
+        uid,
+        platform_request("CREATE", Some(platform_object("cluster", "2.1.0")), None),
+    ))
+}
+
+/// A `kube-emu` cluster for the render API tests: the OPM CRDs, namespace `team-a`, and one
+/// bearer token per `(token, user)`; returns the emulator and its admin client.
+pub async fn render_cluster(
+    tokens: Vec<(&str, kube_emu::UserInfo)>,
+) -> (kube_emu::Emulator, kube::Client) {
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, PostParams};
+
+    let emu = kube_emu::Emulator::start(kube_emu::Options::default())
+        .await
+        .unwrap();
+    for (token, user) in tokens {
+        emu.add_token(token, user);
+    }
+    let admin = emu.client().unwrap();
+    let crds_api: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    for crd in crds::all_crds() {
+        crds_api.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    let ns = Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some("team-a".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    (emu, admin)
+}
+
+/// The fixture modules (`fixtures/opm/{core,kube,mini,gateway,demo}`) published at v0.1.0 into a
+/// fresh OCI layout, returned with `fixtures/opm`.
+pub fn published_fixture_modules() -> (tempfile::TempDir, PathBuf) {
+    let opm = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/opm");
+    let layout = tempfile::tempdir().unwrap();
+    let layout_dir = layout.path().to_str().unwrap().to_string();
+    for m in ["core", "kube", "mini", "gateway", "demo"] {
+        let dir = opm.join(m);
+        crate::registry::harness::cli_ok(&[
+            "module",
+            "publish",
+            dir.to_str().unwrap(),
+            "v0.1.0",
+            "--layout",
+            &layout_dir,
+        ]);
+    }
+    (layout, opm)
+}
+
+/// The server with the render API on the real kernel: modules from the OCI layout `layout`, the
+/// generated platform fixture `platform_dir` recorded in the store (its `cue.mod` deps, skew
+/// Warn), `auth` against `cluster`, a render and request timeout of `timeout`, `concurrency`
+/// renders at once. The cluster sender is returned to keep it open.
+pub async fn real_render_server(
+    layout: &Path,
+    platform_dir: &Path,
+    (auth, cluster): (
+        opm_operator::server::render_api::auth::RenderAuth,
+        Option<opm_operator::server::render_api::auth::Cluster>,
+    ),
+    timeout: Duration,
+    concurrency: usize,
+) -> (
+    TestServer,
+    tokio::sync::watch::Sender<Option<opm_operator::server::render_api::auth::Cluster>>,
+) {
+    use opm_operator::kernel::BuiltPlatform;
+    use opm_operator::platform::{Generated, PackageIdentity, SkewPolicy, Store};
+    use opm_operator::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
+
+    let registry = ModuleRegistry::new(RegistryConfig::new(Mapping::single(Location::Layout {
+        dir: layout.to_path_buf(),
+    })))
+    .unwrap();
+    let renderer = opm_operator::render::Renderer::new(Arc::new(registry));
+    let mf = opm_operator::registry::modfile::ModuleFile::parse(
+        &std::fs::read(platform_dir.join("cue.mod/module.cue")).unwrap(),
+    )
+    .unwrap();
+    let store = Store::new();
+    store.set_generated(Generated {
+        identity: PackageIdentity::unclaimed(1).unwrap(),
+        dir: platform_dir.to_path_buf(),
+        platform: BuiltPlatform {
+            dir: platform_dir.to_path_buf(),
+            deps: mf
+                .deps
+                .iter()
+                .map(|(p, d)| (p.clone(), d.version.clone()))
+                .collect(),
+            ..BuiltPlatform::default()
+        },
+        skew: SkewPolicy::Warn,
+    });
+    let (cluster_tx, cluster) = tokio::sync::watch::channel(cluster);
+    let mut settings = Settings::loopback();
+    settings.limits.request_timeout = timeout;
+    settings.render = Some(opm_operator::server::render_api::RenderBackend::new(
+        store,
+        Arc::new(renderer),
+        auth,
+        cluster,
+        timeout,
+        concurrency,
+    ));
+    let server = TestServer::start_with(Options {
+        settings,
+        ..Options::default()
+    })
+    .await;
+    (server, cluster_tx)
 }

@@ -5,7 +5,6 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::common::*;
@@ -18,13 +17,6 @@ async fn server() -> TestServer {
     opts.settings.limits = Limits::with_timeout(Duration::from_secs(5), 2);
     opts.settings.limits.head_timeout = PERIOD;
     TestServer::start_with(opts).await
-}
-
-fn review_body(uid: &str) -> Vec<u8> {
-    to_bytes(&review(
-        uid,
-        platform_request("CREATE", Some(platform_object("cluster", "2.1.0")), None),
-    ))
 }
 
 #[tokio::test]
@@ -56,23 +48,16 @@ async fn a_stalled_request_head_is_closed_within_two_periods() {
 #[tokio::test]
 async fn a_busy_connection_stays_open_and_an_idle_one_is_closed() {
     let server = server().await;
-    let tls = server
-        .client
-        .connect(server.running.webhook_addr)
-        .await
-        .unwrap();
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .unwrap();
+    let (mut send, conn) = server.webhook_http1().await;
     let conn = tokio::spawn(conn);
     // Five head periods of requests, one every half period, all on this connection.
     for i in 0..10 {
         let req = http::Request::post(PLATFORMS_PATH)
             .header("host", "localhost")
             .header("content-type", "application/json")
-            .body(http_body_util::Full::new(Bytes::from(review_body(
-                &format!("busy-{i}"),
-            ))))
+            .body(http_body_util::Full::new(Bytes::from(
+                platform_create_review(&format!("busy-{i}")),
+            )))
             .unwrap();
         let resp = tokio::time::timeout(REQUEST_TIMEOUT, send.send_request(req))
             .await
@@ -94,23 +79,10 @@ async fn a_busy_connection_stays_open_and_an_idle_one_is_closed() {
 #[tokio::test]
 async fn a_request_in_flight_outlives_the_head_deadline() {
     let server = server().await;
-    let tls = server
-        .client
-        .connect(server.running.webhook_addr)
-        .await
-        .unwrap();
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .unwrap();
+    let (mut send, conn) = server.webhook_http1().await;
     tokio::spawn(conn);
-    let body = review_body("slow-body");
-    let (tx, chunks) = ChannelBody::new();
-    let req = http::Request::post(PLATFORMS_PATH)
-        .header("host", "localhost")
-        .header("content-type", "application/json")
-        .header("content-length", body.len().to_string())
-        .body(chunks)
-        .unwrap();
+    let body = platform_create_review("slow-body");
+    let (tx, req) = streamed_post(PLATFORMS_PATH, body.len());
     let pending = tokio::spawn(async move { send.send_request(req).await });
     // The body trickles in over four periods; the request is in flight all along.
     for chunk in body.chunks(body.len() / 4 + 1) {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::Role;
 use kube::api::PostParams;
 use kube::Api;
 use kube_emu::{Emulator, UserInfo};
@@ -24,7 +24,10 @@ use opm_operator::server::render_api::RenderBackend;
 use opm_operator::server::Settings;
 use serde_json::{json, Value};
 
-use super::common::{Options, Resp, TestServer};
+use super::common::{
+    published_fixture_modules, real_render_server, render_cluster, Options, Resp, TestServer,
+};
+use crate::controller::common::{bind, role};
 
 /// A scripted kernel: a ConfigMap per request carrying the values; `values.fail` picks an error
 /// class; `values.block` waits until the test releases it.
@@ -127,41 +130,25 @@ struct Fixture {
 }
 
 async fn fixture(timeout: Duration, with_platform: bool) -> Fixture {
-    let emu = Emulator::start(kube_emu::Options::default()).await.unwrap();
-    emu.add_token(
-        "alice-token",
-        UserInfo {
-            username: "alice".into(),
-            groups: vec!["devs".into(), "system:authenticated".into()],
-            uid: "u-alice".into(),
-        },
-    );
-    emu.add_token(
-        "bob-token",
-        UserInfo {
-            username: "bob".into(),
-            groups: vec!["system:authenticated".into()],
-            uid: String::new(),
-        },
-    );
-    let admin = emu.client().unwrap();
-    let crds_api: Api<
-        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    > = Api::all(admin.clone());
-    for crd in crds::all_crds() {
-        crds_api.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    let ns = k8s_openapi::api::core::v1::Namespace {
-        metadata: kube::api::ObjectMeta {
-            name: Some("team-a".into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<k8s_openapi::api::core::v1::Namespace>::all(admin.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
+    let (emu, admin) = render_cluster(vec![
+        (
+            "alice-token",
+            UserInfo {
+                username: "alice".into(),
+                groups: vec!["devs".into(), "system:authenticated".into()],
+                uid: "u-alice".into(),
+            },
+        ),
+        (
+            "bob-token",
+            UserInfo {
+                username: "bob".into(),
+                groups: vec!["system:authenticated".into()],
+                uid: String::new(),
+            },
+        ),
+    ])
+    .await;
     bind_role(
         &admin,
         "opm-render",
@@ -471,45 +458,9 @@ async fn bind_role(
     (group, resource, verbs): (&str, &str, &[&str]),
     (kind, subject): (&str, &str),
 ) {
-    let role = Role {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("team-a".into()),
-            ..Default::default()
-        },
-        rules: Some(vec![PolicyRule {
-            api_groups: Some(vec![group.into()]),
-            resources: Some(vec![resource.into()]),
-            verbs: verbs.iter().map(|v| v.to_string()).collect(),
-            ..Default::default()
-        }]),
-    };
-    Api::<Role>::namespaced(admin.clone(), "team-a")
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    let binding = RoleBinding {
-        metadata: kube::api::ObjectMeta {
-            name: Some(format!("{name}-{}", subject.to_lowercase())),
-            namespace: Some("team-a".into()),
-            ..Default::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "Role".into(),
-            name: name.into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: kind.into(),
-            name: subject.into(),
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            ..Default::default()
-        }]),
-    };
-    Api::<RoleBinding>::namespaced(admin.clone(), "team-a")
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
+    role(admin, "team-a", name, &[(group, resource)], verbs).await;
+    let binding = format!("{name}-{}", subject.to_lowercase());
+    bind(admin, "team-a", &binding, name, kind, subject).await;
 }
 
 /// Grants alice `verbs` on ConfigMaps in team-a.
@@ -724,22 +675,9 @@ async fn previews_without_a_cluster_connection_are_503() {
 #[tokio::test]
 async fn the_api_renders_the_same_bytes_as_the_cli() {
     use crate::registry::harness::cli_ok;
-    use opm_operator::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
 
-    let opm = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/opm");
-    let layout = tempfile::tempdir().unwrap();
+    let (layout, opm) = published_fixture_modules();
     let layout_dir = layout.path().to_str().unwrap().to_string();
-    for m in ["core", "kube", "mini", "gateway", "demo"] {
-        let dir = opm.join(m);
-        cli_ok(&[
-            "module",
-            "publish",
-            dir.to_str().unwrap(),
-            "v0.1.0",
-            "--layout",
-            &layout_dir,
-        ]);
-    }
     let platform_dir = opm.join("platform/generated");
     let values_file = opm.join("values/valid.json");
     let cli_json = cli_ok(&[
@@ -762,46 +700,13 @@ async fn the_api_renders_the_same_bytes_as_the_cli() {
     ]);
     let cli: Value = serde_json::from_str(&cli_json).unwrap();
 
-    let registry = ModuleRegistry::new(RegistryConfig::new(Mapping::single(Location::Layout {
-        dir: layout.path().to_path_buf(),
-    })))
-    .unwrap();
-    let renderer = opm_operator::render::Renderer::new(Arc::new(registry));
-    let mf = opm_operator::registry::modfile::ModuleFile::parse(
-        &std::fs::read(platform_dir.join("cue.mod/module.cue")).unwrap(),
-    )
-    .unwrap();
-    let store = Store::new();
-    let identity = PackageIdentity::unclaimed(1).unwrap();
-    store.set_generated(Generated {
-        identity,
-        dir: platform_dir.clone(),
-        platform: BuiltPlatform {
-            dir: platform_dir.clone(),
-            deps: mf
-                .deps
-                .iter()
-                .map(|(p, d)| (p.clone(), d.version.clone()))
-                .collect(),
-            ..BuiltPlatform::default()
-        },
-        skew: SkewPolicy::Warn,
-    });
-    let (_tx, cluster) = tokio::sync::watch::channel(None);
-    let mut settings = Settings::loopback();
-    settings.limits.request_timeout = Duration::from_secs(120);
-    settings.render = Some(RenderBackend::new(
-        store,
-        Arc::new(renderer),
-        RenderAuth::None,
-        cluster,
+    let (server, _cluster_tx) = real_render_server(
+        layout.path(),
+        &platform_dir,
+        (RenderAuth::None, None),
         Duration::from_secs(120),
         1,
-    ));
-    let server = TestServer::start_with(Options {
-        settings,
-        ..Options::default()
-    })
+    )
     .await;
     let values: Value =
         serde_json::from_str(&std::fs::read_to_string(&values_file).unwrap()).unwrap();

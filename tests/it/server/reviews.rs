@@ -279,22 +279,9 @@ async fn a_slow_body_gets_408_json_within_the_request_timeout() {
         opm_operator::server::Limits::with_timeout(std::time::Duration::from_millis(300), 2);
     let server = TestServer::start_with(opts).await;
     // Send headers promising a body that never arrives.
-    let tls = server
-        .client
-        .connect(server.running.webhook_addr)
-        .await
-        .unwrap();
-    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-        .await
-        .unwrap();
+    let (mut send, conn) = server.webhook_http1().await;
     tokio::spawn(conn);
-    let (_tx, body) = ChannelBody::new();
-    let req = http::Request::post(PLAT)
-        .header("host", "localhost")
-        .header("content-type", "application/json")
-        .header("content-length", "100")
-        .body(body)
-        .unwrap();
+    let (_tx, req) = streamed_post(PLAT, 100);
     let started = std::time::Instant::now();
     let resp = tokio::time::timeout(REQUEST_TIMEOUT, send.send_request(req))
         .await

@@ -14,22 +14,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
 use kube::api::PostParams;
 use kube::Api;
-use kube_emu::{Emulator, UserInfo};
-use opm_operator::kernel::BuiltPlatform;
-use opm_operator::platform::{Generated, PackageIdentity, SkewPolicy, Store};
-use opm_operator::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
+use kube_emu::UserInfo;
 use opm_operator::server::render_api::auth::{Cluster, RenderAuth};
-use opm_operator::server::render_api::RenderBackend;
-use opm_operator::server::Settings;
 
-use super::common::{metric_value, Options, TestServer};
-use crate::registry::harness::cli_ok;
+use super::common::{metric_value, published_fixture_modules, real_render_server, render_cluster};
 
 /// Examples per operation and the seed: about 6 operations × (examples + coverage + fuzzing).
 const MAX_EXAMPLES: &str = "40";
@@ -92,93 +85,30 @@ async fn grant_all(admin: &kube::Client, user: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schemathesis_finds_no_server_error_and_no_schema_violation() {
-    let opm = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/opm");
-    let layout = tempfile::tempdir().unwrap();
-    let layout_dir = layout.path().to_str().unwrap().to_string();
-    for m in ["core", "kube", "mini", "gateway", "demo"] {
-        let dir = opm.join(m);
-        cli_ok(&[
-            "module",
-            "publish",
-            dir.to_str().unwrap(),
-            "v0.1.0",
-            "--layout",
-            &layout_dir,
-        ]);
-    }
+    let (layout, opm) = published_fixture_modules();
 
-    let emu = Emulator::start(kube_emu::Options::default()).await.unwrap();
-    emu.add_token(
+    let (emu, admin) = render_cluster(vec![(
         "alice-token",
         UserInfo {
             username: "alice".into(),
             groups: vec!["system:authenticated".into()],
             uid: "u-alice".into(),
         },
-    );
-    let admin = emu.client().unwrap();
-    let crds_api: Api<
-        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    > = Api::all(admin.clone());
-    for crd in crds::all_crds() {
-        crds_api.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    let ns = k8s_openapi::api::core::v1::Namespace {
-        metadata: kube::api::ObjectMeta {
-            name: Some("team-a".into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<k8s_openapi::api::core::v1::Namespace>::all(admin.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
+    )])
+    .await;
     grant_all(&admin, "alice").await;
 
-    let registry = ModuleRegistry::new(RegistryConfig::new(Mapping::single(Location::Layout {
-        dir: layout.path().to_path_buf(),
-    })))
-    .unwrap();
-    let renderer = opm_operator::render::Renderer::new(Arc::new(registry));
-    let platform_dir = opm.join("platform/generated");
-    let mf = opm_operator::registry::modfile::ModuleFile::parse(
-        &std::fs::read(platform_dir.join("cue.mod/module.cue")).unwrap(),
-    )
-    .unwrap();
-    let store = Store::new();
-    store.set_generated(Generated {
-        identity: PackageIdentity::unclaimed(1).unwrap(),
-        dir: platform_dir.clone(),
-        platform: BuiltPlatform {
-            dir: platform_dir.clone(),
-            deps: mf
-                .deps
-                .iter()
-                .map(|(p, d)| (p.clone(), d.version.clone()))
-                .collect(),
-            ..BuiltPlatform::default()
-        },
-        skew: SkewPolicy::Warn,
-    });
-    let (_cluster_tx, cluster) = tokio::sync::watch::channel(Some(Cluster {
+    let cluster = Cluster {
         client: admin,
         config: emu.config().unwrap(),
-    }));
-    let mut settings = Settings::loopback();
-    settings.limits.request_timeout = Duration::from_secs(60);
-    settings.render = Some(RenderBackend::new(
-        store,
-        Arc::new(renderer),
-        RenderAuth::Kube,
-        cluster,
+    };
+    let (server, _cluster_tx) = real_render_server(
+        layout.path(),
+        &opm.join("platform/generated"),
+        (RenderAuth::Kube, Some(cluster)),
         Duration::from_secs(60),
         2,
-    ));
-    let server = TestServer::start_with(Options {
-        settings,
-        ..Options::default()
-    })
+    )
     .await;
     let ca = server.dir().join("schemathesis-ca.crt");
     std::fs::write(&ca, server.ca.cert_pem()).unwrap();

@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use hyper_util::rt::TokioIo;
 
 use super::common::*;
 use opm_operator::server::PLATFORMS_PATH;
@@ -12,25 +11,13 @@ use opm_operator::server::PLATFORMS_PATH;
 async fn in_flight_request_completes_during_graceful_shutdown() {
     let server = TestServer::start().await;
     let addr = server.running.webhook_addr;
-    let body = to_bytes(&review(
-        "drain-1",
-        platform_request("CREATE", Some(platform_object("cluster", "2.1.0")), None),
-    ));
+    let body = platform_create_review("drain-1");
     let (head, tail) = body.split_at(body.len() / 2);
 
     // Start a request and send half of its body: it is in flight on the server.
-    let tls = server.client.connect(addr).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .unwrap();
+    let (mut send, conn) = server.webhook_http1().await;
     tokio::spawn(conn);
-    let (tx, chunks) = ChannelBody::new();
-    let req = http::Request::post(PLATFORMS_PATH)
-        .header("host", "localhost")
-        .header("content-type", "application/json")
-        .header("content-length", body.len().to_string())
-        .body(chunks)
-        .unwrap();
+    let (tx, req) = streamed_post(PLATFORMS_PATH, body.len());
     let pending = tokio::spawn(async move { send.send_request(req).await });
     tx.send(Bytes::copy_from_slice(head)).await.unwrap();
     eventually("the request in flight", Duration::from_secs(10), || async {
