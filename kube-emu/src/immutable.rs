@@ -20,6 +20,8 @@
 //!   (the apiserver's `PrepareForUpdate`), see [`keep_allocated`].
 //! - PersistentVolumeClaim: `spec` may not change except `resources.requests`
 //!   (`FieldValueForbidden` on `spec`).
+//! - CustomResourceDefinition: `spec.scope` may not change (`FieldValueInvalid`,
+//!   `field is immutable`).
 
 use serde_json::Value;
 
@@ -119,6 +121,12 @@ pub fn check(group: &str, plural: &str, old: &Value, new: &Value) -> Vec<Cause> 
             let set = o.as_str().is_some_and(|s| !s.is_empty());
             if set && !external(old) && !external(new) && o != n {
                 causes.push(invalid_immutable("spec.clusterIP", &n));
+            }
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            let (o, n) = (at(old, "/spec/scope"), at(new, "/spec/scope"));
+            if o != n {
+                causes.push(invalid_immutable("spec.scope", &n));
             }
         }
         ("", "persistentvolumeclaims") => {
@@ -281,5 +289,17 @@ mod tests {
             fields(&check("", "persistentvolumeclaims", &old, &class)),
             vec![("FieldValueForbidden", "spec")]
         );
+    }
+
+    #[test]
+    fn crd_scope_is_immutable() {
+        let g = "apiextensions.k8s.io";
+        let old = json!({"spec": {"scope": "Namespaced", "group": "example.com"}});
+        let cluster = json!({"spec": {"scope": "Cluster", "group": "example.com"}});
+        assert_eq!(
+            fields(&check(g, "customresourcedefinitions", &old, &cluster)),
+            vec![("FieldValueInvalid", "spec.scope")]
+        );
+        assert!(check(g, "customresourcedefinitions", &old, &old).is_empty());
     }
 }
