@@ -599,7 +599,9 @@ impl Engine {
             .and_then(Value::as_str)
             .unwrap_or("");
         if let Some(skip) = prune::guard(&live, owner) {
-            return Err(refused(format!("the live object is not ours ({skip:?})")));
+            return Err(refused(format!(
+                "the prune guard keeps the live object ({skip:?})"
+            )));
         }
         if !owner.is_empty() && live_uuid != owner {
             return Err(refused(format!(
