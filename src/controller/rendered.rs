@@ -875,7 +875,10 @@ impl<'a, K: Rendered> Run<'a, K> {
                 .await;
                 if let Some(m) = self.metrics() {
                     m.record_apply(
-                        result.changes.count(apply::Action::Created) as u64,
+                        // A recreate counts as created, as in the Applied message.
+                        (result.changes.count(apply::Action::Created)
+                            + result.changes.count(apply::Action::Recreated))
+                            as u64,
                         result.changes.count(apply::Action::Configured) as u64,
                         result.changes.count(apply::Action::Unchanged) as u64,
                     );
