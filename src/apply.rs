@@ -18,12 +18,21 @@
 //!   stage is planned; the stage's errors are all reported and the later stages do not run.
 //!   Invalid objects and an object rendered twice (same group, kind, namespace, name) fail the
 //!   apply before any write.
-//! - **Conflict semantics** (lessons §1.9 item 5, rule 5): field manager `opm-controller`;
-//!   without `force` an SSA conflict is [`Error::Conflict`] naming the other manager and the
-//!   fields, and nothing of that object is written; with `force` (`rollout.forceConflicts`) we
-//!   take ownership of the conflicting fields. Recreate-on-immutable-field is not done at all
-//!   (an immutable-field error is an [`Error::Api`] `Invalid`): it would be a separate
-//!   per-object opt-in, never the default.
+//! - **Conflict semantics** (lessons §1.9 item 5, rule 5; operator-spec §2.2 phase 5, read as
+//!   Flux's `force`): field manager `opm-controller`, and every SSA of the engine (apply stages,
+//!   their dry-runs, drift checks and corrections, render previews) forces field ownership, so a
+//!   field another manager took (`kubectl edit`) is taken back by the next apply: drift is
+//!   corrected, never a conflict. `rollout.forceConflicts` ([`ApplyOptions::recreate`]) means
+//!   "recreate objects whose update is refused": when the dry-run of an existing object is
+//!   refused for immutable fields ([`error::immutable_fields`]), the object is planned
+//!   [`Action::Recreated`] (so nothing is deleted when another object of the stage fails
+//!   planning), then deleted (uid precondition, background propagation), waited for until gone
+//!   (bounded by [`EngineOptions::stage_timeout`]) and applied again. Without it the refusal is
+//!   [`Error::Immutable`] naming the fields. Never recreated, whatever the setting
+//!   ([`Error::RecreateRefused`], nothing deleted): Namespaces, CRDs and PersistentVolumeClaims
+//!   (data loss), and a live object that the prune guard would not delete as ours
+//!   ([`prune::guard`]; with instance labels, the live uuid must be the instance's). A recreate
+//!   is logged and counted as created in the `Applied` message.
 //! - **Inventory safety** ([`Engine::sync`]): an empty render over a non-empty inventory is
 //!   refused unless allowed; the desired inventory is checked against the size budget before
 //!   any write; stale entries are computed only after a fully successful apply and pruned with
@@ -70,7 +79,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::Client;
 use serde_json::Value;
 
@@ -117,8 +126,9 @@ impl Default for EngineOptions {
 /// Per-apply settings.
 #[derive(Debug, Clone)]
 pub struct ApplyOptions {
-    /// Take ownership of conflicting fields (`rollout.forceConflicts`).
-    pub force: bool,
+    /// Recreate an existing object whose update is refused for immutable fields
+    /// (`rollout.forceConflicts`); field ownership is always forced.
+    pub recreate: bool,
     /// Instance identity labels to stamp (None: leave the render's labels as they are).
     pub instance: Option<InstanceLabels>,
     /// After the last stage, wait until every applied object is healthy (kstatus).
@@ -132,7 +142,7 @@ pub struct ApplyOptions {
 impl Default for ApplyOptions {
     fn default() -> Self {
         ApplyOptions {
-            force: false,
+            recreate: false,
             instance: None,
             wait: false,
             wait_timeout: Duration::from_secs(300),
@@ -150,6 +160,9 @@ pub enum Action {
     Configured,
     /// It existed and a dry-run showed no change; nothing was written.
     Unchanged,
+    /// It existed, its update was refused for immutable fields, and it was deleted and created
+    /// again (`rollout.forceConflicts`).
+    Recreated,
 }
 
 /// One entry of a change set.
@@ -174,12 +187,13 @@ impl ChangeSet {
         self.changes.iter().filter(|c| c.action == action).count()
     }
 
-    /// The `Applied` event text (operator-spec §2.2 phase 5).
+    /// The `Applied` event text (operator-spec §2.2 phase 5). A recreated object counts as
+    /// created: the message shape is the spec's, and the object is new (new uid).
     pub fn applied_message(&self) -> String {
         format!(
             "Applied {} resources ({} created, {} updated, {} unchanged)",
             self.changes.len(),
-            self.count(Action::Created),
+            self.count(Action::Created) + self.count(Action::Recreated),
             self.count(Action::Configured),
             self.count(Action::Unchanged)
         )
@@ -211,8 +225,10 @@ struct Plan {
     api: Api<DynamicObject>,
     /// The live object (comparable form), if it exists.
     live: Option<Value>,
-    /// The server-side dry-run result (comparable form).
+    /// The server-side dry-run result (comparable form); for a recreate, the body to apply.
     planned: Value,
+    /// For [`Action::Recreated`]: the live uid to delete and the immutable fields.
+    recreate: Option<(String, Vec<String>)>,
 }
 
 /// What applying one object would do, with both sides (for render previews: validate and diff).
@@ -366,7 +382,7 @@ impl Engine {
             let planned: Vec<(usize, Result<Plan, Error>)> = stream::iter(idx.iter().copied())
                 .map(|i| {
                     let p = &prepared[i];
-                    async move { (i, self.plan_one(p, opts.force).await) }
+                    async move { (i, self.plan_one(p, opts.recreate).await) }
                 })
                 .buffered(self.opts.concurrency.max(1))
                 .collect()
@@ -378,7 +394,7 @@ impl Engine {
                     Ok(plan) => {
                         results[i] = Some(plan.action);
                         if plan.action != Action::Unchanged {
-                            writes.push((i, plan.api));
+                            writes.push((i, plan.api, plan.recreate));
                         }
                     }
                     Err(e) => errors.push(e),
@@ -388,7 +404,7 @@ impl Engine {
                 return Err(e);
             }
             let written: Vec<Result<(), Error>> = stream::iter(writes)
-                .map(|(i, api)| self.write_one(&prepared[i], api, opts.force))
+                .map(|(i, api, recreate)| self.write_one(&prepared[i], api, recreate))
                 .buffered(self.opts.concurrency.max(1))
                 .collect()
                 .await;
@@ -442,7 +458,7 @@ impl Engine {
         let prepared = self.prepare_all(objects, opts)?;
         self.resolver.refresh();
         let planned: Vec<Result<Plan, Error>> = stream::iter(prepared.iter())
-            .map(|p| self.plan_one(p, opts.force))
+            .map(|p| self.plan_one(p, opts.recreate))
             .buffered(self.opts.concurrency.max(1))
             .collect()
             .await;
@@ -473,12 +489,12 @@ impl Engine {
     ) -> Result<Vec<(ObjectRef, Result<Preview, Error>)>, Error> {
         let prepared = self.prepare_all(objects, opts)?;
         self.resolver.refresh();
-        let force = opts.force;
+        let recreate = opts.recreate;
         // Owned items (not `iter()`): the future must be `Send` for any caller, including an
         // axum handler, which a closure over `&Prepared` cannot prove.
         let planned: Vec<(Prepared, Result<Plan, Error>)> = stream::iter(prepared)
             .map(|p| async move {
-                let r = self.plan_one(&p, force).await;
+                let r = self.plan_one(&p, recreate).await;
                 (p, r)
             })
             .buffered(self.opts.concurrency.max(1))
@@ -499,8 +515,10 @@ impl Engine {
             .collect())
     }
 
-    /// GET and dry-run one object: what applying it would do.
-    async fn plan_one(&self, p: &Prepared, force: bool) -> Result<Plan, Error> {
+    /// GET and dry-run one object (ownership forced): what applying it would do. An existing
+    /// object whose update is refused for immutable fields is planned [`Action::Recreated`] when
+    /// `recreate` allows it and the object may be recreated (see the module rules).
+    async fn plan_one(&self, p: &Prepared, recreate: bool) -> Result<Plan, Error> {
         let Some((api, _)) = self.api_for(&p.r).await? else {
             return Err(Error::UnknownKind {
                 object: p.r.to_string(),
@@ -512,13 +530,21 @@ impl Engine {
             Ok(o) => o.map(|o| to_value(&o, &p.r)).transpose()?,
             Err(e) => return Err(self.err(e, &p.r, "get")),
         };
-        let mut dry = PatchParams::apply(&self.opts.field_manager).dry_run();
-        dry.force = force;
-        let planned = api
-            .patch(&p.r.name, &dry, &Patch::Apply(&p.body))
-            .await
-            .map_err(|e| self.err(e, &p.r, "apply (dry-run)"))?;
-        let planned = comparable(&to_value(&planned, &p.r)?);
+        let dry = PatchParams::apply(&self.opts.field_manager)
+            .dry_run()
+            .force();
+        let planned = match api.patch(&p.r.name, &dry, &Patch::Apply(&p.body)).await {
+            Ok(o) => comparable(&to_value(&o, &p.r)?),
+            Err(e) => {
+                let fields = live.as_ref().and_then(|_| error::immutable_fields(&e));
+                return match (fields, live) {
+                    (Some(fields), Some(live)) => {
+                        self.plan_recreate(p, api, live, fields, recreate)
+                    }
+                    _ => Err(self.err(e, &p.r, "apply (dry-run)")),
+                };
+            }
+        };
         let live = live.as_ref().map(comparable);
         let action = match &live {
             None => Action::Created,
@@ -530,22 +556,129 @@ impl Engine {
             api,
             live,
             planned,
+            recreate: None,
         })
     }
 
-    /// Applies one object for real.
+    /// The plan for an existing object whose update was refused for immutable `fields`: a
+    /// recreate when allowed, else the typed refusal (module rules, "Conflict semantics").
+    fn plan_recreate(
+        &self,
+        p: &Prepared,
+        api: Api<DynamicObject>,
+        live: Value,
+        fields: Vec<String>,
+        recreate: bool,
+    ) -> Result<Plan, Error> {
+        let object = p.r.to_string();
+        if !recreate {
+            return Err(Error::Immutable { object, fields });
+        }
+        let refused = |why: String| Error::RecreateRefused {
+            object: p.r.to_string(),
+            fields: fields.clone(),
+            why,
+        };
+        if prune::is_protected(&p.r)
+            || (p.r.group.is_empty() && p.r.kind == "PersistentVolumeClaim")
+        {
+            return Err(refused(format!(
+                "a {} is never recreated (its data would be lost)",
+                p.r.kind
+            )));
+        }
+        let live_uuid = live
+            .pointer("/metadata/labels")
+            .and_then(|l| l.get(object::INSTANCE_UUID_LABEL))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let owner = p
+            .body
+            .pointer("/metadata/labels")
+            .and_then(|l| l.get(object::INSTANCE_UUID_LABEL))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if let Some(skip) = prune::guard(&live, owner) {
+            return Err(refused(format!(
+                "the prune guard keeps the live object ({skip:?})"
+            )));
+        }
+        if !owner.is_empty() && live_uuid != owner {
+            return Err(refused(format!(
+                "the live object belongs to instance uuid {live_uuid:?}, not {owner:?}"
+            )));
+        }
+        let Some(uid) = live
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            return Err(refused("the live object has no uid".into()));
+        };
+        Ok(Plan {
+            action: Action::Recreated,
+            api,
+            live: Some(comparable(&live)),
+            planned: comparable(&p.body),
+            recreate: Some((uid, fields)),
+        })
+    }
+
+    /// Applies one object for real (ownership forced); a planned recreate first deletes the live
+    /// object (uid precondition) and waits until it is gone.
     async fn write_one(
         &self,
         p: &Prepared,
         api: Api<DynamicObject>,
-        force: bool,
+        recreate: Option<(String, Vec<String>)>,
     ) -> Result<(), Error> {
-        let mut params = PatchParams::apply(&self.opts.field_manager);
-        params.force = force;
+        if let Some((uid, fields)) = recreate {
+            tracing::info!(object = %p.r, ?fields, "recreating: the update changes immutable fields (rollout.forceConflicts)");
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: Some(uid.clone()),
+                    resource_version: None,
+                }),
+                ..DeleteParams::background()
+            };
+            match api.delete(&p.r.name, &params).await {
+                Ok(_) => {}
+                Err(e) if error::is_not_found(&e) => {}
+                Err(e) => return Err(self.err(e, &p.r, "delete (recreate)")),
+            }
+            self.wait_gone(p, &api, &uid).await?;
+        }
+        let params = PatchParams::apply(&self.opts.field_manager).force();
         api.patch(&p.r.name, &params, &Patch::Apply(&p.body))
             .await
             .map_err(|e| self.err(e, &p.r, "apply"))?;
         Ok(())
+    }
+
+    /// Polls until the object with `uid` is gone (absent or replaced), bounded by the stage
+    /// timeout (finalizers may hold it).
+    async fn wait_gone(
+        &self,
+        p: &Prepared,
+        api: &Api<DynamicObject>,
+        uid: &str,
+    ) -> Result<(), Error> {
+        let deadline = tokio::time::Instant::now() + self.opts.stage_timeout;
+        loop {
+            match api.get_opt(&p.r.name).await {
+                Ok(None) => return Ok(()),
+                Ok(Some(o)) if o.metadata.uid.as_deref() != Some(uid) => return Ok(()),
+                Ok(Some(_)) => {}
+                Err(e) => return Err(self.err(e, &p.r, "get")),
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::Timeout {
+                    waiting_for: vec![format!("{}: deletion before recreate", p.r)],
+                    after: self.opts.stage_timeout,
+                });
+            }
+            tokio::time::sleep(self.opts.wait_interval).await;
+        }
     }
 
     /// Waits until every object in `refs` is Current (kstatus), failing fast on a terminal

@@ -88,14 +88,30 @@ impl ApiError {
         e
     }
 
-    /// 422 Invalid with field causes.
+    /// 422 Invalid with field causes (`(field, message)`, each of type `FieldValueInvalid`).
     pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<(String, String)>) -> Self {
+        let typed = causes
+            .into_iter()
+            .map(|(f, m)| ("FieldValueInvalid", f, m))
+            .collect();
+        Self::invalid_typed(group, kind, name, typed)
+    }
+
+    /// 422 Invalid with typed field causes (`(cause type, field, message)`), the shape of
+    /// apimachinery's `NewInvalid`: the cause type is the `field.ErrorType` (`FieldValueInvalid`,
+    /// `FieldValueForbidden`, ...) and the message its `ErrorBody` (`Invalid value: ...`).
+    pub fn invalid_typed(
+        group: &str,
+        kind: &str,
+        name: &str,
+        causes: Vec<(&'static str, String, String)>,
+    ) -> Self {
         let qual = if group.is_empty() {
             kind.to_string()
         } else {
             format!("{kind}.{group}")
         };
-        let msgs: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+        let msgs: Vec<String> = causes.iter().map(|(_, f, m)| format!("{f}: {m}")).collect();
         let joined = if msgs.len() == 1 {
             msgs[0].clone()
         } else {
@@ -111,7 +127,7 @@ impl ApiError {
             d["causes"] = Value::Array(
                 causes
                     .iter()
-                    .map(|(f, m)| json!({"reason": "FieldValueInvalid", "message": m, "field": f}))
+                    .map(|(r, f, m)| json!({"reason": r, "message": m, "field": f}))
                     .collect(),
             );
         }

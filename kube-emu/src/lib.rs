@@ -5,7 +5,7 @@
 //! What it emulates, and every known difference from a real apiserver, is listed in the crate's
 //! README.md. Module map: `server` (HTTP, auth, watch), `ops` (verbs), `state` (store, history,
 //! store controllers), `ssa`/`fieldset` (managedFields), `patch`, `schema` (CRD structural
-//! schemas), `cel` (CRD validation rules), `selector`, `rbac`, `admission`, `discovery`, `openapi` (CRD schemas for `kubectl explain`), `resources`, `table` (server-side printing), `fault` (request-fault injection for tests), `snapshot` (store persistence for the dev cluster).
+//! schemas), `cel` (CRD validation rules), `immutable` (fields updates may not change), `selector`, `rbac`, `admission`, `discovery`, `openapi` (CRD schemas for `kubectl explain`), `resources`, `table` (server-side printing), `fault` (request-fault injection for tests), `snapshot` (store persistence for the dev cluster).
 
 pub mod admission;
 pub mod api_error;
@@ -14,6 +14,7 @@ pub mod discovery;
 pub mod error;
 pub mod fault;
 pub mod fieldset;
+pub mod immutable;
 pub mod openapi;
 pub mod ops;
 pub mod patch;

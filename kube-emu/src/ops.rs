@@ -25,6 +25,7 @@ use crate::admission;
 use crate::api_error::{ApiError, ApiResult};
 use crate::cel;
 use crate::fieldset::Shape;
+use crate::immutable;
 use crate::patch;
 use crate::rbac::UserInfo;
 use crate::resources::{self, ResourceType};
@@ -672,9 +673,24 @@ fn prepare_replace(
             md.remove("managedFields");
         }
     }
+    let main = !matches!(t.scope(), Scope::Status);
+    if main {
+        immutable::keep_allocated(&t.rt.group, &t.rt.plural, old, &mut new);
+    }
     kind_hooks(t, &mut new, &now)?;
     if t.rt.custom {
         custom_schema(t, &mut new, Some(old), &t.name)?;
+    }
+    if main {
+        let causes = immutable::check(&t.rt.group, &t.rt.plural, old, &new);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid_typed(
+                &t.rt.group,
+                &t.rt.kind,
+                &t.name,
+                causes,
+            ));
+        }
     }
     let deleting = old["metadata"]["deletionTimestamp"].is_string();
     if deleting {

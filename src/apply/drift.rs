@@ -46,10 +46,8 @@ pub struct IgnoreRule {
 pub struct DriftOptions {
     /// Ignore rules.
     pub ignore: Vec<IgnoreRule>,
-    /// Re-apply drifted objects (opt-in).
+    /// Re-apply drifted objects (opt-in; ownership forced, as every apply of the engine).
     pub correct: bool,
-    /// Force used by correction.
-    pub force: bool,
 }
 
 /// The drift check's findings.
@@ -266,7 +264,7 @@ impl Engine {
         let body = object::prepare(o, &self.opts.runtime_name, None);
         let verdict = self.drift_one(&r, &body, opts).await;
         let corrected = match verdict {
-            Ok(Some(_)) if opts.correct => Some(self.correct(&r, &body, opts.force).await),
+            Ok(Some(_)) if opts.correct => Some(self.correct(&r, &body).await),
             _ => None,
         };
         Check {
@@ -296,9 +294,9 @@ impl Engine {
             Ok(None) => return Ok(Some(true)),
             Err(e) => return Err(self.err(e, r, "get")),
         };
-        let params = PatchParams::apply(&self.opts.field_manager).dry_run();
-        let mut params = params;
-        params.force = true;
+        let params = PatchParams::apply(&self.opts.field_manager)
+            .dry_run()
+            .force();
         let planned = api
             .patch(&r.name, &params, &Patch::Apply(body))
             .await
@@ -307,12 +305,11 @@ impl Engine {
         Ok(differs(&planned, &live, &self.opts.field_manager, &opts.ignore, r).then_some(false))
     }
 
-    async fn correct(&self, r: &ObjectRef, body: &Value, force: bool) -> Result<(), Error> {
+    async fn correct(&self, r: &ObjectRef, body: &Value) -> Result<(), Error> {
         let Some((api, _)) = self.api_for(r).await? else {
             return Ok(());
         };
-        let mut params = PatchParams::apply(&self.opts.field_manager);
-        params.force = force;
+        let params = PatchParams::apply(&self.opts.field_manager).force();
         api.patch(&r.name, &params, &Patch::Apply(body))
             .await
             .map_err(|e| self.err(e, r, "apply"))?;

@@ -5,10 +5,14 @@
 //!   types), never from message text. A 403 is [`Error::Forbidden`] and records the identity in
 //!   effect, so the reconciler can tell "SA in effect + 403" (→ Stalled `ImpersonationFailed`)
 //!   from a controller-identity denial by type.
-//! - An SSA conflict (409 with `FieldManagerConflict` causes) is [`Error::Conflict`] naming the
-//!   other manager(s) and the fields. The manager name is read from the cause message's quoted
-//!   part (`conflict with "<manager>" ...`), which is the apiserver's documented cause format;
-//!   this is data extraction, not classification (the class comes from the cause type).
+//! - Every apply forces field ownership, so no SSA field-manager conflict reaches this type.
+//! - An update refused because it changes a field that cannot change is recognised by
+//!   [`immutable_fields`] from the typed Status: 422 `Invalid` whose every cause is
+//!   `FieldValueForbidden` (e.g. a StatefulSet's or a PVC's spec) or `FieldValueInvalid` with the
+//!   apiserver's `FieldImmutableErrorMsg` (`field is immutable`, apimachinery
+//!   `api/validation.ValidateImmutableField`). The engine decides what it means (it knows whether
+//!   the object exists): [`Error::Immutable`] without `rollout.forceConflicts`,
+//!   [`Error::RecreateRefused`] for an object it never recreates.
 //! - A stage that fails on several objects reports all of them ([`Error::Many`]);
 //!   [`Error::is_forbidden`] and friends look through it.
 
@@ -39,15 +43,28 @@ pub enum Error {
         /// The object's kind.
         kind: String,
     },
-    /// Server-side apply refused because other field managers own fields we set (force off).
-    #[error("{object}: apply conflict with {managers:?} on {fields:?} (set rollout.forceConflicts to take ownership)")]
-    Conflict {
+    /// The update of an existing object was refused because it changes immutable fields, and
+    /// recreating is not enabled (`rollout.forceConflicts` off).
+    #[error("{object}: update refused, immutable field(s) {fields:?} changed (set rollout.forceConflicts to recreate the object)")]
+    Immutable {
         /// `Kind/namespace/name`.
         object: String,
-        /// The other managers, sorted and de-duplicated.
-        managers: Vec<String>,
-        /// The conflicting field paths as the API server names them.
+        /// The immutable field paths as the API server names them.
         fields: Vec<String>,
+    },
+    /// The update of an existing object was refused because it changes immutable fields, and
+    /// the object is one the engine never recreates (a Namespace, CRD or PVC: data loss; or a
+    /// live object that is not ours), whatever `rollout.forceConflicts` says.
+    #[error(
+        "{object}: update refused, immutable field(s) {fields:?} changed; not recreated: {why}"
+    )]
+    RecreateRefused {
+        /// `Kind/namespace/name`.
+        object: String,
+        /// The immutable field paths as the API server names them.
+        fields: Vec<String>,
+        /// Why it is not recreated.
+        why: String,
     },
     /// The API server denied the request (403).
     #[error("{object}: {verb} forbidden{}: {message}", impersonated.as_ref().map(|u| format!(" for {u}")).unwrap_or_default())]
@@ -164,9 +181,10 @@ impl Error {
         })
     }
 
-    /// Whether this error (or any it aggregates) is an SSA field-manager conflict.
-    pub fn is_conflict(&self) -> bool {
-        self.any(&|e| matches!(e, Error::Conflict { .. }))
+    /// Whether this error (or any it aggregates) is an update refused for immutable fields
+    /// ([`Error::Immutable`] or [`Error::RecreateRefused`]).
+    pub fn is_immutable(&self) -> bool {
+        self.any(&|e| matches!(e, Error::Immutable { .. } | Error::RecreateRefused { .. }))
     }
 
     /// Whether `pred` holds for this error or any error it aggregates.
@@ -201,29 +219,6 @@ fn from_status(s: Status, object: &str, verb: &'static str, impersonated: Option
             message: s.message,
         };
     }
-    let causes = s
-        .details
-        .as_ref()
-        .map(|d| d.causes.as_slice())
-        .unwrap_or_default();
-    let conflicts: Vec<_> = causes
-        .iter()
-        .filter(|c| c.reason == "FieldManagerConflict")
-        .collect();
-    if s.is_conflict() && !conflicts.is_empty() {
-        let mut managers: Vec<String> = conflicts
-            .iter()
-            .filter_map(|c| quoted(&c.message))
-            .collect();
-        managers.sort();
-        managers.dedup();
-        let fields = conflicts.iter().map(|c| c.field.clone()).collect();
-        return Error::Conflict {
-            object: object.to_string(),
-            managers,
-            fields,
-        };
-    }
     Error::Api {
         object: object.to_string(),
         verb,
@@ -233,11 +228,31 @@ fn from_status(s: Status, object: &str, verb: &'static str, impersonated: Option
     }
 }
 
-/// The first double-quoted part of a cause message (`conflict with "kubectl" using v1`).
-fn quoted(message: &str) -> Option<String> {
-    let start = message.find('"')? + 1;
-    let len = message[start..].find('"')?;
-    Some(message[start..start + len].to_string())
+/// The apiserver's message for a changed immutable field (apimachinery
+/// `api/validation.FieldImmutableErrorMsg`); a `FieldValueInvalid` cause ends with it.
+const FIELD_IMMUTABLE: &str = "field is immutable";
+
+/// The fields of a refused update when `e` says they cannot change (see the module rules), else
+/// `None`. Only meaningful for an update of an existing object.
+pub(crate) fn immutable_fields(e: &kube::Error) -> Option<Vec<String>> {
+    let kube::Error::Api(s) = e else {
+        return None;
+    };
+    if s.code != 422 || s.reason != "Invalid" {
+        return None;
+    }
+    let causes = s.details.as_ref().map(|d| d.causes.as_slice())?;
+    let immutable = |c: &&kube::core::response::StatusCause| {
+        c.reason == "FieldValueForbidden"
+            || (c.reason == "FieldValueInvalid" && c.message.ends_with(FIELD_IMMUTABLE))
+    };
+    if causes.is_empty() || !causes.iter().all(|c| immutable(&c)) {
+        return None;
+    }
+    let mut fields: Vec<String> = causes.iter().map(|c| c.field.clone()).collect();
+    fields.sort();
+    fields.dedup();
+    Some(fields)
 }
 
 #[cfg(test)]
@@ -269,24 +284,52 @@ mod tests {
         assert!(e.is_impersonation_forbidden());
         let e = Error::from_kube(status(403, "Forbidden", vec![]), "x", "apply", None);
         assert!(e.is_forbidden() && !e.is_impersonation_forbidden());
-        let cause = StatusCause {
-            reason: "FieldManagerConflict".into(),
-            message: "conflict with \"kubectl\" using v1".into(),
-            field: ".data.k".into(),
-        };
-        match Error::from_kube(status(409, "Conflict", vec![cause]), "x", "apply", None) {
-            Error::Conflict {
-                managers, fields, ..
-            } => {
-                assert_eq!(managers, vec!["kubectl".to_string()]);
-                assert_eq!(fields, vec![".data.k".to_string()]);
-            }
-            other => unreachable!("{other:?}"),
-        }
-        // A 409 without field-manager causes is a plain API error (e.g. a stale resourceVersion).
+        // A 409 is a plain API error (e.g. a stale resourceVersion).
         let e = Error::from_kube(status(409, "Conflict", vec![]), "x", "apply", None);
         assert!(matches!(e, Error::Api { code: 409, .. }));
         let many = Error::collect(vec![e, Error::Cancelled]);
         assert!(matches!(many, Some(Error::Many(ref v)) if v.len() == 2));
+    }
+
+    fn cause(reason: &str, field: &str, message: &str) -> StatusCause {
+        StatusCause {
+            reason: reason.into(),
+            message: message.into(),
+            field: field.into(),
+        }
+    }
+
+    #[test]
+    fn immutable_fields_come_from_the_cause_types() {
+        let selector = cause(
+            "FieldValueInvalid",
+            "spec.selector",
+            "Invalid value: {\"app\":\"b\"}: field is immutable",
+        );
+        let pvc = cause(
+            "FieldValueForbidden",
+            "spec",
+            "Forbidden: spec is immutable after creation except resources.requests",
+        );
+        let e = status(422, "Invalid", vec![pvc.clone(), selector.clone()]);
+        assert_eq!(
+            immutable_fields(&e),
+            Some(vec!["spec".to_string(), "spec.selector".to_string()])
+        );
+        // Any other invalid value makes it an ordinary validation error.
+        let other = cause(
+            "FieldValueInvalid",
+            "spec.replicas",
+            "Invalid value: -1: must be >= 0",
+        );
+        assert_eq!(
+            immutable_fields(&status(422, "Invalid", vec![selector.clone(), other])),
+            None
+        );
+        assert_eq!(immutable_fields(&status(422, "Invalid", vec![])), None);
+        assert_eq!(
+            immutable_fields(&status(409, "Conflict", vec![selector])),
+            None
+        );
     }
 }

@@ -50,7 +50,8 @@
 //! - **Plan, apply, prune** (`Run::apply`; §2.2 phases 3–6, §2.3 steps 7–8): NoOp iff the four
 //!   last-applied digests are non-empty and equal to this reconcile's ([`is_no_op_of`]). A failure
 //!   to build the identity stalls `ImpersonationFailed`. [`crate::apply::Engine::sync`] applies in
-//!   stages (force = `rollout.forceConflicts`) and, when `spec.prune`, prunes stale entries with the
+//!   stages (ownership always forced; `rollout.forceConflicts` recreates objects whose update is
+//!   refused for immutable fields) and, when `spec.prune`, prunes stale entries with the
 //!   kind's owner uuid; it returns the new inventory only on full success. Normal `Applied` with the
 //!   counts (also for the apply half of a failed prune), Normal `Pruned` when something was deleted.
 //!   Plan refusals (invalid object, inventory too large, empty render) stall `ApplyFailed`; apply
@@ -867,7 +868,7 @@ impl<'a, K: Rendered> Run<'a, K> {
         let prune = settings.prune.unwrap_or(false);
         let opts = SyncOptions {
             apply: ApplyOptions {
-                force: settings
+                recreate: settings
                     .rollout
                     .and_then(|r| r.force_conflicts)
                     .unwrap_or(false),
@@ -893,7 +894,10 @@ impl<'a, K: Rendered> Run<'a, K> {
                 .await;
                 if let Some(m) = self.metrics() {
                     m.record_apply(
-                        result.changes.count(apply::Action::Created) as u64,
+                        // A recreate counts as created, as in the Applied message.
+                        (result.changes.count(apply::Action::Created)
+                            + result.changes.count(apply::Action::Recreated))
+                            as u64,
                         result.changes.count(apply::Action::Configured) as u64,
                         result.changes.count(apply::Action::Unchanged) as u64,
                     );

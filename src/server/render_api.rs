@@ -22,9 +22,9 @@
 //!   contracts and the render digest. `validate` and `diff` add `results`: each object previewed
 //!   by the apply engine (GET + server-side apply dry-run, field manager `opm-controller`)
 //!   **as the caller** (impersonating the TokenReview's user and groups), so a caller sees only
-//!   what they may do: `create` / `update` / `unchanged`, or `error` with a reason (`forbidden`,
-//!   `conflict`, `unknown_kind`, `rejected`) and the server's message. `diff` also gives, for an
-//!   `update`, an RFC 6902 JSON Patch from the live object to the dry-run result (both without
+//!   what they may do: `create` / `update` / `recreate` / `unchanged`, or `error` with a reason
+//!   (`forbidden`, `immutable`, `unknown_kind`, `rejected`) and the server's message. `diff` also
+//!   gives, for an `update`, an RFC 6902 JSON Patch from the live object to the dry-run result (both without
 //!   `status`, `managedFields`, `resourceVersion`, `generation`), and `prune`: the entries of the
 //!   named ModuleInstance's inventory (read as the caller) that the render no longer produces —
 //!   what a reconcile would prune. With `--render-auth=none` (dev only) previews run as the
@@ -245,7 +245,7 @@ pub struct ObjectRefDoc {
 /// Why the server refused an object's dry-run.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct ObjectErrorDoc {
-    /// `forbidden`, `conflict`, `unknown_kind` or `rejected`.
+    /// `forbidden`, `immutable`, `unknown_kind` or `rejected`.
     pub reason: String,
     /// The server's message.
     pub message: String,
@@ -256,7 +256,7 @@ pub struct ObjectErrorDoc {
 pub struct ObjectPreviewDoc {
     /// The object.
     pub object: ObjectRefDoc,
-    /// `create`, `update`, `unchanged` or `error`.
+    /// `create`, `update`, `recreate`, `unchanged` or `error`.
     pub result: String,
     /// `diff` and `update` only: RFC 6902 JSON Patch from the live object to the dry-run result.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -644,8 +644,8 @@ fn object_doc(r: &crate::apply::object::ObjectRef) -> ObjectRefDoc {
 fn refusal(e: &crate::apply::Error) -> ObjectErrorDoc {
     let reason = if e.is_forbidden() {
         "forbidden"
-    } else if e.is_conflict() {
-        "conflict"
+    } else if e.is_immutable() {
+        "immutable"
     } else if matches!(e, crate::apply::Error::UnknownKind { .. }) {
         "unknown_kind"
     } else {
@@ -690,6 +690,7 @@ async fn preview(
                 let (word, patch) = match p.action {
                     Action::Created => ("create", None),
                     Action::Unchanged => ("unchanged", None),
+                    Action::Recreated => ("recreate", None),
                     Action::Configured => {
                         let patch = match (&p.live, diff) {
                             (Some(live), true) => {

@@ -1,5 +1,6 @@
 //! The apply engine against kube-emu: staged SSA (a CRD and its CR in one pass), change-set
-//! counts, conflict semantics with and without force, label stamping, impersonation
+//! counts, conflict semantics (ownership always forced; recreate on an immutable-field refusal
+//! only with rollout.forceConflicts, never for PVCs/CRDs/Namespaces or objects not ours), label stamping, impersonation
 //! (scenario 41), drift (scenario 36) and health waits.
 //!
 //! Operator-spec §8 scenarios → tests:
@@ -265,61 +266,230 @@ async fn status_and_managed_fields_stripped_and_runtime_labels_stamped() {
 }
 
 #[tokio::test]
-async fn conflict_without_force_is_typed_and_force_takes_ownership() {
+async fn fields_taken_by_other_managers_are_taken_back_without_force_conflicts() {
     let emu = emu().await;
     let eng = engine(&emu);
     let client = emu.client().unwrap();
-    // Another manager owns data.k.
+    let ours = cm("default", "shared", json!({"k": "ours", "j": "ours"}));
+    eng.apply_all_staged(std::slice::from_ref(&ours), &ApplyOptions::default())
+        .await
+        .unwrap();
+    // Another applier takes data.k (forced SSA) and an editor takes data.j (an Update, as
+    // `kubectl edit` does): both now own a field we render.
     cm_api(&client, "default")
         .patch(
             "shared",
-            &PatchParams::apply("kubectl"),
+            &PatchParams::apply("kubectl").force(),
             &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "shared", "namespace": "default"}, "data": {"k": "theirs"}})),
         )
         .await
         .unwrap();
-    let ours = cm("default", "shared", json!({"k": "ours"}));
-    // A new object in the same stage as the conflicting one is not written either: the stage
-    // is planned (dry-run) as a whole before any of it is applied.
-    let fresh = cm("default", "fresh", json!({"k": "new"}));
-    let err = eng
-        .apply_all_staged(&[fresh, ours.clone()], &ApplyOptions::default())
+    let edit = PatchParams {
+        field_manager: Some("kubectl-edit".into()),
+        ..PatchParams::default()
+    };
+    cm_api(&client, "default")
+        .patch(
+            "shared",
+            &edit,
+            &Patch::Merge(json!({"data": {"j": "edited"}})),
+        )
         .await
-        .unwrap_err();
-    assert!(live_cm(&client, "default", "fresh").await.is_none());
-    match &err {
-        Error::Conflict {
-            object,
-            managers,
-            fields,
-        } => {
-            assert_eq!(object, "ConfigMap/default/shared");
-            assert_eq!(managers, &vec!["kubectl".to_string()]);
-            assert!(fields.iter().any(|f| f.contains("data.k")), "{fields:?}");
-        }
-        other => panic!("expected a conflict, got {other:?}"),
-    }
-    assert!(err.is_conflict());
-    assert_eq!(
-        live_cm(&client, "default", "shared").await.unwrap()["data"]["k"],
-        "theirs"
-    );
+        .unwrap();
+    // The next apply, without rollout.forceConflicts, corrects the drift: no conflict error.
+    let cs = eng
+        .apply_all_staged(std::slice::from_ref(&ours), &ApplyOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(cs.count(Action::Configured), 1, "{cs:?}");
+    let live = live_cm(&client, "default", "shared").await.unwrap();
+    assert_eq!(live["data"], json!({"k": "ours", "j": "ours"}));
+    let owners = |field: &str| -> Vec<String> {
+        live["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["fieldsV1"]["f:data"][format!("f:{field}")].is_object())
+            .map(|m| m["manager"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(owners("k"), vec!["opm-controller"], "{live}");
+    assert_eq!(owners("j"), vec!["opm-controller"], "{live}");
+    emu.shutdown().await;
+}
 
-    let forced = ApplyOptions {
-        force: true,
+fn labelled(mut o: Value, app: &str) -> Value {
+    o["spec"]["selector"]["matchLabels"]["app"] = json!(app);
+    o["spec"]["template"]["metadata"]["labels"]["app"] = json!(app);
+    o
+}
+
+fn uid(o: &Value) -> String {
+    o["metadata"]["uid"].as_str().unwrap().to_string()
+}
+
+fn instance() -> InstanceLabels {
+    InstanceLabels {
+        name: "web".into(),
+        namespace: "default".into(),
+        uuid: "0000-web".into(),
+    }
+}
+
+#[tokio::test]
+async fn immutable_change_is_refused_without_force_conflicts_and_recreated_with_it() {
+    let emu = emu().await;
+    let eng = engine(&emu);
+    let client = emu.client().unwrap();
+    let deploys = dyn_api(
+        &client,
+        "default",
+        ("apps", "v1", "Deployment"),
+        "deployments",
+    );
+    let live_of = |name: &'static str| {
+        let deploys = deploys.clone();
+        async move { serde_json::to_value(deploys.get(name).await.unwrap()).unwrap() }
+    };
+    let opts = ApplyOptions {
+        instance: Some(instance()),
         ..ApplyOptions::default()
     };
-    let cs = eng.apply_all_staged(&[ours], &forced).await.unwrap();
-    assert_eq!(cs.count(Action::Configured), 1);
-    let live = live_cm(&client, "default", "shared").await.unwrap();
-    assert_eq!(live["data"]["k"], "ours");
-    let ours_owns_k = live["metadata"]["managedFields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|m| m["manager"] == "opm-controller" && m["fieldsV1"]["f:data"]["f:k"].is_object());
-    assert!(ours_owns_k, "{live}");
+    let other = cm("default", "other", json!({"k": "1"}));
+    eng.apply_all_staged(&[deployment("default", "web"), other.clone()], &opts)
+        .await
+        .unwrap();
+    let first = uid(&live_of("web").await);
+    let other_uid = uid(&live_cm(&client, "default", "other").await.unwrap());
+
+    // The selector changes: refused, naming the field and the setting; nothing of the stage
+    // is written (the new ConfigMap planned with it is not created).
+    let moved = labelled(deployment("default", "web"), "web-v2");
+    let fresh = cm("default", "fresh", json!({"k": "new"}));
+    let desired = [moved, other, fresh];
+    let err = eng.apply_all_staged(&desired, &opts).await.unwrap_err();
+    match &err {
+        Error::Immutable { object, fields } => {
+            assert_eq!(object, "Deployment/default/web");
+            assert_eq!(fields, &vec!["spec.selector".to_string()]);
+        }
+        other => panic!("expected an immutable-field refusal, got {other:?}"),
+    }
+    assert!(err.to_string().contains("rollout.forceConflicts"), "{err}");
+    assert!(err.is_immutable());
+    assert!(live_cm(&client, "default", "fresh").await.is_none());
+    assert_eq!(uid(&live_of("web").await), first);
+
+    // With rollout.forceConflicts the Deployment is deleted and created again (new uid); the
+    // other objects are untouched, and the recreate counts as created in the Applied message.
+    let recreate = ApplyOptions {
+        recreate: true,
+        ..opts.clone()
+    };
+    let cs = eng.apply_all_staged(&desired, &recreate).await.unwrap();
+    assert_eq!(cs.count(Action::Recreated), 1, "{cs:?}");
+    assert_eq!(cs.changes[0].action, Action::Recreated);
+    assert_eq!(
+        cs.applied_message(),
+        "Applied 3 resources (2 created, 0 updated, 1 unchanged)"
+    );
+    let live = live_of("web").await;
+    assert_ne!(uid(&live), first);
+    assert_eq!(live["spec"]["selector"]["matchLabels"]["app"], "web-v2");
+    assert_eq!(
+        uid(&live_cm(&client, "default", "other").await.unwrap()),
+        other_uid
+    );
+    assert!(live_cm(&client, "default", "fresh").await.is_some());
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn objects_that_would_lose_data_or_are_not_ours_are_never_recreated() {
+    let emu = emu().await;
+    let eng = engine(&emu);
+    let client = emu.client().unwrap();
+    let recreate = ApplyOptions {
+        recreate: true,
+        instance: Some(instance()),
+        ..ApplyOptions::default()
+    };
+    // A PVC whose storage class changes.
+    let pvc = |class: &str| {
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "namespace": "default"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": class,
+                "resources": {"requests": {"storage": "1Gi"}}}})
+    };
+    let pvcs = dyn_api(
+        &client,
+        "default",
+        ("", "v1", "PersistentVolumeClaim"),
+        "persistentvolumeclaims",
+    );
+    eng.apply_all_staged(&[pvc("a")], &recreate).await.unwrap();
+    let before = uid(&serde_json::to_value(pvcs.get("data").await.unwrap()).unwrap());
+    let err = eng
+        .apply_all_staged(&[pvc("b")], &recreate)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::RecreateRefused { ref object, ref fields, .. }
+            if object == "PersistentVolumeClaim/default/data" && fields == &vec!["spec".to_string()]),
+        "{err:?}"
+    );
+    let live = serde_json::to_value(pvcs.get("data").await.unwrap()).unwrap();
+    assert_eq!(uid(&live), before);
+    assert_eq!(live["spec"]["storageClassName"], "a");
+
+    // A CRD whose scope changes.
+    let crds = kube::Api::<DynamicObject>::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+            "customresourcedefinitions",
+        ),
+    );
+    eng.apply_all_staged(&[crd()], &recreate).await.unwrap();
+    let name = crd()["metadata"]["name"].as_str().unwrap().to_string();
+    let before = uid(&serde_json::to_value(crds.get(&name).await.unwrap()).unwrap());
+    let mut cluster = crd();
+    cluster["spec"]["scope"] = json!("Cluster");
+    let err = eng
+        .apply_all_staged(&[cluster], &recreate)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::RecreateRefused { ref fields, .. } if fields == &vec!["spec.scope".to_string()]),
+        "{err:?}"
+    );
+    assert_eq!(
+        uid(&serde_json::to_value(crds.get(&name).await.unwrap()).unwrap()),
+        before
+    );
+
+    // A Deployment someone else created (not our labels) is not deleted to be replaced.
+    let deploys = dyn_api(
+        &client,
+        "default",
+        ("apps", "v1", "Deployment"),
+        "deployments",
+    );
+    let theirs: DynamicObject = serde_json::from_value(deployment("default", "theirs")).unwrap();
+    let created = deploys
+        .create(&PostParams::default(), &theirs)
+        .await
+        .unwrap();
+    let err = eng
+        .apply_all_staged(&[labelled(deployment("default", "theirs"), "x")], &recreate)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::RecreateRefused { .. }), "{err:?}");
+    assert_eq!(
+        deploys.get("theirs").await.unwrap().metadata.uid,
+        created.metadata.uid
+    );
     emu.shutdown().await;
 }
 
@@ -521,22 +691,12 @@ async fn scenario_36_drift_detected_ignored_counted_and_cleared() {
         .iter()
         .all(|(_, e)| e.is_impersonation_forbidden()));
 
-    // The hand edit took ownership of data.k (an Update), so the next apply without force is a
-    // typed conflict naming the editor; with force (rollout.forceConflicts) it corrects the
-    // object and the drift is cleared.
-    let err = eng
+    // The hand edit took ownership of data.k (an Update); the next apply takes it back
+    // (ownership is always forced) and the drift is cleared.
+    let cs = eng
         .apply_all_staged(&objects, &ApplyOptions::default())
         .await
-        .unwrap_err();
-    assert!(
-        matches!(err, Error::Conflict { ref managers, .. } if managers == &vec!["kubectl-edit".to_string()]),
-        "{err:?}"
-    );
-    let forced = ApplyOptions {
-        force: true,
-        ..ApplyOptions::default()
-    };
-    let cs = eng.apply_all_staged(&objects, &forced).await.unwrap();
+        .unwrap();
     assert_eq!(cs.count(Action::Configured), 1);
     assert_eq!(
         eng.drift(&objects, &DriftOptions::default())
@@ -554,7 +714,6 @@ async fn scenario_36_drift_detected_ignored_counted_and_cleared() {
             &objects,
             &DriftOptions {
                 correct: true,
-                force: true,
                 ..DriftOptions::default()
             },
         )

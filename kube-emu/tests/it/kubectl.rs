@@ -490,3 +490,27 @@ async fn reqwest_free_get(emu: &kube_emu::Emulator, path: &str) -> Value {
     let req = http::Request::get(path).body(Vec::new()).unwrap();
     client.request::<Value>(req).await.unwrap()
 }
+
+fn deployment_yaml(app: &str) -> String {
+    format!("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: default\nspec:\n  selector:\n    matchLabels:\n      app: {app}\n  template:\n    metadata:\n      labels:\n        app: {app}\n    spec:\n      containers:\n      - name: c\n        image: nginx\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_prints_an_immutable_field_refusal_as_against_a_real_cluster() {
+    let (_emu, k, _tmp) = with_operator_crds().await;
+    let a = k.file("web-a.yaml", &deployment_yaml("a"));
+    k.ok(&["apply", "--server-side", "-f", &a]).await;
+    let b = k.file("web-b.yaml", &deployment_yaml("b"));
+    let o = k.run(&["apply", "--server-side", "-f", &b]).await;
+    assert!(!o.ok, "a selector change must be refused: {}", o.stdout);
+    assert!(
+        o.stderr.contains("The Deployment \"web\" is invalid")
+            && o.stderr.contains("spec.selector: Invalid value:")
+            && o.stderr.contains("field is immutable"),
+        "{}",
+        o.stderr
+    );
+    // The stored object is unchanged.
+    let live = k.json(&["get", "deployment", "web"]).await;
+    assert_eq!(live["spec"]["selector"]["matchLabels"]["app"], "a");
+}

@@ -444,15 +444,13 @@ async fn scenario_36_a_hand_edit_is_drift_without_apply() {
         Some("edited"),
         "no correction"
     );
-    // The next apply clears it (forced: the editor now owns `data.msg`).
+    // The next apply clears it: it takes `data.msg` back from the editor (ownership is always
+    // forced, no rollout.forceConflicts needed).
     instances(&m.env.client)
         .patch(
             NAME,
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"spec": {
-                "values": {"msg": "again"},
-                "rollout": {"forceConflicts": true},
-            }})),
+            &Patch::Merge(serde_json::json!({"spec": {"values": {"msg": "again"}}})),
         )
         .await
         .unwrap();
@@ -567,7 +565,8 @@ async fn scenario_31_a_recorded_platform_re_enqueues_every_instance() {
 async fn scenario_39_an_apply_error_keeps_the_inventory_and_backs_off() {
     let m = mi_env(true).await;
     let before = ready(&m).await.status.unwrap();
-    // Another manager takes `data.msg` of web-b: our unforced apply now conflicts.
+    // Another manager makes web-b immutable: our change of its data is refused (422, immutable
+    // field) and, without rollout.forceConflicts, not recreated.
     config_maps(&m.env.client)
         .patch(
             "web-b",
@@ -575,7 +574,7 @@ async fn scenario_39_an_apply_error_keeps_the_inventory_and_backs_off() {
             &Patch::Apply(serde_json::json!({
                 "apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "web-b", "namespace": NS},
-                "data": {"msg": "theirs"},
+                "immutable": true,
             })),
         )
         .await
@@ -592,8 +591,12 @@ async fn scenario_39_an_apply_error_keeps_the_inventory_and_backs_off() {
     let r = reconcile(&m).await;
     assert_eq!(r.requeue, Some(Duration::from_secs(5)));
     let status = get(&m).await.status.unwrap();
-    let (s, reason, _) = condition(&status.conditions, types::READY).unwrap();
+    let (s, reason, message) = condition(&status.conditions, types::READY).unwrap();
     assert_eq!((s.as_str(), reason.as_str()), ("False", "ApplyFailed"));
+    assert!(
+        message.contains("web-b") && message.contains("immutable"),
+        "{message}"
+    );
     assert!(condition(&status.conditions, types::STALLED).is_none());
     let counters = status.reconcile.failure_counters.clone().unwrap();
     assert_eq!((counters.apply, counters.reconcile), (1, 1));

@@ -334,7 +334,7 @@ async fn set_values(r: &Real, v: Value) {
         .unwrap();
 }
 
-/// Sets `spec.rollout.forceConflicts` (take fields another manager owns).
+/// Sets `spec.rollout.forceConflicts` (recreate objects whose update is refused).
 async fn force_conflicts(r: &Real) {
     patch_spec(
         &instances(r),
@@ -959,10 +959,9 @@ async fn scenario_36_a_hand_edit_is_drift_a_failed_dry_run_is_counted_and_an_app
     assert_eq!(s.reconcile.failure_counters.unwrap().drift, 1);
     assert_eq!(condition(&s.conditions, types::DRIFTED).unwrap(), drifted);
 
-    // The next apply (forced: the editor owns `data.greeting` now) restores the field and
-    // clears Drifted.
+    // The next apply takes `data.greeting` back from the editor (ownership is always forced),
+    // restores the field and clears Drifted.
     set_values(&r, valid_with(json!({"logLevel": "debug"}))).await;
-    force_conflicts(&r).await;
     let out = reconcile(&r).await;
     assert_eq!(out.outcome, Some(Outcome::Applied), "{out:?}");
     let s = status(&r).await;
@@ -1218,12 +1217,24 @@ async fn scenarios_38_37_a_new_api_version_is_not_stale_and_namespaces_and_crds_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn scenario_39_an_apply_conflict_keeps_the_record_prunes_nothing_and_backs_off() {
+async fn scenario_39_an_apply_error_keeps_the_record_prunes_nothing_and_backs_off() {
     let r = shop(true).await;
     let before = ready(&r).await;
-    // Another manager takes `data.log-level` of `settings`; the instance then changes it (and
-    // drops a host, so the old hosts ConfigMap would be stale): the unforced apply conflicts.
-    hand_edit_settings(&r, "log-level", "error").await;
+    // Another manager makes `settings` immutable; the instance then changes its data (and
+    // drops a host, so the old hosts ConfigMap would be stale): the update is refused for an
+    // immutable field and, without rollout.forceConflicts, the apply fails.
+    config_maps(&r)
+        .patch(
+            "settings",
+            &PatchParams::apply("someone-else").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "settings", "namespace": NS},
+                "immutable": true,
+            })),
+        )
+        .await
+        .unwrap();
     set_values(
         &r,
         valid_with(json!({"logLevel": "warn", "hosts": ["a.example"]})),
@@ -1242,7 +1253,10 @@ async fn scenario_39_an_apply_conflict_keeps_the_record_prunes_nothing_and_backs
     let (st, reason, message) = condition(&s.conditions, types::READY).unwrap();
     assert_eq!((st.as_str(), reason.as_str()), ("False", "ApplyFailed"));
     assert!(message.contains("ConfigMap/prod/settings"), "{message}");
-    assert!(message.to_lowercase().contains("conflict"), "{message}");
+    assert!(
+        message.contains("immutable") && message.contains("rollout.forceConflicts"),
+        "{message}"
+    );
     assert!(condition(&s.conditions, types::STALLED).is_none());
     let counters = s.reconcile.failure_counters.clone().unwrap();
     assert_eq!((counters.apply, counters.reconcile), (1, 1));
@@ -1289,7 +1303,9 @@ async fn scenario_39_an_apply_conflict_keeps_the_record_prunes_nothing_and_backs
     let counters = status(&r).await.reconcile.failure_counters.unwrap();
     assert_eq!((counters.apply, counters.reconcile), (8, 8));
     assert_eq!(events(&r.client, NAME, "ApplyFailed").await.len(), 1);
-    // Forced, the apply succeeds, prunes the old hosts ConfigMap and resets the counters.
+    // With rollout.forceConflicts the ConfigMap is recreated (new uid, not immutable any more),
+    // the apply succeeds, prunes the old hosts ConfigMap and resets the counters.
+    let old_uid = live_cm(&r, "settings").await.unwrap().metadata.uid;
     force_conflicts(&r).await;
     let out = reconcile(&r).await;
     assert_eq!(out.outcome, Some(Outcome::AppliedAndPruned), "{out:?}");
@@ -1297,10 +1313,10 @@ async fn scenario_39_an_apply_conflict_keeps_the_record_prunes_nothing_and_backs
     let s = status(&r).await;
     let counters = s.reconcile.failure_counters.unwrap();
     assert_eq!((counters.apply, counters.reconcile), (0, 0));
-    assert_eq!(
-        live_cm(&r, "settings").await.unwrap().data.unwrap()["log-level"],
-        "warn"
-    );
+    let settings = live_cm(&r, "settings").await.unwrap();
+    assert_ne!(settings.metadata.uid, old_uid);
+    assert_eq!(settings.immutable, None);
+    assert_eq!(settings.data.unwrap()["log-level"], "warn");
 }
 
 /// Binds Role `role` to the user of ServiceAccount `prod/deploy-sa` (RoleBinding `binding`).
