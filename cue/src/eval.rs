@@ -56,7 +56,11 @@
 //!    processed into the vertex, with the same closedness, is skipped (`Ev::process`); so is
 //!    one that differs only by its outer closedness ids when the earlier one only added settled
 //!    atoms (outer ids only decide which groups a struct's labels are recorded in: an atom
-//!    records none); a disjunction equal to an earlier one but for its outer closedness ids
+//!    records none); a struct or list literal that differs only by *additional* outer ids
+//!    is processed for the new ids alone (`Ev::only_new_outer`): its labels are recorded into
+//!    the new groups and only the new ids reach its arcs, which do the same in turn, instead of
+//!    expanding it again (not when embedding marks are among the ids: `expand_struct` looks
+//!    at those as a set); a disjunction equal to an earlier one but for its outer closedness ids
 //!    takes the earlier one's choice instead of being split on again (`D & D == D`), so k
 //!    copies of a definition with a default disjunction cost one split, not 2^k states.
 //! 2. **Structure sharing** (`Ev::shareable`, `Ev::share`). A vertex whose only conjunct
@@ -75,16 +79,14 @@
 //!    [`FastHasher`], not SipHash.
 //!
 //! Together: web_app render 0.26 s CPU / 58 MB; the generated benchmark
-//! (`cargo bench -p cue --bench components`) grows linearly from 10 to 129 components. What is
-//! not done yet: a conjunct reached with *additional* outer closedness ids is still processed
-//! again when it gives a struct or list (atoms and disjunctions are merged then), and a vertex
-//! with a second conjunct still copies the referenced value instead of sharing it and
-//! evaluating only the difference. On the render kernel's 129-component module that is the
-//! main remaining cost: `#Component` reaches each component four times (the module's pattern,
-//! the blueprint, two embedded fragments) with different closedness (embed group, outer ids),
-//! so every struct of it, and `spec: close({_allFields})` with everything it copies, is
-//! expanded up to four times (measured: one primitive's `spec` literal reaches a component's
-//! `spec` 132 times).
+//! (`cargo bench -p cue --bench components`) grows linearly from 10 to 129 components. On the
+//! render kernel's 129-component module, processing repeated literals for their new outer ids
+//! saves a fifth of the conjuncts (`CUE_EVAL_STATS=1`, one render: 567 k → 462 k processed,
+//! 59 k of them incrementally; 145 k → 118 k environments; 84 k vertices either way; peak RSS
+//! 217 → 196 MiB). What is not done yet: a literal whose outer ids include embedding marks is
+//! still expanded again (the marks are fresh per expansion of an embedding literal, so its
+//! embedded fragments never match an earlier expansion), and a vertex with a second conjunct still copies the referenced value
+//! instead of sharing it and evaluating only the difference.
 
 mod builtin;
 mod closedness;
@@ -632,6 +634,8 @@ pub struct Stats {
     pub clones: u64,
     /// Vertices shared with the vertex they reference instead of copied.
     pub shared: u64,
+    /// Literals reached again with more outer closedness ids, processed for the new ids only.
+    pub incremental: u64,
 }
 
 impl Drop for Ev {
@@ -1254,9 +1258,10 @@ impl Ev {
         self.stats.processed += 1;
         let key = if dedup { self.conj_key(&c) } else { None };
         let mut twin: Option<usize> = None;
+        let mut again: Option<usize> = None;
         if let Some(k) = &key {
             if let Some(prev) = self.vx(v).seen.get(k) {
-                for (close, embed, outer, di, atomic) in prev {
+                for (i, (close, embed, outer, di, atomic)) in prev.iter().enumerate() {
                     if *close == c.close && *embed == c.embed {
                         if *atomic || outer_subset(&c.outer, outer) {
                             self.stats.deduped += 1;
@@ -1264,9 +1269,18 @@ impl Ev {
                         }
                         if *di != usize::MAX {
                             twin = Some(*di);
+                        } else if again.is_none() {
+                            again = Some(i);
                         }
                     }
                 }
+            }
+        }
+        if let (Some(k), None, Some(i)) = (&key, twin, again) {
+            if let Some(c) = self.only_new_outer(v, k, i, &c) {
+                self.stats.incremental += 1;
+                self.process_expr(v, c);
+                return;
             }
         }
         let mut recorded = None;
@@ -1300,6 +1314,43 @@ impl Ev {
                 }
             }
         }
+    }
+
+    /// A struct or list conjunct identical to processed one `i` of key `k` but for outer
+    /// closedness ids it adds (`#Component` reaching a component through its pattern, its
+    /// blueprint and its embedded fragments): everything it records per id is already
+    /// recorded for the earlier one's ids, so only the new ids remain to record. Returns the
+    /// conjunct with just those ids (and widens the earlier one's to the union, so a third
+    /// arrival with a subset is skipped), or `None` when it must be processed in full: an
+    /// expression other than a literal, or closedness involving embedding marks (whose
+    /// handling in `expand_struct` looks at the whole id set, not at one id at a time).
+    fn only_new_outer(&mut self, v: VId, k: &ConjKey, i: usize, c: &Conj) -> Option<Conj> {
+        if !matches!(c.expr, Expr::Struct(_) | Expr::List(_)) {
+            return None;
+        }
+        let prev = self.vx(v).seen.get(k)?.get(i)?.2.clone();
+        let marked =
+            |o: &Option<Arc<[u32]>>| o.iter().flat_map(|x| x.iter()).any(|id| self.is_mark(*id));
+        if marked(&prev) || marked(&c.outer) || c.close.is_some_and(|id| self.is_mark(id)) {
+            return None;
+        }
+        let new: Vec<u32> = c
+            .outer
+            .iter()
+            .flat_map(|x| x.iter().copied())
+            .filter(|id| !prev.as_ref().is_some_and(|p| p.contains(id)))
+            .collect();
+        let union = merge_outer(prev, c.outer.as_ref(), None);
+        if let Some(e) = self.vm(v).seen.get_mut(k).and_then(|es| es.get_mut(i)) {
+            e.2 = union;
+        }
+        Some(Conj {
+            env: c.env.clone(),
+            expr: c.expr.clone(),
+            close: c.close,
+            embed: c.embed,
+            outer: Some(new.into()),
+        })
     }
 
     /// Processes the expression of conjunct `c` into `v`. Returns `true` when all it did was
