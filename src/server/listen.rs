@@ -11,6 +11,10 @@
 //!   two periods. (hyper's own `header_read_timeout` arms, allocates and cancels a timer for every
 //!   request, about 3 % of a review's cost.) Connections that negotiated HTTP/2 by ALPN are exempt,
 //!   as they were from hyper's HTTP/1-only timeout.
+//! - An HTTP/1 response sent before its request body was read to the end (an early 415, 413,
+//!   408, 404 or 405) carries `connection: close`: hyper closes such a connection after the
+//!   response unless the rest of the body is already buffered, and a client told nothing would
+//!   reuse it and race that close (its next request fails with an EOF).
 //! - Connections speak HTTP/1.1 or HTTP/2 (ALPN for TLS, preface sniffing for plain HTTP).
 //! - On shutdown the loop stops accepting (closing the listening socket), asks every connection to
 //!   finish its in-flight requests (hyper graceful shutdown: HTTP/1 stops keep-alive, HTTP/2 sends
@@ -20,7 +24,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::{pin, Pin};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -57,6 +61,39 @@ pub(crate) async fn signalled(mut rx: watch::Receiver<bool>) {
 struct Progress {
     started: AtomicU64,
     in_flight: AtomicUsize,
+    /// Whether the current HTTP/1 request's body has been read to its end (requests on an
+    /// HTTP/1 connection are served one at a time; HTTP/2 does not consult it).
+    body_read: AtomicBool,
+}
+
+/// A request body that records on its connection's [`Progress`] when it has been read to its end.
+struct ReadTracked {
+    body: Incoming,
+    progress: Arc<Progress>,
+}
+
+impl hyper::body::Body for ReadTracked {
+    type Data = bytes::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let frame = Pin::new(&mut self.body).poll_frame(cx);
+        if matches!(frame, Poll::Ready(None)) || hyper::body::Body::is_end_stream(&self.body) {
+            self.progress.body_read.store(true, Ordering::Relaxed);
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        hyper::body::Body::is_end_stream(&self.body)
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::Body::size_hint(&self.body)
+    }
 }
 
 /// A request in flight on a connection; it ends when dropped (with the response body).
@@ -94,11 +131,11 @@ impl<B: hyper::body::Body + Unpin> hyper::body::Body for Tracked<B> {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        hyper::body::Body::is_end_stream(&self.body)
     }
 
     fn size_hint(&self) -> hyper::body::SizeHint {
-        self.body.size_hint()
+        hyper::body::Body::size_hint(&self.body)
     }
 }
 
@@ -170,9 +207,28 @@ async fn serve_io<I, A: App>(
         let progress = progress.clone();
         hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
             let in_flight = InFlight::start(&progress);
-            let resp = app.clone().oneshot(req.map(axum::body::Body::new));
+            let http1 = req.version() < http::Version::HTTP_2;
+            let read = hyper::body::Body::is_end_stream(req.body());
+            progress.body_read.store(read, Ordering::Relaxed);
+            let resp = app.clone().oneshot(req.map(|body| {
+                if read {
+                    axum::body::Body::new(body)
+                } else {
+                    axum::body::Body::new(ReadTracked {
+                        body,
+                        progress: progress.clone(),
+                    })
+                }
+            }));
+            let progress = progress.clone();
             async move {
-                let resp = resp.await?;
+                let mut resp = resp.await?;
+                if http1 && !progress.body_read.load(Ordering::Relaxed) {
+                    resp.headers_mut().insert(
+                        http::header::CONNECTION,
+                        http::HeaderValue::from_static("close"),
+                    );
+                }
                 Ok::<_, std::convert::Infallible>(resp.map(|body| Tracked {
                     body,
                     _in_flight: in_flight,

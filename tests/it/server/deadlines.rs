@@ -96,3 +96,54 @@ async fn a_request_in_flight_outlives_the_head_deadline() {
         .unwrap();
     assert_eq!(resp.status(), 200);
 }
+
+/// A response sent before its request body was read (here a 415 for a non-JSON body that is
+/// still on its way) says `connection: close` on HTTP/1: hyper closes such a connection unless
+/// the rest of the body happens to be buffered already, and a client that reused it would race
+/// that close and see its next request fail with an EOF. A request whose body was read keeps
+/// the connection open.
+#[tokio::test]
+async fn an_answer_sent_before_the_body_is_read_says_the_connection_closes() {
+    let server = TestServer::start().await;
+    let (mut send, conn) = server.webhook_http1().await;
+    let conn = tokio::spawn(conn);
+    let read = http::Request::post(PLATFORMS_PATH)
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .body(http_body_util::Either::Left(http_body_util::Full::new(
+            Bytes::from(platform_create_review("read-body")),
+        )))
+        .unwrap();
+    let resp = tokio::time::timeout(REQUEST_TIMEOUT, send.send_request(read))
+        .await
+        .expect("client timeout")
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers().get(http::header::CONNECTION), None);
+    let (tx, req) = streamed_post(PLATFORMS_PATH, 64);
+    let (mut parts, body) = req.into_parts();
+    parts.headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain"),
+    );
+    let unread = http::Request::from_parts(parts, http_body_util::Either::Right(body));
+    let resp = tokio::time::timeout(REQUEST_TIMEOUT, send.send_request(unread))
+        .await
+        .expect("client timeout")
+        .unwrap();
+    assert_eq!(resp.status(), 415);
+    assert_eq!(
+        resp.headers()
+            .get(http::header::CONNECTION)
+            .map(|v| v.as_bytes()),
+        Some(&b"close"[..]),
+        "{:?}",
+        resp.headers()
+    );
+    drop(tx);
+    tokio::time::timeout(REQUEST_TIMEOUT, conn)
+        .await
+        .expect("the server kept the connection open")
+        .unwrap()
+        .ok();
+}
