@@ -220,8 +220,9 @@ impl Ev {
             let arcs = vx.elements();
             let mut out = Vec::new();
             let mut ok = true;
+            let shared = vx.shared;
             for a in arcs {
-                match self.to_data(a, errs, depth + 1) {
+                match self.data_of_arc(a, shared, errs, depth + 1) {
                     Some(x) => out.push(x),
                     None => ok = false,
                 }
@@ -229,11 +230,19 @@ impl Ev {
             return if ok { Some(BVal::List(out)) } else { None };
         }
         if vx.is_struct {
+            let shared = vx.shared;
             let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
             let mut out = Vec::new();
             let mut ok = true;
             for (l, a) in arcs {
                 if !l.is_regular() {
+                    continue;
+                }
+                if shared && self.unforced_proxy(a).is_some() {
+                    match self.data_of_arc(a, shared, errs, depth + 1) {
+                        Some(x) => out.push((l.name.to_string(), x)),
+                        None => ok = false,
+                    }
                     continue;
                 }
                 self.eval(a);
@@ -316,6 +325,7 @@ impl Ev {
         if vx.disj.is_some() {
             return;
         }
+        let shared = vx.shared;
         let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
         for (l, a) in arcs {
             let ins = inside || l.is_def() || l.is_hidden();
@@ -325,7 +335,67 @@ impl Ev {
             if self.vx(a).constraint == Some(FieldConstraint::Optional) {
                 continue;
             }
+            // A proxy not yet evaluated is walked through its target (see `data_of_arc`); any
+            // error found there is dropped and the proxy walked, so that it has the proxy's path.
+            if let Some(t) = self.unforced_proxy(a).filter(|_| shared) {
+                let n = errs.len();
+                self.collect_fatal_hidden(t, errs, depth + 1, ins);
+                if errs.len() == n && self.limit_err.is_none() {
+                    continue;
+                }
+                errs.truncate(n);
+            }
             self.collect_fatal_hidden(a, errs, depth + 1, ins);
         }
+    }
+
+    /// The target `t` of `a`, an arc of a shared vertex (see [`Ev::share`]) that has not been
+    /// evaluated and whose value is therefore still exactly `t`'s (its only conjunct is `t`'s
+    /// finished vertex, with no closedness, embedding or constraint of its own). `None` for any
+    /// other arc. The walks (`to_data`, `collect_fatal_hidden`) go through such an arc to `t`
+    /// instead of evaluating it, which would build one proxy vertex per arc of `t`, all the way
+    /// down (upstream's validator does the same: `DerefNonShared`).
+    pub(super) fn unforced_proxy(&self, a: VId) -> Option<VId> {
+        let ax = self.vx(a);
+        if ax.status != Status::Fresh
+            || ax.not_allowed
+            || !matches!(ax.constraint, None | Some(FieldConstraint::Regular))
+        {
+            return None;
+        }
+        match ax.conjuncts.as_slice() {
+            [Conj {
+                env: None,
+                expr: Expr::Vertex(t, _),
+                close: None,
+                embed: None,
+                outer: None,
+            }] if self.vx(*t).status == Status::Done => Some(*t),
+            _ => None,
+        }
+    }
+
+    /// [`Ev::to_data`] of `a`, an arc or element of a vertex (`shared` if that vertex shares
+    /// its value). An unevaluated proxy is converted through its target, without building the
+    /// proxy's arcs: its data is the target's. Errors are reported where the user wrote the
+    /// value they reached, the proxy's path (`components.web.spec…`, not the shared `let`'s), so
+    /// if the target has any, they are dropped and the proxy is converted instead, which
+    /// reports them as before: the error-free walk, by far the common one, builds no proxies.
+    fn data_of_arc(
+        &mut self,
+        a: VId,
+        shared: bool,
+        errs: &mut Vec<(VId, Arc<Bottom>)>,
+        depth: usize,
+    ) -> Option<BVal> {
+        if let Some(t) = self.unforced_proxy(a).filter(|_| shared) {
+            let n = errs.len();
+            let d = self.to_data(t, errs, depth);
+            if errs.len() == n && self.limit_err.is_none() && (d.is_some() || n >= MAX_ERRORS) {
+                return d;
+            }
+            errs.truncate(n);
+        }
+        self.to_data(a, errs, depth)
     }
 }
