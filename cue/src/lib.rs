@@ -633,9 +633,16 @@ impl Value {
         ev: &mut Ev,
         v: VId,
         concrete: bool,
+        keep: bool,
     ) -> (Option<builtins::Val>, Vec<Diagnostic>) {
         let mut errs = Vec::new();
-        let data = ev.to_data(v, &mut errs, 0);
+        // Validation reads only the errors: the data is built only if it is kept.
+        let data = if keep {
+            ev.to_data(v, &mut errs, 0)
+        } else {
+            ev.check_data(v, &mut errs, 0);
+            None
+        };
         ev.collect_fatal_hidden(v, &mut errs, 0, false);
         let truncated = errs.len() >= eval::MAX_ERRORS;
         let mut diags = Vec::new();
@@ -669,7 +676,9 @@ impl Value {
     /// Validates the value: every error, and with `concrete` every non-concrete regular field,
     /// is reported with its path.
     pub fn validate(&self, concrete: bool) -> Result<(), Vec<Diagnostic>> {
-        let (_, diags) = enter(&self.inner, |g| self.collect(&mut g.ev, self.v, concrete));
+        let (_, diags) = enter(&self.inner, |g| {
+            self.collect(&mut g.ev, self.v, concrete, false)
+        });
         if diags.is_empty() {
             Ok(())
         } else {
@@ -679,7 +688,7 @@ impl Value {
 
     /// The concrete data of the value (regular fields, defaults taken).
     pub fn to_data(&self) -> Result<builtins::Val, Vec<Diagnostic>> {
-        let (d, diags) = enter(&self.inner, |g| self.collect(&mut g.ev, self.v, true));
+        let (d, diags) = enter(&self.inner, |g| self.collect(&mut g.ev, self.v, true, true));
         match d {
             Some(d) if diags.is_empty() => Ok(d),
             _ => Err(if diags.is_empty() {

@@ -167,6 +167,25 @@ impl Ev {
         errs: &mut Vec<(VId, Arc<Bottom>)>,
         depth: usize,
     ) -> Option<BVal> {
+        self.walk_data(v, errs, depth, true)
+    }
+
+    /// The errors [`Ev::to_data`] collects, without building the data (validation: the walk,
+    /// and the evaluation it forces, are the same; only the copies of labels and scalars into a
+    /// data tree that is thrown away are not made).
+    pub fn check_data(&mut self, v: VId, errs: &mut Vec<(VId, Arc<Bottom>)>, depth: usize) {
+        self.walk_data(v, errs, depth, false);
+    }
+
+    /// [`Ev::to_data`], building the data only if `keep` (otherwise a `Some` stands for
+    /// "converts" and holds nothing).
+    fn walk_data(
+        &mut self,
+        v: VId,
+        errs: &mut Vec<(VId, Arc<Bottom>)>,
+        depth: usize,
+        keep: bool,
+    ) -> Option<BVal> {
         // Past a limit, or with enough errors found, the rest is not looked at: reporting
         // every failing field of a huge value would take longer than evaluating it.
         if errs.len() >= MAX_ERRORS {
@@ -222,8 +241,9 @@ impl Ev {
             let mut ok = true;
             let shared = vx.shared;
             for a in arcs {
-                match self.data_of_arc(a, shared, errs, depth + 1) {
-                    Some(x) => out.push(x),
+                match self.data_of_arc(a, shared, errs, depth + 1, keep) {
+                    Some(x) if keep => out.push(x),
+                    Some(_) => {}
                     None => ok = false,
                 }
             }
@@ -239,8 +259,9 @@ impl Ev {
                     continue;
                 }
                 if shared && self.unforced_proxy(a).is_some() {
-                    match self.data_of_arc(a, shared, errs, depth + 1) {
-                        Some(x) => out.push((l.name.to_string(), x)),
+                    match self.data_of_arc(a, shared, errs, depth + 1, keep) {
+                        Some(x) if keep => out.push((l.name.to_string(), x)),
+                        Some(_) => {}
                         None => ok = false,
                     }
                     continue;
@@ -272,15 +293,17 @@ impl Ev {
                     }
                     _ => {}
                 }
-                match self.to_data(a, errs, depth + 1) {
-                    Some(x) => out.push((l.name.to_string(), x)),
+                match self.walk_data(a, errs, depth + 1, keep) {
+                    Some(x) if keep => out.push((l.name.to_string(), x)),
+                    Some(_) => {}
                     None => ok = false,
                 }
             }
             return if ok { Some(BVal::Struct(out)) } else { None };
         }
         match &vx.scalar {
-            Some(s) => ops::scalar_to_data(s),
+            Some(s) if keep => ops::scalar_to_data(s),
+            Some(_) => Some(BVal::Null),
             None => {
                 let span = vx.span;
                 let msg = match &vx.incomplete {
@@ -387,15 +410,16 @@ impl Ev {
         shared: bool,
         errs: &mut Vec<(VId, Arc<Bottom>)>,
         depth: usize,
+        keep: bool,
     ) -> Option<BVal> {
         if let Some(t) = self.unforced_proxy(a).filter(|_| shared) {
             let n = errs.len();
-            let d = self.to_data(t, errs, depth);
+            let d = self.walk_data(t, errs, depth, keep);
             if errs.len() == n && self.limit_err.is_none() && (d.is_some() || n >= MAX_ERRORS) {
                 return d;
             }
             errs.truncate(n);
         }
-        self.to_data(a, errs, depth)
+        self.walk_data(a, errs, depth, keep)
     }
 }
