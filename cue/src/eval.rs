@@ -304,7 +304,7 @@ type PendingComp = (
 );
 
 /// A disjunction met while expanding: its conjunct, alternatives (with marks), nested flag.
-type PendingDisj = (Conj, Vec<(Expr, bool)>, bool);
+type PendingDisj = (Conj, Arc<[(Expr, bool)]>, bool);
 
 /// A node of the value graph.
 #[derive(Clone, Debug)]
@@ -1385,12 +1385,12 @@ impl Ev {
                     outer,
                 } = c;
                 if let Expr::Unify(xs, _) = expr {
-                    for x in xs {
+                    for x in xs.iter() {
                         self.process(
                             v,
                             Conj {
                                 env: env.clone(),
-                                expr: x,
+                                expr: x.clone(),
                                 close,
                                 embed,
                                 outer: outer.clone(),
@@ -2500,7 +2500,7 @@ impl Ev {
             }
             Expr::Interp(parts, bytes, span) => {
                 let mut out: Vec<u8> = Vec::new();
-                for p in parts {
+                for p in parts.iter() {
                     match p {
                         InterpPart::Text(t) => out.extend_from_slice(t.as_bytes()),
                         InterpPart::Bytes(b) => out.extend_from_slice(b),
