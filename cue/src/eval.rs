@@ -673,7 +673,9 @@ fn outer_with(c: &Conj) -> Option<Arc<[u32]>> {
         (Some(o), Some(id)) if o.contains(&id) => return Some(o.clone()),
         _ => {}
     }
-    let mut v: Vec<u32> = c.outer.as_ref().map(|o| o.to_vec()).unwrap_or_default();
+    // Sized for the one id added, so the push never regrows.
+    let mut v: Vec<u32> = Vec::with_capacity(c.outer.as_ref().map_or(0, |o| o.len()) + 1);
+    v.extend(c.outer.iter().flat_map(|o| o.iter()));
     if let Some(id) = c.close {
         if !v.contains(&id) {
             v.push(id);
@@ -704,7 +706,9 @@ fn merge_outer(
     if base.is_none() && add.iter().all(new) {
         return Some(add.clone());
     }
-    let mut o: Vec<u32> = base.as_ref().map(|b| b.to_vec()).unwrap_or_default();
+    // Sized for every id of `add`, so the pushes never regrow (the hottest growth site).
+    let mut o: Vec<u32> = Vec::with_capacity(base.as_ref().map_or(0, |b| b.len()) + add.len());
+    o.extend(base.iter().flat_map(|b| b.iter()));
     for id in add.iter() {
         if new(id) && !o.contains(id) {
             o.push(*id);
