@@ -7,6 +7,9 @@
 //!   or a handle to a vertex (structs and lists live in vertices).
 //! - Errors are values: [`Bottom`] carries an [`ErrorCode`]; `Incomplete` and `Cycle` are not fatal
 //!   because more information may resolve them.
+//! - Cloning an [`Expr`] is O(1) and allocation-free: every sub-expression and operand list is
+//!   behind an `Arc` (`Arc<[Expr]>` for `&`, `|`, call arguments and interpolation parts), because
+//!   the evaluator copies a conjunct's expression each time it re-processes or clones a vertex.
 
 use crate::ast::{BinaryOp, FieldConstraint, UnaryOp};
 use crate::source::Span;
@@ -534,17 +537,17 @@ pub enum Expr {
     /// `x[lo:hi]`
     Slice(Arc<Expr>, Option<Arc<Expr>>, Option<Arc<Expr>>, Span),
     /// `f(args)`
-    Call(Arc<Expr>, Vec<Expr>, Span),
+    Call(Arc<Expr>, Arc<[Expr]>, Span),
     /// A unary operator.
     Unary(UnaryOp, Arc<Expr>, Span),
     /// A binary operator other than `&` and `|`.
     Binary(BinaryOp, Arc<Expr>, Arc<Expr>, Span),
     /// `a & b & ...`
-    Unify(Vec<Expr>, Span),
+    Unify(Arc<[Expr]>, Span),
     /// `a | *b | ...`: (alternative, default mark).
-    Disj(Vec<(Expr, bool)>, Span),
+    Disj(Arc<[(Expr, bool)]>, Span),
     /// String or bytes interpolation.
-    Interp(Vec<InterpPart>, bool, Span),
+    Interp(Arc<[InterpPart]>, bool, Span),
     /// The evaluated value of a vertex (used for builtins and API unification).
     Vertex(VId, Span),
     /// An error found during compilation.

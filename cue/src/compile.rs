@@ -124,7 +124,8 @@ pub fn predeclared(name: &str, span: Span) -> Option<Expr> {
                 Expr::Lit(Val::Kind(K_INT), span),
                 Expr::Lit(Val::Bound(BoundOp::Ge, Arc::new(Val::int(lo))), span),
                 Expr::Lit(Val::Bound(BoundOp::Le, Arc::new(Val::int(hi))), span),
-            ],
+            ]
+            .into(),
             span,
         ))
     };
@@ -143,7 +144,8 @@ pub fn predeclared(name: &str, span: Span) -> Option<Expr> {
             vec![
                 Expr::Lit(Val::Kind(K_INT), span),
                 Expr::Lit(Val::Bound(BoundOp::Ge, Arc::new(Val::int(0))), span),
-            ],
+            ]
+            .into(),
             span,
         )),
         "int8" => bounded(-p2(7), p2(7) - 1),
@@ -178,7 +180,8 @@ pub fn predeclared(name: &str, span: Span) -> Option<Expr> {
                         Val::Bound(BoundOp::Le, Arc::new(Val::Float(Arc::new(m)))),
                         span,
                     ),
-                ],
+                ]
+                .into(),
                 span,
             ))
         }
@@ -533,7 +536,7 @@ impl Compiler {
                 }
             }
         }
-        Expr::Interp(out, bytes, span)
+        Expr::Interp(out.into(), bytes, span)
     }
 
     fn flatten_unify(&mut self, e: &ast::Expr, out: &mut Vec<Expr>) {
@@ -684,7 +687,7 @@ impl Compiler {
             ast::Expr::Unary { op, expr, span } => {
                 if *op == ast::UnaryOp::Default {
                     let x = self.expr(expr);
-                    return Expr::Disj(vec![(x, true)], *span);
+                    return Expr::Disj(Arc::new([(x, true)]), *span);
                 }
                 let x = self.expr(expr);
                 Expr::Unary(*op, Arc::new(x), *span)
@@ -693,12 +696,12 @@ impl Compiler {
                 ast::BinaryOp::Unification => {
                     let mut v = Vec::new();
                     self.flatten_unify(e, &mut v);
-                    Expr::Unify(v, *span)
+                    Expr::Unify(v.into(), *span)
                 }
                 ast::BinaryOp::Disjunction => {
                     let mut v = Vec::new();
                     self.flatten_disj(e, &mut v);
-                    Expr::Disj(v, *span)
+                    Expr::Disj(v.into(), *span)
                 }
                 _ => {
                     let a = self.expr(lhs);

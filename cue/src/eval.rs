@@ -304,7 +304,7 @@ type PendingComp = (
 );
 
 /// A disjunction met while expanding: its conjunct, alternatives (with marks), nested flag.
-type PendingDisj = (Conj, Vec<(Expr, bool)>, bool);
+type PendingDisj = (Conj, Arc<[(Expr, bool)]>, bool);
 
 /// A node of the value graph.
 #[derive(Clone, Debug)]
@@ -673,7 +673,9 @@ fn outer_with(c: &Conj) -> Option<Arc<[u32]>> {
         (Some(o), Some(id)) if o.contains(&id) => return Some(o.clone()),
         _ => {}
     }
-    let mut v: Vec<u32> = c.outer.as_ref().map(|o| o.to_vec()).unwrap_or_default();
+    // Sized for the one id added, so the push never regrows.
+    let mut v: Vec<u32> = Vec::with_capacity(c.outer.as_ref().map_or(0, |o| o.len()) + 1);
+    v.extend(c.outer.iter().flat_map(|o| o.iter()));
     if let Some(id) = c.close {
         if !v.contains(&id) {
             v.push(id);
@@ -704,7 +706,9 @@ fn merge_outer(
     if base.is_none() && add.iter().all(new) {
         return Some(add.clone());
     }
-    let mut o: Vec<u32> = base.as_ref().map(|b| b.to_vec()).unwrap_or_default();
+    // Sized for every id of `add`, so the pushes never regrow (the hottest growth site).
+    let mut o: Vec<u32> = Vec::with_capacity(base.as_ref().map_or(0, |b| b.len()) + add.len());
+    o.extend(base.iter().flat_map(|b| b.iter()));
     for id in add.iter() {
         if new(id) && !o.contains(id) {
             o.push(*id);
@@ -1385,12 +1389,12 @@ impl Ev {
                     outer,
                 } = c;
                 if let Expr::Unify(xs, _) = expr {
-                    for x in xs {
+                    for x in xs.iter() {
                         self.process(
                             v,
                             Conj {
                                 env: env.clone(),
-                                expr: x,
+                                expr: x.clone(),
                                 close,
                                 embed,
                                 outer: outer.clone(),
@@ -2500,7 +2504,7 @@ impl Ev {
             }
             Expr::Interp(parts, bytes, span) => {
                 let mut out: Vec<u8> = Vec::new();
-                for p in parts {
+                for p in parts.iter() {
                     match p {
                         InterpPart::Text(t) => out.extend_from_slice(t.as_bytes()),
                         InterpPart::Bytes(b) => out.extend_from_slice(b),

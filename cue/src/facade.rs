@@ -422,7 +422,10 @@ impl Value {
             let b = ev.anon(None, e);
             ev.anon(
                 None,
-                Expr::Unify(vec![Expr::Vertex(a, span), Expr::Vertex(b, span)], span),
+                Expr::Unify(
+                    Arc::new([Expr::Vertex(a, span), Expr::Vertex(b, span)]),
+                    span,
+                ),
             )
         });
         self.wrap(u)

@@ -623,8 +623,12 @@ impl Value {
                 )),
             }
         };
-        let u =
-            self.with(|ev, _| ev.anon(None, Expr::Unify(vec![Expr::Vertex(a, span), bexpr], span)));
+        let u = self.with(|ev, _| {
+            ev.anon(
+                None,
+                Expr::Unify(Arc::new([Expr::Vertex(a, span), bexpr]), span),
+            )
+        });
         self.wrap(u)
     }
 

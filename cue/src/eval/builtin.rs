@@ -103,7 +103,7 @@ fn match_schema(ev: &mut Ev, schema: &Val, value: &Val, span: Span) -> Match {
         Val::Vertex(v) => Expr::Vertex(*v, span),
         other => Expr::Lit(other.clone(), span),
     };
-    let a = ev.anon(None, Expr::Unify(vec![sch, snap], span));
+    let a = ev.anon(None, Expr::Unify(Arc::new([sch, snap]), span));
     if ev.error_deep(a, 0, false).is_some() {
         Match::No
     } else if ev.error_deep(a, 0, true).is_some() {
@@ -284,7 +284,7 @@ impl Host for HostImpl<'_> {
         let a = self.ev.anon(
             None,
             Expr::Unify(
-                vec![Expr::Vertex(*c as VId, span), Expr::Struct(Arc::new(lit))],
+                Arc::new([Expr::Vertex(*c as VId, span), Expr::Struct(Arc::new(lit))]),
                 span,
             ),
         );
@@ -314,7 +314,10 @@ impl Host for HostImpl<'_> {
         let span = Span::default();
         let x = self.ev.anon(
             None,
-            Expr::Unify(vec![data_to_expr(a, span), data_to_expr(b, span)], span),
+            Expr::Unify(
+                Arc::new([data_to_expr(a, span), data_to_expr(b, span)]),
+                span,
+            ),
         );
         Ok(self.ev.fatal_error_deep(x, 0).is_none())
     }
@@ -452,7 +455,7 @@ fn predeclared(
                 env.clone(),
                 Expr::Call(
                     Arc::new(Expr::Lit(Val::Builtin(name.into()), span)),
-                    args.to_vec(),
+                    args.into(),
                     span,
                 ),
             );
