@@ -345,37 +345,21 @@ pub struct Vertex {
     pub redirect_mark: u8,
     /// The span of the first conjunct.
     pub span: Span,
-    choice: Vec<usize>,
-    disj_seen: usize,
-    pending_disj: Vec<PendingDisj>,
     nest: u32,
     maybe_struct: bool,
     nosplit: bool,
-    comps: Vec<PendingComp>,
-    dyn_fields: Vec<PendingField>,
-    patterns: Vec<(VId, Conj, Option<Arc<Env>>)>,
     groups: Vec<Group>,
     group_of: FastMap<u32, usize>,
-    list: Option<ListState>,
     not_allowed: bool,
     dirty: bool,
-    /// Struct or list vertices whose conjuncts were copied into this one (structural cycles).
-    inlined: Vec<VId>,
-    /// Copies held back because an ancestor already holds that vertex: decided once the other
-    /// conjuncts are in, by whether any of them feeds this vertex from outside (`flush_cyclic`).
-    cyc_pending: Vec<(VId, Conj, Span)>,
-    /// Vertices copied in here although nothing else fed this vertex (see `flush_cyclic`).
-    suspect: Vec<VId>,
     /// For a disjunct: the vertex it is a choice of.
     clone_of: Option<VId>,
-    /// Embedded references that gave atoms, processed again once all conjuncts are in.
-    late_atoms: Vec<Conj>,
     /// `late_atoms` were processed again: embeddings from now on are final.
     late_done: bool,
     /// Where the concrete scalar came from.
     scalar_span: Span,
-    /// Where each of `bounds` came from (same order).
-    bound_spans: Vec<Span>,
+    /// The usually empty state (see [`Scratch`]); `None` stands for all of it empty.
+    x: Option<Box<Scratch>>,
     /// A validator of this struct or list that is not satisfied yet but may still be once
     /// missing required fields are set: an incomplete error for concrete uses (export).
     unmet: Option<Arc<Bottom>>,
@@ -384,6 +368,67 @@ pub struct Vertex {
     /// The conjuncts processed into this vertex, by identity (see [`ConjKey`]), with their
     /// closedness and, for a disjunction, its index among the vertex's disjunctions.
     seen: FastMap<ConjKey, Vec<SeenConj>>,
+}
+
+/// The part of a [`Vertex`] that most vertices never use, or use only while they are being
+/// expanded: boxed, and dropped when the vertex is done with all of it empty
+/// (`Vertex::settle_scratch`), so a vertex costs its common fields only (the render's 84 k
+/// vertices were a measured 55 MB at 656 bytes each). An absent box reads as all empty.
+#[derive(Clone, Debug, Default)]
+struct Scratch {
+    /// For a disjunct: the alternative chosen for each disjunction, in order met.
+    choice: Vec<usize>,
+    disj_seen: usize,
+    pending_disj: Vec<PendingDisj>,
+    comps: Vec<PendingComp>,
+    dyn_fields: Vec<PendingField>,
+    patterns: Vec<(VId, Conj, Option<Arc<Env>>)>,
+    list: Option<ListState>,
+    /// Struct or list vertices whose conjuncts were copied into this one (structural cycles).
+    inlined: Vec<VId>,
+    /// Copies held back because an ancestor already holds that vertex: decided once the other
+    /// conjuncts are in, by whether any of them feeds this vertex from outside (`flush_cyclic`).
+    cyc_pending: Vec<(VId, Conj, Span)>,
+    /// Vertices copied in here although nothing else fed this vertex (see `flush_cyclic`).
+    suspect: Vec<VId>,
+    /// Embedded references that gave atoms, processed again once all conjuncts are in.
+    late_atoms: Vec<Conj>,
+    /// Where each of `bounds` came from (same order).
+    bound_spans: Vec<Span>,
+}
+
+/// What an absent [`Scratch`] reads as.
+static EMPTY_SCRATCH: Scratch = Scratch {
+    choice: Vec::new(),
+    disj_seen: 0,
+    pending_disj: Vec::new(),
+    comps: Vec::new(),
+    dyn_fields: Vec::new(),
+    patterns: Vec::new(),
+    list: None,
+    inlined: Vec::new(),
+    cyc_pending: Vec::new(),
+    suspect: Vec::new(),
+    late_atoms: Vec::new(),
+    bound_spans: Vec::new(),
+};
+
+impl Scratch {
+    /// Whether this holds nothing (reads the same as an absent box).
+    fn is_empty(&self) -> bool {
+        self.choice.is_empty()
+            && self.disj_seen == 0
+            && self.pending_disj.is_empty()
+            && self.comps.is_empty()
+            && self.dyn_fields.is_empty()
+            && self.patterns.is_empty()
+            && self.list.is_none()
+            && self.inlined.is_empty()
+            && self.cyc_pending.is_empty()
+            && self.suspect.is_empty()
+            && self.late_atoms.is_empty()
+            && self.bound_spans.is_empty()
+    }
 }
 
 /// The identity of a conjunct: what its expression is (a struct or list literal by its node, a
@@ -438,6 +483,31 @@ impl Vertex {
             .collect()
     }
 
+    /// The usually empty state, for reading.
+    fn scr(&self) -> &Scratch {
+        self.x.as_deref().unwrap_or(&EMPTY_SCRATCH)
+    }
+
+    /// The usually empty state, for writing (allocated on first need).
+    fn scr_mut(&mut self) -> &mut Scratch {
+        self.x.get_or_insert_with(Box::default)
+    }
+
+    /// Takes one part of the usually empty state out, leaving it empty (allocates nothing).
+    fn take_scratch<T: Default>(&mut self, part: impl FnOnce(&mut Scratch) -> &mut T) -> T {
+        self.x
+            .as_deref_mut()
+            .map(|x| std::mem::take(part(x)))
+            .unwrap_or_default()
+    }
+
+    /// Drops the usually empty state if all of it is empty.
+    fn settle_scratch(&mut self) {
+        if self.x.as_deref().is_some_and(Scratch::is_empty) {
+            self.x = None;
+        }
+    }
+
     fn new(parent: Option<VId>, label: Label) -> Vertex {
         Vertex {
             parent,
@@ -458,28 +528,17 @@ impl Vertex {
             def_close: None,
             redirect_mark: 0,
             span: Span::default(),
-            choice: Vec::new(),
-            disj_seen: 0,
-            pending_disj: Vec::new(),
             nest: 0,
             maybe_struct: false,
             nosplit: false,
-            comps: Vec::new(),
-            dyn_fields: Vec::new(),
-            patterns: Vec::new(),
             groups: Vec::new(),
             group_of: FastMap::default(),
-            list: None,
             not_allowed: false,
             dirty: false,
-            inlined: Vec::new(),
-            cyc_pending: Vec::new(),
-            suspect: Vec::new(),
             clone_of: None,
-            late_atoms: Vec::new(),
             late_done: false,
             scalar_span: Span::default(),
-            bound_spans: Vec::new(),
+            x: None,
             unmet: None,
             shared: false,
             seen: FastMap::default(),
@@ -865,7 +924,7 @@ impl Ev {
     pub fn pattern_constraints(&mut self, v: VId) -> Vec<(VId, VId)> {
         self.eval(v);
         let v = self.deref(v);
-        let pats = self.vx(v).patterns.clone();
+        let pats = self.vx(v).scr().patterns.clone();
         let mut out = Vec::with_capacity(pats.len());
         for (filter, pc, penv) in pats {
             let a = self.new_vertex(None, Label::internal("_pattern"));
@@ -1103,8 +1162,6 @@ impl Ev {
         vert.kinds = K_TOP;
         vert.scalar = None;
         vert.bounds.clear();
-        vert.bound_spans.clear();
-        vert.late_atoms.clear();
         vert.late_done = false;
         vert.scalar_span = Span::default();
         vert.err = None;
@@ -1114,23 +1171,20 @@ impl Ev {
         vert.disj = None;
         vert.redirect = None;
         vert.redirect_mark = 0;
-        vert.disj_seen = 0;
-        vert.pending_disj.clear();
         vert.nest = 0;
         vert.maybe_struct = false;
-        vert.comps.clear();
-        vert.dyn_fields.clear();
-        vert.patterns.clear();
         vert.groups.clear();
         vert.group_of.clear();
-        vert.list = None;
         vert.dirty = false;
-        vert.inlined.clear();
-        vert.cyc_pending.clear();
-        vert.suspect.clear();
         vert.seen.clear();
         vert.unmet = None;
         vert.shared = false;
+        // Everything usually empty starts over but a disjunct's choice.
+        let choice = vert.take_scratch(|x| &mut x.choice);
+        vert.x = None;
+        if !choice.is_empty() {
+            vert.scr_mut().choice = choice;
+        }
     }
 
     fn expand(&mut self, v: VId) {
@@ -1175,7 +1229,7 @@ impl Ev {
         }
         // Embedded references that gave atoms, again now that every conjunct of `v` is in:
         // resolved anew, as the fields they name may have been rebuilt since.
-        let late = std::mem::take(&mut self.vm(v).late_atoms);
+        let late = self.vm(v).take_scratch(|x| &mut x.late_atoms);
         self.vm(v).late_done = true;
         for c in late {
             self.process_again(v, c);
@@ -1183,7 +1237,7 @@ impl Ev {
         self.flush_cyclic(v);
         loop {
             let dynamic = self.run_dynamic_fields(v);
-            let comps = !self.vx(v).comps.is_empty();
+            let comps = !self.vx(v).scr().comps.is_empty();
             self.run_comprehensions(v);
             if !dynamic && !comps {
                 break;
@@ -1194,7 +1248,10 @@ impl Ev {
         }
         self.flush_cyclic(v);
         self.finish(v);
-        if !self.vx(v).pending_disj.is_empty() && !self.vx(v).nosplit && self.limit_err.is_none() {
+        if !self.vx(v).scr().pending_disj.is_empty()
+            && !self.vx(v).nosplit
+            && self.limit_err.is_none()
+        {
             self.resolve_disjunctions(v);
         }
         if let Some(b) = &self.limit_err {
@@ -1207,6 +1264,7 @@ impl Ev {
         // What was processed into `v` matters only while it is expanded (a later conjunct
         // re-expands it from scratch): freed now, it was a large part of the peak memory.
         vert.seen = FastMap::default();
+        vert.settle_scratch();
         // Vertices that hit `v` while it was being expanded are evaluated again later.
         let mut keep = Vec::new();
         let tainted = std::mem::take(&mut self.tainted);
@@ -1291,7 +1349,7 @@ impl Ev {
         if let (Some(k), None) = (&key, twin) {
             // A disjunction takes the next index (the Disj arm below counts every one).
             let di = if matches!(c.expr, Expr::Disj(..)) {
-                self.vx(v).disj_seen
+                self.vx(v).scr().disj_seen
             } else {
                 usize::MAX
             };
@@ -1301,7 +1359,7 @@ impl Ev {
         }
         if let (Some(ti), Expr::Disj(alts, _)) = (twin, &c.expr) {
             // The twin of disjunction `ti`: the same choice, or nothing while `ti` is pending.
-            if let Some(&ch) = self.vx(v).choice.get(ti) {
+            if let Some(&ch) = self.vx(v).scr().choice.get(ti) {
                 if let Some((e, _)) = alts.get(ch) {
                     let e = e.clone();
                     self.vm(v).nest += 1;
@@ -1406,9 +1464,9 @@ impl Ev {
             }
             Expr::Disj(alts, _) => {
                 let alts = alts.clone();
-                let seen = self.vx(v).disj_seen;
-                self.vm(v).disj_seen += 1;
-                if let Some(&ch) = self.vx(v).choice.get(seen) {
+                let seen = self.vx(v).scr().disj_seen;
+                self.vm(v).scr_mut().disj_seen += 1;
+                if let Some(&ch) = self.vx(v).scr().choice.get(seen) {
                     if let Some((e, _)) = alts.get(ch) {
                         self.vm(v).nest += 1;
                         self.process(v, c.with_expr(e.clone()));
@@ -1418,7 +1476,10 @@ impl Ev {
                     self.process(v, c.with_expr(alts[0].0.clone()));
                 } else {
                     let nested = self.vx(v).nest > 0;
-                    self.vm(v).pending_disj.push((c.clone(), alts, nested));
+                    self.vm(v)
+                        .scr_mut()
+                        .pending_disj
+                        .push((c.clone(), alts, nested));
                 }
                 false
             }
@@ -1587,7 +1648,7 @@ impl Ev {
         let literal = matches!(c.expr, Expr::Struct(_) | Expr::List(_) | Expr::Lit(..));
         let vx = self.vx(v);
         if !literal && c.embed.is_some() && vx.status == Status::Expanding && !vx.late_done {
-            self.vm(v).late_atoms.push(c.clone());
+            self.vm(v).scr_mut().late_atoms.push(c.clone());
         }
     }
 
@@ -1597,7 +1658,7 @@ impl Ev {
     fn late_cycle(&mut self, v: VId, c: &Conj) {
         let vx = self.vx(v);
         if c.embed.is_none() && vx.status == Status::Expanding && !vx.late_done {
-            self.vm(v).late_atoms.push(c.clone());
+            self.vm(v).scr_mut().late_atoms.push(c.clone());
         }
     }
 
@@ -1697,7 +1758,7 @@ impl Ev {
             return false;
         }
         if self.vx(v).status == Status::Expanding && self.inlined_above(v, w) {
-            self.vm(v).cyc_pending.push((w, c.clone(), span));
+            self.vm(v).scr_mut().cyc_pending.push((w, c.clone(), span));
             return false;
         }
         self.inline(v, w, c, span);
@@ -1721,8 +1782,8 @@ impl Ev {
         }
         self.stats.inlines += 1;
         self.inlining.push((v, w));
-        if !self.vx(v).inlined.contains(&w) {
-            self.vm(v).inlined.push(w);
+        if !self.vx(v).scr().inlined.contains(&w) {
+            self.vm(v).scr_mut().inlined.push(w);
         }
         self.copy_conjuncts(v, w, c);
         self.inlining.pop();
@@ -1782,12 +1843,12 @@ impl Ev {
                 let vert = self.vm(v);
                 vert.kinds &= k;
                 vert.bounds.push(Val::Bound(op, x));
-                vert.bound_spans.push(span);
+                vert.scr_mut().bound_spans.push(span);
             }
             Val::Validator(x) => {
                 let vert = self.vm(v);
                 vert.bounds.push(Val::Validator(x));
-                vert.bound_spans.push(span);
+                vert.scr_mut().bound_spans.push(span);
             }
             Val::Vertex(_) => {}
             Val::StdFunc(b) if b.arity == 1 || (b.variadic && b.arity == 2) => {
@@ -1795,7 +1856,7 @@ impl Ev {
                 let vert = self.vm(v);
                 vert.bounds
                     .push(Val::Validator(Arc::new(Validator::Builtin(b, Vec::new()))));
-                vert.bound_spans.push(span);
+                vert.scr_mut().bound_spans.push(span);
             }
             Val::Builtin(_) | Val::StdFunc(_) => {
                 self.set_err(
@@ -1850,7 +1911,7 @@ impl Ev {
         }
         let a = self.new_vertex(Some(v), label.clone());
         self.vm(v).arcs.insert(label.clone(), a);
-        let pats = self.vx(v).patterns.clone();
+        let pats = self.vx(v).scr().patterns.clone();
         for (f, pc, penv) in pats {
             self.apply_pattern(v, a, label, f, &pc, penv);
         }
@@ -1861,7 +1922,7 @@ impl Ev {
     /// a dynamic label does not see fields other dynamic labels of this round add), then adds
     /// the fields. Returns whether any were pending.
     fn run_dynamic_fields(&mut self, v: VId) -> bool {
-        let pending = std::mem::take(&mut self.vm(v).dyn_fields);
+        let pending = self.vm(v).take_scratch(|x| &mut x.dyn_fields);
         if pending.is_empty() {
             return false;
         }
@@ -2092,7 +2153,7 @@ impl Ev {
                 LabelExpr::Fixed(l) => self.add_field(v, &env, f, l.clone(), &ctx),
                 // A dynamic label may refer to fields declared later or contributed by other
                 // conjuncts: it is evaluated once the vertex has all its conjuncts.
-                LabelExpr::Dynamic(_) => self.vm(v).dyn_fields.push(PendingField {
+                LabelExpr::Dynamic(_) => self.vm(v).scr_mut().dyn_fields.push(PendingField {
                     lit: lit.clone(),
                     index,
                     env: env.clone(),
@@ -2116,6 +2177,7 @@ impl Ev {
                 outer: child_outer.clone(),
             };
             self.vm(v)
+                .scr_mut()
                 .patterns
                 .push((fv, pc.clone(), Some(env.clone())));
             let arcs: Vec<(Label, VId)> = self
@@ -2145,9 +2207,13 @@ impl Ev {
             );
         }
         for comp in &lit.comprehensions {
-            self.vm(v)
-                .comps
-                .push((env.clone(), comp.clone(), c.close, target, c.outer.clone()));
+            self.vm(v).scr_mut().comps.push((
+                env.clone(),
+                comp.clone(),
+                c.close,
+                target,
+                c.outer.clone(),
+            ));
         }
     }
 
@@ -2173,7 +2239,7 @@ impl Ev {
 
     fn finish(&mut self, v: VId) {
         // List tails and lengths.
-        if let Some(st) = self.vx(v).list.clone() {
+        if let Some(st) = self.vx(v).scr().list.clone() {
             let arcs: Vec<(Label, VId)> = self
                 .vx(v)
                 .arcs
@@ -2289,7 +2355,7 @@ impl Ev {
                 return;
             }
             let bounds = vert.bounds.clone();
-            let (sspan, bspans) = (vert.scalar_span, vert.bound_spans.clone());
+            let (sspan, bspans) = (vert.scalar_span, vert.scr().bound_spans.clone());
             for (i, b) in bounds.iter().enumerate() {
                 if let Some(e) = self.check_bound(b, &s) {
                     // Both sides, as upstream prints them: the bound, then the value.
@@ -2404,7 +2470,7 @@ impl Ev {
                 self.tainted.push((v, cur));
             }
             if let Some(s) = self.vx(v).scalar.clone() {
-                if self.vx(v).pending_disj.is_empty() && !self.vx(v).is_struct {
+                if self.vx(v).scr().pending_disj.is_empty() && !self.vx(v).is_struct {
                     return s;
                 }
             }

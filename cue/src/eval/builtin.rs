@@ -361,7 +361,7 @@ fn closed_len_in_progress(ev: &mut Ev, env: &Option<Arc<super::Env>>, e: &Expr) 
     if vx.status != super::Status::Expanding || !vx.is_list {
         return None;
     }
-    vx.list.as_ref().and_then(|l| l.closed_len)
+    vx.scr().list.as_ref().and_then(|l| l.closed_len)
 }
 
 fn list_items(ev: &mut Ev, v: &Val) -> Option<Vec<VId>> {

@@ -126,7 +126,7 @@ impl Ev {
     pub(super) fn run_comprehensions(&mut self, v: VId) {
         let mut round = 0;
         loop {
-            let comps = std::mem::take(&mut self.vm(v).comps);
+            let comps = self.vm(v).take_scratch(|x| &mut x.comps);
             if comps.is_empty() {
                 break;
             }
@@ -160,7 +160,7 @@ impl Ev {
                 }
             }
             if failed.is_empty() {
-                if self.vx(v).comps.is_empty() {
+                if self.vx(v).scr().comps.is_empty() {
                     break;
                 }
                 round = 0;
@@ -170,14 +170,17 @@ impl Ev {
                 for (_, _, _, _, _, b) in failed {
                     self.set_err(v, b);
                 }
-                if self.vx(v).comps.is_empty() {
+                if self.vx(v).scr().comps.is_empty() {
                     break;
                 }
                 continue;
             }
             round += 1;
             for (env, comp, close, embed, outer, _) in failed {
-                self.vm(v).comps.push((env, comp, close, embed, outer));
+                self.vm(v)
+                    .scr_mut()
+                    .comps
+                    .push((env, comp, close, embed, outer));
             }
         }
     }

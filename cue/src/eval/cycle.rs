@@ -40,12 +40,14 @@ impl Ev {
     /// Whether a strict ancestor of `v` already holds a copy of `w`: copying `w` into `v` then
     /// repeats the structure one level down (`#T: ["a", #T]`, `#L: {next?: #L}`).
     pub(super) fn inlined_above(&self, v: VId, w: VId) -> bool {
-        self.ancestors(v).any(|p| self.vx(p).inlined.contains(&w))
+        self.ancestors(v)
+            .any(|p| self.vx(p).scr().inlined.contains(&w))
     }
 
     /// Whether a strict ancestor of `v` holds an unfed copy of `w` (see `flush_cyclic`).
     pub(super) fn suspect_above(&self, v: VId, w: VId) -> bool {
-        self.ancestors(v).any(|p| self.vx(p).suspect.contains(&w))
+        self.ancestors(v)
+            .any(|p| self.vx(p).scr().suspect.contains(&w))
     }
 
     /// Whether `v` or an ancestor up to the root is an optional field or a definition.
@@ -66,9 +68,9 @@ impl Ev {
     /// in an optional field or a definition, which are only evaluated on demand.
     pub(super) fn flush_cyclic(&mut self, v: VId) {
         let mut rounds = 0;
-        while !self.vx(v).cyc_pending.is_empty() {
+        while !self.vx(v).scr().cyc_pending.is_empty() {
             rounds += 1;
-            let pending = std::mem::take(&mut self.vm(v).cyc_pending);
+            let pending = self.vm(v).take_scratch(|x| &mut x.cyc_pending);
             let vx = self.vx(v);
             if vx.err.is_some() || rounds > 64 {
                 return;
@@ -94,12 +96,12 @@ impl Ev {
                 let mut cycle = None;
                 let mut copied = false;
                 // A disjunct is given no extra round: its cycle eliminates it.
-                let disjunct = vx.nosplit && !vx.choice.is_empty();
+                let disjunct = vx.nosplit && !vx.scr().choice.is_empty();
                 for (w, c, span) in pending {
                     if disjunct || self.suspect_above(v, w) {
                         cycle.get_or_insert(span);
-                    } else if !self.vx(v).inlined.contains(&w) {
-                        self.vm(v).suspect.push(w);
+                    } else if !self.vx(v).scr().inlined.contains(&w) {
+                        self.vm(v).scr_mut().suspect.push(w);
                         self.inline(v, w, &c, span);
                         copied = true;
                     }
@@ -113,7 +115,7 @@ impl Ev {
                 continue;
             }
             for (w, c, span) in pending {
-                if !self.vx(v).inlined.contains(&w) {
+                if !self.vx(v).scr().inlined.contains(&w) {
                     self.inline(v, w, &c, span);
                 }
             }

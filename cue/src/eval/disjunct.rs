@@ -28,7 +28,7 @@ impl Ev {
         clone.def_close = vert.def_close;
         clone.span = vert.span;
         clone.not_allowed = vert.not_allowed;
-        clone.choice = choice;
+        clone.scr_mut().choice = choice;
         clone.nosplit = true;
         clone.clone_of = Some(vert.clone_of.unwrap_or(v));
         let cid = self.vs.len() as VId;
@@ -75,7 +75,7 @@ impl Ev {
             }
             let mut next: Vec<(VId, Hist)> = Vec::new();
             for (st, hist) in std::mem::take(&mut frontier) {
-                let Some((dc, alts, _)) = self.vx(st).pending_disj.first().cloned() else {
+                let Some((dc, alts, _)) = self.vx(st).scr().pending_disj.first().cloned() else {
                     finals.push((st, hist));
                     continue;
                 };
@@ -88,7 +88,7 @@ impl Ev {
                 {
                     keep_marks.insert((dspan.file.0, dspan.start, dspan.end));
                 }
-                let base_choice = self.vx(st).choice.clone();
+                let base_choice = self.vx(st).scr().choice.clone();
                 for (i, (_, mark)) in alts.iter().enumerate() {
                     if self.limit_err.is_some() {
                         break;
@@ -112,7 +112,7 @@ impl Ev {
                     if let Some(e) = found {
                         // A field the struct does not allow yet may be allowed by an embedded
                         // disjunction still to be split: such a state is judged at the end.
-                        let later = !self.vx(cid).pending_disj.is_empty()
+                        let later = !self.vx(cid).scr().pending_disj.is_empty()
                             && e.code == ErrorCode::NotAllowed;
                         if !later {
                             errs.push((labels_text(&at), e));
@@ -140,7 +140,7 @@ impl Ev {
             let mut merged: Vec<(VId, Hist, String)> = Vec::with_capacity(next.len());
             for (cid, h) in next {
                 let mut key = self.fingerprint(cid, 0);
-                for (c, _, _) in &self.vx(cid).pending_disj {
+                for (c, _, _) in &self.vx(cid).scr().pending_disj {
                     key.push_str(&format!("|{:?}", c.expr.span()));
                 }
                 if let Some(u) = merged.iter_mut().find(|u| u.2 == key) {
@@ -209,7 +209,7 @@ impl Ev {
             }
         }
         let vert = self.vm(v);
-        vert.pending_disj.clear();
+        vert.take_scratch(|x| &mut x.pending_disj);
         if uniq.is_empty() {
             let span = vert.span;
             vert.err = Some(empty_disjunction(errs, span));

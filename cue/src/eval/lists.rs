@@ -52,7 +52,7 @@ impl Ev {
             }
         }
         let vert = self.vm(v);
-        let st = vert.list.get_or_insert_with(ListState::default);
+        let st = vert.scr_mut().list.get_or_insert_with(ListState::default);
         match &lit.ellipsis {
             None => {
                 if let Some(n) = st.closed_len {

@@ -73,8 +73,13 @@ impl Ev {
         }
         if vx.is_list {
             let arcs = vx.elements();
-            let open = vx.list.as_ref().is_some_and(|l| l.closed_len.is_none());
+            let open = vx
+                .scr()
+                .list
+                .as_ref()
+                .is_some_and(|l| l.closed_len.is_none());
             let tails: Vec<_> = vx
+                .scr()
                 .list
                 .as_ref()
                 .map(|l| l.tails.iter().map(|(_, c)| c.clone()).collect())

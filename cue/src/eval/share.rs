@@ -27,7 +27,7 @@ impl Ev {
     /// `#transform & {#component: comp}` linear in the size of the shared value.
     pub(super) fn shareable(&mut self, v: VId) -> Option<VId> {
         let vx = self.vx(v);
-        if vx.not_allowed || !vx.choice.is_empty() || vx.nosplit || vx.clone_of.is_some() {
+        if vx.not_allowed || !vx.scr().choice.is_empty() || vx.nosplit || vx.clone_of.is_some() {
             return None;
         }
         // A value that shares values all the way down without end (`a: b: c: {a}.b` makes a
@@ -75,7 +75,10 @@ impl Ev {
         self.eval(w);
         let wr = self.deref_redirect(w);
         let wx = self.vx(wr);
-        if wx.status != Status::Done || wx.dirty || wx.err.is_some() || !wx.pending_disj.is_empty()
+        if wx.status != Status::Done
+            || wx.dirty
+            || wx.err.is_some()
+            || !wx.scr().pending_disj.is_empty()
         {
             return None;
         }
@@ -141,7 +144,7 @@ impl Ev {
             wx.kinds,
             wx.scalar.clone(),
             wx.bounds.clone(),
-            wx.bound_spans.clone(),
+            wx.scr().bound_spans.clone(),
             wx.incomplete.clone(),
             wx.unmet.clone(),
         );
@@ -167,7 +170,8 @@ impl Ev {
         vert.scalar = scalar;
         vert.scalar_span = scalar_span;
         vert.bounds = bounds;
-        vert.bound_spans = bound_spans;
+        vert.scr_mut().bound_spans = bound_spans;
+        vert.settle_scratch();
         vert.incomplete = incomplete;
         vert.unmet = unmet;
         vert.is_struct = is_struct;
