@@ -386,16 +386,7 @@ impl Ev {
         {
             return None;
         }
-        match ax.conjuncts.as_slice() {
-            [Conj {
-                env: None,
-                expr: Expr::Vertex(t, _),
-                close: None,
-                embed: None,
-                outer: None,
-            }] if self.vx(*t).status == Status::Done => Some(*t),
-            _ => None,
-        }
+        super::share::proxied(&ax.conjuncts).filter(|t| self.vx(*t).status == Status::Done)
     }
 
     /// [`Ev::to_data`] of `a`, an arc or element of a vertex (`shared` if that vertex shares

@@ -127,14 +127,8 @@ impl Ev {
                 // what that one refers to, so a chain of sharing vertices (a component read
                 // through `components`, then `#instance`, then `#component`) does not make
                 // and evaluate one proxy per level.
-                let target = match ax.conjuncts.as_slice() {
-                    [Conj {
-                        env: None,
-                        expr: Expr::Vertex(t, _),
-                        close: None,
-                        embed: None,
-                        outer: None,
-                    }] if w_shared => *t,
+                let target = match proxied(&ax.conjuncts) {
+                    Some(t) if w_shared => t,
                     _ => *a,
                 };
                 (l.clone(), target, ax.constraint, ax.not_allowed, ax.span)
@@ -179,5 +173,20 @@ impl Ev {
         vert.disj = disj;
         vert.shared = true;
         vert.status = Status::Done;
+    }
+}
+
+/// The vertex a proxy refers to: the target of conjuncts that are exactly one plain reference
+/// to a vertex (no environment, closedness, embedding or outer ids), as [`Ev::share`] makes them.
+pub(super) fn proxied(conjuncts: &[Conj]) -> Option<VId> {
+    match conjuncts {
+        [Conj {
+            env: None,
+            expr: Expr::Vertex(t, _),
+            close: None,
+            embed: None,
+            outer: None,
+        }] => Some(*t),
+        _ => None,
     }
 }
