@@ -263,9 +263,44 @@ pub enum Status {
     Done,
 }
 
+/// A set of a vertex's arcs by their index in its arc map (arcs are only appended, and are
+/// cleared only together with the groups, in `reset`): a group records the fields its
+/// literals declare without hashing or copying their labels. The first 64 indices are inline.
+#[derive(Clone, Debug, Default)]
+struct ArcSet {
+    low: u64,
+    high: Vec<u64>,
+}
+
+impl ArcSet {
+    fn insert(&mut self, i: usize) {
+        if i < 64 {
+            self.low |= 1 << i;
+            return;
+        }
+        let w = i / 64 - 1;
+        if self.high.len() <= w {
+            self.high.resize(w + 1, 0);
+        }
+        if let Some(x) = self.high.get_mut(w) {
+            *x |= 1 << (i % 64);
+        }
+    }
+
+    fn contains(&self, i: usize) -> bool {
+        if i < 64 {
+            return self.low & (1 << i) != 0;
+        }
+        self.high
+            .get(i / 64 - 1)
+            .is_some_and(|x| x & (1 << (i % 64)) != 0)
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 struct Group {
-    labels: FastSet<Label>,
+    /// The arcs (by index, see [`ArcSet`]) the group's literals declare.
+    labels: ArcSet,
     patterns: Vec<VId>,
     open: bool,
     closing: bool,
@@ -1908,16 +1943,21 @@ impl Ev {
 
     /// Gets or creates arc `label` of `v` (applying pattern constraints to a new arc).
     fn arc(&mut self, v: VId, label: &Label) -> VId {
-        if let Some(&a) = self.vx(v).arcs.get(label) {
-            return a;
+        self.arc_full(v, label).1
+    }
+
+    /// [`Ev::arc`] with the arc's index in `v`'s arc map.
+    fn arc_full(&mut self, v: VId, label: &Label) -> (usize, VId) {
+        if let Some((i, _, &a)) = self.vx(v).arcs.get_full(label) {
+            return (i, a);
         }
         let a = self.new_vertex(Some(v), label.clone());
-        self.vm(v).arcs.insert(label.clone(), a);
+        let (i, _) = self.vm(v).arcs.insert_full(label.clone(), a);
         let pats = self.vx(v).scr().patterns.clone();
         for (f, pc, penv) in pats {
             self.apply_pattern(v, a, label, f, &pc, penv);
         }
-        a
+        (i, a)
     }
 
     /// Evaluates the labels of the pending dynamic fields of `v` (all against the same state:
@@ -1971,13 +2011,13 @@ impl Ev {
 
     /// Adds field `f` of a struct literal under `label` to `v`.
     fn add_field(&mut self, v: VId, env: &Arc<Env>, f: &FieldDecl, label: Label, ctx: &FieldCtx) {
+        let (i, a) = self.arc_full(v, &label);
         if let Some(g) = ctx.group {
-            self.vm(v).groups[g].labels.insert(label.clone());
+            self.vm(v).groups[g].labels.insert(i);
         }
         for &g in &ctx.outer_groups {
-            self.vm(v).groups[g].labels.insert(label.clone());
+            self.vm(v).groups[g].labels.insert(i);
         }
-        let a = self.arc(v, &label);
         let mut fouter = ctx.child_outer.clone();
         let cc = if label.is_def() {
             let id = match self.vx(a).def_close {
@@ -2292,13 +2332,13 @@ impl Ev {
                 .iter()
                 .map(|(l, a)| (l.clone(), *a))
                 .collect();
-            for (l, a) in arcs {
+            for (i, (l, a)) in arcs.into_iter().enumerate() {
                 if !l.is_regular() {
                     continue;
                 }
                 let mut ok = true;
                 for gs in &closing {
-                    if gs.iter().any(|&g| self.vx(v).groups[g].labels.contains(&l)) {
+                    if gs.iter().any(|&g| self.vx(v).groups[g].labels.contains(i)) {
                         continue;
                     }
                     let pats: Vec<VId> = gs
