@@ -340,8 +340,18 @@ type PendingComp = (
     Option<Arc<[u32]>>,
 );
 
-/// A disjunction met while expanding: its conjunct, alternatives (with marks), nested flag.
-type PendingDisj = (Conj, Arc<[(Expr, bool)]>, bool);
+/// A disjunction met while expanding: its conjunct, alternatives (with marks), nested flag,
+/// and the vertex's atom state when it was met (see [`Met`]).
+type PendingDisj = (Conj, Arc<[(Expr, bool)]>, bool, Met);
+
+/// What a vertex held when one of its disjunctions was met: whether it had a scalar and how
+/// many bounds. A disjunct that starts from the vertex's complete atom state
+/// (`Ev::atom_disjunct`) is exact only if nothing it orders by arrival came in after.
+#[derive(Clone, Copy, Debug)]
+struct Met {
+    scalar: bool,
+    bounds: usize,
+}
 
 /// A node of the value graph.
 #[derive(Clone, Debug)]
@@ -732,6 +742,8 @@ pub struct Stats {
     pub shared: u64,
     /// Literals reached again with more outer closedness ids, processed for the new ids only.
     pub incremental: u64,
+    /// Disjunct clones of an atom-only vertex built from its atom state (`Ev::atom_disjunct`).
+    pub atom_disjuncts: u64,
 }
 
 impl Drop for Ev {
@@ -1291,6 +1303,13 @@ impl Ev {
         {
             self.resolve_disjunctions(v);
         }
+        self.conclude(v);
+    }
+
+    /// The end of an expansion of `v` (pushed on `in_progress`): a limit error, status done,
+    /// what only the expansion needed freed, and the vertices that hit `v` meanwhile marked for
+    /// evaluation again.
+    fn conclude(&mut self, v: VId) {
         if let Some(b) = &self.limit_err {
             let b = b.clone();
             self.vm(v).err.get_or_insert(b);
@@ -1512,11 +1531,16 @@ impl Ev {
                 } else if alts.len() == 1 {
                     self.process(v, c.with_expr(alts[0].0.clone()));
                 } else {
-                    let nested = self.vx(v).nest > 0;
+                    let vx = self.vx(v);
+                    let nested = vx.nest > 0;
+                    let met = Met {
+                        scalar: vx.scalar.is_some(),
+                        bounds: vx.bounds.len(),
+                    };
                     self.vm(v)
                         .scr_mut()
                         .pending_disj
-                        .push((c.clone(), alts, nested));
+                        .push((c.clone(), alts, nested, met));
                 }
                 false
             }

@@ -35,9 +35,123 @@ impl Ev {
         self.stats.clones += 1;
         self.vs.push(clone);
         self.disj_ctx.push((v, cid));
-        self.eval(cid);
+        if !self.atom_disjunct(v, cid) {
+            self.eval(cid);
+        }
         self.disj_ctx.pop();
         cid
+    }
+
+    /// Builds the disjunct `cid` of the atom-only vertex `v` from `v`'s atom state instead of
+    /// processing `v`'s conjuncts again; `false` (with `cid` left to be evaluated from its
+    /// conjuncts) where that would not give the same disjunct.
+    ///
+    /// Rule: unification is commutative and idempotent (spec "Unification"), so when `v` holds
+    /// atoms only — no arcs, not a struct or list, no error, nothing pending but its
+    /// disjunctions — the disjunct choosing alternative `choice[j]` of its `j`-th disjunction is
+    /// `v`'s kinds, scalar and bounds unified with the chosen alternatives. That is what
+    /// evaluating the clone's conjuncts computes, up to the order things arrive in, which shows
+    /// in two places only: which of two conflicting scalars a message names first, and the order
+    /// of the bounds (the first failing one is reported, and a non-concrete value prints them).
+    /// So the result is kept only when it is still atom-only with no new disjunction or
+    /// deferred work, and, if an alternative added bounds or the result is an error, when `v`
+    /// got no scalar and no bound after meeting the chosen disjunctions (the recorded [`Met`]).
+    /// On the render's 129-component module this is 13.7 k of 14.6 k clones, which processed
+    /// 176 k of 454 k conjuncts again.
+    fn atom_disjunct(&mut self, v: VId, cid: VId) -> bool {
+        // Atoms only, errors aside.
+        fn atom_only(x: &Vertex) -> bool {
+            let s = x.scr();
+            x.arcs.is_empty()
+                && !x.is_struct
+                && !x.is_list
+                && !x.maybe_struct
+                && x.redirect.is_none()
+                && x.disj.is_none()
+                && x.unmet.is_none()
+                && !x.shared
+                && !x.not_allowed
+                && s.comps.is_empty()
+                && s.dyn_fields.is_empty()
+                && s.patterns.is_empty()
+                && s.list.is_none()
+                && s.cyc_pending.is_empty()
+                && s.suspect.is_empty()
+                && s.late_atoms.is_empty()
+        }
+        let vx = self.vx(v);
+        if !atom_only(vx) || vx.err.is_some() || vx.incomplete.is_some() {
+            return false;
+        }
+        let choice = self.vx(cid).scr().choice.clone();
+        let pend = &vx.scr().pending_disj;
+        if choice.len() > pend.len() {
+            return false;
+        }
+        let mut chosen = Vec::with_capacity(choice.len());
+        // Whether every chosen disjunction was met after all of `v`'s scalar and bounds.
+        let mut in_order = true;
+        for (j, &ch) in choice.iter().enumerate() {
+            let Some((dc, alts, nested, met)) = pend.get(j) else {
+                return false;
+            };
+            let Some((e, _)) = alts.get(ch) else {
+                return false;
+            };
+            if *nested {
+                return false;
+            }
+            in_order &= met.bounds == vx.bounds.len() && (met.scalar || vx.scalar.is_none());
+            chosen.push(dc.with_expr(e.clone()));
+        }
+        let rest: Vec<PendingDisj> = pend.get(choice.len()..).unwrap_or(&[]).to_vec();
+        let base_bounds = vx.bounds.len();
+        let (kinds, scalar, sspan, bounds) = (
+            vx.kinds,
+            vx.scalar.clone(),
+            vx.scalar_span,
+            vx.bounds.clone(),
+        );
+        let (bspans, seen, inlined) = (
+            vx.scr().bound_spans.clone(),
+            vx.scr().disj_seen,
+            vx.scr().inlined.clone(),
+        );
+        let c = self.vm(cid);
+        c.kinds = kinds;
+        c.scalar = scalar;
+        c.scalar_span = sspan;
+        c.bounds = bounds;
+        c.status = Status::Expanding;
+        let s = c.scr_mut();
+        s.bound_spans = bspans;
+        // The struct vertices copied in (structural cycle checks see them as the clone would).
+        s.inlined = inlined;
+        // Past every disjunction `v` met: one an alternative brings is new, and refused below.
+        s.disj_seen = seen;
+        self.in_progress.push(cid);
+        for c in chosen {
+            self.vm(cid).nest += 1;
+            self.process(cid, c);
+            self.vm(cid).nest -= 1;
+        }
+        let cx = self.vx(cid);
+        let ok = atom_only(cx)
+            && cx.scr().pending_disj.is_empty()
+            && (in_order || cx.bounds.len() == base_bounds);
+        if ok {
+            self.vm(cid).scr_mut().pending_disj = rest;
+            self.finish(cid);
+        }
+        if !ok || (!in_order && self.vx(cid).err.is_some()) {
+            // Evaluated from its conjuncts instead (`expand` starts it over).
+            self.in_progress.pop();
+            self.vm(cid).status = Status::Fresh;
+            return false;
+        }
+        self.stats.atom_disjuncts += 1;
+        self.conclude(cid);
+        true
     }
 
     /// `a`, or the disjunct of `a` being decided right now (spec "Disjunctions": each
@@ -75,7 +189,7 @@ impl Ev {
             }
             let mut next: Vec<(VId, Hist)> = Vec::new();
             for (st, hist) in std::mem::take(&mut frontier) {
-                let Some((dc, alts, _)) = self.vx(st).scr().pending_disj.first().cloned() else {
+                let Some((dc, alts, _, _)) = self.vx(st).scr().pending_disj.first().cloned() else {
                     finals.push((st, hist));
                     continue;
                 };
@@ -140,7 +254,7 @@ impl Ev {
             let mut merged: Vec<(VId, Hist, String)> = Vec::with_capacity(next.len());
             for (cid, h) in next {
                 let mut key = self.fingerprint(cid, 0);
-                for (c, _, _) in &self.vx(cid).scr().pending_disj {
+                for (c, _, _, _) in &self.vx(cid).scr().pending_disj {
                     key.push_str(&format!("|{:?}", c.expr.span()));
                 }
                 if let Some(u) = merged.iter_mut().find(|u| u.2 == key) {
