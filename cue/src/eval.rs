@@ -414,7 +414,55 @@ pub struct Vertex {
     shared: bool,
     /// The conjuncts processed into this vertex, by identity (see [`ConjKey`]), with their
     /// closedness and, for a disjunction, its index among the vertex's disjunctions.
-    seen: FastMap<ConjKey, Vec<SeenConj>>,
+    seen: FastMap<ConjKey, SeenList>,
+}
+
+/// The processed conjuncts of one [`ConjKey`] in a vertex: almost always one, held inline (a
+/// `Vec` per key was one allocation per processed conjunct).
+#[derive(Clone, Debug, Default)]
+enum SeenList {
+    #[default]
+    Empty,
+    One(SeenConj),
+    Many(Vec<SeenConj>),
+}
+
+impl SeenList {
+    fn as_slice(&self) -> &[SeenConj] {
+        match self {
+            SeenList::Empty => &[],
+            SeenList::One(e) => std::slice::from_ref(e),
+            SeenList::Many(v) => v,
+        }
+    }
+
+    fn get_mut(&mut self, i: usize) -> Option<&mut SeenConj> {
+        match self {
+            SeenList::Empty => None,
+            SeenList::One(e) => (i == 0).then_some(e),
+            SeenList::Many(v) => v.get_mut(i),
+        }
+    }
+
+    /// Appends `e`; returns its index.
+    fn push(&mut self, e: SeenConj) -> usize {
+        match std::mem::take(self) {
+            SeenList::Empty => {
+                *self = SeenList::One(e);
+                0
+            }
+            SeenList::One(first) => {
+                *self = SeenList::Many(vec![first, e]);
+                1
+            }
+            SeenList::Many(mut v) => {
+                v.push(e);
+                let i = v.len() - 1;
+                *self = SeenList::Many(v);
+                i
+            }
+        }
+    }
 }
 
 /// The part of a [`Vertex`] that most vertices never use, or use only while they are being
@@ -781,18 +829,67 @@ fn outer_with(c: &Conj) -> Option<Arc<[u32]>> {
         (Some(o), Some(id)) if o.contains(&id) => return Some(o.clone()),
         _ => {}
     }
-    // Sized for the one id added, so the push never regrows.
-    let mut v: Vec<u32> = Vec::with_capacity(c.outer.as_ref().map_or(0, |o| o.len()) + 1);
-    v.extend(c.outer.iter().flat_map(|o| o.iter()));
+    let mut v = IdBuf::new();
+    for id in c.outer.iter().flat_map(|o| o.iter()) {
+        v.push(*id);
+    }
     if let Some(id) = c.close {
-        if !v.contains(&id) {
-            v.push(id);
+        v.push_new(id);
+    }
+    v.done()
+}
+
+/// A closedness id list under construction: on the stack up to 24 ids, allocated once when
+/// done (a `Vec` turned into an `Arc<[u32]>` is allocated twice; id lists are short).
+struct IdBuf {
+    buf: [u32; 24],
+    n: usize,
+    spill: Vec<u32>,
+}
+
+impl IdBuf {
+    fn new() -> IdBuf {
+        IdBuf {
+            buf: [0; 24],
+            n: 0,
+            spill: Vec::new(),
         }
     }
-    if v.is_empty() {
-        None
-    } else {
-        Some(v.into())
+
+    fn as_slice(&self) -> &[u32] {
+        if self.spill.is_empty() {
+            self.buf.get(..self.n).unwrap_or(&[])
+        } else {
+            &self.spill
+        }
+    }
+
+    fn push(&mut self, id: u32) {
+        if !self.spill.is_empty() {
+            self.spill.push(id);
+        } else if let Some(slot) = self.buf.get_mut(self.n) {
+            *slot = id;
+            self.n += 1;
+        } else {
+            self.spill.extend_from_slice(&self.buf);
+            self.spill.push(id);
+        }
+    }
+
+    fn push_new(&mut self, id: u32) {
+        if !self.as_slice().contains(&id) {
+            self.push(id);
+        }
+    }
+
+    /// The list, `None` when empty.
+    fn done(&self) -> Option<Arc<[u32]>> {
+        let s = self.as_slice();
+        if s.is_empty() {
+            None
+        } else {
+            Some(Arc::from(s))
+        }
     }
 }
 
@@ -814,15 +911,16 @@ fn merge_outer(
     if base.is_none() && add.iter().all(new) {
         return Some(add.clone());
     }
-    // Sized for every id of `add`, so the pushes never regrow (the hottest growth site).
-    let mut o: Vec<u32> = Vec::with_capacity(base.as_ref().map_or(0, |b| b.len()) + add.len());
-    o.extend(base.iter().flat_map(|b| b.iter()));
+    let mut o = IdBuf::new();
+    for id in base.iter().flat_map(|b| b.iter()) {
+        o.push(*id);
+    }
     for id in add.iter() {
-        if new(id) && !o.contains(id) {
-            o.push(*id);
+        if new(id) {
+            o.push_new(*id);
         }
     }
-    Some(o.into())
+    o.done()
 }
 
 fn merge_mode(a: u8, b: u8) -> u8 {
@@ -1379,7 +1477,7 @@ impl Ev {
         let mut again: Option<usize> = None;
         if let Some(k) = &key {
             if let Some(prev) = self.vx(v).seen.get(k) {
-                for (i, (close, embed, outer, di, atomic)) in prev.iter().enumerate() {
+                for (i, (close, embed, outer, di, atomic)) in prev.as_slice().iter().enumerate() {
                     if *close == c.close && *embed == c.embed {
                         if *atomic || outer_subset(&c.outer, outer) {
                             self.stats.deduped += 1;
@@ -1410,8 +1508,8 @@ impl Ev {
                 usize::MAX
             };
             let entries = self.vm(v).seen.entry(*k).or_default();
-            recorded = Some((*k, entries.len()));
-            entries.push((c.close, c.embed, c.outer.clone(), di, false));
+            let i = entries.push((c.close, c.embed, c.outer.clone(), di, false));
+            recorded = Some((*k, i));
         }
         if let (Some(ti), Expr::Disj(alts, _)) = (twin, &c.expr) {
             // The twin of disjunction `ti`: the same choice, or nothing while `ti` is pending.
@@ -1446,18 +1544,18 @@ impl Ev {
         if !matches!(c.expr, Expr::Struct(_) | Expr::List(_)) {
             return None;
         }
-        let prev = self.vx(v).seen.get(k)?.get(i)?.2.clone();
+        let prev = self.vx(v).seen.get(k)?.as_slice().get(i)?.2.clone();
         let marked =
             |o: &Option<Arc<[u32]>>| o.iter().flat_map(|x| x.iter()).any(|id| self.is_mark(*id));
         if marked(&prev) || marked(&c.outer) || c.close.is_some_and(|id| self.is_mark(id)) {
             return None;
         }
-        let new: Vec<u32> = c
-            .outer
-            .iter()
-            .flat_map(|x| x.iter().copied())
-            .filter(|id| !prev.as_ref().is_some_and(|p| p.contains(id)))
-            .collect();
+        let mut new = IdBuf::new();
+        for id in c.outer.iter().flat_map(|x| x.iter().copied()) {
+            if !prev.as_ref().is_some_and(|p| p.contains(&id)) {
+                new.push(id);
+            }
+        }
         let union = merge_outer(prev, c.outer.as_ref(), None);
         if let Some(e) = self.vm(v).seen.get_mut(k).and_then(|es| es.get_mut(i)) {
             e.2 = union;
@@ -1467,7 +1565,7 @@ impl Ev {
             expr: c.expr.clone(),
             close: c.close,
             embed: c.embed,
-            outer: Some(new.into()),
+            outer: Some(new.done().unwrap_or_else(|| Arc::from(&[][..]))),
         })
     }
 
@@ -2340,28 +2438,38 @@ impl Ev {
         }
         // Closedness: a regular label must be allowed by every closing group, each together
         // with the groups it absorbs (`merge_group`).
+        // Each closing group's members are a range of one flat list (one allocation, not one
+        // per group), and the arcs are read by index (no copy of the labels).
         let ngroups = self.vx(v).groups.len();
-        let closing: Vec<Vec<usize>> = (0..ngroups)
-            .filter(|&r| {
-                let gs = &self.vx(v).groups;
-                !gs[r].merged && gs[r].closing
-            })
-            .map(|r| self.group_members(v, r))
-            .filter(|ms| !ms.iter().any(|&m| self.vx(v).groups[m].open))
-            .collect();
+        let mut members: Vec<usize> = Vec::new();
+        let mut closing: Vec<(usize, usize)> = Vec::new();
+        for r in 0..ngroups {
+            let gs = &self.vx(v).groups;
+            if gs[r].merged || !gs[r].closing {
+                continue;
+            }
+            let start = members.len();
+            self.group_members_into(v, r, &mut members);
+            let gs = &self.vx(v).groups;
+            if members[start..].iter().any(|&m| gs[m].open) {
+                members.truncate(start);
+            } else {
+                closing.push((start, members.len()));
+            }
+        }
         if !closing.is_empty() {
-            let arcs: Vec<(Label, VId)> = self
-                .vx(v)
-                .arcs
-                .iter()
-                .map(|(l, a)| (l.clone(), *a))
-                .collect();
-            for (i, (l, a)) in arcs.into_iter().enumerate() {
+            let n = self.vx(v).arcs.len();
+            for i in 0..n {
+                let Some((l, &a)) = self.vx(v).arcs.get_index(i) else {
+                    break;
+                };
                 if !l.is_regular() {
                     continue;
                 }
+                let mut label: Option<Label> = None;
                 let mut ok = true;
-                for gs in &closing {
+                for &(from, to) in &closing {
+                    let gs = &members[from..to];
                     if gs.iter().any(|&g| self.vx(v).groups[g].labels.contains(i)) {
                         continue;
                     }
@@ -2369,6 +2477,17 @@ impl Ev {
                         .iter()
                         .flat_map(|&g| self.vx(v).groups[g].patterns.iter().copied())
                         .collect();
+                    let l = match &label {
+                        Some(l) => l.clone(),
+                        None => {
+                            let Some((l, _)) = self.vx(v).arcs.get_index(i) else {
+                                break;
+                            };
+                            let l = l.clone();
+                            label = Some(l.clone());
+                            l
+                        }
+                    };
                     let mut m = false;
                     for p in pats {
                         if self.label_matches(p, &l) {

@@ -36,20 +36,34 @@ impl Ev {
         self.vm(v).group_of.entry(id).or_insert(tg);
     }
 
-    /// Group `g` with every group it absorbs, transitively (`merge_group`).
-    pub(super) fn group_members(&self, v: VId, g: usize) -> Vec<usize> {
+    /// Appends group `g` and every group it absorbs, transitively (`merge_group`), to `out`.
+    pub(super) fn group_members_into(&self, v: VId, g: usize, out: &mut Vec<usize>) {
         let groups = &self.vx(v).groups;
-        let mut out = vec![g];
-        let mut i = 0;
+        let start = out.len();
+        out.push(g);
+        let mut i = start;
         while let Some(&m) = out.get(i) {
             for &a in groups.get(m).map(|x| x.absorbs.as_slice()).unwrap_or(&[]) {
-                if !out.contains(&a) {
+                if !out[start..].contains(&a) {
                     out.push(a);
                 }
             }
             i += 1;
         }
-        out
+    }
+
+    /// Whether group `g` is `t` or absorbs it, transitively.
+    fn absorbs(&self, v: VId, g: usize, t: usize) -> bool {
+        if g == t {
+            return true;
+        }
+        let groups = &self.vx(v).groups;
+        if groups.get(g).is_none_or(|x| x.absorbs.is_empty()) {
+            return false;
+        }
+        let mut out = Vec::new();
+        self.group_members_into(v, g, &mut out);
+        out.contains(&t)
     }
 
     /// A definition that reaches this vertex directly (its own closing group `g`) and also as
@@ -71,7 +85,7 @@ impl Ev {
             || !is(g, |x| x.closing)
             || !is(t, |x| x.closing)
             || groups.get(g).and_then(|x| x.owner) != Some(id)
-            || self.group_members(v, g).contains(&t)
+            || self.absorbs(v, g, t)
         {
             return;
         }
