@@ -297,6 +297,28 @@ impl ArcSet {
     }
 }
 
+/// The group of each closedness id at a vertex: a handful per vertex, so a list searched
+/// in order (a hash map was one allocation and a rehash per vertex with groups).
+#[derive(Clone, Debug, Default)]
+struct GroupOf(Vec<(u32, usize)>);
+
+impl GroupOf {
+    fn get(&self, id: &u32) -> Option<&usize> {
+        self.0.iter().find(|(k, _)| k == id).map(|(_, g)| g)
+    }
+
+    /// Records `g` for `id` unless `id` has a group already.
+    fn insert_new(&mut self, id: u32, g: usize) {
+        if self.get(&id).is_none() {
+            self.0.push((id, g));
+        }
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 struct Group {
     /// The arcs (by index, see [`ArcSet`]) the group's literals declare.
@@ -396,7 +418,7 @@ pub struct Vertex {
     maybe_struct: bool,
     nosplit: bool,
     groups: Vec<Group>,
-    group_of: FastMap<u32, usize>,
+    group_of: GroupOf,
     not_allowed: bool,
     dirty: bool,
     /// For a disjunct: the vertex it is a choice of.
@@ -627,7 +649,7 @@ impl Vertex {
             maybe_struct: false,
             nosplit: false,
             groups: Vec::new(),
-            group_of: FastMap::default(),
+            group_of: GroupOf::default(),
             not_allowed: false,
             dirty: false,
             clone_of: None,
@@ -2256,7 +2278,7 @@ impl Ev {
             }
         }
         let gi = target.map(|t| self.group_idx(v, t));
-        let mut ogs = Vec::new();
+        let mut ogs = Vec::with_capacity(c.outer.as_ref().map_or(0, |o| o.len()) + 1);
         if let Some(e) = c.embed {
             // An embedded value (spec "Embedding"): the closedness it carries (its own origin
             // and the definitions enclosing it where it was declared) does not close the
@@ -2265,11 +2287,12 @@ impl Ev {
             // origin that already has a group of its own here (the embedding sits inside that
             // same definition: `#C: {a: {v: 1}, s: close({a})}`) records the labels too, as
             // that definition declares them.
+            let outer = c.outer.clone();
             let ids = c
                 .close
                 .into_iter()
-                .chain(c.outer.iter().flat_map(|o| o.to_vec()));
-            for id in ids.collect::<Vec<u32>>() {
+                .chain(outer.iter().flat_map(|o| o.iter().copied()));
+            for id in ids {
                 if id == e || self.is_mark(id) {
                     continue;
                 }
@@ -2308,7 +2331,7 @@ impl Ev {
         let child_close = self.child_close(c);
         let ctx = FieldCtx {
             group: gi,
-            outer_groups: ogs.clone(),
+            outer_groups: ogs,
             child_outer: child_outer.clone(),
             child_close,
         };
@@ -2330,7 +2353,7 @@ impl Ev {
             if let Some(g) = gi {
                 self.vm(v).groups[g].patterns.push(fv);
             }
-            for &g in &ogs {
+            for &g in &ctx.outer_groups {
                 self.vm(v).groups[g].patterns.push(fv);
             }
             let pc = Conj {

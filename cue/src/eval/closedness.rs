@@ -24,7 +24,7 @@ impl Ev {
             ..Default::default()
         });
         let g = vert.groups.len() - 1;
-        vert.group_of.insert(id, g);
+        vert.group_of.insert_new(id, g);
         g
     }
 
@@ -33,7 +33,7 @@ impl Ev {
         if !self.weak_ids.contains(&id) {
             self.vm(v).groups[tg].closing = true;
         }
-        self.vm(v).group_of.entry(id).or_insert(tg);
+        self.vm(v).group_of.insert_new(id, tg);
     }
 
     /// Appends group `g` and every group it absorbs, transitively (`merge_group`), to `out`.
