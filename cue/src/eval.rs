@@ -132,10 +132,21 @@ impl std::hash::Hasher for FastHasher {
         self.0
     }
     fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut buf = [0u8; 8];
-            buf[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(buf));
+        // Whole words are read as words; the tail is shifted in byte by byte (a copy into a
+        // buffer was a `memcpy` call per word).
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(w);
+            self.write_u64(u64::from_le_bytes(b));
+        }
+        let tail = words.remainder();
+        if !tail.is_empty() {
+            let t = tail
+                .iter()
+                .rev()
+                .fold(0u64, |acc, &x| (acc << 8) | u64::from(x));
+            self.write_u64(t);
         }
     }
     fn write_u64(&mut self, i: u64) {
