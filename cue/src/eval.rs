@@ -280,30 +280,36 @@ pub enum Status {
 #[derive(Clone, Debug, Default)]
 struct ArcSet {
     low: u64,
-    high: Vec<u64>,
+    high: Option<Box<[u64]>>,
 }
 
 impl ArcSet {
+    #[inline]
     fn insert(&mut self, i: usize) {
         if i < 64 {
             self.low |= 1 << i;
             return;
         }
         let w = i / 64 - 1;
-        if self.high.len() <= w {
-            self.high.resize(w + 1, 0);
+        let len = self.high.as_ref().map_or(0, |h| h.len());
+        if len <= w {
+            let mut words = self.high.take().map(Vec::from).unwrap_or_default();
+            words.resize(w + 1, 0);
+            self.high = Some(words.into_boxed_slice());
         }
-        if let Some(x) = self.high.get_mut(w) {
+        if let Some(x) = self.high.as_mut().and_then(|h| h.get_mut(w)) {
             *x |= 1 << (i % 64);
         }
     }
 
+    #[inline]
     fn contains(&self, i: usize) -> bool {
         if i < 64 {
             return self.low & (1 << i) != 0;
         }
         self.high
-            .get(i / 64 - 1)
+            .as_ref()
+            .and_then(|h| h.get(i / 64 - 1))
             .is_some_and(|x| x & (1 << (i % 64)) != 0)
     }
 }
@@ -330,11 +336,14 @@ impl GroupOf {
     }
 }
 
+/// A closedness group of a vertex (see `closedness`); 40 bytes, as a vertex under
+/// definitions holds several and the render holds tens of thousands of such vertices.
 #[derive(Clone, Debug, Default)]
 struct Group {
     /// The arcs (by index, see [`ArcSet`]) the group's literals declare.
     labels: ArcSet,
-    patterns: Vec<VId>,
+    /// The pattern constraints and the merged groups (see `absorbs`), rarely any.
+    extra: Option<Box<GroupExtra>>,
     open: bool,
     closing: bool,
     /// The closedness id this group was created for (`None` for none yet seen).
@@ -342,8 +351,29 @@ struct Group {
     /// This group was merged into others (see `Ev::merge_group`): it is no longer checked on
     /// its own, and what it allows counts for each group that absorbs it.
     merged: bool,
+}
+
+/// The rarely used part of a [`Group`].
+#[derive(Clone, Debug, Default)]
+struct GroupExtra {
+    /// The label filters of the group's pattern constraints.
+    patterns: Vec<VId>,
     /// The merged groups whose labels and patterns this group allows as its own.
     absorbs: Vec<usize>,
+}
+
+impl Group {
+    fn patterns(&self) -> &[VId] {
+        self.extra.as_ref().map_or(&[], |x| &x.patterns)
+    }
+
+    fn absorbs(&self) -> &[usize] {
+        self.extra.as_ref().map_or(&[], |x| &x.absorbs)
+    }
+
+    fn extra_mut(&mut self) -> &mut GroupExtra {
+        self.extra.get_or_insert_with(Default::default)
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -1248,6 +1278,10 @@ impl Ev {
         let vert = self.vm(v);
         if vert.conjuncts.is_empty() {
             vert.span = c.expr.span();
+        }
+        // Most vertices get one conjunct: the first is allocated alone.
+        if vert.conjuncts.capacity() == 0 {
+            vert.conjuncts.reserve_exact(1);
         }
         vert.conjuncts.push(c);
         if vert.status == Status::Done {
@@ -2362,10 +2396,10 @@ impl Ev {
         for (pi, p) in lit.patterns.iter().enumerate() {
             let fv = self.pattern_filter(&env, lit, pi, &p.filter);
             if let Some(g) = gi {
-                self.vm(v).groups[g].patterns.push(fv);
+                self.vm(v).groups[g].extra_mut().patterns.push(fv);
             }
             for &g in &ctx.outer_groups {
-                self.vm(v).groups[g].patterns.push(fv);
+                self.vm(v).groups[g].extra_mut().patterns.push(fv);
             }
             let pc = Conj {
                 env: None,
@@ -2509,7 +2543,7 @@ impl Ev {
                     }
                     let pats: Vec<VId> = gs
                         .iter()
-                        .flat_map(|&g| self.vx(v).groups[g].patterns.iter().copied())
+                        .flat_map(|&g| self.vx(v).groups[g].patterns().iter().copied())
                         .collect();
                     let l = match &label {
                         Some(l) => l.clone(),

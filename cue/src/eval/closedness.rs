@@ -18,6 +18,10 @@ impl Ev {
         }
         let closing = !self.weak_ids.contains(&id);
         let vert = self.vm(v);
+        // Most vertices with groups have one: the first is allocated alone.
+        if vert.groups.capacity() == 0 {
+            vert.groups.reserve_exact(1);
+        }
         vert.groups.push(Group {
             closing,
             owner: Some(id),
@@ -43,7 +47,7 @@ impl Ev {
         out.push(g);
         let mut i = start;
         while let Some(&m) = out.get(i) {
-            for &a in groups.get(m).map(|x| x.absorbs.as_slice()).unwrap_or(&[]) {
+            for &a in groups.get(m).map(|x| x.absorbs()).unwrap_or(&[]) {
                 if !out[start..].contains(&a) {
                     out.push(a);
                 }
@@ -58,7 +62,7 @@ impl Ev {
             return true;
         }
         let groups = &self.vx(v).groups;
-        if groups.get(g).is_none_or(|x| x.absorbs.is_empty()) {
+        if groups.get(g).is_none_or(|x| x.absorbs().is_empty()) {
             return false;
         }
         let mut out = Vec::new();
@@ -91,8 +95,8 @@ impl Ev {
         }
         let vert = self.vm(v);
         vert.groups[g].merged = true;
-        if !vert.groups[t].absorbs.contains(&g) {
-            vert.groups[t].absorbs.push(g);
+        if !vert.groups[t].absorbs().contains(&g) {
+            vert.groups[t].extra_mut().absorbs.push(g);
         }
     }
 
