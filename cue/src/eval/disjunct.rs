@@ -42,6 +42,19 @@ impl Ev {
         cid
     }
 
+    /// Frees what a dropped disjunct `cid` holds (its copy of the vertex's conjuncts, its
+    /// bounds and scratch state) when it has no arcs: nothing can reach such a clone once it
+    /// is dropped (it is no alternative, no redirect target, no parent), and the render kept
+    /// thousands of them, a copy of every conjunct of their field each.
+    fn release_disjunct(&mut self, cid: VId) {
+        let c = self.vm(cid);
+        if c.arcs.is_empty() {
+            c.conjuncts = Vec::new();
+            c.bounds = Vec::new();
+            c.x = None;
+        }
+    }
+
     /// Builds the disjunct `cid` of the atom-only vertex `v` from `v`'s atom state instead of
     /// processing `v`'s conjuncts again; `false` (with `cid` left to be evaluated from its
     /// conjuncts) where that would not give the same disjunct.
@@ -217,6 +230,7 @@ impl Ev {
                         .is_some_and(|b| b.code == ErrorCode::Undefined)
                         && self.vx(cid).scalar.is_none();
                     if undefined {
+                        self.release_disjunct(cid);
                         continue;
                     }
                     let mut at = Vec::new();
@@ -230,6 +244,7 @@ impl Ev {
                             && e.code == ErrorCode::NotAllowed;
                         if !later {
                             errs.push((labels_text(&at), e));
+                            self.release_disjunct(cid);
                             continue;
                         }
                     }
@@ -266,6 +281,7 @@ impl Ev {
                     if better {
                         u.1 = h;
                     }
+                    self.release_disjunct(cid);
                 } else {
                     merged.push((cid, h, key));
                 }
