@@ -44,8 +44,9 @@ impl Ev {
 
     /// Frees what a dropped disjunct `cid` holds (its copy of the vertex's conjuncts, its
     /// bounds and scratch state) when it has no arcs: nothing can reach such a clone once it
-    /// is dropped (it is no alternative, no redirect target, no parent), and the render kept
-    /// thousands of them, a copy of every conjunct of their field each.
+    /// is dropped — failed, merged into an equal state, or split into the next level's clones
+    /// (it is no alternative, no redirect target, no parent) — and the render kept thousands
+    /// of them, a copy of every conjunct of their field each.
     fn release_disjunct(&mut self, cid: VId) {
         let c = self.vm(cid);
         if c.arcs.is_empty() {
@@ -258,6 +259,10 @@ impl Ev {
                     let mut h = hist.clone();
                     h.push((dspan, class));
                     next.push((cid, h));
+                }
+                // A state that was split is superseded by its clones (each cloned from `v`).
+                if st != v {
+                    self.release_disjunct(st);
                 }
             }
             // Equal states are merged before the next level; a single state has nothing to be
