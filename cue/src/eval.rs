@@ -73,7 +73,14 @@
 //! 3. **No deep copies of large expressions**: `a & b & ...` is taken apart by moving its
 //!    operands, not by copying the whole conjunction per operand.
 //!
-//! 4. **Memory**: the vertices live in a chunked [`Arena`] (growing it never copies), the
+//! 4. **Disjuncts of atom-only fields** (`Ev::atom_disjunct`): a field holding atoms only
+//!    (`clusterDomain: string | *"cluster.local"` met five times) is not evaluated again from
+//!    all its conjuncts per alternative: its kinds, scalar and bounds are unified with the
+//!    chosen alternatives, which is the same by commutativity and idempotence; where the order
+//!    things arrive in could show (a conflict message, the order of bounds) the clone is
+//!    evaluated in full as before. Dropped disjuncts without arcs free their conjunct copies.
+//!    (Render: 12.5 k of 14.2 k clones; processed conjuncts 454 k -> 326 k.)
+//! 5. **Memory**: the vertices live in a chunked [`Arena`] (growing it never copies), the
 //!    per-vertex record of processed conjuncts (`seen`) is freed once the vertex is done, and
 //!    the state most vertices never use or use only while expanded lives in a boxed [`Scratch`]
 //!    dropped once the vertex is done with it empty (render peak RSS 196 -> 181 MiB), and
@@ -115,9 +122,6 @@ use std::time::{Duration, Instant};
 /// A hash map with a fast non-cryptographic hash (multiply-rotate, as rustc's FxHash) for the
 /// evaluator's internal keys (ids, spans, pointers), which no outside input chooses freely.
 type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHasher>>;
-
-/// A hash set with the hasher of [`FastMap`].
-type FastSet<K> = HashSet<K, std::hash::BuildHasherDefault<FastHasher>>;
 
 /// The arcs of a vertex: insertion-ordered, hashed with [`FastHasher`] (labels are looked up
 /// on every field access; SipHash was a measured cost).
@@ -333,6 +337,50 @@ impl GroupOf {
 
     fn clear(&mut self) {
         self.0.clear();
+    }
+}
+
+/// The classes of closedness ids, by id: ids are handed out in sequence (`Ev::new_close`), so
+/// a flag byte per id replaces four hash sets read for every id of every outer list.
+#[derive(Debug, Default)]
+struct IdFlags {
+    flags: Vec<u8>,
+    /// The flags of `u32::MAX`, the id of a file's top-level literal.
+    file: u8,
+}
+
+impl IdFlags {
+    /// Not closing by itself (a literal's own group, an embedding mark, a file).
+    const WEAK: u8 = 1;
+    /// From `close()`: closes its struct, not the structs below it.
+    const NONREC: u8 = 2;
+    /// The embedded side's mark of a literal (a key of `Ev::embed_marks`).
+    const EMBED_MARK: u8 = 4;
+    /// The literal side's mark (a value of `Ev::embed_marks`).
+    const OWN_MARK: u8 = 8;
+
+    #[inline]
+    fn has(&self, id: u32, f: u8) -> bool {
+        let x = if id == u32::MAX {
+            self.file
+        } else {
+            self.flags.get(id as usize).copied().unwrap_or(0)
+        };
+        x & f != 0
+    }
+
+    fn set(&mut self, id: u32, f: u8) {
+        if id == u32::MAX {
+            self.file |= f;
+            return;
+        }
+        let i = id as usize;
+        if self.flags.len() <= i {
+            self.flags.resize(i + 1, 0);
+        }
+        if let Some(x) = self.flags.get_mut(i) {
+            *x |= f;
+        }
     }
 }
 
@@ -796,8 +844,8 @@ pub struct Ev {
     pub cancel: Arc<AtomicBool>,
     next_env: u64,
     next_close: u32,
-    weak_ids: FastSet<u32>,
-    nonrec_ids: FastSet<u32>,
+    /// The class of each closedness id (weak, not recursive, embedding mark, literal mark).
+    ids: IdFlags,
     /// Embedding marks (spec "Embedding", "Closed structs"): for a struct literal with
     /// embeddings, the mark its embedded values' descendants carry, mapped to the mark its own
     /// fields' descendants carry (its group id). Below the literal, a closing group from the
@@ -805,8 +853,6 @@ pub struct Ev {
     /// declares, at any depth, is not rejected by what it embeds (`out: {#A, a: b: 1}` with
     /// `#A: a?: #B`).
     embed_marks: FastMap<u32, u32>,
-    /// The literal-side marks of `embed_marks`.
-    own_marks: FastSet<u32>,
     let_cache: FastMap<(u64, u32), VId>,
     /// The label filter vertex of each pattern constraint whose filter refers to nothing
     /// (`[string]: T`, `[=~"^x"]: T`), by struct literal and pattern index: its value is the
@@ -1016,10 +1062,8 @@ impl Ev {
             cancel: Arc::new(AtomicBool::new(false)),
             next_env: 0,
             next_close: 0,
-            weak_ids: FastSet::default(),
-            nonrec_ids: FastSet::default(),
+            ids: IdFlags::default(),
             embed_marks: FastMap::default(),
-            own_marks: FastSet::default(),
             let_cache: FastMap::default(),
             filter_cache: FastMap::default(),
             call_list_cache: HashMap::new(),
@@ -1756,7 +1800,7 @@ impl Ev {
                 if let Expr::Lit(Val::Builtin(name), _) = &**f {
                     if &**name == "close" && args.len() == 1 {
                         let id = self.new_close();
-                        self.nonrec_ids.insert(id);
+                        self.ids.set(id, IdFlags::NONREC);
                         self.process(
                             v,
                             Conj {
@@ -2274,11 +2318,11 @@ impl Ev {
         } else if let Some(cl) = c.close {
             Some(cl)
         } else if lit.is_file {
-            self.weak_ids.insert(u32::MAX);
+            self.ids.set(u32::MAX, IdFlags::WEAK);
             Some(u32::MAX)
         } else if !lit.embeds.is_empty() || !lit.comprehensions.is_empty() {
             let id = self.new_close();
-            self.weak_ids.insert(id);
+            self.ids.set(id, IdFlags::WEAK);
             Some(id)
         } else {
             None
@@ -2293,10 +2337,9 @@ impl Ev {
                     })
                 {
                     let e = self.new_close();
-                    self.weak_ids.insert(e);
-                    self.weak_ids.insert(t);
+                    self.ids.set(e, IdFlags::WEAK | IdFlags::EMBED_MARK);
+                    self.ids.set(t, IdFlags::WEAK | IdFlags::OWN_MARK);
                     self.embed_marks.insert(e, t);
-                    self.own_marks.insert(t);
                     Some((t, e))
                 } else {
                     None
@@ -2316,7 +2359,7 @@ impl Ev {
             if let Some(t) = t {
                 let ids: Vec<u32> = c.close.into_iter().chain(o.iter().copied()).collect();
                 for n in ids {
-                    if !self.weak_ids.contains(&n) {
+                    if !self.ids.has(n, IdFlags::WEAK) {
                         self.alias_group(v, n, t);
                     }
                 }
@@ -2356,7 +2399,7 @@ impl Ev {
             }
         } else if let Some(o) = &c.outer {
             for id in o.iter() {
-                if Some(*id) != target && !self.embed_marks.contains_key(id) {
+                if Some(*id) != target && !self.ids.has(*id, IdFlags::EMBED_MARK) {
                     let g = self.group_idx(v, *id);
                     if !ogs.contains(&g) {
                         ogs.push(g);

@@ -16,7 +16,7 @@ impl Ev {
         if let Some(&g) = self.vx(v).group_of.get(&id) {
             return g;
         }
-        let closing = !self.weak_ids.contains(&id);
+        let closing = !self.ids.has(id, IdFlags::WEAK);
         let vert = self.vm(v);
         // Most vertices with groups have one: the first is allocated alone.
         if vert.groups.capacity() == 0 {
@@ -34,7 +34,7 @@ impl Ev {
 
     pub(super) fn alias_group(&mut self, v: VId, id: u32, target: u32) {
         let tg = self.group_idx(v, target);
-        if !self.weak_ids.contains(&id) {
+        if !self.ids.has(id, IdFlags::WEAK) {
             self.vm(v).groups[tg].closing = true;
         }
         self.vm(v).group_of.insert_new(id, tg);
@@ -102,9 +102,8 @@ impl Ev {
 
     pub(super) fn child_outer(&self, c: &Conj) -> Option<Arc<[u32]>> {
         let o = c.outer.as_ref()?;
-        let keep = |id: &u32| {
-            self.is_mark(*id) || !self.nonrec_ids.contains(id) && !self.weak_ids.contains(id)
-        };
+        let keep =
+            |id: &u32| self.is_mark(*id) || !self.ids.has(*id, IdFlags::NONREC | IdFlags::WEAK);
         // Shared, not copied, when every id is kept (most calls).
         if !o.is_empty() && o.iter().all(keep) {
             return Some(o.clone());
@@ -118,12 +117,12 @@ impl Ev {
     }
 
     pub(super) fn is_mark(&self, id: u32) -> bool {
-        self.own_marks.contains(&id) || self.embed_marks.contains_key(&id)
+        self.ids.has(id, IdFlags::OWN_MARK | IdFlags::EMBED_MARK)
     }
 
     pub(super) fn child_close(&self, c: &Conj) -> Option<u32> {
         match c.close {
-            Some(id) if !self.nonrec_ids.contains(&id) && !self.weak_ids.contains(&id) => Some(id),
+            Some(id) if !self.ids.has(id, IdFlags::NONREC | IdFlags::WEAK) => Some(id),
             _ => None,
         }
     }
