@@ -1087,20 +1087,27 @@ impl Ev {
     }
 
     /// `false` (and the limit error set) once the stack budget is used up.
+    #[inline]
     pub fn stack_ok(&mut self) -> bool {
         let marker = 0u8;
         let here = std::ptr::addr_of!(marker) as usize;
         if self.stack_base.saturating_sub(here) > self.config.max_stack_bytes {
-            if self.limit_err.is_none() {
-                self.limit_err = Some(self.limit(
-                    crate::errors::Limit::Depth,
-                    "evaluation depth limit exceeded (stack budget)".into(),
-                    Span::default(),
-                ));
-            }
-            return false;
+            return self.stack_spent();
         }
         true
+    }
+
+    /// The stack budget is spent: a depth limit error (once). Always `false`.
+    #[cold]
+    fn stack_spent(&mut self) -> bool {
+        if self.limit_err.is_none() {
+            self.limit_err = Some(self.limit(
+                crate::errors::Limit::Depth,
+                "evaluation depth limit exceeded (stack budget)".into(),
+                Span::default(),
+            ));
+        }
+        false
     }
 
     /// Starts an API call: records the stack base and clears the limit error of the previous
