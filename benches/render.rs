@@ -12,12 +12,16 @@
 //! (`BENCH_ONLY=big BENCH_RUNS=3 valgrind --tool=callgrind target/release/deps/render-<hash>`);
 //! `valgrind … env BENCH_ONLY=big …` profiles `env` only, not the bench it starts.
 //!
-//! Latest figures (session 10, idle machine, `BENCH_ONLY=big BENCH_RUNS=1` callgrind = bench setup plus
-//! one render): 2.568 G -> 2.270 G instructions, 83.5 k -> 69.3 k vertices, peak RSS 196 -> 153 MiB,
-//! median 426-441 ms wall (was 480-499 ms); platform build 3.1 ms, demo render 9.2 ms. What changed:
-//! walks read a structure-shared value's target instead of building its proxies, `Expr` operand
-//! lists are `Arc` slices (an expression clone is O(1)), and a vertex's rarely used state is boxed.
-//! The breakdown below was measured before those changes; its shape still holds.
+//! Latest figures (session 11, idle machine, `BENCH_ONLY=big BENCH_RUNS=1` callgrind = bench setup plus
+//! one render): 2.270 G -> 1.771 G instructions, processed conjuncts 454 k -> 326 k, peak heap
+//! (massif, first taken mid-session) 122.8 -> 107.7 MB, peak RSS 153 -> 118 MiB, median 300-309 ms wall (was 426-441 ms);
+//! platform build 2.7 ms, demo render 8.7 ms. What changed: a disjunct of a field holding atoms
+//! only starts from the field's atom state instead of processing its conjuncts again (12.5 k
+//! of 14.2 k clones), dropped disjuncts free their conjunct copies, closedness groups record
+//! arcs as bitsets, id classes are flags, and fewer, smaller allocations (groups 96 -> 40
+//! bytes, seen entries inline, id lists allocated once). Session 10: 2.568 G -> 2.270 G,
+//! 196 -> 153 MiB, 480-499 -> 426-441 ms. The breakdown below was measured before both; its
+//! shape still holds, with disjunct clones and closedness bookkeeping now smaller.
 //!
 //! Where a 129-component render goes (callgrind, 3 renders = 9.44 G instructions, system
 //! allocator): instance validation 4.2 G and the instance field walk 1.8 G (both are the

@@ -165,8 +165,9 @@ pub struct Label {
     pub name: Arc<str>,
     /// The class.
     pub kind: LabelKind,
-    /// The index for list elements.
-    pub index: usize,
+    /// The index for list elements (the package scope for hidden labels). 32 bits keep a
+    /// label at 24 bytes and so `Expr` at 48 (the name is the exact decimal text either way).
+    pub index: u32,
 }
 
 impl Label {
@@ -200,7 +201,7 @@ impl Label {
         Label {
             name: i.to_string().into(),
             kind: LabelKind::Index,
-            index: i,
+            index: u32::try_from(i).unwrap_or(u32::MAX),
         }
     }
     /// An internal label.

@@ -110,7 +110,7 @@ fn fixed_label(name: &str, is_ident: bool, scope: usize) -> Label {
 /// Puts a hidden label into package scope `scope` (its `index`, unused for field labels).
 pub fn scoped(mut l: Label, scope: usize) -> Label {
     if l.is_hidden() {
-        l.index = scope;
+        l.index = u32::try_from(scope).unwrap_or(u32::MAX);
     }
     l
 }

@@ -2548,7 +2548,7 @@ impl Ev {
             }
             for (p, tc) in &st.tails {
                 for (l, a) in &arcs {
-                    if l.kind == LabelKind::Index && l.index >= *p {
+                    if l.kind == LabelKind::Index && l.index as usize >= *p {
                         self.add_conj(*a, tc.clone());
                     }
                 }

@@ -326,7 +326,7 @@ impl Value {
         if !label.is_hidden() {
             return None;
         }
-        label.index = scope;
+        label.index = u32::try_from(scope).unwrap_or(u32::MAX);
         let a = self.with(|ev, v| {
             ev.eval(v);
             let v = ev.deref(v);

@@ -69,7 +69,7 @@ impl Selector {
             K::Regular => Some(Selector::Field(l.name.to_string())),
             K::Def => Some(Selector::Definition(l.name.to_string())),
             K::Hidden | K::HiddenDef => Some(Selector::Hidden(l.name.to_string())),
-            K::Index => Some(Selector::Index(l.index)),
+            K::Index => Some(Selector::Index(l.index as usize)),
             K::Internal => None,
         }
     }
