@@ -13,22 +13,17 @@ use super::*;
 
 impl Ev {
     pub(super) fn group_idx(&mut self, v: VId, id: u32) -> usize {
-        if let Some(&g) = self.vx(v).group_of.get(&id) {
+        if let Some(g) = self.vx(v).groups.group_of(id) {
             return g;
         }
         let closing = !self.ids.has(id, IdFlags::WEAK);
         let vert = self.vm(v);
-        // Most vertices with groups have one: the first is allocated alone.
-        if vert.groups.capacity() == 0 {
-            vert.groups.reserve_exact(1);
-        }
-        vert.groups.push(Group {
+        let g = vert.groups.push(Group {
             closing,
             owner: Some(id),
             ..Default::default()
         });
-        let g = vert.groups.len() - 1;
-        vert.group_of.insert_new(id, g);
+        vert.groups.set_group_of(id, g);
         g
     }
 
@@ -37,7 +32,7 @@ impl Ev {
         if !self.ids.has(id, IdFlags::WEAK) {
             self.vm(v).groups[tg].closing = true;
         }
-        self.vm(v).group_of.insert_new(id, tg);
+        self.vm(v).groups.set_group_of(id, tg);
     }
 
     /// Appends group `g` and every group it absorbs, transitively (`merge_group`), to `out`.
