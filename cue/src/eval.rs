@@ -318,6 +318,70 @@ impl ArcSet {
     }
 }
 
+/// The arcs of a vertex, boxed: four in five vertices of a render are leaves, and an empty
+/// [`ArcMap`] is 56 bytes. Reads see an absent map as empty.
+#[derive(Clone, Debug, Default)]
+pub struct Arcs(Option<Box<ArcMap>>);
+
+impl Arcs {
+    /// The arc labelled `l`.
+    pub fn get(&self, l: &Label) -> Option<&VId> {
+        self.0.as_ref()?.get(l)
+    }
+
+    /// The arc labelled `l` with its index.
+    pub fn get_full(&self, l: &Label) -> Option<(usize, &Label, &VId)> {
+        self.0.as_ref()?.get_full(l)
+    }
+
+    /// The arc at index `i` (arcs keep their insertion order).
+    pub fn get_index(&self, i: usize) -> Option<(&Label, &VId)> {
+        self.0.as_ref()?.get_index(i)
+    }
+
+    /// Adds or replaces an arc; returns its index.
+    pub fn insert_full(&mut self, l: Label, a: VId) -> (usize, Option<VId>) {
+        self.0
+            .get_or_insert_with(Default::default)
+            .insert_full(l, a)
+    }
+
+    /// Adds or replaces an arc.
+    pub fn insert(&mut self, l: Label, a: VId) -> Option<VId> {
+        self.insert_full(l, a).1
+    }
+
+    /// The number of arcs.
+    pub fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |m| m.len())
+    }
+
+    /// Whether there are no arcs.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The arcs in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Label, &VId)> {
+        self.0.iter().flat_map(|m| m.iter())
+    }
+
+    /// The labels in order.
+    pub fn keys(&self) -> impl Iterator<Item = &Label> {
+        self.iter().map(|(l, _)| l)
+    }
+
+    /// The arc vertices in order.
+    pub fn values(&self) -> impl Iterator<Item = &VId> {
+        self.iter().map(|(_, a)| a)
+    }
+
+    /// Removes every arc.
+    pub fn clear(&mut self) {
+        self.0 = None;
+    }
+}
+
 /// The closedness groups of a vertex with the group of each closedness id: boxed, as four in
 /// five vertices have none (48 bytes each saved), and the id index a short list searched in
 /// order (a hash map was one allocation and a rehash per vertex with groups).
@@ -534,7 +598,7 @@ pub struct Vertex {
     /// The status.
     pub status: Status,
     /// The child fields.
-    pub arcs: ArcMap,
+    pub arcs: Arcs,
     /// Allowed kinds.
     pub kinds: Kinds,
     /// The concrete scalar, if any.
@@ -776,7 +840,7 @@ impl Vertex {
             constraint: None,
             conjuncts: Vec::new(),
             status: Status::Fresh,
-            arcs: ArcMap::default(),
+            arcs: Arcs::default(),
             kinds: K_TOP,
             scalar: None,
             bounds: Vec::new(),
