@@ -644,7 +644,30 @@ pub struct Vertex {
     shared: bool,
     /// The conjuncts processed into this vertex, by identity (see [`ConjKey`]), with their
     /// closedness and, for a disjunction, its index among the vertex's disjunctions.
-    seen: FastMap<ConjKey, SeenList>,
+    seen: Seen,
+}
+
+/// The processed conjuncts of a vertex by [`ConjKey`], boxed: only a vertex being expanded has
+/// any (it is freed when the vertex is done), and an empty map is 32 bytes in every vertex.
+#[derive(Clone, Debug, Default)]
+struct Seen(Option<Box<FastMap<ConjKey, SeenList>>>);
+
+impl Seen {
+    fn get(&self, k: &ConjKey) -> Option<&SeenList> {
+        self.0.as_ref()?.get(k)
+    }
+
+    fn get_mut(&mut self, k: &ConjKey) -> Option<&mut SeenList> {
+        self.0.as_mut()?.get_mut(k)
+    }
+
+    /// The entries of `k`, created empty.
+    fn entry(&mut self, k: ConjKey) -> &mut SeenList {
+        self.0
+            .get_or_insert_with(Default::default)
+            .entry(k)
+            .or_default()
+    }
 }
 
 /// The processed conjuncts of one [`ConjKey`] in a vertex: almost always one, held inline (a
@@ -865,7 +888,7 @@ impl Vertex {
             x: None,
             unmet: None,
             shared: false,
-            seen: FastMap::default(),
+            seen: Seen::default(),
         }
     }
 }
@@ -1558,7 +1581,7 @@ impl Ev {
         vert.maybe_struct = false;
         vert.groups.clear();
         vert.dirty = false;
-        vert.seen.clear();
+        vert.seen = Seen::default();
         vert.unmet = None;
         vert.shared = false;
         // Everything usually empty starts over but a disjunct's choice.
@@ -1652,7 +1675,7 @@ impl Ev {
         vert.status = Status::Done;
         // What was processed into `v` matters only while it is expanded (a later conjunct
         // re-expands it from scratch): freed now, it was a large part of the peak memory.
-        vert.seen = FastMap::default();
+        vert.seen = Seen::default();
         vert.settle_scratch();
         // Vertices that hit `v` while it was being expanded are evaluated again later.
         let mut keep = Vec::new();
@@ -1742,7 +1765,7 @@ impl Ev {
             } else {
                 usize::MAX
             };
-            let entries = self.vm(v).seen.entry(*k).or_default();
+            let entries = self.vm(v).seen.entry(*k);
             let i = entries.push((c.close, c.embed, c.outer.clone(), di, false));
             recorded = Some((*k, i));
         }
