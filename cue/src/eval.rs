@@ -85,7 +85,10 @@
 //!    the state most vertices never use or use only while expanded lives in a boxed [`Scratch`]
 //!    dropped once the vertex is done with it empty (render peak RSS 196 -> 181 MiB), and
 //!    the evaluator's internal maps (arcs by label, closedness groups) hash with
-//!    [`FastHasher`], not SipHash.
+//!    [`FastHasher`], not SipHash. A vertex's arc map, closedness groups and record of
+//!    processed conjuncts are boxed ([`Arcs`], `Groups`, `Seen`: four in five vertices are
+//!    leaves without groups), and a label is 24 bytes, so an `Expr` is 48 (render peak heap
+//!    104 -> 98 MB).
 //!
 //! Together: web_app render 0.26 s CPU / 58 MB; the generated benchmark
 //! (`cargo bench -p cue --bench components`) grows linearly from 10 to 129 components. On the
