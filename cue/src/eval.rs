@@ -767,18 +767,24 @@ static EMPTY_SCRATCH: Scratch = Scratch {
 impl Scratch {
     /// Whether this holds nothing (reads the same as an absent box).
     fn is_empty(&self) -> bool {
-        self.choice.is_empty()
+        self.nothing_deferred()
+            && self.choice.is_empty()
             && self.disj_seen == 0
             && self.pending_disj.is_empty()
-            && self.comps.is_empty()
+            && self.inlined.is_empty()
+            && self.bound_spans.is_empty()
+    }
+
+    /// Whether no work is deferred or held back: no comprehension, dynamic field, pattern, list
+    /// state, held-back copy, suspect copy or late atom.
+    fn nothing_deferred(&self) -> bool {
+        self.comps.is_empty()
             && self.dyn_fields.is_empty()
             && self.patterns.is_empty()
             && self.list.is_none()
-            && self.inlined.is_empty()
             && self.cyc_pending.is_empty()
             && self.suspect.is_empty()
             && self.late_atoms.is_empty()
-            && self.bound_spans.is_empty()
     }
 }
 

@@ -70,12 +70,11 @@ impl Ev {
     /// So the result is kept only when it is still atom-only with no new disjunction or
     /// deferred work, and, if an alternative added bounds or the result is an error, when `v`
     /// got no scalar and no bound after meeting the chosen disjunctions (the recorded [`Met`]).
-    /// On the render's 129-component module this is 13.7 k of 14.6 k clones, which processed
-    /// 176 k of 454 k conjuncts again.
+    /// On the render's 129-component module 12.5 k of 14.2 k clones take this path (processed
+    /// conjuncts 454 k -> 326 k).
     fn atom_disjunct(&mut self, v: VId, cid: VId) -> bool {
         // Atoms only, errors aside.
         fn atom_only(x: &Vertex) -> bool {
-            let s = x.scr();
             x.arcs.is_empty()
                 && !x.is_struct
                 && !x.is_list
@@ -85,13 +84,7 @@ impl Ev {
                 && x.unmet.is_none()
                 && !x.shared
                 && !x.not_allowed
-                && s.comps.is_empty()
-                && s.dyn_fields.is_empty()
-                && s.patterns.is_empty()
-                && s.list.is_none()
-                && s.cyc_pending.is_empty()
-                && s.suspect.is_empty()
-                && s.late_atoms.is_empty()
+                && x.scr().nothing_deferred()
         }
         let vx = self.vx(v);
         if !atom_only(vx) || vx.err.is_some() || vx.incomplete.is_some() {
