@@ -2733,7 +2733,6 @@ impl Ev {
                 if !l.is_regular() {
                     continue;
                 }
-                let mut label: Option<Label> = None;
                 let mut ok = true;
                 for &(from, to) in &closing {
                     let gs = &members[from..to];
@@ -2744,16 +2743,9 @@ impl Ev {
                         .iter()
                         .flat_map(|&g| self.vx(v).groups[g].patterns().iter().copied())
                         .collect();
-                    let l = match &label {
-                        Some(l) => l.clone(),
-                        None => {
-                            let Some((l, _)) = self.vx(v).arcs.get_index(i) else {
-                                break;
-                            };
-                            let l = l.clone();
-                            label = Some(l.clone());
-                            l
-                        }
+                    // The label only when patterns must be asked (the common case needs none).
+                    let Some(l) = self.vx(v).arcs.get_index(i).map(|(l, _)| l.clone()) else {
+                        break;
                     };
                     let mut m = false;
                     for p in pats {
