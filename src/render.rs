@@ -621,12 +621,13 @@ enum Exec {
 
 /// Evaluates one pair's output and splits it into objects.
 fn execute(rt: &Runtime, root: &Value, expr: &str) -> Result<Vec<serde_json::Value>, Exec> {
-    let out = rt
-        .compile_expr(root, expr)
-        .map_err(|d| Exec::Failed("the pair does not compile".into(), d))?;
-    let data = out.to_json_value().map_err(|d| {
+    // Evaluated and exported in one call that frees the pair's evaluation again: the outputs
+    // of all pairs are never held at once (the render's peak is the instance's).
+    let data = rt.export_expr(root, expr).map_err(|d| {
         if hit_limit(&d) {
             Exec::Limit(d)
+        } else if d.iter().any(|x| x.code == cue::DiagCode::Syntax) {
+            Exec::Failed("the pair does not compile".into(), d)
         } else {
             Exec::Failed("the output is not valid and concrete".into(), d)
         }

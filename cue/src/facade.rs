@@ -14,6 +14,10 @@
 //!   outside what `serde_json` holds (integers beyond `i64`/`u64`, floats beyond `f64`) is a
 //!   [`DiagCode::Limit`] diagnostic at its path, never a silent rounding of an integer;
 //! - [`Value::decode`] is `to_json_value` followed by `serde_json::from_value`;
+//! - [`Runtime::export_expr`] is `compile_expr` followed by `to_json_value` that keeps nothing
+//!   it evaluated: unless the evaluation changed a value built before it (the first reach of a
+//!   definition evaluates it in place, and that is kept), everything it built is dropped again,
+//!   so a render's memory is its instance's, not its instance's plus every output's;
 //! - [`Value::fields_where`] yields the arcs the [`FieldFilter`] admits, in CUE's order, with
 //!   their [`Selector`] and [`FieldConstraint`], then, if `patterns` is set, the pattern
 //!   constraints (`[string]: T`) as [`Selector::Pattern`] with constraint `Optional` (a pattern
@@ -185,6 +189,22 @@ fn limit(path: &Path, message: String) -> Diagnostic {
     }
 }
 
+/// `d` as JSON; an error is positioned at the value's own path (`path`, computed only then)
+/// plus the path below it.
+fn json_at(
+    d: &builtins::Val,
+    path: impl FnOnce() -> String,
+) -> Result<serde_json::Value, Vec<Diagnostic>> {
+    json_of_data(d, &Path::root()).map_err(|mut e| {
+        let at = Path::parse(&path()).unwrap_or_default();
+        let below = Path::parse(&e.path).unwrap_or_default();
+        let mut full = at.selectors().to_vec();
+        full.extend(below.selectors().iter().cloned());
+        e.path = Path::new(full).diagnostic_text();
+        vec![e]
+    })
+}
+
 fn json_of_data(d: &builtins::Val, at: &Path) -> Result<serde_json::Value, Diagnostic> {
     use builtins::Val as B;
     Ok(match d {
@@ -253,6 +273,27 @@ impl std::fmt::Debug for Value {
 }
 
 impl Runtime {
+    /// [`Runtime::compile_expr`] then [`Value::to_json_value`], keeping nothing it evaluated
+    /// (see the module rules): the evaluator rolls back to where it was before, unless the
+    /// evaluation changed a vertex built earlier, in which case all of it is kept.
+    pub fn export_expr(
+        &self,
+        pkg: &Value,
+        src: &str,
+    ) -> Result<serde_json::Value, Vec<Diagnostic>> {
+        crate::enter(&self.inner, |g| {
+            let mark = g.ev.mark();
+            let out = self.compile_expr_in(g, pkg, src).and_then(|v| {
+                let d = v.data_in(&mut g.ev)?;
+                json_at(&d, || g.ev.path_text(v.v))
+            });
+            if let Some(m) = mark {
+                g.ev.rollback(m);
+            }
+            out
+        })
+    }
+
     /// A value of this runtime built from JSON data (see the module rules).
     pub fn value_from_json(&self, data: &serde_json::Value) -> Value {
         let expr = crate::eval::data_to_expr(&data_of_json(data), Span::default());
@@ -434,15 +475,7 @@ impl Value {
     /// The exported data as a `serde_json::Value` in CUE's field order (see the module rules).
     pub fn to_json_value(&self) -> Result<serde_json::Value, Vec<Diagnostic>> {
         let d = self.to_data()?;
-        // The value's own path is needed only to position an error: computed then.
-        json_of_data(&d, &Path::root()).map_err(|mut e| {
-            let at = Path::parse(&self.path()).unwrap_or_default();
-            let below = Path::parse(&e.path).unwrap_or_default();
-            let mut full = at.selectors().to_vec();
-            full.extend(below.selectors().iter().cloned());
-            e.path = Path::new(full).diagnostic_text();
-            vec![e]
-        })
+        json_at(&d, || self.path())
     }
 
     /// The exported data decoded into `T`.

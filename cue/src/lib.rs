@@ -692,7 +692,12 @@ impl Value {
 
     /// The concrete data of the value (regular fields, defaults taken).
     pub fn to_data(&self) -> Result<builtins::Val, Vec<Diagnostic>> {
-        let (d, diags) = enter(&self.inner, |g| self.collect(&mut g.ev, self.v, true, true));
+        enter(&self.inner, |g| self.data_in(&mut g.ev))
+    }
+
+    /// [`Value::to_data`] with the evaluator at hand.
+    fn data_in(&self, ev: &mut Ev) -> Result<builtins::Val, Vec<Diagnostic>> {
+        let (d, diags) = self.collect(ev, self.v, true, true);
         match d {
             Some(d) if diags.is_empty() => Ok(d),
             _ => Err(if diags.is_empty() {
@@ -934,5 +939,145 @@ mod tests {
             "{}",
             &text[..200.min(text.len())]
         );
+    }
+
+    /// A package whose `#T` computes an output from `in` with lets, comprehensions, patterns
+    /// (a cached label filter), a call list and a default decided by the input.
+    const PAIRS: &str = r#"
+#T: {
+	in: items: [...{name: string, v: int}]
+	let n = len(in.items)
+	out: {
+		count: n
+		names: [for i in in.items {i.name}]
+		m: [string]: int
+		m: {for i in in.items {(i.name): i.v}}
+		ok: and([true, for i in in.items {i.v >= 0}])
+		kind: *"small" | "big"
+		if n > 2 {kind: "big"}
+	}
+}
+data: {items: [{name: "a", v: 1}]}
+"#;
+
+    const INPUTS: &[&str] = &[
+        r#"[{name: "a", v: 1}]"#,
+        r#"[{name: "x", v: 2}, {name: "y", v: 3}, {name: "z", v: 0}]"#,
+        r#"[]"#,
+        r#"[{name: "q", v: 7}, {name: "r", v: 8}]"#,
+    ];
+
+    fn vertices(v: &Value) -> usize {
+        lock(&v.inner).ev.vs.len()
+    }
+
+    fn stats(v: &Value) -> eval::Stats {
+        lock(&v.inner).ev.stats.clone()
+    }
+
+    #[test]
+    fn export_expr_drops_what_it_built_and_keeps_what_it_changed() {
+        let rt = Runtime::default();
+        let pkg = rt.build_files(&[("in.cue".into(), PAIRS.into())]).unwrap();
+        pkg.validate(false).unwrap();
+        // The first call reaches `#T`'s arcs for the first time and evaluates them in place:
+        // that changes vertices built before, so all of it is kept.
+        let before = vertices(&pkg);
+        let first = rt.export_expr(&pkg, "(#T & {in: data}).out").unwrap();
+        assert_eq!(
+            first,
+            serde_json::json!({"count": 1, "names": ["a"], "m": {"a": 1}, "ok": true, "kind": "small"})
+        );
+        assert!(vertices(&pkg) > before);
+        assert_eq!(stats(&pkg).kept, 1);
+        // Later calls change nothing older: each leaves the evaluator as it found it.
+        for (i, items) in INPUTS.iter().enumerate() {
+            let before = vertices(&pkg);
+            let src = format!("(#T & {{in: items: {items}}}).out");
+            rt.export_expr(&pkg, &src).unwrap();
+            assert_eq!(vertices(&pkg), before, "call {i}");
+            assert_eq!(stats(&pkg).rolled_back, i as u64 + 1);
+        }
+    }
+
+    #[test]
+    fn export_expr_gives_what_compiling_and_exporting_gives() {
+        // The same sequence of outputs, errors included, through export_expr (which reuses the
+        // ids and cache slots it frees) and through compile_expr + to_json_value (which keep
+        // everything) in a runtime of its own, then the same package data afterwards.
+        let a = Runtime::default();
+        let pa = a.build_files(&[("in.cue".into(), PAIRS.into())]).unwrap();
+        let b = Runtime::default();
+        let pb = b.build_files(&[("in.cue".into(), PAIRS.into())]).unwrap();
+        let mut srcs: Vec<String> = Vec::new();
+        for _ in 0..2 {
+            for items in INPUTS {
+                srcs.push(format!("(#T & {{in: items: {items}}}).out"));
+            }
+            srcs.push("(#T & {in: items: [{name: 1}]}).out".into());
+            srcs.push("(#T & {in: items: [{name: \"n\"}]}).out".into());
+            srcs.push("#T.out".into());
+        }
+        for src in &srcs {
+            let x = a.export_expr(&pa, src).map_err(|d| a.render(&d));
+            let y = b
+                .compile_expr(&pb, src)
+                .and_then(|v| v.to_json_value())
+                .map_err(|d| b.render(&d));
+            assert_eq!(x.is_ok(), y.is_ok(), "{src}: {x:?} vs {y:?}");
+            if let (Ok(x), Ok(y)) = (&x, &y) {
+                assert_eq!(x, y, "{src}");
+            }
+        }
+        assert!(stats(&pa).rolled_back >= 10, "{:?}", stats(&pa));
+        assert_eq!(pa.to_json().unwrap(), pb.to_json().unwrap());
+        assert_eq!(pa.to_cue(), pb.to_cue());
+    }
+
+    /// File-level lets, call lists in one, and a pattern inside a comprehension body are
+    /// first reached inside a throw-away evaluation (validation cannot evaluate them: the input
+    /// is missing), from environments built before it: their cache entries point at vertices
+    /// the rollback frees, and must go with them, or the next evaluation would find a vertex
+    /// id that now names something else.
+    const FIRST_REACH: &str = r#"
+let L = {k: 10}
+let M = {k: 100, all: and([true, k > 1])}
+let A = and([{p: 1}, {q: M.k}])
+#T: {
+	in: a: int
+	out: {
+		v: in.a + L.k
+		if in.a > 0 {
+			m: [string]: {from: "pattern"}
+			m: {x: n: in.a, y: n: M.k}
+			ok: M.all
+			both: A
+		}
+	}
+}
+"#;
+
+    #[test]
+    fn export_expr_drops_cache_entries_of_older_scopes() {
+        let a = Runtime::default();
+        let pa = a
+            .build_files(&[("in.cue".into(), FIRST_REACH.into())])
+            .unwrap();
+        pa.validate(false).unwrap();
+        let b = Runtime::default();
+        let pb = b
+            .build_files(&[("in.cue".into(), FIRST_REACH.into())])
+            .unwrap();
+        pb.validate(false).unwrap();
+        for n in [1, 2, -3, 4, 5] {
+            let src = format!("(#T & {{in: a: {n}}}).out");
+            let x = a.export_expr(&pa, &src).unwrap();
+            let y = b.compile_expr(&pb, &src).unwrap().to_json_value().unwrap();
+            assert_eq!(x, y, "{src}");
+            // Every call builds new vertices from the ids the previous one freed.
+            let z = a.export_expr(&pa, "[{p: 1}, {q: [2, 3]}, {r: 4}]").unwrap();
+            assert_eq!(z, serde_json::json!([{"p": 1}, {"q": [2, 3]}, {"r": 4}]));
+        }
+        assert!(stats(&pa).rolled_back >= 8, "{:?}", stats(&pa));
     }
 }
