@@ -12,18 +12,17 @@
 //! (`BENCH_ONLY=big BENCH_RUNS=3 valgrind --tool=callgrind target/release/deps/render-<hash>`);
 //! `valgrind … env BENCH_ONLY=big …` profiles `env` only, not the bench it starts.
 //!
-//! Latest figures (session 11, idle machine, `BENCH_ONLY=big BENCH_RUNS=1` callgrind = bench setup plus
-//! one render): 2.270 G -> 1.782 G instructions, processed conjuncts 454 k -> 326 k, peak heap
-//! (massif, first taken mid-session) 122.8 -> 97.9 MB, peak RSS 153 -> 108 MiB, median 309-316 ms
-//! wall (was 426-441 ms); platform build 2.7 ms, demo render 9.1 ms. What changed: a disjunct of
-//! a field holding atoms only starts from the field's atom state instead of processing its
-//! conjuncts again (12.5 k of 14.2 k clones), dropped disjuncts free their conjunct copies,
-//! closedness groups record arcs as bitsets, id classes are flags, fewer allocations (seen
-//! entries inline, id lists allocated once), and smaller vertices and conjuncts (groups 96 -> 40
-//! bytes; a vertex's groups, arc map and seen record boxed, as most vertices have none; labels 24
-//! bytes, so `Expr` is 48). Session 10: 2.568 G -> 2.270 G, 196 -> 153 MiB, 480-499 -> 426-441
-//! ms. The breakdown below was measured before both; its shape still holds, with disjunct clones
-//! and closedness bookkeeping now smaller.
+//! Latest figures (session 12, idle machine, `BENCH_RUNS=5`): the 129-component render in
+//! 160-167 ms wall (160-170 ms CPU), peak RSS 57 MiB; demo render 7.0-7.8 ms; platform build
+//! 2.6 ms. Callgrind (`BENCH_ONLY=big BENCH_RUNS=1`: bench setup plus one render) 1.783 G ->
+//! 1.075 G instructions, massif peak heap 97.9 -> 46.1 MB, processed conjuncts 326 k -> 103 k,
+//! environments 118 k -> 38 k. What changed: pair outputs are throw-away evaluations rolled
+//! back after export (`Runtime::export_expr`: the peak is the instance's, not the instance's
+//! plus every output's), a `close()` call keeps one closedness id per vertex, and repeated
+//! literals reaching a vertex before it expands are taken once with their outer ids merged
+//! (the evaluator's module docs, design items 6-8). Session 11: 2.270 G -> 1.782 G, 153 -> 108
+//! MiB, 426-441 -> 309-316 ms. Session 10: 2.568 G -> 2.270 G, 196 -> 153 MiB, 480-499 ->
+//! 426-441 ms. The breakdown below was measured before all three; its shape is older still.
 //!
 //! Where a 129-component render goes (callgrind, 3 renders = 9.44 G instructions, system
 //! allocator): instance validation 4.2 G and the instance field walk 1.8 G (both are the

@@ -21,7 +21,9 @@
 //!    transformer's `#transform` is unified with the component and the context (data: instance and
 //!    component metadata, runtime name) and its `output` exported; a struct output is one
 //!    object, a list one object per element (an empty list none), anything else an error; each
-//!    pair's output must be concrete. All pair failures are reported together.
+//!    pair's output must be concrete. All pair failures are reported together. Each pair is
+//!    evaluated and exported by `Runtime::export_expr`, which rolls the evaluator back
+//!    afterwards, so a render never holds more than one output's evaluation at a time.
 //! 7. **Result**: objects (JSON in CUE field order) with provenance, inventory entries
 //!    (`inventory::entries_of`), warnings, required contracts (sorted, unique) and the render
 //!    digest (`inventory::render_digest`, operator-spec §6.1).
