@@ -1117,10 +1117,10 @@ pub struct Stats {
     pub incremental: u64,
     /// Disjunct clones of an atom-only vertex built from its atom state (`Ev::atom_disjunct`).
     pub atom_disjuncts: u64,
-    /// Throw-away evaluations dropped again by [`Ev::rollback`].
-    pub rolled_back: u64,
     /// Repeated literals taken once with their outer ids merged (`Ev::merge_repeated_literals`).
     pub merged: u64,
+    /// Throw-away evaluations dropped again by [`Ev::rollback`].
+    pub rolled_back: u64,
     /// Throw-away evaluations kept, as they changed an older vertex.
     pub kept: u64,
 }
@@ -1965,10 +1965,7 @@ impl Ev {
             let c = &self.vx(v).conjuncts[i];
             if !matches!(c.expr, Expr::Struct(_) | Expr::List(_))
                 || c.close.is_some_and(|id| self.is_mark(id))
-                || c.outer
-                    .iter()
-                    .flat_map(|o| o.iter())
-                    .any(|id| self.is_mark(*id))
+                || self.has_mark(&c.outer)
             {
                 continue;
             }
@@ -2018,9 +2015,10 @@ impl Ev {
             return None;
         }
         let prev = self.vx(v).seen.get(k)?.as_slice().get(i)?.2.clone();
-        let marked =
-            |o: &Option<Arc<[u32]>>| o.iter().flat_map(|x| x.iter()).any(|id| self.is_mark(*id));
-        if marked(&prev) || marked(&c.outer) || c.close.is_some_and(|id| self.is_mark(id)) {
+        if self.has_mark(&prev)
+            || self.has_mark(&c.outer)
+            || c.close.is_some_and(|id| self.is_mark(id))
+        {
             return None;
         }
         let mut new = IdBuf::new();

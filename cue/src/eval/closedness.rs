@@ -115,6 +115,14 @@ impl Ev {
         self.ids.has(id, IdFlags::OWN_MARK | IdFlags::EMBED_MARK)
     }
 
+    /// Whether an outer id list holds an embedding mark.
+    pub(super) fn has_mark(&self, outer: &Option<Arc<[u32]>>) -> bool {
+        outer
+            .iter()
+            .flat_map(|o| o.iter())
+            .any(|id| self.is_mark(*id))
+    }
+
     pub(super) fn child_close(&self, c: &Conj) -> Option<u32> {
         match c.close {
             Some(id) if !self.ids.has(id, IdFlags::NONREC | IdFlags::WEAK) => Some(id),
