@@ -14,8 +14,9 @@
 //!   outside what `serde_json` holds (integers beyond `i64`/`u64`, floats beyond `f64`) is a
 //!   [`DiagCode::Limit`] diagnostic at its path, never a silent rounding of an integer;
 //! - [`Value::decode`] is `to_json_value` followed by `serde_json::from_value`;
-//! - [`Runtime::export_expr`] is `compile_expr` followed by `to_json_value` that keeps nothing
-//!   it evaluated: unless the evaluation changed a value built before it (the first reach of a
+//! - [`Runtime::export_expr`] is `compile_expr` followed by `to_json_value`, and
+//!   [`Value::check_unify`] is `unify` followed by `validate`, each keeping nothing it
+//!   evaluated: unless the evaluation changed a value built before it (the first reach of a
 //!   definition evaluates it in place, and that is kept), everything it built is dropped again,
 //!   so a render's memory is its instance's, not its instance's plus every output's;
 //! - [`Value::fields_where`] yields the arcs the [`FieldFilter`] admits, in CUE's order, with
@@ -470,6 +471,26 @@ impl Value {
             )
         });
         self.wrap(u)
+    }
+
+    /// [`Value::unify`] then [`Value::validate`], keeping nothing it evaluated (see the module
+    /// rules and [`Runtime::export_expr`]): a check whose result is only the verdict.
+    pub fn check_unify(&self, other: &Value, concrete: bool) -> Result<(), Vec<Diagnostic>> {
+        let e = self.unify_expr(other);
+        let diags = crate::enter(&self.inner, |g| {
+            let mark = g.ev.mark();
+            let u = g.ev.anon(None, e);
+            let (_, diags) = self.collect(&mut g.ev, u, concrete, false);
+            if let Some(m) = mark {
+                g.ev.rollback(m);
+            }
+            diags
+        });
+        if diags.is_empty() {
+            Ok(())
+        } else {
+            Err(diags)
+        }
     }
 
     /// The exported data as a `serde_json::Value` in CUE's field order (see the module rules).

@@ -606,6 +606,13 @@ impl Value {
     /// Unifies two values. A value of another runtime is taken by its concrete data (an error
     /// value if it is not concrete).
     pub fn unify(&self, other: &Value) -> Value {
+        let e = self.unify_expr(other);
+        let u = self.with(|ev, _| ev.anon(None, e));
+        self.wrap(u)
+    }
+
+    /// The expression `self & other` (`other` as data if it belongs to another runtime).
+    fn unify_expr(&self, other: &Value) -> Expr {
         let span = source::Span::default();
         let a = self.v;
         let bexpr = if Arc::ptr_eq(&self.inner, &other.inner) {
@@ -623,13 +630,7 @@ impl Value {
                 )),
             }
         };
-        let u = self.with(|ev, _| {
-            ev.anon(
-                None,
-                Expr::Unify(Arc::new([Expr::Vertex(a, span), bexpr]), span),
-            )
-        });
-        self.wrap(u)
+        Expr::Unify(Arc::new([Expr::Vertex(a, span), bexpr]), span)
     }
 
     fn collect(
@@ -1079,5 +1080,39 @@ let A = and([{p: 1}, {q: M.k}])
             assert_eq!(z, serde_json::json!([{"p": 1}, {"q": [2, 3]}, {"r": 4}]));
         }
         assert!(stats(&pa).rolled_back >= 8, "{:?}", stats(&pa));
+    }
+
+    #[test]
+    fn check_unify_gives_the_verdict_of_unify_and_validate_and_keeps_nothing() {
+        let src = "#R: {kind: \"R\", spec: {n: int & >0, m?: string}}\na: #R & {spec: n: 1}\nb: {kind: \"R\", spec: n: 1}\nc: {spec: n: -1}\nd: {spec: q: 1}\n";
+        let pkg = build(src);
+        pkg.validate(false).unwrap();
+        let at = |p: &str| pkg.lookup(p).unwrap();
+        let pairs = [("a", "b"), ("a", "c"), ("a", "d"), ("#R", "b"), ("#R", "d")];
+        let verdicts = |pkg: &Value| -> Vec<Result<(), Vec<Diagnostic>>> {
+            let mut out = Vec::new();
+            for (x, y) in pairs {
+                for concrete in [false, true] {
+                    let (a, b) = (pkg.lookup(x).unwrap(), pkg.lookup(y).unwrap());
+                    let before = vertices(pkg);
+                    out.push(a.check_unify(&b, concrete));
+                    // Everything the check reads was evaluated by the validation above.
+                    assert_eq!(vertices(pkg), before, "{x} & {y}");
+                }
+            }
+            out
+        };
+        let quick = verdicts(&pkg);
+        let mut full = Vec::new();
+        for (x, y) in pairs {
+            for concrete in [false, true] {
+                full.push(at(x).unify(&at(y)).validate(concrete));
+            }
+        }
+        assert_eq!(quick, full);
+        assert_eq!(stats(&pkg).kept, 0);
+        assert!(at("a").check_unify(&at("d"), false).is_err());
+        assert!(at("a").check_unify(&at("b"), true).is_ok());
+        assert!(stats(&pkg).rolled_back > 0, "{:?}", stats(&pkg));
     }
 }

@@ -192,7 +192,8 @@ fn unify_conflict(
     let r = t
         .value
         .lookup_path(&Path::new(vec![field(tgroup), field(fqn)]))?;
-    let diags = match c.unify(&r).validate(false) {
+    // A throw-away evaluation: only the verdict is kept, not the unified copy.
+    let diags = match c.check_unify(&r, false) {
         Ok(()) => return None,
         Err(d) => d,
     };
