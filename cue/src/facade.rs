@@ -190,6 +190,17 @@ fn limit(path: &Path, message: String) -> Diagnostic {
     }
 }
 
+/// Runs `f` as a throw-away evaluation (see the module rules): the evaluator is rolled back to
+/// where it was before `f` unless `f` changed a vertex built earlier.
+fn throw_away<R>(g: &mut crate::Inner, f: impl FnOnce(&mut crate::Inner) -> R) -> R {
+    let mark = g.ev.mark();
+    let out = f(g);
+    if let Some(m) = mark {
+        g.ev.rollback(m);
+    }
+    out
+}
+
 /// `d` as JSON; an error is positioned at the value's own path (`path`, computed only then)
 /// plus the path below it.
 fn json_at(
@@ -283,15 +294,11 @@ impl Runtime {
         src: &str,
     ) -> Result<serde_json::Value, Vec<Diagnostic>> {
         crate::enter(&self.inner, |g| {
-            let mark = g.ev.mark();
-            let out = self.compile_expr_in(g, pkg, src).and_then(|v| {
+            throw_away(g, |g| {
+                let v = self.compile_expr_in(g, pkg, src)?;
                 let d = v.data_in(&mut g.ev)?;
                 json_at(&d, || g.ev.path_text(v.v))
-            });
-            if let Some(m) = mark {
-                g.ev.rollback(m);
-            }
-            out
+            })
         })
     }
 
@@ -478,13 +485,10 @@ impl Value {
     pub fn check_unify(&self, other: &Value, concrete: bool) -> Result<(), Vec<Diagnostic>> {
         let e = self.unify_expr(other);
         let diags = crate::enter(&self.inner, |g| {
-            let mark = g.ev.mark();
-            let u = g.ev.anon(None, e);
-            let (_, diags) = self.collect(&mut g.ev, u, concrete, false);
-            if let Some(m) = mark {
-                g.ev.rollback(m);
-            }
-            diags
+            throw_away(g, |g| {
+                let u = g.ev.anon(None, e);
+                self.collect(&mut g.ev, u, concrete, false).1
+            })
         });
         if diags.is_empty() {
             Ok(())
