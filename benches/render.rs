@@ -13,14 +13,14 @@
 //! `valgrind … env BENCH_ONLY=big …` profiles `env` only, not the bench it starts.
 //!
 //! Latest figures (session 12, idle machine, `BENCH_RUNS=5`): the 129-component render in
-//! 160-167 ms wall (160-170 ms CPU), peak RSS 57 MiB; demo render 7.0-7.8 ms; platform build
-//! 2.6 ms. Callgrind (`BENCH_ONLY=big BENCH_RUNS=1`: bench setup plus one render) 1.783 G ->
-//! 1.075 G instructions, massif peak heap 97.9 -> 46.1 MB, processed conjuncts 326 k -> 103 k,
-//! environments 118 k -> 38 k. What changed: pair outputs are throw-away evaluations rolled
-//! back after export (`Runtime::export_expr`: the peak is the instance's, not the instance's
-//! plus every output's), a `close()` call keeps one closedness id per vertex, and repeated
-//! literals reaching a vertex before it expands are taken once with their outer ids merged
-//! (the evaluator's module docs, design items 6-8). Session 11: 2.270 G -> 1.782 G, 153 -> 108
+//! 151-154 ms wall (150 ms CPU), peak RSS 50 MiB; demo render 5.5-7.0 ms; platform build
+//! 2.5 ms. Callgrind (`BENCH_ONLY=big BENCH_RUNS=1`: bench setup plus one render) 1.783 G ->
+//! 1.075 G instructions, massif peak heap 97.9 -> 39.3 MB, processed conjuncts 326 k -> 103 k,
+//! environments 118 k -> 38 k. What changed: pair outputs and the matcher's unify checks are
+//! throw-away evaluations rolled back afterwards (`Runtime::export_expr`, `Value::check_unify`:
+//! the peak is the instance's, not the instance's plus every output's), a `close()` call keeps
+//! one closedness id per vertex, and repeated literals reaching a vertex before it expands are
+//! taken once with their outer ids merged (the evaluator's module docs, design items 6-8). Session 11: 2.270 G -> 1.782 G, 153 -> 108
 //! MiB, 426-441 -> 309-316 ms. Session 10: 2.568 G -> 2.270 G, 196 -> 153 MiB, 480-499 ->
 //! 426-441 ms. The breakdown below was measured before all three; its shape is older still.
 //!
