@@ -1990,15 +1990,11 @@ impl Ev {
             return;
         }
         self.stats.merged += merged.len() as u64;
+        // `merged` is in ascending order.
         let mut i = 0;
-        let mut m = merged.iter().peekable();
         self.vm(v).conjuncts.retain(|_| {
-            let keep = m.peek() != Some(&&i);
-            if !keep {
-                m.next();
-            }
             i += 1;
-            keep
+            merged.binary_search(&(i - 1)).is_err()
         });
     }
 
