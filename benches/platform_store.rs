@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use opm_operator::platform::{self, Generated, PackageIdentity, SkewPolicy, Store};
+use opm_operator::kernel::SkewPolicy;
+use opm_operator::platform::{self, Generated, PackageIdentity, Store};
 
 fn record(generation: i64) -> Result<Generated<Arc<String>>, platform::Error> {
     let identity = PackageIdentity::new(generation, [("opmodel.dev/catalogs/a", "1.0.0")])?;

@@ -52,11 +52,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cue::module::ModuleFile;
 use cue::module::{DirFs, Registry, Target};
 use cue::path::{Path as CuePath, Selector};
+use opm_operator::kernel::SkewPolicy;
 use opm_operator::kernel::{BuiltPlatform, ModuleRequest};
-use opm_operator::platform::SkewPolicy;
-use opm_operator::registry::modfile::ModuleFile;
 use opm_operator::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
 use opm_operator::render::Renderer;
 

@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use opm_operator::kernel::BuiltPlatform;
-use opm_operator::platform::{Generated, PackageIdentity, SkewPolicy, Store};
+use opm_operator::kernel::SkewPolicy;
+use opm_operator::platform::{Generated, PackageIdentity, Store};
 use opm_operator::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
 use opm_operator::server::render_api::{auth::RenderAuth, RenderBackend};
 use opm_operator::server::{self, Settings};
@@ -64,7 +65,7 @@ fn main() {
         assert!(status.status.success(), "publish {m}");
     }
     let platform_dir = opm.join("platform/generated");
-    let mf = opm_operator::registry::modfile::ModuleFile::parse(
+    let mf = cue::module::ModuleFile::parse(
         &std::fs::read(platform_dir.join("cue.mod/module.cue")).unwrap(),
     )
     .unwrap();

@@ -1,26 +1,27 @@
 //! opm-operator: the Open Platform Model operator.
 //!
 //! Architecture invariants (DESIGN.md §2–3):
-//! - This root package is the only crate with tokio/axum/kube-runtime; leaf crates (`cue`, `crds`,
-//!   `webhooks`, `certs`) stay free of the async runtime.
+//! - Crates by dependency weight: `cue` (the evaluator), `crds` (types), `webhooks` (pure admission
+//!   logic), `certs`, `opm-kernel` (the synchronous render kernel: seam, render, platform
+//!   generation/build/store/layout, inventory; no tokio, kube or axum), `opm-registry` (the OCI module
+//!   registry client and Flux artifacts; tokio only inside the client). This root package is the only
+//!   one with axum and kube-runtime, and nothing depends on it.
 //! - Every CUE evaluation goes through `cue`; values enter builds as data, never as spliced CUE text.
-//! - `platform` owns the process-local platform store and its on-disk layout.
-//! - `registry` implements `cue::module::Registry` over OCI registries and OCI layout directories.
-//! - `server` hosts the admission webhooks, probes and metrics.
+//! - The kernel's and the registry's modules are re-exported here under their former paths
+//!   ([`kernel`], [`render`], [`platform`], [`inventory`], [`registry`]) so the operator reads one
+//!   namespace; the arrows still point down (kernel → cue, crds; never up into this crate).
+//! - `server` hosts the admission webhooks, the REST render API, probes and metrics.
 //! - `controller` holds the reconcilers and the frame they share.
 //! - `apply` is the apply engine: staged SSA, safe prune, deletion, drift, health, impersonation.
-//! - `artifact` downloads, verifies and safely extracts Flux source artifacts (ModulePackage).
-//! - `inventory` holds the inventory model, the stale set and the reconcile digests.
-//! - `dev` is `opm-operator dev`: kube-emu plus the `serve` wiring on one machine.
-//! - `kernel` is the seam between the render kernel and its callers (reconcilers, REST API, CLI).
+//! - `cmd` holds the subcommands' entry points (`render`, `module`); `dev` is `opm-operator dev`:
+//!   kube-emu plus the `serve` wiring on one machine.
 
 pub mod apply;
-pub mod artifact;
+pub mod cmd;
 pub mod controller;
 pub mod dev;
-pub mod inventory;
-pub mod kernel;
-pub mod platform;
-pub mod registry;
-pub mod render;
 pub mod server;
+
+pub use opm_kernel as kernel;
+pub use opm_kernel::{inventory, platform, render};
+pub use opm_registry as registry;

@@ -38,9 +38,9 @@ enum Command {
     Openapi,
     /// Work with CUE modules in OCI registries.
     #[command(subcommand)]
-    Module(opm_operator::registry::ModuleCommand),
+    Module(opm_operator::cmd::module::ModuleCommand),
     /// Render a module (MODULE@VERSION or a directory) on a platform, offline: YAML or JSON out.
-    Render(opm_operator::render::cli::RenderArgs),
+    Render(opm_operator::cmd::render::RenderArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -63,8 +63,8 @@ fn main() -> anyhow::Result<()> {
             print!("{}", opm_operator::server::openapi::openapi_json()?);
             Ok(())
         }
-        Command::Module(cmd) => Ok(opm_operator::registry::run_module_command(cmd)?),
-        Command::Render(args) => match opm_operator::render::cli::run(&args) {
+        Command::Module(cmd) => Ok(opm_operator::cmd::module::run_module_command(cmd)?),
+        Command::Render(args) => match opm_operator::cmd::render::run(&args) {
             Ok((out, warnings)) => {
                 for w in warnings {
                     eprintln!("warning: {w}");

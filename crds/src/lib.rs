@@ -9,21 +9,36 @@
 //! - Every status carries `observedGeneration` and `conditions` as a list-map keyed by `type`
 //!   (standard `metav1.Condition`), so kstatus readers (`kubectl wait`, Flux, Argo) work unchanged.
 
+//! - Feature `kinds` (default) holds the four kinds, their CRDs and fixtures (kube's derive macro);
+//!   without it the crate is the shared status types, conditions and labels only, so a synchronous
+//!   consumer (the render kernel) depends on neither kube nor its derive.
+
 pub mod common;
 pub mod conditions;
+#[cfg(feature = "kinds")]
 pub mod fixtures;
+#[cfg(feature = "kinds")]
 pub mod module_instance;
+#[cfg(feature = "kinds")]
 pub mod module_package;
+#[cfg(feature = "kinds")]
 pub mod platform;
+#[cfg(feature = "kinds")]
 pub mod transformer_registration;
 
+#[cfg(feature = "kinds")]
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+#[cfg(feature = "kinds")]
 use kube::CustomResourceExt;
 
 pub use conditions::HasConditions;
+#[cfg(feature = "kinds")]
 pub use module_instance::{ModuleInstance, ModuleInstanceSpec, ModuleInstanceStatus};
+#[cfg(feature = "kinds")]
 pub use module_package::{ModulePackage, ModulePackageSpec, ModulePackageStatus};
+#[cfg(feature = "kinds")]
 pub use platform::{Platform, PlatformSpec, PlatformStatus};
+#[cfg(feature = "kinds")]
 pub use transformer_registration::{
     TransformerRegistration, TransformerRegistrationSpec, TransformerRegistrationStatus,
 };
@@ -46,7 +61,7 @@ pub const FINALIZER_DEPENDENTS: &str = "opmodel.dev/dependents";
 /// The generated platform module's path: reserved, never published (§1.5).
 pub const PLATFORM_MODULE_PATH: &str = "opmodel.dev/platforms/cluster@v0";
 /// SSA field manager and event reporter.
-pub const FIELD_MANAGER: &str = "opm-controller";
+pub const FIELD_MANAGER: &str = labels::MANAGED_BY_OPERATOR;
 /// Leader election ID.
 pub const LEADER_ELECTION_ID: &str = "4cc9e43e.opmodel.dev";
 
@@ -83,6 +98,7 @@ pub enum Error {
     Yaml(#[from] serde_yaml::Error),
 }
 
+#[cfg(feature = "kinds")]
 /// All four CRDs, in a stable order (by kind name).
 pub fn all_crds() -> Vec<CustomResourceDefinition> {
     vec![
@@ -93,11 +109,13 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
     ]
 }
 
+#[cfg(feature = "kinds")]
 /// The file name (under `deploy/crds/`) of a CRD: `<plural>.<group>.yaml`.
 pub fn crd_file_name(crd: &CustomResourceDefinition) -> String {
     format!("{}.yaml", crd.metadata.name.as_deref().unwrap_or("unnamed"))
 }
 
+#[cfg(feature = "kinds")]
 /// One CRD as a YAML document (with a leading `---` and a generated-file header).
 pub fn crd_yaml(crd: &CustomResourceDefinition) -> Result<String, Error> {
     Ok(format!(
@@ -106,6 +124,7 @@ pub fn crd_yaml(crd: &CustomResourceDefinition) -> Result<String, Error> {
     ))
 }
 
+#[cfg(feature = "kinds")]
 /// All CRDs of the operator as one multi-document YAML string, in a stable order.
 pub fn all_crds_yaml() -> Result<String, Error> {
     let mut out = String::new();

@@ -67,7 +67,7 @@ pub struct Context {
     /// by the manager (a hung registry or artifact server cannot pin a worker).
     pub reconcile_timeout: Duration,
     /// Limits of one ModulePackage artifact (operator-spec §2.3 step 4).
-    pub artifact_limits: crate::artifact::Limits,
+    pub artifact_limits: crate::registry::flux::Limits,
     /// How often the ModulePackage controller looks for Flux source CRDs that were absent.
     pub source_discovery_interval: Duration,
     /// Consecutive reconcile errors per object key (`Kind/name`), for the error backoff.
@@ -123,7 +123,7 @@ impl Context {
             package_renderer: None,
             allow_cross_namespace_refs: false,
             reconcile_timeout: DEFAULT_RECONCILE_TIMEOUT,
-            artifact_limits: crate::artifact::Limits::default(),
+            artifact_limits: crate::registry::flux::Limits::default(),
             source_discovery_interval: DEFAULT_SOURCE_DISCOVERY_INTERVAL,
             failures: FailureCounts::default(),
         }

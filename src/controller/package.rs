@@ -20,10 +20,10 @@
 //!    is Ready=False `SourceNotReady` after the interval (a soft block: the reconcile failure
 //!    counter is not bumped). Warning, action `Resolve`. Success records `status.source` and the
 //!    Source digest is the artifact digest verbatim.
-//! 4. The artifact is fetched with [`crate::artifact::fetch`] into a temporary directory removed
+//! 4. The artifact is fetched with [`crate::registry::flux::fetch`] into a temporary directory removed
 //!    afterwards (every limit of step 4 lives there); a failure is Ready=False `FetchFailed`
 //!    naming the cause, Warning action `Fetch`, requeue after the interval.
-//! 5. The package path ([`crate::artifact::package_dir`]): `..` or a missing directory is Stalled
+//! 5. The package path ([`crate::registry::flux::package_dir`]): `..` or a missing directory is Stalled
 //!    `PathNotFound`, no `instance.cue` Stalled `InstanceFileNotFound`; Warning action `Load`, 30m.
 //! 6. Render through `kernel::PackageRenderer` (the loader gates on `#ModuleInstance`) on a lease
 //!    (none → Ready=False `PlatformNotReady`, requeue after the interval); the extraction lives
@@ -45,9 +45,9 @@ use super::context::{Context, Reconciled};
 use super::frame::{self, Error, EventType};
 use super::rendered::{self, Digests, Failure, Rendered, Run};
 use crate::apply::object::InstanceLabels;
-use crate::artifact;
 use crate::inventory;
 use crate::kernel::RenderResult;
+use crate::registry::flux as artifact;
 
 /// The kind label of spans.
 pub const KIND: &str = "ModulePackage";

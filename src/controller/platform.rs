@@ -47,8 +47,9 @@ use super::context::{Context, Reconciled};
 use super::frame::{self, Error, EventType, Patcher};
 use super::outcome::{platform_retry, Outcome};
 use super::platform_gate;
+use crate::kernel::SkewPolicy;
 use crate::kernel::{BuiltPlatform, ErrorClass, PlatformEntry, PlatformInput};
-use crate::platform::{Generated, PackageIdentity, SkewPolicy};
+use crate::platform::{Generated, PackageIdentity};
 
 /// The event action of every Platform event.
 pub const ACTION: &str = "Generate";

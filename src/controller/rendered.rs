@@ -104,8 +104,9 @@ use crate::apply::object::InstanceLabels;
 use crate::apply::prune::PruneOptions;
 use crate::apply::{self, ApplyOptions, Engine, Phase, SyncError, SyncOptions};
 use crate::inventory;
+use crate::kernel::SkewPolicy;
 use crate::kernel::{BuiltPlatform, KernelError, RenderResult};
-use crate::platform::{Generated, LeaseGuard, SkewPolicy};
+use crate::platform::{Generated, LeaseGuard};
 
 /// Maximum history entries kept (§6.7).
 pub const HISTORY_LIMIT: usize = 10;

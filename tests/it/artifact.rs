@@ -10,7 +10,7 @@ use axum::http::{header, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use opm_operator::artifact::{self, Error, Limits};
+use opm_operator::registry::flux::{self as artifact, Error, Limits};
 use sha2::{Digest as _, Sha256};
 
 fn tgz(files: &[(&str, &[u8])]) -> Vec<u8> {

@@ -470,8 +470,8 @@ fn a_closure_that_raises_an_entry_above_its_pin_trips_the_stamp() {
 /// the same error. The demo renders its three objects; the missing-FQN module fails at matching.
 #[test]
 fn a_generated_platform_renders_like_the_hand_written_one() {
+    use opm_operator::kernel::SkewPolicy;
     use opm_operator::kernel::{ModuleRenderer as _, ModuleRequest};
-    use opm_operator::platform::SkewPolicy;
     use opm_operator::render::Renderer;
 
     let (reg, client) = published();

@@ -18,7 +18,8 @@ use std::sync::{Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use opm_operator::platform::{Generated, Layout, LeaseGuard, PackageIdentity, SkewPolicy, Store};
+use opm_operator::kernel::SkewPolicy;
+use opm_operator::platform::{Generated, Layout, LeaseGuard, PackageIdentity, Store};
 
 const MARKER: &str = "COMPLETE";
 

@@ -18,10 +18,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use cue::module::ModuleFile;
+use opm_operator::kernel::SkewPolicy;
 use opm_operator::kernel::{BuiltPlatform, ErrorClass, KernelError, ModuleRequest, RenderResult};
-use opm_operator::platform::SkewPolicy;
 use opm_operator::registry::artifact::{self, Descriptor};
-use opm_operator::registry::modfile::ModuleFile;
 use opm_operator::registry::{Mapping, ModuleRegistry, RegistryConfig, Timeouts};
 use opm_operator::render::{DemandReason, Error, IdentityField, Renderer};
 

@@ -17,10 +17,10 @@ use kube::Api;
 use opm_operator::controller::context::{Context, Reconciled};
 use opm_operator::controller::outcome::STALLED_RECHECK;
 use opm_operator::controller::{instance, platform};
+use opm_operator::kernel::SkewPolicy;
 use opm_operator::kernel::{
     BuiltPlatform, ErrorClass, KernelError, ModuleRenderer, ModuleRequest, Problem, RenderResult,
 };
-use opm_operator::platform::SkewPolicy;
 
 use super::common::*;
 

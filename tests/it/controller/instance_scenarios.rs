@@ -18,10 +18,11 @@ use kube::Api;
 use opm_operator::controller::context::{Context, Reconciled};
 use opm_operator::controller::outcome::Outcome;
 use opm_operator::controller::{instance, platform};
+use opm_operator::kernel::SkewPolicy;
 use opm_operator::kernel::{
     BuiltPlatform, KernelError, ModuleRenderer, ModuleRequest, RenderResult,
 };
-use opm_operator::platform::{Layout, SkewPolicy, Store};
+use opm_operator::platform::{Layout, Store};
 
 use super::common::*;
 
@@ -380,8 +381,8 @@ mod skew {
     use std::collections::BTreeMap;
     use std::path::Path;
 
+    use cue::module::ModuleFile;
     use opm_operator::platform::{Generated, PackageIdentity};
-    use opm_operator::registry::modfile::ModuleFile;
     use opm_operator::render::Renderer;
 
     use super::*;

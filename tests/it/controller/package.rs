@@ -28,8 +28,8 @@ use opm_operator::controller::context::{Context, Reconciled};
 use opm_operator::controller::outcome::STALLED_RECHECK;
 use opm_operator::controller::package::source::kind_resource;
 use opm_operator::controller::{deadline, manager, package, platform};
+use opm_operator::kernel::SkewPolicy;
 use opm_operator::kernel::{BuiltPlatform, ErrorClass, KernelError, PackageRenderer, RenderResult};
-use opm_operator::platform::SkewPolicy;
 use sha2::{Digest as _, Sha256};
 
 use super::common::*;

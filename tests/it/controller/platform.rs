@@ -13,8 +13,9 @@ use crds::platform::{Platform, RegistrySource, SkewPolicy as CrdSkew};
 use crds::transformer_registration::TransformerRegistration;
 use kube::api::DeleteParams;
 use opm_operator::controller::platform::reconcile;
+use opm_operator::kernel::SkewPolicy;
 use opm_operator::kernel::{ComparablePair, ErrorClass, KernelError, PlatformEntry};
-use opm_operator::platform::{PackageIdentity, SkewPolicy};
+use opm_operator::platform::PackageIdentity;
 
 use super::common::*;
 

@@ -27,8 +27,9 @@ use kube::api::DeleteParams;
 use kube::Api;
 use opm_operator::controller::context::Context;
 use opm_operator::controller::{platform, registration};
+use opm_operator::kernel::SkewPolicy;
 use opm_operator::platform::{
-    Generator, Layout, PackageIdentity, PlatformKernel, RegistryShape, SkewPolicy, Store,
+    Generator, Layout, PackageIdentity, PlatformKernel, RegistryShape, Store,
 };
 
 use super::common::*;

@@ -29,10 +29,11 @@ use kube::Api;
 use opm_operator::controller::context::Context;
 use opm_operator::controller::platform;
 use opm_operator::inventory;
+use opm_operator::kernel::SkewPolicy;
 use opm_operator::kernel::{
     BuiltPlatform, KernelError, ModuleRenderer, ModuleRequest, PackageRenderer, RenderResult,
 };
-use opm_operator::platform::{Generator, Layout, PlatformKernel, RegistryShape, SkewPolicy, Store};
+use opm_operator::platform::{Generator, Layout, PlatformKernel, RegistryShape, Store};
 use opm_operator::render::Renderer;
 
 use serde_json::Value;

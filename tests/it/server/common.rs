@@ -586,7 +586,8 @@ pub async fn real_render_server(
     tokio::sync::watch::Sender<Option<opm_operator::server::render_api::auth::Cluster>>,
 ) {
     use opm_operator::kernel::BuiltPlatform;
-    use opm_operator::platform::{Generated, PackageIdentity, SkewPolicy, Store};
+    use opm_operator::kernel::SkewPolicy;
+    use opm_operator::platform::{Generated, PackageIdentity, Store};
     use opm_operator::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
 
     let registry = ModuleRegistry::new(RegistryConfig::new(Mapping::single(Location::Layout {
@@ -594,7 +595,7 @@ pub async fn real_render_server(
     })))
     .unwrap();
     let renderer = opm_operator::render::Renderer::new(Arc::new(registry));
-    let mf = opm_operator::registry::modfile::ModuleFile::parse(
+    let mf = cue::module::ModuleFile::parse(
         &std::fs::read(platform_dir.join("cue.mod/module.cue")).unwrap(),
     )
     .unwrap();

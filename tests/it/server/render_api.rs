@@ -14,11 +14,12 @@ use k8s_openapi::api::rbac::v1::Role;
 use kube::api::PostParams;
 use kube::Api;
 use kube_emu::{Emulator, UserInfo};
+use opm_operator::kernel::SkewPolicy;
 use opm_operator::kernel::{
     BuiltPlatform, ErrorClass, InstanceRef, KernelError, ModuleRenderer, ModuleRequest, Problem,
     RenderResult, RenderedObject, SourcePos,
 };
-use opm_operator::platform::{Generated, PackageIdentity, SkewPolicy, Store};
+use opm_operator::platform::{Generated, PackageIdentity, Store};
 use opm_operator::server::render_api::auth::{Cluster, RenderAuth};
 use opm_operator::server::render_api::RenderBackend;
 use opm_operator::server::Settings;

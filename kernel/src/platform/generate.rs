@@ -32,7 +32,7 @@ use std::fmt::Write as _;
 use cue::module::ModuleVersion;
 
 use super::closure::{closure, ClosureError, ModFileSource};
-use crate::kernel::{ErrorClass, KernelError, PlatformInput, PLATFORM_MODULE_PATH};
+use crate::{ErrorClass, KernelError, PlatformInput, PLATFORM_MODULE_PATH};
 
 /// The language version the generated module declares (the floor of `local-module.cue`).
 pub const LANGUAGE_VERSION: &str = "v0.17.0";
@@ -308,7 +308,7 @@ fn check_version(m: &ModuleVersion) -> Result<(), String> {
 #[allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
 mod tests {
     use super::*;
-    use crate::kernel::PlatformEntry;
+    use crate::PlatformEntry;
     use cue::module::RegistryError;
 
     struct Flat(BTreeMap<ModuleVersion, Vec<(String, String)>>);

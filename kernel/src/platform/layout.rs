@@ -500,7 +500,8 @@ mod tests {
 
     use super::*;
     use crate::platform::fs::testing::{Call, FaultFs};
-    use crate::platform::{Generated, SkewPolicy, Store};
+    use crate::platform::{Generated, Store};
+    use crate::SkewPolicy;
 
     type Files = Vec<(&'static str, Vec<u8>)>;
 

@@ -57,4 +57,4 @@ pub use error::{Error, PruneFailure};
 pub use generate::{Generator, RegistryShape};
 pub use identity::PackageIdentity;
 pub use layout::{Ensured, Layout};
-pub use store::{Generated, LeaseGuard, LeaseView, LeasedPackage, NoLeases, SkewPolicy, Store};
+pub use store::{Generated, LeaseGuard, LeaseView, LeasedPackage, NoLeases, Store};

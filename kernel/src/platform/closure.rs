@@ -14,13 +14,11 @@
 //!   the class comes from the registry error's variant.
 //!
 //! All access to module files goes through [`ModFileSource`], the one seam between this code and
-//! the registry client's module-file reader (`ModuleRegistry::module_file`).
+//! any `cue::module::ModuleFileSource` (the registry client's module-file reader among them).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use cue::module::{ModuleVersion, RegistryError};
-
-use crate::registry::ModuleRegistry;
+use cue::module::{ModuleFileSource, ModuleVersion, RegistryError};
 
 /// A source of published module files, reduced to what the closure needs: the requirements
 /// (`path@vN` → `v`-prefixed version) of one module version.
@@ -29,7 +27,11 @@ pub trait ModFileSource: Send + Sync {
     fn requirements(&self, m: &ModuleVersion) -> Result<Vec<(String, String)>, RegistryError>;
 }
 
-impl ModFileSource for ModuleRegistry {
+/// Every module-file source of the module system (the registry client among them) is one.
+impl<T> ModFileSource for T
+where
+    T: ModuleFileSource<Error = RegistryError> + Send + Sync,
+{
     fn requirements(&self, m: &ModuleVersion) -> Result<Vec<(String, String)>, RegistryError> {
         let mf = self.module_file(m)?;
         Ok(mf.deps.into_iter().map(|(p, d)| (p, d.version)).collect())

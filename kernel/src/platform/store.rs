@@ -25,26 +25,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::PackageIdentity;
-
-/// How a render treats a module built against a different core schema version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SkewPolicy {
-    /// Render and warn (the default).
-    #[default]
-    Warn,
-    /// Refuse to render.
-    Refuse,
-}
-
-impl SkewPolicy {
-    /// Resolves `spec.skewPolicy`: `"Refuse"` is `Refuse`, anything else (Warn, unset) is `Warn`.
-    pub fn from_spec(value: Option<&str>) -> Self {
-        match value {
-            Some("Refuse") => Self::Refuse,
-            _ => Self::Warn,
-        }
-    }
-}
+use crate::SkewPolicy;
 
 /// The record of one generated and built platform package.
 ///

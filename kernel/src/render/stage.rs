@@ -40,7 +40,7 @@ use cue::{Diagnostic, Runtime, Value};
 use super::deps::{self, ModFile};
 use super::error::Error;
 use super::problems_of;
-use crate::kernel::{BuiltPlatform, ModuleRequest};
+use crate::{BuiltPlatform, ModuleRequest};
 
 /// Reserved directory of the synthesized instance package.
 pub const INSTANCE_DIR: &str = "opm-synth-instance";
@@ -274,7 +274,7 @@ pub fn classify(
     rt: &Runtime,
     coordinate: &str,
     diags: &[Diagnostic],
-    make: impl FnOnce(Vec<crate::kernel::Problem>) -> Error,
+    make: impl FnOnce(Vec<crate::Problem>) -> Error,
 ) -> Error {
     let problems = problems_of(rt, diags);
     if diags.iter().any(|d| d.code == cue::DiagCode::Limit) {
@@ -322,7 +322,7 @@ pub fn stage(
     })?;
     let load_err = |message: String| Error::Load {
         coordinate: coord.clone(),
-        problems: vec![crate::kernel::Problem {
+        problems: vec![crate::Problem {
             path: String::new(),
             message,
             positions: Vec::new(),
@@ -386,7 +386,7 @@ pub fn stage_package(
 ) -> Result<Staged, Error> {
     let load_err = |message: String| Error::Load {
         coordinate: "the instance package".to_owned(),
-        problems: vec![crate::kernel::Problem {
+        problems: vec![crate::Problem {
             path: String::new(),
             message,
             positions: Vec::new(),

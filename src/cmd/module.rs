@@ -9,10 +9,10 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::cache::Cache;
-use super::client::{ModuleRegistry, RegistryConfig};
-use super::mapping::{Location, Mapping};
-use super::{zipfile, Error};
+use crate::registry::cache::Cache;
+use crate::registry::client::{ModuleRegistry, RegistryConfig};
+use crate::registry::mapping::{Location, Mapping};
+use crate::registry::{zipfile, Error};
 use cue::module::ModuleFile;
 
 /// Registry selection shared by the subcommands.

@@ -42,7 +42,6 @@
 //! not checked beyond "the platform wins every shared path"; the context is built the alpha.4 way
 //! (instance and component metadata + runtime name), not by a D12 projection in core.
 
-pub mod cli;
 pub mod deps;
 pub mod error;
 pub mod matcher;
@@ -56,11 +55,11 @@ use cue::{Diagnostic, Runtime, Value};
 
 pub use error::{Demand, DemandReason, Error, IdentityField, PairFailure};
 
-use crate::kernel::{
+use crate::SkewPolicy;
+use crate::{
     BuiltPlatform, InstanceRef, KernelError, ModuleRenderer, ModuleRequest, PackageRenderer,
     Problem, RenderResult, RenderedObject, RUNTIME_NAME,
 };
-use crate::platform::SkewPolicy;
 
 /// Renders modules on built platforms. Cheap to clone; holds no evaluation state.
 #[derive(Clone)]

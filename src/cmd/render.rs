@@ -28,10 +28,10 @@ use std::sync::Arc;
 
 use cue::module::{FileSystem, MemFs, ModuleVersion, Registry, RegistryError};
 
-use super::{Error, Renderer};
+use crate::kernel::SkewPolicy;
 use crate::kernel::{BuiltPlatform, KernelError, ModuleRequest, RenderResult};
-use crate::platform::SkewPolicy;
 use crate::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
+use crate::render::{Error, Renderer};
 
 /// Arguments of `opm-operator render`.
 #[derive(clap::Args, Debug, Clone)]
@@ -232,7 +232,7 @@ fn platform_of(dir: &FsPath) -> Result<BuiltPlatform, CliError> {
     let mf_path = dir.join("cue.mod").join("module.cue");
     let bytes = std::fs::read(&mf_path)
         .map_err(|e| CliError::Usage(format!("--platform: {}: {e}", mf_path.display())))?;
-    let mf = super::deps::parse_module_file(&bytes)
+    let mf = crate::render::deps::parse_module_file(&bytes)
         .map_err(|e| CliError::Usage(format!("--platform: {e}")))?;
     let deps: BTreeMap<String, String> = mf
         .deps
@@ -279,12 +279,12 @@ pub fn run(args: &RenderArgs) -> Result<(String, Vec<String>), CliError> {
     let platform = platform_of(&args.platform)?;
     let local = FsPath::new(&args.module);
     let (reg, path, version): (Arc<dyn Registry>, String, String) = if local.is_dir() {
-        let tree = super::stage::dir_tree(local)
+        let tree = crate::render::stage::dir_tree(local)
             .map_err(|e| CliError::Usage(format!("{}: {e}", local.display())))?;
         let mf_bytes = tree
             .read_file("cue.mod/module.cue")
             .map_err(|e| CliError::Usage(format!("{}: {e}", local.display())))?;
-        let mf = super::deps::parse_module_file(&mf_bytes).map_err(CliError::Usage)?;
+        let mf = crate::render::deps::parse_module_file(&mf_bytes).map_err(CliError::Usage)?;
         let version = declared_version(&tree, inner.as_ref())?;
         let module = ModuleVersion {
             path: mf.module.clone(),

@@ -13,7 +13,7 @@ use std::fmt;
 
 use cue::module::RegistryError;
 
-use crate::kernel::{ErrorClass, KernelError, Problem};
+use crate::{ErrorClass, KernelError, Problem};
 
 /// Which identity field disagrees (render-spec §1.2 step 4, 0010 D11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,13 +15,17 @@
 //! Parts: [`mapping`] (CUE_REGISTRY syntax), [`artifact`] (manifest shape and digests),
 //! [`zipfile`] (zip safety and creation), [`remote`] (bounded async OCI access), [`layout`] (OCI
 //! layout directories), [`cache`] (the on-disk cache), [`auth`] (docker config credentials),
-//! [`client`] (the sync facade), [`cli`] (`opm-operator module ...`).
+//! [`client`] (the sync facade); [`flux`] downloads and safely extracts Flux source artifacts
+//! (ModulePackage). The `opm-operator module ...` command lives in the binary (`src/cmd/module.rs`).
+//!
+//! Architecture invariant: no kube, axum or operator code; the async runtime (tokio) is private to
+//! the client, which offers a synchronous facade (the `cue::module::Registry` seam is synchronous).
 
 pub mod artifact;
 pub mod auth;
 pub mod cache;
-pub mod cli;
 pub mod client;
+pub mod flux;
 pub mod layout;
 pub mod mapping;
 pub mod remote;
@@ -29,19 +33,12 @@ pub mod zipfile;
 
 use std::path::PathBuf;
 
-pub use cli::{run_module_command, ModuleCommand};
 pub use client::{
     install_crypto_provider, FetchedModule, ModuleRegistry, Published, RegistryConfig,
 };
 pub use mapping::{Location, Mapping};
 pub use remote::Timeouts;
 pub use zipfile::ZipLimits;
-
-/// `cue.mod/module.cue` as data: `cue::module`'s type (this path is kept for callers written
-/// against the registry's former reader).
-pub mod modfile {
-    pub use cue::module::{Dep, ModuleFile};
-}
 
 /// Errors of the registry module outside the [`cue::module::Registry`] seam (which uses
 /// [`cue::module::RegistryError`]).

@@ -1,4 +1,18 @@
-//! The seams between the render kernel and its callers (operator-spec.md §2.0).
+//! opm-kernel: the OPM render kernel, synchronous and free of the async operator.
+//!
+//! Architecture invariants:
+//! - No tokio, kube, hyper or axum (`cargo tree -p opm-kernel` is checked by `scripts/test.sh`): the
+//!   kernel is called from the reconcilers, the REST render API and the CLI, and runs on whatever
+//!   thread its caller gives it. Module access is only through `cue::module::Registry` (and
+//!   [`platform::closure::ModFileSource`] for module files), implemented by `opm-registry`.
+//! - Dependencies point down: [`render`] and [`platform`] implement the seam below; the seam
+//!   imports neither (it owns [`SkewPolicy`]); [`inventory`] is leaf data over `crds`' status types.
+//!
+//! Modules: this file is the seam (the types and traits callers use), [`render`] the render pipeline
+//! (stage, match, execute), [`platform`] platform generation, build, store and on-disk layout,
+//! [`inventory`] the inventory model, stale set and digests.
+//!
+//! # The seam between the render kernel and its callers (operator-spec.md §2.0)
 //!
 //! The reconcilers (`controller/`), the REST render API (`server/`) and `opm-operator render` call
 //! the kernel only through the types and traits in this module; the kernel (`render/`) implements
@@ -17,13 +31,35 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::platform::SkewPolicy;
+pub mod inventory;
+pub mod platform;
+pub mod render;
 
 /// The runtime name stamped as `app.kubernetes.io/managed-by` by the operator.
-pub const RUNTIME_NAME: &str = "opm-controller";
+pub const RUNTIME_NAME: &str = crds::labels::MANAGED_BY_OPERATOR;
 
 /// The reserved module path of the generated platform module (operator-spec §1.5).
 pub const PLATFORM_MODULE_PATH: &str = "opmodel.dev/platforms/cluster@v0";
+
+/// How a render treats a module built against a different core schema version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SkewPolicy {
+    /// Render and warn (the default).
+    #[default]
+    Warn,
+    /// Refuse to render.
+    Refuse,
+}
+
+impl SkewPolicy {
+    /// Resolves `spec.skewPolicy`: `"Refuse"` is `Refuse`, anything else (Warn, unset) is `Warn`.
+    pub fn from_spec(value: Option<&str>) -> Self {
+        match value {
+            Some("Refuse") => Self::Refuse,
+            _ => Self::Warn,
+        }
+    }
+}
 
 /// How a caller reacts to a kernel error (render-spec §1.9, operator-spec §2.2 phase 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -25,7 +25,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::kernel::{ComparablePair, ContractInventory};
+use crate::{ComparablePair, ContractInventory};
 
 /// What the inventory needs to know about one transformer.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

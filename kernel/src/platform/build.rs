@@ -53,7 +53,7 @@ use cue::{Config, Diagnostic, FieldFilter, Path, Runtime, Selector, Value};
 use super::closure::ModFileSource;
 use super::contracts::{self, EntryFacts, TransformerFacts};
 use super::generate::{Generator, RegistryShape, MODULE_FILE};
-use crate::kernel::{
+use crate::{
     AcquireError, BuiltPlatform, CatalogAcquirer, CatalogInfo, ErrorClass, KernelError,
     PlatformBuilder, PlatformInput, Problem,
 };
@@ -170,7 +170,7 @@ fn registry_class(e: &RegistryError) -> ErrorClass {
 
 /// The deps of a generated module file (`path@vN` → version).
 fn read_deps(bytes: &[u8]) -> Result<BTreeMap<String, String>, String> {
-    let mf = crate::registry::modfile::ModuleFile::parse(bytes)?;
+    let mf = cue::module::ModuleFile::parse(bytes)?;
     Ok(mf.deps.into_iter().map(|(p, d)| (p, d.version)).collect())
 }
 
