@@ -36,4 +36,3 @@ pub mod platform;
 pub mod platform_gate;
 pub mod registration;
 pub mod rendered;
-pub mod serve;

@@ -13,13 +13,12 @@
 //! - `server` hosts the admission webhooks, the REST render API, probes and metrics.
 //! - `controller` holds the reconcilers and the frame they share.
 //! - `apply` is the apply engine: staged SSA, safe prune, deletion, drift, health, impersonation.
-//! - `cmd` holds the subcommands' entry points (`render`, `module`); `dev` is `opm-operator dev`:
-//!   kube-emu plus the `serve` wiring on one machine.
+//! - `cmd` is the composition root: `serve`, `dev` (kube-emu plus the `serve` wiring on one
+//!   machine), `render`, `module`.
 
 pub mod apply;
 pub mod cmd;
 pub mod controller;
-pub mod dev;
 pub mod server;
 
 pub use opm_kernel as kernel;

@@ -16,7 +16,7 @@ struct ServeCmd {
     #[command(flatten)]
     server: opm_operator::server::ServeArgs,
     #[command(flatten)]
-    controllers: opm_operator::controller::serve::ControllerArgs,
+    controllers: opm_operator::cmd::serve::ControllerArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -31,7 +31,7 @@ enum Command {
     /// Run the whole product on this machine with no cluster: an embedded Kubernetes API
     /// (kube-emu over HTTPS), the CRDs, the example catalog and module, a Platform and an example
     /// ModuleInstance, the webhooks, controllers and render API. Ctrl-C stops it.
-    Dev(opm_operator::dev::DevArgs),
+    Dev(opm_operator::cmd::dev::DevArgs),
     /// Print the CustomResourceDefinitions as YAML.
     Crds,
     /// Print the OpenAPI document of the HTTP API (the content of openapi/openapi.json).
@@ -51,10 +51,10 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => {
             let sidecar =
-                opm_operator::controller::serve::operator_sidecar(&args.server, args.controllers)?;
+                opm_operator::cmd::serve::operator_sidecar(&args.server, args.controllers)?;
             Ok(opm_operator::server::run_with(args.server, Some(sidecar))?)
         }
-        Command::Dev(args) => Ok(opm_operator::dev::run(args)?),
+        Command::Dev(args) => Ok(opm_operator::cmd::dev::run(args)?),
         Command::Crds => {
             print!("{}", crds::all_crds_yaml()?);
             Ok(())

@@ -122,11 +122,11 @@ pub struct ServeArgs {
     /// Deadline of one HTTP request (e.g. 5s, 500ms); an admission evaluation gets 80 % of it and is
     /// denied with a message saying so when it runs over. Keep it below the webhook's timeoutSeconds
     /// (5 in deploy/webhook.yaml), so the answer arrives before the apiserver gives up.
-    #[arg(long, default_value = "4s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "4s", value_parser = crds::duration::parse_flag, value_name = "DURATION")]
     pub request_timeout: Duration,
 
     /// How long a shutdown waits for in-flight requests before closing connections.
-    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "10s", value_parser = crds::duration::parse_flag, value_name = "DURATION")]
     pub shutdown_grace: Duration,
 
     /// Admission evaluations run at once (further requests wait for a permit) [default: CPUs].
@@ -139,7 +139,7 @@ pub struct ServeArgs {
     pub render_auth: RenderAuthMode,
 
     /// Deadline of one render API request's render, including the wait for a render slot.
-    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "30s", value_parser = crds::duration::parse_flag, value_name = "DURATION")]
     pub render_timeout: Duration,
 
     /// Renders running at once: REST render API requests, and ModuleInstance/ModulePackage
@@ -148,7 +148,7 @@ pub struct ServeArgs {
     pub max_concurrent_renders: Option<u16>,
 
     /// Interval of the fallback check of the TLS files (file events are watched too).
-    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "5s", value_parser = crds::duration::parse_flag, value_name = "DURATION")]
     pub cert_poll_interval: Duration,
 }
 
@@ -200,25 +200,6 @@ fn parse_optional_addr(s: &str) -> Result<OptionalAddr, String> {
             .map(|a| OptionalAddr(Some(a)))
             .map_err(|e| format!("{e} (expected HOST:PORT, or 0 to disable)")),
     }
-}
-
-/// Parses `500ms`, `5s`, `2m` or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
-        Some(i) => s.split_at(i),
-        None => (s, "s"),
-    };
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (e.g. 500ms, 5s, 2m)"))?;
-    let secs = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s or m)")),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
 }
 
 /// What [`start`] needs, independent of the command line.
@@ -571,16 +552,6 @@ pub fn run_with(args: ServeArgs, sidecar: Option<Sidecar>) -> Result<(), Error> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("5s").unwrap(), Duration::from_secs(5));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
-        assert!(parse_duration("5h").is_err());
-        assert!(parse_duration("soon").is_err());
-    }
 
     #[test]
     fn metrics_addr_zero_disables() {

@@ -15,6 +15,7 @@
 
 pub mod common;
 pub mod conditions;
+pub mod duration;
 #[cfg(feature = "kinds")]
 pub mod fixtures;
 #[cfg(feature = "kinds")]

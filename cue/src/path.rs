@@ -79,7 +79,7 @@ impl fmt::Display for Selector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Selector::Field(s) if is_ident(s) && !s.starts_with(['#', '_']) => f.write_str(s),
-            Selector::Field(s) => write!(f, "{s:?}"),
+            Selector::Field(s) => f.write_str(&quote(s)),
             Selector::Definition(s) | Selector::Hidden(s) => f.write_str(s),
             Selector::Index(i) => write!(f, "{i}"),
             Selector::Pattern(s) => write!(f, "[{s}]"),
@@ -242,6 +242,13 @@ impl Path {
         }
         Ok(Path { selectors: sels })
     }
+}
+
+/// A CUE double-quoted string literal denoting `s` (the project's one string quoter: labels in
+/// paths, generated CUE files, messages that name a label). JSON string syntax is CUE string
+/// syntax, and `\(` cannot occur in the result because every backslash is escaped.
+pub fn quote(s: &str) -> String {
+    serde_json::Value::String(s.to_string()).to_string()
 }
 
 /// Reads a quoted label starting at byte `at` (the opening quote); returns the label and the

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use cue::module::{MemRegistry, Registry};
 use opm_operator::kernel::{BuiltPlatform, ErrorClass, ModuleRequest};
-use opm_operator::platform::SkewPolicy;
+use opm_operator::kernel::SkewPolicy;
 use opm_operator::render::{stage, Renderer};
 
 pub fn opm() -> PathBuf {

@@ -11,7 +11,7 @@
 //!   from the registry.
 //! - `--platform DIR` is a generated platform module directory (`cue.mod/module.cue` +
 //!   `platform.cue`); its deps are read from its module file. (A Platform CR YAML is not accepted
-//!   yet: that needs the platform generator of `src/platform/`.)
+//!   yet: that needs the platform generator of `opm_kernel::platform`.)
 //! - Values: each `--values` file (JSON or YAML) is deep-merged over the previous ones (objects
 //!   merge, anything else replaces); then each `--set a.b=v` sets one path (`v` parsed as JSON,
 //!   else taken as a string).

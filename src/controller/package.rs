@@ -69,48 +69,11 @@ pub mod actions {
     pub const LOAD: &str = "Load";
 }
 
-/// Parses a Go duration (`300ms`, `1.5h`, `1h30m`, `0`); `None` when malformed.
-pub fn parse_go_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    if s == "0" {
-        return Some(Duration::ZERO);
-    }
-    if s.is_empty() || s.starts_with('-') {
-        return None;
-    }
-    let s = s.strip_prefix('+').unwrap_or(s);
-    let mut total = 0f64;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let (num, tail) = rest.split_at(num_len);
-        let value: f64 = num.parse().ok()?;
-        let unit_len = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(unit_len);
-        let scale = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        total += value * scale;
-        rest = tail;
-    }
-    Duration::try_from_secs_f64(total).ok()
-}
-
 /// The interval of `mp` (§1.2: unset or zero → 5m; malformed → 5m).
 pub fn interval_of(mp: &ModulePackage) -> Duration {
     match mp.spec.interval.as_deref() {
         None => DEFAULT_INTERVAL,
-        Some(s) => match parse_go_duration(s) {
+        Some(s) => match crds::duration::parse_go(s) {
             Some(d) if !d.is_zero() => d,
             Some(_) => DEFAULT_INTERVAL,
             None => {
@@ -358,20 +321,6 @@ async fn render(
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
-
-    #[test]
-    fn go_durations_parse() {
-        let d = |s| parse_go_duration(s);
-        assert_eq!(d("5m"), Some(Duration::from_secs(300)));
-        assert_eq!(d("1h30m"), Some(Duration::from_secs(5400)));
-        assert_eq!(d("1.5s"), Some(Duration::from_millis(1500)));
-        assert_eq!(d("300ms"), Some(Duration::from_millis(300)));
-        assert_eq!(d("0"), Some(Duration::ZERO));
-        assert_eq!(d("5"), None, "a unit is required");
-        assert_eq!(d("5x"), None);
-        assert_eq!(d("-1s"), None);
-        assert_eq!(d(""), None);
-    }
 
     #[test]
     fn the_interval_defaults_to_five_minutes() {

@@ -427,21 +427,9 @@ async fn fail(
     class: Option<ErrorClass>,
 ) -> Result<Reconciled, Error> {
     let generation = plat.metadata.generation;
-    let prior = plat
-        .status
-        .as_ref()
-        .map(|s| s.conditions.clone())
-        .unwrap_or_default();
-    let status = plat.status.get_or_insert_with(Default::default);
+    let (status, warn) = frame::mark_stalled(&mut plat.status, generation, reason, &message);
     status.observed_generation = generation;
     status.operator_version = Some(ctx.operator_version.clone());
-    conditions::mark_stalled(
-        &mut status.conditions,
-        reason,
-        &message,
-        generation,
-        &frame::now(),
-    );
     let retry = platform_retry(class);
     if !w.lead {
         tracing::debug!(reason, message = %message, "platform not generated (observer)");
@@ -452,7 +440,7 @@ async fn fail(
         });
     }
     w.patcher.patch_status(&plat).await?;
-    if super::events::is_transition(&prior, reason, &message) {
+    if warn {
         ctx.events
             .publish(&plat, EventType::Warning, reason, ACTION, &message)
             .await;

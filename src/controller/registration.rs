@@ -401,26 +401,14 @@ async fn refuse(
     message: String,
 ) -> Result<Reconciled, Error> {
     let generation = tr.metadata.generation;
-    let prior = tr
-        .status
-        .as_ref()
-        .map(|s| s.conditions.clone())
-        .unwrap_or_default();
-    let status = tr.status.get_or_insert_with(Default::default);
+    let (status, warn) = frame::mark_stalled(&mut tr.status, generation, reason, &message);
     status.observed_generation = generation;
     status.accepted = false;
-    conditions::mark_stalled(
-        &mut status.conditions,
-        reason,
-        &message,
-        generation,
-        &frame::now(),
-    );
     if !status.active {
         conditions::remove(&mut status.conditions, types::ACTIVE);
     }
     patcher.patch_status(&tr).await?;
-    if super::events::is_transition(&prior, reason, &message) {
+    if warn {
         ctx.events
             .publish(&tr, EventType::Warning, reason, ACTION_ACCEPT, &message)
             .await;
@@ -572,22 +560,14 @@ async fn guard_removal(
         return Ok(Reconciled::done());
     }
     let message = claims::dependents_message(&dependents);
-    let generation = tr.metadata.generation;
-    let prior = tr
-        .status
-        .as_ref()
-        .map(|s| s.conditions.clone())
-        .unwrap_or_default();
-    let status = tr.status.get_or_insert_with(Default::default);
-    conditions::mark_stalled(
-        &mut status.conditions,
+    let (_, warn) = frame::mark_stalled(
+        &mut tr.status,
+        tr.metadata.generation,
         reasons::DEPENDENTS_REMAIN,
         &message,
-        generation,
-        &frame::now(),
     );
     patcher.patch_status(&tr).await?;
-    if super::events::is_transition(&prior, reasons::DEPENDENTS_REMAIN, &message) {
+    if warn {
         ctx.events
             .publish(
                 &tr,

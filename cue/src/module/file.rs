@@ -82,7 +82,7 @@ impl ModuleFile {
     /// Writes the module file as CUE: `module`, `language.version`, `source.kind` and `deps`
     /// (sorted by key), the fields this type holds; [`ModuleFile::parse`] reads it back equal.
     pub fn to_cue(&self) -> String {
-        let q = |s: &str| serde_json::Value::String(s.to_string()).to_string();
+        let q = crate::path::quote;
         let mut out = format!("module: {}\n", q(&self.module));
         if let Some(v) = &self.language_version {
             out.push_str(&format!("language: {{\n\tversion: {}\n}}\n", q(v)));

@@ -48,6 +48,7 @@ use std::path::Path as FsPath;
 use std::sync::Arc;
 
 use cue::module::{DirFs, FileSystem, LoadError, ModuleVersion, Registry, RegistryError, Target};
+use cue::path::quote;
 use cue::{Config, Diagnostic, FieldFilter, Path, Runtime, Selector, Value};
 
 use super::closure::ModFileSource;
@@ -251,11 +252,6 @@ fn string_at(v: &Value, sel: Selector) -> Option<String> {
     }
 }
 
-/// A quoted label as CUE prints it in a path.
-fn label(key: &str) -> String {
-    serde_json::Value::String(key.to_string()).to_string()
-}
-
 fn build_platform(
     registry: Arc<dyn PlatformRegistry>,
     config: Config,
@@ -294,7 +290,7 @@ fn build_platform(
         let Selector::Field(key) = &f.selector else {
             continue;
         };
-        let at = format!("#registry.{}", label(key));
+        let at = format!("#registry.{}", quote(key));
         let enable = match child(&f.value, field("enable")).map(|e| e.default().to_json_value()) {
             Some(Ok(serde_json::Value::Bool(b))) => b,
             None => true,
@@ -313,15 +309,15 @@ fn build_platform(
                 if module_path.as_deref() != Some(key.as_str()) {
                     return Err(build_err(format!(
                         "{at}.#catalog.metadata.modulePath: the entry key {} is bound to a catalog declaring {}",
-                        label(key),
-                        module_path.as_deref().map_or("no module path".to_string(), label)
+                        quote(key),
+                        module_path.as_deref().map_or("no module path".to_string(), quote)
                     )));
                 }
                 if version.is_none() || version != declared {
                     // The schema's unification cannot catch a catalog whose version is a
                     // default (`Version: #V | *"0.2.0"`): the stamp wins the disjunction. The
                     // default readout here can.
-                    let show = |v: &Option<String>| v.as_deref().map_or("none".to_string(), label);
+                    let show = |v: &Option<String>| v.as_deref().map_or("none".to_string(), quote);
                     let message = format!(
                         "conflicting values {} (the version the operator stamped) and {} (the imported catalog's metadata.version): the closure selected different bytes than the entry pins",
                         show(&version),
@@ -436,7 +432,7 @@ fn contract_map(v: &Value, sel: Selector, at: &str) -> Result<BTreeMap<String, b
     };
     for f in m.fields_where(FieldFilter::data()) {
         if let Selector::Field(k) = &f.selector {
-            let p = is_provider(&f.value, &format!("{at}.{}", label(k)))?;
+            let p = is_provider(&f.value, &format!("{at}.{}", quote(k)))?;
             out.insert(k.clone(), p);
         }
     }
@@ -455,7 +451,7 @@ fn catalog_facts(cat: &Value, at: &str) -> Result<Facts, String> {
             let Selector::Field(fqn) = &f.selector else {
                 continue;
             };
-            let tat = format!("{at}.#transformers.{}", label(fqn));
+            let tat = format!("{at}.#transformers.{}", quote(fqn));
             let mut required = BTreeMap::new();
             for m in ["requiredResources", "requiredTraits", "requiredBlueprints"] {
                 required.extend(contract_map(&f.value, field(m), &tat)?);
@@ -546,7 +542,7 @@ fn load_catalog(
             .and_then(|k| k.validate(false).err())
             .and_then(|d| d.into_iter().next());
         return Err(AcquireError::WrongKind(match (kind, conflict) {
-            (Some(k), _) => format!("{coord} has kind {}, not \"Catalog\"", label(&k)),
+            (Some(k), _) => format!("{coord} has kind {}, not \"Catalog\"", quote(&k)),
             (None, Some(d)) => format!(
                 "{coord} declares a kind that is an error ({}), so it is not a catalog",
                 d.message
@@ -565,8 +561,8 @@ fn load_catalog(
             ErrorClass::Resolution,
             format!(
                 "acquiring catalog {coord}: identity mismatch: the catalog declares modulePath {} and version {}",
-                declared_path.as_deref().map_or("none".to_string(), label),
-                declared_version.as_deref().map_or("none".to_string(), label)
+                declared_path.as_deref().map_or("none".to_string(), quote),
+                declared_version.as_deref().map_or("none".to_string(), quote)
             ),
         ));
     }

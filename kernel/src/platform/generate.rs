@@ -30,6 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use cue::module::ModuleVersion;
+use cue::path::quote;
 
 use super::closure::{closure, ClosureError, ModFileSource};
 use crate::{ErrorClass, KernelError, PlatformInput, PLATFORM_MODULE_PATH};
@@ -254,12 +255,6 @@ fn module_file(deps: &BTreeMap<String, String>) -> String {
         m.push_str("}\n");
     }
     m
-}
-
-/// A CUE double-quoted string (JSON string syntax is CUE string syntax; `\(` cannot occur
-/// because a backslash is always escaped).
-fn quote(s: &str) -> String {
-    serde_json::Value::String(s.to_string()).to_string()
 }
 
 /// `base@vN`, with a base of non-empty elements, no `@`, the first element a domain name.

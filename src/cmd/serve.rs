@@ -29,13 +29,13 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::sync::watch;
 
-use super::context::Context;
-use super::leader::{Elector, Timing, TimingError};
-use super::manager::{self, Role};
-use super::metrics::ControllerMetrics;
+use crate::controller::context::Context;
+use crate::controller::leader::{Elector, Timing, TimingError};
+use crate::controller::manager::{self, Role};
+use crate::controller::metrics::ControllerMetrics;
 use crate::kernel::{BuiltPlatform, CatalogAcquirer, PlatformBuilder};
 use crate::platform::{Layout, Store};
-use crate::server::{parse_duration, Sidecar};
+use crate::server::Sidecar;
 
 /// The built-in registry mapping when neither `--registry` nor `OPM_REGISTRY` is set.
 pub const DEFAULT_REGISTRY: &str =
@@ -50,15 +50,15 @@ pub struct ControllerArgs {
     pub leader_elect: bool,
 
     /// How long the leader Lease is valid after its last renewal.
-    #[arg(long, default_value = "15s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "15s", value_parser = crds::duration::parse_flag, value_name = "DURATION")]
     pub leader_elect_lease_duration: Duration,
 
     /// How long the leader keeps leading without a successful renewal (below the lease duration).
-    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "10s", value_parser = crds::duration::parse_flag, value_name = "DURATION")]
     pub leader_elect_renew_deadline: Duration,
 
     /// The interval between attempts to acquire or renew the Lease (below the renew deadline).
-    #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "2s", value_parser = crds::duration::parse_flag, value_name = "DURATION")]
     pub leader_elect_retry_period: Duration,
 
     /// Namespace of the leader Lease.
@@ -119,7 +119,7 @@ pub struct ControllerArgs {
 
     /// Deadline of one ModuleInstance or ModulePackage reconcile; a reconcile that passes it
     /// (a hung registry or artifact server) is Ready=False `ReconcileTimedOut` and retried.
-    #[arg(long, default_value = "2m", value_parser = crate::server::parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "2m", value_parser = crds::duration::parse_flag, value_name = "DURATION")]
     pub reconcile_timeout: std::time::Duration,
 
     /// The server's `--max-concurrent-renders` (not a flag of its own: `main` copies it here so

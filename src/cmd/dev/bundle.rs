@@ -21,39 +21,39 @@ pub const MODULES: &[BundledModule] = &[
         files: &[
             (
                 "catalog.cue",
-                include_bytes!("../../fixtures/opm/core/catalog.cue"),
+                include_bytes!("../../../fixtures/opm/core/catalog.cue"),
             ),
             (
                 "component.cue",
-                include_bytes!("../../fixtures/opm/core/component.cue"),
+                include_bytes!("../../../fixtures/opm/core/component.cue"),
             ),
             (
                 "cue.mod/module.cue",
-                include_bytes!("../../fixtures/opm/core/cue.mod/module.cue"),
+                include_bytes!("../../../fixtures/opm/core/cue.mod/module.cue"),
             ),
             (
                 "instance.cue",
-                include_bytes!("../../fixtures/opm/core/instance.cue"),
+                include_bytes!("../../../fixtures/opm/core/instance.cue"),
             ),
             (
                 "module.cue",
-                include_bytes!("../../fixtures/opm/core/module.cue"),
+                include_bytes!("../../../fixtures/opm/core/module.cue"),
             ),
             (
                 "platform.cue",
-                include_bytes!("../../fixtures/opm/core/platform.cue"),
+                include_bytes!("../../../fixtures/opm/core/platform.cue"),
             ),
             (
                 "primitives.cue",
-                include_bytes!("../../fixtures/opm/core/primitives.cue"),
+                include_bytes!("../../../fixtures/opm/core/primitives.cue"),
             ),
             (
                 "transformer.cue",
-                include_bytes!("../../fixtures/opm/core/transformer.cue"),
+                include_bytes!("../../../fixtures/opm/core/transformer.cue"),
             ),
             (
                 "types.cue",
-                include_bytes!("../../fixtures/opm/core/types.cue"),
+                include_bytes!("../../../fixtures/opm/core/types.cue"),
             ),
         ],
     },
@@ -62,19 +62,19 @@ pub const MODULES: &[BundledModule] = &[
         files: &[
             (
                 "apps/v1/types.cue",
-                include_bytes!("../../fixtures/opm/kube/apps/v1/types.cue"),
+                include_bytes!("../../../fixtures/opm/kube/apps/v1/types.cue"),
             ),
             (
                 "core/v1/types.cue",
-                include_bytes!("../../fixtures/opm/kube/core/v1/types.cue"),
+                include_bytes!("../../../fixtures/opm/kube/core/v1/types.cue"),
             ),
             (
                 "cue.mod/module.cue",
-                include_bytes!("../../fixtures/opm/kube/cue.mod/module.cue"),
+                include_bytes!("../../../fixtures/opm/kube/cue.mod/module.cue"),
             ),
             (
                 "meta/v1/types.cue",
-                include_bytes!("../../fixtures/opm/kube/meta/v1/types.cue"),
+                include_bytes!("../../../fixtures/opm/kube/meta/v1/types.cue"),
             ),
         ],
     },
@@ -83,51 +83,51 @@ pub const MODULES: &[BundledModule] = &[
         files: &[
             (
                 "blueprints/stateless.cue",
-                include_bytes!("../../fixtures/opm/mini/blueprints/stateless.cue"),
+                include_bytes!("../../../fixtures/opm/mini/blueprints/stateless.cue"),
             ),
             (
                 "catalog.cue",
-                include_bytes!("../../fixtures/opm/mini/catalog.cue"),
+                include_bytes!("../../../fixtures/opm/mini/catalog.cue"),
             ),
             (
                 "cue.mod/module.cue",
-                include_bytes!("../../fixtures/opm/mini/cue.mod/module.cue"),
+                include_bytes!("../../../fixtures/opm/mini/cue.mod/module.cue"),
             ),
             (
                 "identity/identity.cue",
-                include_bytes!("../../fixtures/opm/mini/identity/identity.cue"),
+                include_bytes!("../../../fixtures/opm/mini/identity/identity.cue"),
             ),
             (
                 "resources/configs.cue",
-                include_bytes!("../../fixtures/opm/mini/resources/configs.cue"),
+                include_bytes!("../../../fixtures/opm/mini/resources/configs.cue"),
             ),
             (
                 "resources/container.cue",
-                include_bytes!("../../fixtures/opm/mini/resources/container.cue"),
+                include_bytes!("../../../fixtures/opm/mini/resources/container.cue"),
             ),
             (
                 "traits/expose.cue",
-                include_bytes!("../../fixtures/opm/mini/traits/expose.cue"),
+                include_bytes!("../../../fixtures/opm/mini/traits/expose.cue"),
             ),
             (
                 "traits/scaling.cue",
-                include_bytes!("../../fixtures/opm/mini/traits/scaling.cue"),
+                include_bytes!("../../../fixtures/opm/mini/traits/scaling.cue"),
             ),
             (
                 "transformers/configmap.cue",
-                include_bytes!("../../fixtures/opm/mini/transformers/configmap.cue"),
+                include_bytes!("../../../fixtures/opm/mini/transformers/configmap.cue"),
             ),
             (
                 "transformers/deployment.cue",
-                include_bytes!("../../fixtures/opm/mini/transformers/deployment.cue"),
+                include_bytes!("../../../fixtures/opm/mini/transformers/deployment.cue"),
             ),
             (
                 "transformers/helpers.cue",
-                include_bytes!("../../fixtures/opm/mini/transformers/helpers.cue"),
+                include_bytes!("../../../fixtures/opm/mini/transformers/helpers.cue"),
             ),
             (
                 "transformers/tests.cue",
-                include_bytes!("../../fixtures/opm/mini/transformers/tests.cue"),
+                include_bytes!("../../../fixtures/opm/mini/transformers/tests.cue"),
             ),
         ],
     },
@@ -136,15 +136,15 @@ pub const MODULES: &[BundledModule] = &[
         files: &[
             (
                 "catalog.cue",
-                include_bytes!("../../fixtures/opm/gateway/catalog.cue"),
+                include_bytes!("../../../fixtures/opm/gateway/catalog.cue"),
             ),
             (
                 "cue.mod/module.cue",
-                include_bytes!("../../fixtures/opm/gateway/cue.mod/module.cue"),
+                include_bytes!("../../../fixtures/opm/gateway/cue.mod/module.cue"),
             ),
             (
                 "transformers/route.cue",
-                include_bytes!("../../fixtures/opm/gateway/transformers/route.cue"),
+                include_bytes!("../../../fixtures/opm/gateway/transformers/route.cue"),
             ),
         ],
     },
@@ -153,11 +153,11 @@ pub const MODULES: &[BundledModule] = &[
         files: &[
             (
                 "cue.mod/module.cue",
-                include_bytes!("../../fixtures/opm/demo/cue.mod/module.cue"),
+                include_bytes!("../../../fixtures/opm/demo/cue.mod/module.cue"),
             ),
             (
                 "module.cue",
-                include_bytes!("../../fixtures/opm/demo/module.cue"),
+                include_bytes!("../../../fixtures/opm/demo/module.cue"),
             ),
         ],
     },

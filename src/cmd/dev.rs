@@ -4,7 +4,7 @@
 //! Rules implemented here:
 //! - One process runs kube-emu over HTTPS (its store persisted in `STATE/cluster.json`, see
 //!   `kube_emu::snapshot`), and beside it exactly what `serve` runs, through the same wiring
-//!   ([`crate::controller::serve::operator_sidecar`] + [`crate::server::run_with`]): webhooks, the
+//!   ([`crate::cmd::serve::operator_sidecar`] + [`crate::server::run_with`]): webhooks, the
 //!   REST render API with render auth on (`--render-auth kube`: TokenReview + SubjectAccessReview
 //!   against the emulator), probes, metrics, and the controllers (no leader election: one process).
 //! - State directory (`--state-dir`, default `.dev/state` under the working directory):
@@ -115,7 +115,7 @@ pub enum DevError {
     Crds(String),
     /// The controller side could not be prepared.
     #[error(transparent)]
-    Serve(#[from] crate::controller::serve::ServeError),
+    Serve(#[from] crate::cmd::serve::ServeError),
     /// The server failed.
     #[error(transparent)]
     Server(#[from] crate::server::Error),
@@ -520,7 +520,7 @@ struct Wiring {
     #[command(flatten)]
     server: crate::server::ServeArgs,
     #[command(flatten)]
-    controllers: crate::controller::serve::ControllerArgs,
+    controllers: crate::cmd::serve::ControllerArgs,
 }
 
 fn wiring(state: &StateDir, ports: Ports) -> Result<Wiring, DevError> {
@@ -625,7 +625,7 @@ pub fn run(args: DevArgs) -> Result<(), DevError> {
     })?;
 
     let w = wiring(&state, ports)?;
-    let sidecar = crate::controller::serve::operator_sidecar(&w.server, w.controllers)?;
+    let sidecar = crate::cmd::serve::operator_sidecar(&w.server, w.controllers)?;
     let sidecar = announce(sidecar, summary(&state, ports), started);
     let served = crate::server::run_with(w.server, Some(sidecar));
     let saved = emu_rt.block_on(emu.stop());
