@@ -19,11 +19,13 @@
 //! - The rustls `ring` provider is installed by `main` once; every config built here passes the
 //!   provider explicitly anyway.
 
+mod body;
 mod error;
 mod listen;
 mod metrics;
 pub mod openapi;
 pub mod render_api;
+mod review_doc;
 mod routes;
 mod state;
 

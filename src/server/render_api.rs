@@ -35,23 +35,18 @@
 
 pub mod auth;
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use axum::body::Body;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use tokio::sync::Semaphore;
 use tracing::Span;
 
-use self::auth::{AuthError, Caller, Cluster, ClusterRx, KubeStatus, RenderAuth};
+use self::auth::{AuthError, Caller, Cluster, KubeStatus};
 use super::error::{json_response, ApiError, ErrorCode, ErrorProblem};
 use super::state::AppState;
 use crate::apply::{Action, ApplyOptions, Engine, EngineOptions};
-use crate::kernel::{BuiltPlatform, ErrorClass, KernelError, ModuleRenderer, ModuleRequest};
-use crate::platform::Store;
+use crate::kernel::{ErrorClass, KernelError, ModuleRequest};
 
 /// Route of the render API.
 pub const RENDER_PATH: &str = "/v1/namespaces/{ns}/render";
@@ -59,54 +54,7 @@ pub const RENDER_PATH: &str = "/v1/namespaces/{ns}/render";
 /// Seconds a client is told to wait when no platform is ready.
 pub const PLATFORM_RETRY_AFTER_SECS: u64 = 10;
 
-/// Everything the render route needs; absent on a webhook-only server.
-#[derive(Clone)]
-pub struct RenderBackend {
-    /// The leased platform store the Platform reconciler records into.
-    pub store: Store<BuiltPlatform>,
-    /// The render kernel.
-    pub renderer: Arc<dyn ModuleRenderer>,
-    /// Authentication and authorisation of callers.
-    pub auth: RenderAuth,
-    /// The cluster, once connected (auth reviews, validate and diff).
-    pub cluster: ClusterRx,
-    /// Deadline of one render, including the wait for a permit.
-    pub timeout: Duration,
-    /// Renders running at once.
-    pub semaphore: Arc<Semaphore>,
-}
-
-impl std::fmt::Debug for RenderBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RenderBackend")
-            .field("store", &self.store)
-            .field("auth", &self.auth)
-            .field("timeout", &self.timeout)
-            .field("permits", &self.semaphore.available_permits())
-            .finish_non_exhaustive()
-    }
-}
-
-impl RenderBackend {
-    /// A backend over `store` and `renderer` with `max_concurrent` renders of at most `timeout`.
-    pub fn new(
-        store: Store<BuiltPlatform>,
-        renderer: Arc<dyn ModuleRenderer>,
-        auth: RenderAuth,
-        cluster: ClusterRx,
-        timeout: Duration,
-        max_concurrent: usize,
-    ) -> Self {
-        RenderBackend {
-            store,
-            renderer,
-            auth,
-            cluster,
-            timeout,
-            semaphore: Arc::new(Semaphore::new(max_concurrent.max(1))),
-        }
-    }
-}
+pub use super::state::RenderBackend;
 
 /// What the caller asks for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, utoipa::ToSchema)]
@@ -528,8 +476,8 @@ async fn render_inner(
     cluster: Option<Cluster>,
     caller: Option<Caller>,
 ) -> Result<RenderResponse, ApiError> {
-    super::routes::check_content_type(headers)?;
-    let bytes = super::routes::read_body(headers, body, state.limits.body_limit).await?;
+    super::body::check_content_type(headers)?;
+    let bytes = super::body::read_body(headers, body, state.limits.body_limit).await?;
     let (mode, request) = parse_request(&bytes, ns)
         .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.to_string()))?;
     let span = Span::current();

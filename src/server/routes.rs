@@ -26,15 +26,13 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::handler::Handler as _;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use futures::FutureExt as _;
-use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use kube_core::admission::Operation;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
@@ -45,6 +43,7 @@ use tracing::field::Empty;
 use tracing::{Instrument as _, Span};
 use webhooks::WebhookKind;
 
+use super::body::{check_content_type, read_body};
 use super::error::{json_response, ApiError, ErrorBody, ErrorCode};
 use super::metrics::{HttpLabels, ListenerLabels, ReviewResult};
 use super::render_api::RENDER_PATH;
@@ -540,7 +539,7 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
     post,
     path = "/validate/transformerregistrations",
     tag = "webhooks",
-    request_body(content = super::openapi::AdmissionReviewDoc, content_type = "application/json",
+    request_body(content = super::review_doc::AdmissionReviewDoc, content_type = "application/json",
         description = "An admission.k8s.io/v1 AdmissionReview with a request",
         example = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
             "uid": "00000000-0000-4000-8000-000000000001",
@@ -555,7 +554,7 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
                     "providerRef": {"namespace": "team-a", "name": "k8up"}}},
             "dryRun": false}})),
     responses(
-        (status = 200, description = "The review, allowed or denied; response.uid echoes request.uid", body = super::openapi::AdmissionReviewDoc),
+        (status = 200, description = "The review, allowed or denied; response.uid echoes request.uid", body = super::review_doc::AdmissionReviewDoc),
         (status = 400, description = "Not a judgeable v1 AdmissionReview (malformed JSON, wrong apiVersion/kind, no request or uid)", body = ErrorBody),
         (status = 404, description = "Unknown path", body = ErrorBody),
         (status = 405, description = "Method other than POST", body = ErrorBody),
@@ -577,7 +576,7 @@ pub fn validate_transformer_registrations(
     post,
     path = "/validate/platforms",
     tag = "webhooks",
-    request_body(content = super::openapi::AdmissionReviewDoc, content_type = "application/json",
+    request_body(content = super::review_doc::AdmissionReviewDoc, content_type = "application/json",
         description = "An admission.k8s.io/v1 AdmissionReview with a request",
         example = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
             "uid": "00000000-0000-4000-8000-000000000002",
@@ -591,7 +590,7 @@ pub fn validate_transformer_registrations(
                     "registry": {"opmodel.dev/catalogs/opm@v2": {"version": "2.1.0"}}}},
             "dryRun": false}})),
     responses(
-        (status = 200, description = "The review, allowed or denied; response.uid echoes request.uid", body = super::openapi::AdmissionReviewDoc),
+        (status = 200, description = "The review, allowed or denied; response.uid echoes request.uid", body = super::review_doc::AdmissionReviewDoc),
         (status = 400, description = "Not a judgeable v1 AdmissionReview (malformed JSON, wrong apiVersion/kind, no request or uid)", body = ErrorBody),
         (status = 404, description = "Unknown path", body = ErrorBody),
         (status = 405, description = "Method other than POST", body = ErrorBody),
@@ -614,69 +613,6 @@ fn operation_str(op: &Operation) -> &'static str {
         Operation::Update => "UPDATE",
         Operation::Delete => "DELETE",
         Operation::Connect => "CONNECT",
-    }
-}
-
-pub(super) fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(value) = headers.get(header::CONTENT_TYPE) else {
-        return Ok(());
-    };
-    let mime = value
-        .to_str()
-        .unwrap_or("")
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim();
-    // Compared without lowercasing into a new string: this runs on every review.
-    let json_suffix = mime
-        .len()
-        .checked_sub("+json".len())
-        .and_then(|at| mime.get(at..))
-        .is_some_and(|tail| tail.eq_ignore_ascii_case("+json"));
-    if mime.eq_ignore_ascii_case("application/json") || json_suffix {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            ErrorCode::UnsupportedMediaType,
-            format!(
-                "Content-Type must be application/json, found {:?}",
-                mime.to_ascii_lowercase()
-            ),
-        ))
-    }
-}
-
-/// Reads a request body of at most `limit` bytes (413 above, also when `Content-Length` already
-/// says so). The headers are read before the returned future, which borrows nothing: a caller can
-/// drop the request head before awaiting the body.
-pub(super) fn read_body(
-    headers: &HeaderMap,
-    body: Body,
-    limit: usize,
-) -> impl std::future::Future<Output = Result<bytes::Bytes, ApiError>> + Send + 'static {
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    async move {
-        let too_large = || {
-            ApiError::new(
-                ErrorCode::PayloadTooLarge,
-                format!("the request body is larger than {limit} bytes"),
-            )
-        };
-        if declared.is_some_and(|n| n > limit as u64) {
-            return Err(too_large());
-        }
-        match Limited::new(body, limit).collect().await {
-            Ok(collected) => Ok(collected.to_bytes()),
-            Err(e) if e.is::<LengthLimitError>() => Err(too_large()),
-            Err(e) => Err(ApiError::new(
-                ErrorCode::BadRequest,
-                format!("reading the request body: {e}"),
-            )),
-        }
     }
 }
 
@@ -797,6 +733,8 @@ fn evaluate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::body::Body;
+    use http_body_util::BodyExt as _;
     use tower::ServiceExt as _;
 
     async fn panics() -> Response {

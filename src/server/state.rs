@@ -11,7 +11,9 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 
 use super::metrics::Metrics;
-use super::render_api::RenderBackend;
+use super::render_api::auth::{ClusterRx, RenderAuth};
+use crate::kernel::{BuiltPlatform, ModuleRenderer};
+use crate::platform::Store;
 
 /// The apiserver's own request body limit (3 MiB); a larger AdmissionReview cannot exist.
 pub const DEFAULT_BODY_LIMIT: usize = 3 * 1024 * 1024;
@@ -126,5 +128,54 @@ impl AppState {
     /// Sets readiness (true once TLS is bound, false again while draining).
     pub fn set_ready(&self, ready: bool) {
         self.0.ready.store(ready, Ordering::SeqCst);
+    }
+}
+
+/// Everything the render route needs; absent on a webhook-only server.
+#[derive(Clone)]
+pub struct RenderBackend {
+    /// The leased platform store the Platform reconciler records into.
+    pub store: Store<BuiltPlatform>,
+    /// The render kernel.
+    pub renderer: Arc<dyn ModuleRenderer>,
+    /// Authentication and authorisation of callers.
+    pub auth: RenderAuth,
+    /// The cluster, once connected (auth reviews, validate and diff).
+    pub cluster: ClusterRx,
+    /// Deadline of one render, including the wait for a permit.
+    pub timeout: Duration,
+    /// Renders running at once.
+    pub semaphore: Arc<Semaphore>,
+}
+
+impl std::fmt::Debug for RenderBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RenderBackend")
+            .field("store", &self.store)
+            .field("auth", &self.auth)
+            .field("timeout", &self.timeout)
+            .field("permits", &self.semaphore.available_permits())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RenderBackend {
+    /// A backend over `store` and `renderer` with `max_concurrent` renders of at most `timeout`.
+    pub fn new(
+        store: Store<BuiltPlatform>,
+        renderer: Arc<dyn ModuleRenderer>,
+        auth: RenderAuth,
+        cluster: ClusterRx,
+        timeout: Duration,
+        max_concurrent: usize,
+    ) -> Self {
+        RenderBackend {
+            store,
+            renderer,
+            auth,
+            cluster,
+            timeout,
+            semaphore: Arc::new(Semaphore::new(max_concurrent.max(1))),
+        }
     }
 }

@@ -10,24 +10,21 @@
 //! - **Skew** compares, per path, the module's own requirement with the platform's tidied list
 //!   (never the promoted list): a module requirement newer than the platform's pin is a finding
 //!   (Warn: a warning; Refuse: an error); an older one is plain data.
-//! - Module-file reading and writing goes through this file only (`cue::module::ModuleFile`), so
-//!   it is the one place to rewire if the module-file code moves again.
+//! - Module files are `cue::module::ModuleFile` everywhere (the module system's one type); this
+//!   file only adds the render's promotion and skew over it.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use cue::module::{Dep, ModuleFile, SourceKind};
 
-/// A module file as the render needs it.
-pub type ModFile = ModuleFile;
-
 /// Parses `cue.mod/module.cue` bytes.
-pub fn parse_module_file(bytes: &[u8]) -> Result<ModFile, String> {
+pub fn parse_module_file(bytes: &[u8]) -> Result<ModuleFile, String> {
     ModuleFile::parse(bytes)
 }
 
 /// Writes a module file as CUE.
-pub fn write_module_file(m: &ModFile) -> String {
+pub fn write_module_file(m: &ModuleFile) -> String {
     m.to_cue()
 }
 
@@ -45,10 +42,10 @@ pub struct SkewFinding {
 /// The module file of the render build: `module`'s identity with the promoted deps.
 /// `platform_defaults` are the platform's `default: true` paths.
 pub fn promote(
-    module: &ModFile,
+    module: &ModuleFile,
     platform: &BTreeMap<String, String>,
     platform_defaults: &[String],
-) -> ModFile {
+) -> ModuleFile {
     let mut deps: BTreeMap<String, Dep> = module.deps.clone();
     for (path, version) in platform {
         if *path == module.module {
@@ -76,7 +73,7 @@ pub fn promote(
 }
 
 /// The dependencies on which `module` requires a newer version than `platform` pins.
-pub fn skew(module: &ModFile, platform: &BTreeMap<String, String>) -> Vec<SkewFinding> {
+pub fn skew(module: &ModuleFile, platform: &BTreeMap<String, String>) -> Vec<SkewFinding> {
     module
         .deps
         .iter()
@@ -98,7 +95,7 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
 
-    fn module() -> ModFile {
+    fn module() -> ModuleFile {
         parse_module_file(
             br#"module: "fixtures.test/modules/demo@v0"
 language: version: "v0.17.0"

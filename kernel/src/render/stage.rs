@@ -37,10 +37,11 @@ use std::sync::Arc;
 use cue::module::{FileSystem, MemFs, ModuleVersion, OverlayFs, Registry, Target};
 use cue::{Diagnostic, Runtime, Value};
 
-use super::deps::{self, ModFile};
+use super::deps;
 use super::error::Error;
 use super::problems_of;
 use crate::{BuiltPlatform, ModuleRequest};
+use cue::module::ModuleFile;
 
 /// Reserved directory of the synthesized instance package.
 pub const INSTANCE_DIR: &str = "opm-synth-instance";
@@ -56,7 +57,7 @@ pub struct Staged {
     /// The glue package's root value.
     pub root: Value,
     /// The module's own module file (for skew).
-    pub module_file: ModFile,
+    pub module_file: ModuleFile,
 }
 
 /// A module coordinate as printed in errors (`path@version` with the major dropped).
@@ -97,14 +98,14 @@ pub fn package_name(src: &str) -> Option<String> {
 
 /// The platform's root package files (name, text) and its module file.
 /// Platform files (name, text), their package name, the promoted render module file.
-type StagedPlatform = (Vec<(String, String)>, String, ModFile);
+type StagedPlatform = (Vec<(String, String)>, String, ModuleFile);
 
 /// The platform half of a render build: the platform files, their package name, and the
 /// render module's module file with the platform's deps promoted (the platform wins every shared
 /// path; its `default: true` markers kept).
 fn stage_platform(
     platform: &BuiltPlatform,
-    module_file: &ModFile,
+    module_file: &ModuleFile,
 ) -> Result<StagedPlatform, Error> {
     let (platform_files, platform_mf) = read_platform(platform)?;
     let platform_pkg = platform_files
@@ -134,7 +135,7 @@ fn stage_platform(
     Ok((platform_files, platform_pkg, promoted))
 }
 
-fn read_platform(platform: &BuiltPlatform) -> Result<(Vec<(String, String)>, ModFile), Error> {
+fn read_platform(platform: &BuiltPlatform) -> Result<(Vec<(String, String)>, ModuleFile), Error> {
     let dir = &platform.dir;
     let perr = |message: String| Error::Platform {
         dir: dir.display().to_string(),
@@ -172,7 +173,7 @@ fn read_platform(platform: &BuiltPlatform) -> Result<(Vec<(String, String)>, Mod
 /// The core the module requires (`fixtures.test/core@v0`, `opmodel.dev/core@v2`): the first
 /// dependency (in path order) whose last path element is `core`. A module requiring no such path
 /// is refused by the shape gate.
-fn core_path(module: &ModFile) -> Option<String> {
+fn core_path(module: &ModuleFile) -> Option<String> {
     let mut cores = module.deps.keys().filter(|p| {
         let base = p.split('@').next().unwrap_or(p);
         base.rsplit('/').next() == Some("core")
