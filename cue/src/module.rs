@@ -6,10 +6,10 @@ mod cache;
 mod file;
 mod fs;
 mod load;
-pub mod path;
 mod registry;
-pub mod semver;
 mod tidy;
+
+pub use cue_modpath::{path, semver};
 
 pub use cache::ParseCache;
 pub use file::{

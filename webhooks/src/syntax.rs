@@ -3,7 +3,7 @@
 //!
 //! Rules:
 //! - **Module path** and **major-suffixed module path** (`path@v<N>`): the rules of
-//!   `cue::module::path` (upstream CUE's `CheckPath`), shared with the loader and the registry
+//!   `cue_modpath::path` (upstream CUE's `CheckPath`), shared with the loader and the registry
 //!   client: lower-case `[a-z0-9._-]` elements in OCI repository-name form, the first a host name
 //!   containing a dot; `N` a decimal without leading zeros. The major is returned.
 //! - **Bare SemVer**: SemVer 2.0.0 exactly (`MAJOR.MINOR.PATCH[-pre][+build]`, no leading zeros), no
@@ -26,23 +26,23 @@ pub const CORE_MODULE_PATH: &str = "opmodel.dev/core";
 pub const RESERVED_PLATFORMS_PREFIX: &str = "opmodel.dev/platforms/";
 
 /// Checks a module path without a version suffix, by the project's one set of module-path rules
-/// ([`cue::module::check_path`], upstream `CheckPathWithoutVersion`).
+/// ([`cue_modpath::path::check_path`], upstream `CheckPathWithoutVersion`).
 pub fn check_module_path(path: &str) -> Result<(), String> {
-    cue::module::check_path(path).map_err(|e| e.reason.to_string())
+    cue_modpath::path::check_path(path).map_err(|e| e.reason.to_string())
 }
 
-/// Parses `@v<N>` (without the `@`) into N ([`cue::module::path::parse_major`]).
+/// Parses `@v<N>` (without the `@`) into N ([`cue_modpath::path::parse_major`]).
 fn parse_major_suffix(suffix: &str) -> Result<u64, String> {
-    cue::module::path::parse_major(suffix).ok_or_else(|| {
+    cue_modpath::path::parse_major(suffix).ok_or_else(|| {
         format!("the version suffix @{suffix} must be a major version like @v1 (no leading zero)")
     })
 }
 
 /// Checks a major-suffixed module path (`example.com/catalogs/x@v1`) and returns (path, major),
-/// by [`cue::module::check_path_with_major`].
+/// by [`cue_modpath::path::check_path_with_major`].
 pub fn check_major_module_path(s: &str) -> Result<(&str, u64), String> {
-    use cue::module::PathProblem;
-    cue::module::check_path_with_major(s).map_err(|e| match e.reason {
+    use cue_modpath::path::PathProblem;
+    cue_modpath::path::check_path_with_major(s).map_err(|e| match e.reason {
         PathProblem::MissingMajor => format!("{s:?} must end in a major version suffix like @v1"),
         PathProblem::BadMajor(suffix) if suffix.contains('.') => format!(
             "{s:?} must end in a major version suffix like @v1, not a full version (@{suffix})"

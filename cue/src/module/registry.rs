@@ -4,6 +4,7 @@
 //! Paths given to a [`FileSystem`] are `/`-separated, relative to its root, never absolute and never
 //! containing `..` (callers normalise; implementations must refuse anything else).
 
+pub use cue_modpath::ModuleVersion;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -112,27 +113,6 @@ impl FileSystem for MemFs {
             .into_iter()
             .map(|(name, is_dir)| FsEntry { name, is_dir })
             .collect())
-    }
-}
-
-/// A module coordinate: `path@vMAJOR` plus an exact version, e.g. `example.com/lib@v1` + `v1.2.3`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ModuleVersion {
-    /// Module path with major suffix (`example.com/lib@v1`).
-    pub path: String,
-    /// Exact canonical semver with `v` prefix (`v1.2.3`).
-    pub version: String,
-}
-
-impl std::fmt::Display for ModuleVersion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // `example.com/lib@v1` + `v1.2.3` is written `example.com/lib@v1.2.3`.
-        let base = self
-            .path
-            .split_once('@')
-            .map(|(p, _)| p)
-            .unwrap_or(&self.path);
-        write!(f, "{}@{}", base, self.version)
     }
 }
 

@@ -226,14 +226,14 @@ pub enum CoordinateError {
 }
 
 fn tag_major(version: &str) -> Result<u64, CoordinateError> {
-    super::semver::parse_tag(version)
+    crate::semver::parse_tag(version)
         .map(|v| v.major)
         .ok_or_else(|| CoordinateError::Version(version.to_string()))
 }
 
 /// Checks a coordinate: `m.path` is `base@vN` and `m.version` a module version in major `N`;
 /// returns `base`.
-pub fn check_coordinate(m: &super::ModuleVersion) -> Result<&str, CoordinateError> {
+pub fn check_coordinate(m: &crate::ModuleVersion) -> Result<&str, CoordinateError> {
     let (base, major) = check_path_with_major(&m.path)?;
     if tag_major(&m.version)? != major {
         return Err(CoordinateError::MajorMismatch {
@@ -246,13 +246,13 @@ pub fn check_coordinate(m: &super::ModuleVersion) -> Result<&str, CoordinateErro
 }
 
 /// Parses `base@vX.Y.Z` into a coordinate (`base@vX` + `vX.Y.Z`).
-pub fn parse_coordinate(s: &str) -> Result<super::ModuleVersion, CoordinateError> {
+pub fn parse_coordinate(s: &str) -> Result<crate::ModuleVersion, CoordinateError> {
     let (base, version) = s
         .rsplit_once('@')
         .ok_or_else(|| CoordinateError::Form(s.to_string()))?;
     check_path(base)?;
     let major = tag_major(version)?;
-    Ok(super::ModuleVersion {
+    Ok(crate::ModuleVersion {
         path: format!("{base}@v{major}"),
         version: version.to_string(),
     })
@@ -326,7 +326,7 @@ mod tests {
             ("example.com/x@v1", "v1.2.3")
         );
         assert_eq!(check_coordinate(&m), Ok("example.com/x"));
-        let wrong = crate::module::ModuleVersion {
+        let wrong = crate::ModuleVersion {
             path: "example.com/x@v2".into(),
             version: "v1.2.3".into(),
         };
