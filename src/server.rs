@@ -544,8 +544,13 @@ pub fn run(args: ServeArgs) -> Result<(), Error> {
 /// Runs the server, and `sidecar` beside it, until SIGTERM or SIGINT.
 pub fn run_with(args: ServeArgs, sidecar: Option<Sidecar>) -> Result<(), Error> {
     init_logging(args.log_format)?;
+    // Renders and platform builds run in `spawn_blocking`: threads with the evaluator's stack run
+    // them in place (the kernel's big-stack policy, `opm_kernel::stack`).
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(crate::kernel::stack::eval_stack_bytes(
+            &cue::Config::default(),
+        ))
         .build()
         .map_err(Error::Runtime)?;
     runtime.block_on(serve(args, sidecar))

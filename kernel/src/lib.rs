@@ -10,7 +10,8 @@
 //!
 //! Modules: this file is the seam (the types and traits callers use), [`render`] the render pipeline
 //! (stage, match, execute), [`platform`] platform generation, build, store and on-disk layout,
-//! [`inventory`] the inventory model, stale set and digests.
+//! [`inventory`] the inventory model, stale set and digests, [`stack`] the one big-stack policy of
+//! every evaluating call.
 //!
 //! # The seam between the render kernel and its callers (operator-spec.md §2.0)
 //!
@@ -34,6 +35,7 @@ use std::path::{Path, PathBuf};
 pub mod inventory;
 pub mod platform;
 pub mod render;
+pub mod stack;
 
 /// The runtime name stamped as `app.kubernetes.io/managed-by` by the operator.
 pub const RUNTIME_NAME: &str = crds::labels::MANAGED_BY_OPERATOR;

@@ -166,7 +166,8 @@ impl Renderer {
         self.on_render_thread(platform, || self.render_here(req, platform, skew))
     }
 
-    /// Runs `f` on a thread whose stack fits the evaluator's limit (no record → PlatformNotReady).
+    /// Runs `f` with the stack the evaluator's limit needs ([`crate::stack`]; no record →
+    /// PlatformNotReady).
     fn on_render_thread(
         &self,
         platform: &BuiltPlatform,
@@ -175,16 +176,9 @@ impl Renderer {
         if platform.dir.as_os_str().is_empty() {
             return Err(Error::PlatformNotReady);
         }
-        let stack = self.config.max_stack_bytes.saturating_add(8 << 20);
-        std::thread::scope(|s| {
-            let h = std::thread::Builder::new()
-                .name("opm-render".into())
-                .stack_size(stack)
-                .spawn_scoped(s, f)
-                .map_err(|e| Error::Thread(e.to_string()))?;
-            h.join()
-                .map_err(|_| Error::Thread("the render thread panicked".into()))?
-        })
+        let stack = crate::stack::eval_stack_bytes(&self.config);
+        crate::stack::on_eval_stack(stack, "opm-render", f)
+            .map_err(|e| Error::Thread(e.to_string()))?
     }
 
     fn render_here(

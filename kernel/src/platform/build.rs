@@ -65,9 +65,6 @@ pub trait PlatformRegistry: Registry + ModFileSource {}
 
 impl<T: Registry + ModFileSource> PlatformRegistry for T {}
 
-/// Stack size of the evaluation thread.
-const EVAL_STACK: usize = 64 << 20;
-
 /// The platform half of the render kernel: generation, build, contract inventory, catalog
 /// acquisition.
 pub struct PlatformKernel {
@@ -102,7 +99,7 @@ impl PlatformBuilder for PlatformKernel {
         let config = self.config.clone();
         let shape = self.generator.shape;
         let dir = dir.to_path_buf();
-        on_eval_thread(std::convert::identity, move || {
+        on_eval_thread(&self.config, std::convert::identity, move || {
             build_platform(registry, config, shape, &dir)
         })
     }
@@ -113,7 +110,7 @@ impl CatalogAcquirer for PlatformKernel {
         let registry = self.registry.clone();
         let config = self.config.clone();
         let (path, version) = (path.to_string(), version.to_string());
-        on_eval_thread(AcquireError::Other, move || {
+        on_eval_thread(&self.config, AcquireError::Other, move || {
             let rt = Runtime::new(config);
             let cat = load_catalog(&rt, registry.as_ref(), &path, &version)?;
             let provides = contracts::provides(&cat.transformers);
@@ -125,27 +122,15 @@ impl CatalogAcquirer for PlatformKernel {
     }
 }
 
-/// Runs `f` on a thread with a stack large enough for the evaluator.
-fn on_eval_thread<T: Send + 'static, E: Send + 'static>(
+/// Runs `f` with the stack the evaluator needs under `config` ([`crate::stack`]).
+fn on_eval_thread<T: Send, E: Send>(
+    config: &Config,
     wrap: fn(KernelError) -> E,
-    f: impl FnOnce() -> Result<T, E> + Send + 'static,
+    f: impl FnOnce() -> Result<T, E> + Send,
 ) -> Result<T, E> {
-    let handle = std::thread::Builder::new()
-        .name("opm-platform-eval".into())
-        .stack_size(EVAL_STACK)
-        .spawn(f)
-        .map_err(|e| {
-            wrap(KernelError::new(
-                ErrorClass::Other,
-                format!("cannot start the evaluation thread: {e}"),
-            ))
-        })?;
-    handle.join().unwrap_or_else(|_| {
-        Err(wrap(KernelError::new(
-            ErrorClass::Other,
-            "the evaluation thread failed",
-        )))
-    })
+    let stack = crate::stack::eval_stack_bytes(config);
+    crate::stack::on_eval_stack(stack, "opm-platform-eval", f)
+        .unwrap_or_else(|e| Err(wrap(KernelError::new(ErrorClass::Other, e.to_string()))))
 }
 
 fn build_err(message: impl std::fmt::Display) -> KernelError {
