@@ -5,21 +5,24 @@
 //!
 //! Operator-spec §8 scenarios → tests:
 //! - 36 (drift, dry-run error counted): `apply::scenario_36_drift_detected_ignored_counted_and_cleared`
-//! - 37 (prune + guards): `apply_prune::scenario_37_prune_deletes_stale_and_honours_every_guard`
+//! - 37 (prune + guards): `apply::prune::scenario_37_prune_deletes_stale_and_honours_every_guard`
 //! - 38 (component move / API version change not stale):
-//!   `apply_prune::scenario_38_component_move_and_version_change_are_not_stale`
-//! - 39 (apply error: no prune, inventory kept): `apply_faults::failed_apply_adds_nothing_and_prunes_nothing`
+//!   `apply::prune::scenario_38_component_move_and_version_change_are_not_stale`
+//! - 39 (apply error: no prune, inventory kept): `apply::faults::failed_apply_adds_nothing_and_prunes_nothing`
 //! - 41, 43 (impersonation; 403 typed as an impersonation failure):
 //!   `apply::scenario_41_impersonation_403_typed_and_group_rolebinding_authorises`
 //! - 44 (deletion, fail-slow, finalizer kept until gone):
-//!   `apply_prune::scenario_44_deletion_prunes_all_but_protected_fail_slow_and_waits_for_gone`
-//! - 45 (SA gone on deletion, orphan annotation): `apply_prune::scenario_45_deleting_with_the_sa_gone`
+//!   `apply::prune::scenario_44_deletion_prunes_all_but_protected_fail_slow_and_waits_for_gone`
+//! - 45 (SA gone on deletion, orphan annotation): `apply::prune::scenario_45_deleting_with_the_sa_gone`
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
     reason = "test helpers fail loudly"
 )]
+
+pub mod faults;
+pub mod prune;
 
 use std::time::Duration;
 

@@ -1,19 +1,12 @@
-//! Integration tests of the root package: one binary, one module per area.
+//! Integration tests of the root package: one binary, one folder per area (`apply/`,
+//! `controller/`, `platform/`, `registry/`, `server/`), plus the whole-product sessions (`dev`,
+//! `e2e`) and the render kernel (`render`).
 
 mod apply;
-mod apply_faults;
-mod apply_prune;
-mod artifact;
 mod controller;
 mod dev;
 mod e2e;
-mod platform_crash;
-mod platform_gen;
-mod platform_stress;
+mod platform;
 mod registry;
-mod registry_auth;
-mod registry_bad;
-mod registry_cache;
-mod registry_export;
 mod render;
 mod server;

@@ -7,6 +7,11 @@
     reason = "test helpers fail loudly"
 )]
 
+mod auth;
+mod bad;
+mod cache;
+mod export;
+mod flux;
 pub mod harness;
 
 use cue::module::ModuleFile;

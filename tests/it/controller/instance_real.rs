@@ -50,8 +50,8 @@ use serde_json::{json, Value};
 
 use super::common::*;
 use super::real::*;
-use crate::apply_prune::relabel;
-use crate::platform_gen::{opm, renamed};
+use crate::apply::prune::relabel;
+use crate::platform::gen::{opm, renamed};
 
 const NS: &str = SHOP_NS;
 const NAME: &str = SHOP;

@@ -108,7 +108,7 @@ fn shop_dir() -> PathBuf {
 
 /// The files of the shop fixture under `app/`.
 pub fn shop_files() -> Vec<(String, Vec<u8>)> {
-    crate::platform_gen::module_files(&shop_dir())
+    crate::platform::gen::module_files(&shop_dir())
         .into_iter()
         .map(|(p, b)| (format!("app/{p}"), b))
         .collect()

@@ -40,7 +40,7 @@ use super::package::{
     Artifacts,
 };
 use super::real::*;
-use crate::platform_gen::opm;
+use crate::platform::gen::opm;
 
 const NS: &str = "team-a";
 const NAME: &str = "pkg";

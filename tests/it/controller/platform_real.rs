@@ -34,7 +34,7 @@ use opm_operator::platform::{
 
 use super::common::*;
 use super::real::*;
-use crate::platform_gen::opm;
+use crate::platform::gen::opm;
 
 const EXPOSE: &str = "fixtures.test/catalogs/mini/traits/expose@v1";
 const CONTAINER: &str = "fixtures.test/catalogs/mini/resources/container@v1";
@@ -415,7 +415,7 @@ async fn scenarios_19_20_21_64_two_real_providers_are_refused_until_one_is_disab
 /// transformer matches every container component, a superset of what mini's deployment
 /// transformer matches, and provides nothing.
 fn plainroute_files() -> Vec<(String, Vec<u8>)> {
-    crate::platform_gen::module_files(&opm("gateway"))
+    crate::platform::gen::module_files(&opm("gateway"))
         .into_iter()
         .map(|(p, b)| {
             let text: String = String::from_utf8(b)
@@ -459,7 +459,7 @@ async fn scenario_20_comparable_predicates_alone_refuse_with_broader_and_narrowe
 /// mini published as a second major, `mini@v1` at v1.0.0: the core stamps contract FQNs from
 /// the catalog's registry path without the major, so both majors define the same contracts.
 fn mini_v1_files() -> Vec<(String, Vec<u8>)> {
-    crate::platform_gen::module_files(&opm("mini"))
+    crate::platform::gen::module_files(&opm("mini"))
         .into_iter()
         .map(|(p, b)| {
             let t = String::from_utf8(b).unwrap();
@@ -1008,7 +1008,7 @@ fn with_deps(module: &str, pins: &[(&str, &str)]) -> String {
 /// The files of fixture module `dir` re-homed: each of `renames` (old → new, in order) applied
 /// to every file, then `pins` required in its module file.
 fn rehomed(dir: &str, renames: &[(&str, &str)], pins: &[(&str, &str)]) -> Vec<(String, Vec<u8>)> {
-    crate::platform_gen::module_files(&opm(dir))
+    crate::platform::gen::module_files(&opm(dir))
         .into_iter()
         .map(|(p, b)| {
             let mut t = String::from_utf8(b).unwrap();

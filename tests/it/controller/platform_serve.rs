@@ -18,7 +18,7 @@ use crds::conditions::types;
 use crds::platform::Platform;
 
 use super::common::*;
-use crate::platform_gen::opm;
+use crate::platform::gen::opm;
 use crate::registry::harness::DistRegistry;
 
 const MINI: &str = "fixtures.test/catalogs/mini@v0";

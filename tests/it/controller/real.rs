@@ -39,7 +39,7 @@ use opm_operator::render::Renderer;
 use serde_json::Value;
 
 use super::common::*;
-use crate::platform_gen::{module_files, opm, published};
+use crate::platform::gen::{module_files, opm, published};
 use crate::registry::harness::DistRegistry;
 
 pub const CORE: &str = "fixtures.test/core@v0";

@@ -115,7 +115,7 @@ fn input(entries: &[(&str, &str, bool)]) -> PlatformInput {
 fn golden(name: &str) -> Vec<u8> {
     std::fs::read(
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/it/platform_gen")
+            .join("tests/it/platform/gen_golden")
             .join(name),
     )
     .unwrap()
