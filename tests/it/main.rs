@@ -3,6 +3,7 @@
 //! `e2e`) and the render kernel (`render`).
 
 mod apply;
+mod architecture;
 mod controller;
 mod dev;
 mod e2e;
