@@ -11,48 +11,33 @@
     reason = "a synchronous test polling child processes (no runtime to yield to)"
 )]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::child::LoggedChild;
 
 /// The running `opm-operator dev`; killed on drop (a failing test leaves no process behind).
 struct Dev {
-    child: Child,
-    out: Arc<Mutex<String>>,
+    proc: LoggedChild,
 }
 
 impl Dev {
     fn start(state: &Path) -> Dev {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_opm-operator"))
-            .args(["dev", "--port-base", "0", "--state-dir"])
-            .arg(state)
-            .current_dir(state.parent().unwrap())
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let out = Arc::new(Mutex::new(String::new()));
-        for stream in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
-            let out = out.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                    let mut o = out.lock().unwrap();
-                    o.push_str(&line);
-                    o.push('\n');
-                }
-            });
-        }
-        Dev { child, out }
+        let proc = LoggedChild::spawn(
+            Command::new(env!("CARGO_BIN_EXE_opm-operator"))
+                .args(["dev", "--port-base", "0", "--state-dir"])
+                .arg(state)
+                .current_dir(state.parent().unwrap())
+                .env("RUST_LOG", "info"),
+        )
+        .unwrap();
+        Dev { proc }
     }
 
     fn output(&self) -> String {
-        self.out.lock().unwrap().clone()
+        self.proc.log()
     }
 
     /// Waits for the summary (printed once the server listens) and returns it.
@@ -66,7 +51,7 @@ impl Dev {
             ) {
                 return out[a..b].to_owned();
             }
-            if let Some(status) = self.child.try_wait().unwrap() {
+            if let Some(status) = self.proc.child.try_wait().unwrap() {
                 panic!("dev exited with {status}: {out}");
             }
             assert!(Instant::now() < deadline, "no summary: {out}");
@@ -77,26 +62,19 @@ impl Dev {
     /// Sends `signal` (`TERM`, `INT`) and waits for a clean exit.
     fn stop(&mut self, signal: &str) {
         let status = Command::new("kill")
-            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .args([&format!("-{signal}"), &self.proc.child.id().to_string()])
             .status()
             .unwrap();
         assert!(status.success());
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
+            if let Some(status) = self.proc.child.try_wait().unwrap() {
                 assert!(status.success(), "{status}: {}", self.output());
                 return;
             }
             assert!(Instant::now() < deadline, "did not stop: {}", self.output());
             std::thread::sleep(Duration::from_millis(50));
         }
-    }
-}
-
-impl Drop for Dev {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -20,12 +20,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::child::LoggedChild;
 use crate::registry::harness::{cli_ok, DistRegistry};
 
 const DEMO: &str = "fixtures.test/modules/demo@v0";
@@ -34,67 +34,35 @@ const MINI: &str = "fixtures.test/catalogs/mini@v0";
 /// Child processes killed (and reaped) on drop, with their combined output kept for failures.
 #[derive(Default)]
 struct Children {
-    procs: Vec<(String, Child, Arc<Mutex<String>>)>,
+    procs: Vec<(String, LoggedChild)>,
 }
 
 impl Children {
-    fn spawn(&mut self, name: &str, cmd: &mut Command) -> Arc<Mutex<String>> {
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawning {name}: {e}"));
-        let log = Arc::new(Mutex::new(String::new()));
-        for out in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
-            let log = log.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(out).lines().map_while(Result::ok) {
-                    let mut l = log.lock().unwrap();
-                    l.push_str(&line);
-                    l.push('\n');
-                }
-            });
-        }
-        self.procs.push((name.to_owned(), child, log.clone()));
-        log
+    fn spawn(&mut self, name: &str, cmd: &mut Command) -> usize {
+        let child = LoggedChild::spawn(cmd).unwrap_or_else(|e| panic!("spawning {name}: {e}"));
+        self.procs.push((name.to_owned(), child));
+        self.procs.len() - 1
+    }
+
+    /// The output so far of the child `i` ([`Children::spawn`]'s result).
+    fn log(&self, i: usize) -> String {
+        self.procs[i].1.log()
     }
 
     /// The tail of every child's output (for assertion messages).
     fn logs(&self) -> String {
         let mut s = String::new();
-        for (name, _, log) in &self.procs {
-            let l = log.lock().unwrap();
-            let tail: String = l
-                .lines()
-                .rev()
-                .take(40)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect::<Vec<_>>()
-                .join("\n");
-            s.push_str(&format!("--- {name} ---\n{tail}\n"));
+        for (name, child) in &self.procs {
+            s.push_str(&format!("--- {name} ---\n{}\n", child.tail(40)));
         }
         s
     }
 
     fn assert_running(&mut self) {
-        for (name, child, _) in &mut self.procs {
-            if let Some(status) = child.try_wait().unwrap() {
+        for (name, child) in &mut self.procs {
+            if let Some(status) = child.child.try_wait().unwrap() {
                 panic!("{name} exited ({status})");
             }
-        }
-    }
-}
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        for (_, child, _) in &mut self.procs {
-            let _ = child.kill();
-            let _ = child.wait();
         }
     }
 }
@@ -248,14 +216,14 @@ async fn kubectl_drives_a_module_instance_through_the_real_binaries() {
 
     // The cluster.
     let kubeconfig = dir.path().join("kubeconfig");
-    let emu_log = children.spawn(
+    let emu = children.spawn(
         "kube-emu",
         Command::new(kube_emu_binary())
             .arg("--kubeconfig")
             .arg(&kubeconfig),
     );
     assert!(
-        until(30, || emu_log.lock().unwrap().contains("serving on")).await,
+        until(30, || children.log(emu).contains("serving on")).await,
         "{}",
         children.logs()
     );

@@ -4,6 +4,7 @@
 
 mod apply;
 mod architecture;
+mod child;
 mod controller;
 mod dev;
 mod e2e;

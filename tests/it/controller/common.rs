@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use crate::child::LoggedChild;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -472,9 +473,19 @@ pub fn widgets(client: &kube::Client, ns: &str, version: &str) -> Api<DynamicObj
 
 /// A running `opm-operator serve` process whose stdout and stderr are collected into one log;
 /// killed and reaped on drop.
-pub struct ServeProc {
-    pub child: std::process::Child,
-    log: Arc<Mutex<String>>,
+pub struct ServeProc(LoggedChild);
+
+impl std::ops::Deref for ServeProc {
+    type Target = LoggedChild;
+    fn deref(&self) -> &LoggedChild {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for ServeProc {
+    fn deref_mut(&mut self) -> &mut LoggedChild {
+        &mut self.0
+    }
 }
 
 /// The leader-election flags of the multi-replica tests: a 2 s lease renewed within 1.5 s,
@@ -514,32 +525,7 @@ impl ServeProc {
 
     /// Spawns `cmd` and collects its output.
     pub fn spawn(mut cmd: std::process::Command) -> ServeProc {
-        use std::io::{BufRead as _, BufReader};
-        let mut child = cmd
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        for out in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
-            let log = log.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(out).lines().map_while(Result::ok) {
-                    let mut l = log.lock().unwrap();
-                    l.push_str(&line);
-                    l.push('\n');
-                }
-            });
-        }
-        ServeProc { child, log }
-    }
-
-    /// The output so far.
-    pub fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
+        ServeProc(LoggedChild::spawn(&mut cmd).unwrap())
     }
 
     /// The leader-election identity of a process run with `HOSTNAME=replica` and no `POD_NAME`.
@@ -550,18 +536,6 @@ impl ServeProc {
     /// Whether the log contains `needle` within `secs`.
     pub async fn wait_log(&self, needle: &str, secs: u64) -> bool {
         eventually(secs, || async { self.log().contains(needle) }).await
-    }
-
-    /// SIGKILL: the process dies holding whatever it holds.
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for ServeProc {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 
