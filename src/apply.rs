@@ -72,6 +72,7 @@ pub mod error;
 pub mod health;
 pub mod impersonate;
 pub mod object;
+pub mod ownership;
 pub mod prune;
 pub mod resolve;
 
@@ -179,6 +180,9 @@ pub struct Change {
 pub struct ChangeSet {
     /// One entry per object.
     pub changes: Vec<Change>,
+    /// Objects taken over from an instance that no longer exists ([`ownership`]): `object (from
+    /// namespace/name)`, in render order.
+    pub adopted: Vec<String>,
 }
 
 impl ChangeSet {
@@ -196,6 +200,17 @@ impl ChangeSet {
             self.count(Action::Created) + self.count(Action::Recreated),
             self.count(Action::Configured),
             self.count(Action::Unchanged)
+        ) + &self.adopted_note()
+    }
+
+    /// `"; adopted …"` naming the adopted objects, or nothing.
+    fn adopted_note(&self) -> String {
+        if self.adopted.is_empty() {
+            return String::new();
+        }
+        format!(
+            "; adopted from deleted instances: {}",
+            self.adopted.join(", ")
         )
     }
 }
@@ -229,6 +244,8 @@ struct Plan {
     planned: Value,
     /// For [`Action::Recreated`]: the live uid to delete and the immutable fields.
     recreate: Option<(String, Vec<String>)>,
+    /// The former owner (`namespace/name`) when the object is adopted ([`ownership`]).
+    adopted: Option<String>,
 }
 
 /// What applying one object would do, with both sides (for render previews: validate and diff).
@@ -371,6 +388,7 @@ impl Engine {
         // changed since the last apply is never served from a stale cache.
         self.resolver.refresh();
         let mut results: Vec<Option<Action>> = vec![None; prepared.len()];
+        let mut adopted: Vec<Option<String>> = vec![None; prepared.len()];
         for stage in 0..object::STAGES {
             let idx: Vec<usize> = (0..prepared.len())
                 .filter(|&i| object::stage_of(&prepared[i].r) == stage)
@@ -382,7 +400,13 @@ impl Engine {
             let planned: Vec<(usize, Result<Plan, Error>)> = stream::iter(idx.iter().copied())
                 .map(|i| {
                     let p = &prepared[i];
-                    async move { (i, self.plan_one(p, opts.recreate).await) }
+                    async move {
+                        (
+                            i,
+                            self.plan_one(p, opts.recreate, opts.instance.as_ref())
+                                .await,
+                        )
+                    }
                 })
                 .buffered(self.opts.concurrency.max(1))
                 .collect()
@@ -393,6 +417,9 @@ impl Engine {
                 match r {
                     Ok(plan) => {
                         results[i] = Some(plan.action);
+                        adopted[i] = plan
+                            .adopted
+                            .map(|from| format!("{} (from {from})", prepared[i].r));
                         if plan.action != Action::Unchanged {
                             writes.push((i, plan.api, plan.recreate));
                         }
@@ -447,7 +474,10 @@ impl Engine {
                 })
             })
             .collect();
-        Ok(ChangeSet { changes })
+        Ok(ChangeSet {
+            changes,
+            adopted: adopted.into_iter().flatten().collect(),
+        })
     }
 
     /// What applying `objects` would do, without writing anything (GET + server-side dry-run
@@ -458,24 +488,30 @@ impl Engine {
         let prepared = self.prepare_all(objects, opts)?;
         self.resolver.refresh();
         let planned: Vec<Result<Plan, Error>> = stream::iter(prepared.iter())
-            .map(|p| self.plan_one(p, opts.recreate))
+            .map(|p| self.plan_one(p, opts.recreate, opts.instance.as_ref()))
             .buffered(self.opts.concurrency.max(1))
             .collect()
             .await;
         let mut changes = Vec::new();
+        let mut adopted = Vec::new();
         let mut errors = Vec::new();
         for (p, r) in prepared.into_iter().zip(planned) {
             match r {
-                Ok(plan) => changes.push(Change {
-                    object: p.r,
-                    action: plan.action,
-                }),
+                Ok(plan) => {
+                    if let Some(from) = plan.adopted {
+                        adopted.push(format!("{} (from {from})", p.r));
+                    }
+                    changes.push(Change {
+                        object: p.r,
+                        action: plan.action,
+                    })
+                }
                 Err(e) => errors.push(e),
             }
         }
         match Error::collect(errors) {
             Some(e) => Err(e),
-            None => Ok(ChangeSet { changes }),
+            None => Ok(ChangeSet { changes, adopted }),
         }
     }
 
@@ -490,11 +526,12 @@ impl Engine {
         let prepared = self.prepare_all(objects, opts)?;
         self.resolver.refresh();
         let recreate = opts.recreate;
+        let owner = opts.instance.as_ref();
         // Owned items (not `iter()`): the future must be `Send` for any caller, including an
         // axum handler, which a closure over `&Prepared` cannot prove.
         let planned: Vec<(Prepared, Result<Plan, Error>)> = stream::iter(prepared)
             .map(|p| async move {
-                let r = self.plan_one(&p, recreate).await;
+                let r = self.plan_one(&p, recreate, owner).await;
                 (p, r)
             })
             .buffered(self.opts.concurrency.max(1))
@@ -515,10 +552,16 @@ impl Engine {
             .collect())
     }
 
-    /// GET and dry-run one object (ownership forced): what applying it would do. An existing
+    /// GET, the ownership rule ([`ownership`]: an object of another live instance is refused)
+    /// and dry-run of one object (field ownership forced): what applying it would do. An existing
     /// object whose update is refused for immutable fields is planned [`Action::Recreated`] when
     /// `recreate` allows it and the object may be recreated (see the module rules).
-    async fn plan_one(&self, p: &Prepared, recreate: bool) -> Result<Plan, Error> {
+    async fn plan_one(
+        &self,
+        p: &Prepared,
+        recreate: bool,
+        me: Option<&InstanceLabels>,
+    ) -> Result<Plan, Error> {
         let Some((api, _)) = self.api_for(&p.r).await? else {
             return Err(Error::UnknownKind {
                 object: p.r.to_string(),
@@ -530,6 +573,10 @@ impl Engine {
             Ok(o) => o.map(|o| to_value(&o, &p.r)).transpose()?,
             Err(e) => return Err(self.err(e, &p.r, "get")),
         };
+        let adopted = match self.ownership(&p.r, live.as_ref(), me).await? {
+            ownership::Ownership::Ours => None,
+            ownership::Ownership::Adopted(from) => Some(from),
+        };
         let dry = PatchParams::apply(&self.opts.field_manager)
             .dry_run()
             .force();
@@ -538,9 +585,9 @@ impl Engine {
             Err(e) => {
                 let fields = live.as_ref().and_then(|_| error::immutable_fields(&e));
                 return match (fields, live) {
-                    (Some(fields), Some(live)) => {
-                        self.plan_recreate(p, api, live, fields, recreate)
-                    }
+                    (Some(fields), Some(live)) => self
+                        .plan_recreate(p, api, live, fields, recreate)
+                        .map(|plan| Plan { adopted, ..plan }),
                     _ => Err(self.err(e, &p.r, "apply (dry-run)")),
                 };
             }
@@ -557,6 +604,7 @@ impl Engine {
             live,
             planned,
             recreate: None,
+            adopted,
         })
     }
 
@@ -621,6 +669,7 @@ impl Engine {
             live: Some(comparable(&live)),
             planned: comparable(&p.body),
             recreate: Some((uid, fields)),
+            adopted: None,
         })
     }
 

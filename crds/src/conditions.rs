@@ -64,6 +64,9 @@ pub mod reasons {
     pub const RENDER_WARNING: &str = "RenderWarning";
     /// Server-side apply failed.
     pub const APPLY_FAILED: &str = "ApplyFailed";
+    /// Ready=False: a rendered object already exists and belongs to another live instance; it is
+    /// not applied and nothing is pruned (the message names the object and the owner).
+    pub const OWNERSHIP_CONFLICT: &str = "OwnershipConflict";
     /// Pruning stale objects failed.
     pub const PRUNE_FAILED: &str = "PruneFailed";
     /// Impersonating the apply service account failed (or 403 under it).
@@ -390,7 +393,9 @@ pub fn mark_drifted(
     );
 }
 
-/// *ModuleResolved*: ModuleResolved=True `"module resolved: <path>@<version>"`.
+/// *ModuleResolved*: ModuleResolved=True `"module resolved: <coordinate>"`, the coordinate written
+/// as CUE writes it: `example.com/m@v0` at `v0.1.0` is `example.com/m@v0.1.0` (the major suffix is
+/// not repeated before the version).
 pub fn mark_module_resolved(
     conds: &mut Vec<Condition>,
     path: &str,
@@ -398,7 +403,17 @@ pub fn mark_module_resolved(
     generation: Option<i64>,
     now: &Time,
 ) {
-    let msg = format!("module resolved: {path}@{version}");
+    let base = match path.rsplit_once('@') {
+        Some((base, major))
+            if major
+                .strip_prefix('v')
+                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())) =>
+        {
+            base
+        }
+        _ => path,
+    };
+    let msg = format!("module resolved: {base}@{version}");
     set(
         conds,
         types::MODULE_RESOLVED,
@@ -414,6 +429,29 @@ pub fn mark_module_resolved(
 mod tests {
     use super::*;
     use k8s_openapi::jiff::Timestamp;
+
+    #[test]
+    fn module_resolved_names_the_coordinate_once() {
+        let now = Time(Timestamp::UNIX_EPOCH);
+        let msg = |path: &str| {
+            let mut conds = Vec::new();
+            mark_module_resolved(&mut conds, path, "v0.1.0", Some(1), &now);
+            conds[0].message.clone()
+        };
+        // Regression (issue 29): the major suffix and the version were both joined with `@`.
+        assert_eq!(
+            msg("fixtures.test/modules/demo@v0"),
+            "module resolved: fixtures.test/modules/demo@v0.1.0"
+        );
+        assert_eq!(
+            msg("example.com/m"),
+            "module resolved: example.com/m@v0.1.0"
+        );
+        assert_eq!(
+            msg("example.com/m@latest"),
+            "module resolved: example.com/m@latest@v0.1.0"
+        );
+    }
 
     fn t(secs: i64) -> Time {
         Time(Timestamp::from_second(secs).unwrap())

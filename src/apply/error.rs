@@ -66,6 +66,15 @@ pub enum Error {
         /// Why it is not recreated.
         why: String,
     },
+    /// The live object belongs to another instance that still exists ([`super::ownership`]): it is
+    /// not applied, and nothing is pruned in that reconcile.
+    #[error("{object} belongs to instance {owner}; not applied (remove it from one of the two instances)")]
+    OwnershipConflict {
+        /// `Kind/namespace/name`.
+        object: String,
+        /// The owning instance, `namespace/name`.
+        owner: String,
+    },
     /// The API server denied the request (403).
     #[error("{object}: {verb} forbidden{}: {message}", impersonated.as_ref().map(|u| format!(" for {u}")).unwrap_or_default())]
     Forbidden {
@@ -179,6 +188,11 @@ impl Error {
                 }
             )
         })
+    }
+
+    /// Whether this error (or any it aggregates) is an [`Error::OwnershipConflict`].
+    pub fn is_ownership_conflict(&self) -> bool {
+        self.any(&|e| matches!(e, Error::OwnershipConflict { .. }))
     }
 
     /// Whether this error (or any it aggregates) is an update refused for immutable fields

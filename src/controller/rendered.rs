@@ -951,7 +951,17 @@ impl<'a, K: Rendered> Run<'a, K> {
             .await;
         }
         let forbidden = K::FORBIDDEN_STALLS && impersonated && e.error.is_impersonation_forbidden();
-        let f = Failure::sync(e.phase, e.error.to_string(), forbidden);
+        let f = if e.error.is_ownership_conflict() {
+            // Another instance owns an object of this render: not ours to write, and it resolves
+            // when that instance lets go (apply/ownership.rs), so retry with backoff.
+            Failure::transient(
+                reasons::OWNERSHIP_CONFLICT,
+                actions::APPLY,
+                e.error.to_string(),
+            )
+        } else {
+            Failure::sync(e.phase, e.error.to_string(), forbidden)
+        };
         self.fail(f, digests).await
     }
 

@@ -23,7 +23,9 @@
 //!   by the apply engine (GET + server-side apply dry-run, field manager `opm-controller`)
 //!   **as the caller** (impersonating the TokenReview's user and groups), so a caller sees only
 //!   what they may do: `create` / `update` / `recreate` / `unchanged`, or `error` with a reason
-//!   (`forbidden`, `immutable`, `unknown_kind`, `rejected`) and the server's message. `diff` also
+//!   (`forbidden`, `immutable`, `unknown_kind`, `ownership_conflict`, `rejected`) and the
+//!   server's message. An object of another live instance is `ownership_conflict` (the
+//!   ownership rule of `apply::ownership`), so `validate` finds a conflict before any apply. `diff` also
 //!   gives, for an `update`, an RFC 6902 JSON Patch from the live object to the dry-run result (both without
 //!   `status`, `managedFields`, `resourceVersion`, `generation`), and `prune`: the entries of the
 //!   named ModuleInstance's inventory (read as the caller) that the render no longer produces —
@@ -193,7 +195,8 @@ pub struct ObjectRefDoc {
 /// Why the server refused an object's dry-run.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct ObjectErrorDoc {
-    /// `forbidden`, `immutable`, `unknown_kind` or `rejected`.
+    /// `forbidden`, `immutable`, `unknown_kind`, `ownership_conflict` (the live object belongs
+    /// to another live instance) or `rejected`.
     pub reason: String,
     /// The server's message.
     pub message: String,
@@ -596,6 +599,8 @@ fn refusal(e: &crate::apply::Error) -> ObjectErrorDoc {
         "immutable"
     } else if matches!(e, crate::apply::Error::UnknownKind { .. }) {
         "unknown_kind"
+    } else if e.is_ownership_conflict() {
+        "ownership_conflict"
     } else {
         "rejected"
     };

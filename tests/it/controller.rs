@@ -7,6 +7,7 @@ mod instance;
 mod instance_real;
 mod instance_scenarios;
 mod manager;
+mod ownership;
 mod package;
 mod package_real;
 mod package_serve;

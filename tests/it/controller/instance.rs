@@ -275,7 +275,7 @@ async fn scenarios_28_and_29_applied_then_no_op() {
     );
     assert_eq!(
         condition(&status.conditions, types::MODULE_RESOLVED).map(|c| c.2),
-        Some("module resolved: opmodel.dev/modules/web@v0@v0.1.0".to_owned())
+        Some("module resolved: opmodel.dev/modules/web@v0.1.0".to_owned())
     );
     let inv = status.reconcile.inventory.clone().unwrap();
     assert_eq!((inv.revision, inv.count, inv.entries.len()), (1, 3, 3));

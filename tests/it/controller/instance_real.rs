@@ -426,7 +426,7 @@ async fn scenarios_27_28_29_46_the_demo_render_is_applied_then_a_no_op_keeps_the
         (
             "True".into(),
             "ModuleResolved".into(),
-            format!("module resolved: {DEMO}@v0.1.0")
+            format!("module resolved: {DEMO_AT}v0.1.0")
         )
     );
     assert_eq!(s.observed_generation, mi.metadata.generation);
