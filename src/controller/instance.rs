@@ -208,6 +208,7 @@ async fn drift(run: &mut Run<'_, ModuleInstance>, objects: &[Value]) {
     let generation = run.generation();
     let now = frame::now();
     let status = run.status();
+    let prior = conditions::get(&status.conditions, types::DRIFTED).map(|c| c.message.clone());
     let failed = match report.outcome() {
         DriftOutcome::InSync => {
             conditions::remove(&mut status.conditions, types::DRIFTED);
@@ -229,6 +230,25 @@ async fn drift(run: &mut Run<'_, ModuleInstance>, objects: &[Value]) {
         .failure_counters
         .get_or_insert_with(FailureCounters::default);
     c.drift = if failed { c.drift.saturating_add(1) } else { 0 };
+    // A Warning when drift appears or its extent changes, not on every reconcile that sees it,
+    // and only once something was applied (before that, every object is "missing").
+    let now_drifted =
+        conditions::get(&status.conditions, types::DRIFTED).map(|c| c.message.clone());
+    let applied_before = run
+        .prior
+        .reconcile
+        .inventory
+        .as_ref()
+        .is_some_and(|i| !i.entries.is_empty());
+    if let Some(message) = now_drifted.filter(|m| applied_before && prior.as_ref() != Some(m)) {
+        run.event(
+            EventType::Warning,
+            reasons::DRIFT_DETECTED,
+            actions::RECONCILE,
+            &message,
+        )
+        .await;
+    }
 }
 
 #[cfg(test)]

@@ -128,7 +128,7 @@ async fn judge(tr: TransformerRegistration, ctx: &Context) -> Result<Reconciled,
     let mut patcher = Patcher::new(api.clone(), &tr, what)?;
     let verdict = verdict(&tr, ctx, &api).await;
     match verdict {
-        Ok(provider) => accept(&mut patcher, tr, provider).await,
+        Ok(provider) => accept(&mut patcher, tr, provider, ctx).await,
         Err(Verdict::Refuse(reason, msg)) => refuse(&mut patcher, tr, ctx, reason, msg).await,
         Err(Verdict::Defer(reason, msg)) => defer(&mut patcher, tr, reason, msg).await,
         Err(Verdict::Hold(msg)) => hold(&mut patcher, tr, ctx, msg).await,
@@ -335,6 +335,7 @@ async fn accept(
     patcher: &mut Patcher<TransformerRegistration>,
     tr: TransformerRegistration,
     provider: ModuleInstance,
+    ctx: &Context,
 ) -> Result<Reconciled, Error> {
     let mut tr = tr;
     if !tr.finalizers().iter().any(|f| f == FINALIZER_DEPENDENTS) {
@@ -353,10 +354,15 @@ async fn accept(
     let status = tr.status.get_or_insert_with(Default::default);
     status.observed_generation = generation;
     status.accepted = true;
+    let accepted = format!("Claim accepted for catalog {c} at {v}");
+    let newly_accepted = !conditions::get(&status.conditions, types::READY).is_some_and(|r| {
+        r.status == "True" && r.reason == reasons::ACCEPTED && r.message == accepted
+    });
+    let was_active = status.active;
     conditions::mark_ready(
         &mut status.conditions,
         reasons::ACCEPTED,
-        &format!("Claim accepted for catalog {c} at {v}"),
+        &accepted,
         generation,
         &now,
     );
@@ -385,7 +391,32 @@ async fn accept(
             );
         }
     }
+    let activated = !was_active && tr.status.as_ref().is_some_and(|s| s.active);
     patcher.patch_status(&tr).await?;
+    // Normal events on the changes a user waits for: the claim accepted, then activated.
+    if newly_accepted {
+        ctx.events
+            .publish(
+                &tr,
+                EventType::Normal,
+                reasons::ACCEPTED,
+                ACTION_ACCEPT,
+                &accepted,
+            )
+            .await;
+    }
+    if activated {
+        let note = format!("Provider ModuleInstance {pns}/{pname} is Ready; the claim is active");
+        ctx.events
+            .publish(
+                &tr,
+                EventType::Normal,
+                reasons::PROVIDER_READY,
+                ACTION_ACCEPT,
+                &note,
+            )
+            .await;
+    }
     Ok(Reconciled {
         requeue: None,
         outcome: Some(Outcome::Applied),

@@ -919,7 +919,14 @@ impl<'a, K: Rendered> Run<'a, K> {
                 } else {
                     Outcome::Applied
                 };
-                self.succeed(result.inventory, digests, outcome, prune)
+                let created = result.changes.count(apply::Action::Created)
+                    + result.changes.count(apply::Action::Recreated);
+                let changed = format!(
+                    "{created} created, {} configured, {} unchanged, {deleted} pruned",
+                    result.changes.count(apply::Action::Configured),
+                    result.changes.count(apply::Action::Unchanged),
+                );
+                self.succeed(result.inventory, digests, outcome, prune, &changed)
                     .await
             }
             Err(e) => self.sync_failed(e, impersonated, digests).await,
@@ -1018,6 +1025,7 @@ impl<'a, K: Rendered> Run<'a, K> {
         digests: &Digests,
         outcome: Outcome,
         pruned: bool,
+        changed: &str,
     ) -> Result<Reconciled, Error> {
         self.attempted(digests);
         let generation = self.generation();
@@ -1082,11 +1090,12 @@ impl<'a, K: Rendered> Run<'a, K> {
         if let Some(m) = self.metrics() {
             m.set_inventory_size(&self.namespace, &self.name, size);
         }
+        // The event says what changed; the condition keeps the stable message.
         self.event(
             EventType::Normal,
             reasons::RECONCILIATION_SUCCEEDED,
             actions::RECONCILE,
-            SUCCEEDED_MESSAGE,
+            &format!("{SUCCEEDED_MESSAGE}: {changed}"),
         )
         .await;
         Ok(Reconciled {

@@ -938,6 +938,12 @@ async fn scenario_36_a_hand_edit_is_drift_a_failed_dry_run_is_counted_and_an_app
     assert_eq!(condition(&s.conditions, types::DRIFTED).unwrap(), drifted);
     assert!(condition(&s.conditions, types::READY).is_some_and(|c| c.0 == "True"));
     assert_eq!(s.reconcile.failure_counters.unwrap().drift, 0);
+    // Issue 30 item 4: drift is a Warning event, once while it stays the same.
+    let drift_events = || async { events(&r.client, NAME, "DriftDetected").await };
+    let evs = drift_events().await;
+    assert_eq!(evs.len(), 1, "{evs:#?}");
+    assert_eq!(evs[0].type_.as_deref(), Some("Warning"));
+    assert_eq!(evs[0].note.as_deref(), Some(drifted.2.as_str()));
     assert_eq!(
         live_cm(&r, "settings").await.unwrap().data.unwrap()["greeting"],
         "hi",
@@ -958,6 +964,11 @@ async fn scenario_36_a_hand_edit_is_drift_a_failed_dry_run_is_counted_and_an_app
     let s = status(&r).await;
     assert_eq!(s.reconcile.failure_counters.unwrap().drift, 1);
     assert_eq!(condition(&s.conditions, types::DRIFTED).unwrap(), drifted);
+    assert_eq!(
+        drift_events().await.len(),
+        1,
+        "no second Warning for the same drift"
+    );
 
     // The next apply takes `data.greeting` back from the editor (ownership is always forced),
     // restores the field and clears Drifted.
@@ -972,6 +983,28 @@ async fn scenario_36_a_hand_edit_is_drift_a_failed_dry_run_is_counted_and_an_app
         (data["greeting"].as_str(), data["log-level"].as_str()),
         ("hello", "debug")
     );
+    // Each successful apply is a Normal event saying what changed: the first created the three
+    // objects, this one configured some and created and pruned nothing.
+    let notes: Vec<String> = events(&r.client, NAME, "ReconciliationSucceeded")
+        .await
+        .into_iter()
+        .filter_map(|e| e.note)
+        .collect();
+    assert!(
+        notes.contains(
+            &"Reconciliation succeeded: 3 created, 0 configured, 0 unchanged, 0 pruned".to_owned()
+        ),
+        "{notes:#?}"
+    );
+    let last = notes.last().unwrap();
+    let counts: Vec<u32> = last
+        .trim_start_matches("Reconciliation succeeded: ")
+        .split(", ")
+        .map(|p| p.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(counts.len(), 4, "{last}");
+    assert_eq!((counts[0], counts[3]), (0, 0), "{last}");
+    assert!(counts[1] >= 1 && counts[1] + counts[2] == 3, "{last}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
