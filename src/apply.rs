@@ -758,10 +758,32 @@ impl Engine {
         .await
     }
 
-    /// Apply then prune with every inventory-safety rule of the module docs.
+    /// Apply then prune with every inventory-safety rule of the module docs; the inventory
+    /// entries are computed from `objects` ([`Engine::sync_entries`] takes them computed).
     pub async fn sync(
         &self,
         objects: &[Value],
+        previous: &[InventoryEntry],
+        opts: &SyncOptions,
+    ) -> Result<SyncResult, SyncError> {
+        let desired = crate::inventory::entries_of(objects).map_err(|e| SyncError {
+            phase: Phase::Plan,
+            error: Error::InvalidObject {
+                object: String::new(),
+                reason: e.to_string(),
+            },
+            changes: None,
+            pruned: None,
+        })?;
+        self.sync_entries(objects, desired, previous, opts).await
+    }
+
+    /// [`Engine::sync`] with `desired`, the inventory entries of `objects` (in order) as the
+    /// kernel computed them (`RenderResult::inventory`).
+    pub async fn sync_entries(
+        &self,
+        objects: &[Value],
+        desired: Vec<InventoryEntry>,
         previous: &[InventoryEntry],
         opts: &SyncOptions,
     ) -> Result<SyncResult, SyncError> {
@@ -771,15 +793,6 @@ impl Engine {
             changes: None,
             pruned: None,
         };
-        let desired = crate::inventory::entries_of(objects).map_err(|e| {
-            fail(
-                Phase::Plan,
-                Error::InvalidObject {
-                    object: String::new(),
-                    reason: e.to_string(),
-                },
-            )
-        })?;
         crate::inventory::check_size(&desired, opts.size_budget)
             .map_err(|e| fail(Phase::Plan, Error::InventoryTooLarge(e)))?;
         if desired.is_empty() && !previous.is_empty() && !opts.allow_empty {

@@ -195,6 +195,29 @@ pub struct RenderResult {
     pub digest: String,
 }
 
+impl RenderResult {
+    /// A result over `objects` with its inventory entries and render digest computed here, once
+    /// (the reconcilers, the render API and the CLI read them from the result, never again from
+    /// the objects).
+    pub fn new(
+        instance: InstanceRef,
+        objects: Vec<RenderedObject>,
+        warnings: Vec<String>,
+        required_contracts: Vec<String>,
+    ) -> Result<RenderResult, inventory::Error> {
+        let inventory = inventory::entries_of(objects.iter().map(|o| &o.object))?;
+        let digest = inventory::render_digest(objects.iter().map(|o| &o.object));
+        Ok(RenderResult {
+            instance,
+            objects,
+            inventory,
+            warnings,
+            required_contracts,
+            digest,
+        })
+    }
+}
+
 /// Instance identity as decoded from the synthesized instance.
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct InstanceRef {

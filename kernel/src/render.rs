@@ -446,25 +446,20 @@ impl Renderer {
                 failures,
             });
         }
-        let values: Vec<&serde_json::Value> = objects.iter().map(|o| &o.object).collect();
-        let inventory =
-            crate::inventory::entries_of(values.iter().copied()).map_err(|e| Error::Output {
-                coordinate: coord.clone(),
-                message: e.to_string(),
-            })?;
-        let digest = crate::inventory::render_digest(values.iter().copied());
-        Ok(RenderResult {
-            instance: InstanceRef {
+        RenderResult::new(
+            InstanceRef {
                 name: meta.name,
                 namespace: meta.namespace,
                 fqn: meta.fqn,
                 uuid: meta.uuid,
             },
             objects,
-            inventory,
             warnings,
-            required_contracts: m.required_contracts,
-            digest,
+            m.required_contracts,
+        )
+        .map_err(|e| Error::Output {
+            coordinate: coord.clone(),
+            message: e.to_string(),
         })
     }
 }

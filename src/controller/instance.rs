@@ -179,7 +179,8 @@ async fn reconcile_phases(mut run: Run<'_, ModuleInstance>) -> Result<Reconciled
         namespace: run.namespace.clone(),
         uuid,
     });
-    run.apply(&objects, &digests, instance).await
+    run.apply(&objects, &rendered.inventory, &digests, instance)
+        .await
 }
 
 /// Phase 1 (§2.2): `Ok(Err(_))` is a classified failure.

@@ -298,8 +298,13 @@ async fn reconcile_steps(mut run: Run<'_, ModulePackage>) -> Result<Reconciled, 
         Ok(o) => o,
         Err(f) => return run.fail(f, &digests).await,
     };
-    run.apply(&objects, &digests, InstanceLabels::of(&rendered))
-        .await
+    run.apply(
+        &objects,
+        &rendered.inventory,
+        &digests,
+        InstanceLabels::of(&rendered),
+    )
+    .await
 }
 
 /// Step 6: `Ok(Err(_))` is a classified failure.

@@ -828,28 +828,20 @@ impl<'a, K: Rendered> Run<'a, K> {
             )
             .await;
         }
+        // The kernel computed the inventory entries and the render digest once
+        // (`RenderResult::new`); they are read here, not computed again.
         let objects: Vec<Value> = rendered.objects.iter().map(|o| o.object.clone()).collect();
-        digests.render = if rendered.digest.is_empty() {
-            inventory::render_digest(objects.iter())
-        } else {
-            rendered.digest.clone()
-        };
-        let desired = inventory::entries_of(objects.iter()).map_err(|e| {
-            Failure::stalled(
-                reasons::APPLY_FAILED,
-                actions::APPLY,
-                format!("converting resources: {e}"),
-            )
-        })?;
-        digests.inventory = inventory::inventory_digest(&desired);
+        digests.render = rendered.digest.clone();
+        digests.inventory = inventory::inventory_digest(&rendered.inventory);
         Ok(objects)
     }
 
-    /// NoOp, or identity, apply and prune, then the commit (module docs); `instance` is the
-    /// identity stamped on the objects.
+    /// NoOp, or identity, apply and prune, then the commit (module docs); `entries` are the
+    /// render's inventory entries of `objects`, `instance` the identity stamped on the objects.
     pub async fn apply(
         &mut self,
         objects: &[Value],
+        entries: &[InventoryEntry],
         digests: &Digests,
         instance: Option<InstanceLabels>,
     ) -> Result<Reconciled, Error> {
@@ -884,7 +876,10 @@ impl<'a, K: Rendered> Run<'a, K> {
         };
         let previous = self.previous_entries();
         let impersonated = engine.impersonated().is_some();
-        match engine.sync(objects, &previous, &opts).await {
+        match engine
+            .sync_entries(objects, entries.to_vec(), &previous, &opts)
+            .await
+        {
             Ok(result) => {
                 self.event(
                     EventType::Normal,

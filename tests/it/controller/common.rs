@@ -594,20 +594,18 @@ pub fn fake_render(
             }
         })
         .collect();
-    let inventory = opm_operator::inventory::entries_of(objects.iter().map(|o| &o.object)).unwrap();
-    RenderResult {
-        instance: InstanceRef {
+    RenderResult::new(
+        InstanceRef {
             name: name.to_owned(),
             namespace: namespace.to_owned(),
             fqn: String::new(),
             uuid: uuid.to_owned(),
         },
         objects,
-        inventory,
-        warnings: Vec::new(),
+        Vec::new(),
         required_contracts,
-        digest: String::new(),
-    }
+    )
+    .unwrap()
 }
 
 /// The holder of the operator's leader Lease in `opm-system`, if held.
