@@ -12,6 +12,7 @@
 //!   namespace; the arrows still point down (kernel → cue, crds; never up into this crate).
 //! - `server` hosts the admission webhooks, the REST render API, probes and metrics.
 //! - `controller` holds the reconcilers and the frame they share.
+//! - `render_lease` is the one "render on a leased platform" entry (render API and reconcilers).
 //! - `apply` is the apply engine: staged SSA, safe prune, deletion, drift, health, impersonation.
 //! - `cmd` is the composition root: `serve`, `dev` (kube-emu plus the `serve` wiring on one
 //!   machine), `render`, `module`.
@@ -19,6 +20,7 @@
 pub mod apply;
 pub mod cmd;
 pub mod controller;
+pub mod render_lease;
 pub mod server;
 
 pub use opm_kernel as kernel;

@@ -106,7 +106,6 @@ use crate::apply::{self, ApplyOptions, Engine, Phase, SyncError, SyncOptions};
 use crate::inventory;
 use crate::kernel::SkewPolicy;
 use crate::kernel::{BuiltPlatform, KernelError, RenderResult};
-use crate::platform::{Generated, LeaseGuard};
 
 /// Maximum history entries kept (§6.7).
 pub const HISTORY_LIMIT: usize = 10;
@@ -438,8 +437,7 @@ impl Failure {
     }
 }
 
-/// A platform lease: the record and the guard releasing it.
-pub(crate) type Lease = (Arc<Generated<BuiltPlatform>>, LeaseGuard);
+pub(crate) use crate::render_lease::Lease;
 
 /// One reconcile of one object.
 pub(crate) struct Run<'a, K: Rendered> {
@@ -792,25 +790,27 @@ impl<'a, K: Rendered> Run<'a, K> {
             + Send
             + 'static,
     ) -> Result<Result<RenderResult, Failure>, Error> {
-        let (record, mut guard) = match self.lease() {
+        let lease = match self.lease() {
             Ok(l) => l,
             Err(f) => return Ok(Err(f)),
         };
         let Some(renderer) = renderer else {
-            guard.release();
+            drop(lease);
             return Ok(Err(Failure::stalled(
                 reasons::RENDER_FAILED,
                 actions::RENDER,
                 format!("no {noun} renderer is configured"),
             )));
         };
-        let what = format!("rendering the {noun}");
-        let out = frame::blocking(&what, move || {
-            render(&renderer, &record.platform, record.skew)
+        let out = crate::render_lease::render_on_lease(lease, (), move |platform, skew| {
+            render(&renderer, platform, skew)
         })
-        .await;
-        guard.release();
-        Ok(out?.map_err(|e| Failure::render(&e)))
+        .await
+        .map_err(|e| Error::Join {
+            what: format!("rendering the {noun}"),
+            message: e.to_string(),
+        })?;
+        Ok(out.map_err(|e| Failure::render(&e)))
     }
 
     /// The render's warnings, digest and inventory entries (module docs): the objects to apply.

@@ -510,10 +510,8 @@ async fn render_inner(
             .acquire_owned()
             .await
             .map_err(|e| ApiError::internal(format!("render semaphore: {e}")))?;
-        tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            let _lease = lease;
-            render_span.in_scope(|| renderer.render_module(&request, &record.platform, record.skew))
+        crate::render_lease::render_on_lease((record, lease), permit, move |platform, skew| {
+            render_span.in_scope(|| renderer.render_module(&request, platform, skew))
         })
         .await
         .map_err(|e| ApiError::internal(format!("the render task failed: {e}")))
