@@ -139,589 +139,880 @@ fn root_message(group: &str, kind: &str) -> Option<&'static str> {
 fn fields(msg: &str) -> Option<&'static [Fd]> {
     Some(match msg {
         // meta/v1
-        "ObjectMeta" => const { &[
-            o(1, "name", S),
-            o(2, "generateName", S),
-            o(3, "namespace", S),
-            o(4, "selfLink", S),
-            o(5, "uid", S),
-            o(6, "resourceVersion", S),
-            o(7, "generation", I64),
-            o(8, "creationTimestamp", m("Time")),
-            o(9, "deletionTimestamp", m("Time")),
-            p(10, "deletionGracePeriodSeconds", I64),
-            o(11, "labels", MS),
-            o(12, "annotations", MS),
-            r(13, "ownerReferences", m("OwnerReference")),
-            r(14, "finalizers", S),
-            r(17, "managedFields", m("ManagedFieldsEntry")),
-        ] },
-        "OwnerReference" => const { &[
-            o(5, "apiVersion", S),
-            o(1, "kind", S),
-            o(3, "name", S),
-            o(4, "uid", S),
-            p(6, "controller", B),
-            p(7, "blockOwnerDeletion", B),
-        ] },
-        "ManagedFieldsEntry" => const { &[
-            o(1, "manager", S),
-            o(2, "operation", S),
-            o(3, "apiVersion", S),
-            o(4, "time", m("Time")),
-            o(6, "fieldsType", S),
-            o(7, "fieldsV1", m("FieldsV1")),
-            o(8, "subresource", S),
-        ] },
-        "LabelSelector" => const { &[
-            o(1, "matchLabels", MS),
-            r(2, "matchExpressions", m("LabelSelectorRequirement")),
-        ] },
-        "DeleteOptions" => const { &[
-            p(1, "gracePeriodSeconds", I64),
-            o(2, "preconditions", m("Preconditions")),
-            p(3, "orphanDependents", B),
-            p(4, "propagationPolicy", S),
-            r(5, "dryRun", S),
-        ] },
+        "ObjectMeta" => {
+            const {
+                &[
+                    o(1, "name", S),
+                    o(2, "generateName", S),
+                    o(3, "namespace", S),
+                    o(4, "selfLink", S),
+                    o(5, "uid", S),
+                    o(6, "resourceVersion", S),
+                    o(7, "generation", I64),
+                    o(8, "creationTimestamp", m("Time")),
+                    o(9, "deletionTimestamp", m("Time")),
+                    p(10, "deletionGracePeriodSeconds", I64),
+                    o(11, "labels", MS),
+                    o(12, "annotations", MS),
+                    r(13, "ownerReferences", m("OwnerReference")),
+                    r(14, "finalizers", S),
+                    r(17, "managedFields", m("ManagedFieldsEntry")),
+                ]
+            }
+        }
+        "OwnerReference" => {
+            const {
+                &[
+                    o(5, "apiVersion", S),
+                    o(1, "kind", S),
+                    o(3, "name", S),
+                    o(4, "uid", S),
+                    p(6, "controller", B),
+                    p(7, "blockOwnerDeletion", B),
+                ]
+            }
+        }
+        "ManagedFieldsEntry" => {
+            const {
+                &[
+                    o(1, "manager", S),
+                    o(2, "operation", S),
+                    o(3, "apiVersion", S),
+                    o(4, "time", m("Time")),
+                    o(6, "fieldsType", S),
+                    o(7, "fieldsV1", m("FieldsV1")),
+                    o(8, "subresource", S),
+                ]
+            }
+        }
+        "LabelSelector" => {
+            const {
+                &[
+                    o(1, "matchLabels", MS),
+                    r(2, "matchExpressions", m("LabelSelectorRequirement")),
+                ]
+            }
+        }
+        "DeleteOptions" => {
+            const {
+                &[
+                    p(1, "gracePeriodSeconds", I64),
+                    o(2, "preconditions", m("Preconditions")),
+                    p(3, "orphanDependents", B),
+                    p(4, "propagationPolicy", S),
+                    r(5, "dryRun", S),
+                ]
+            }
+        }
         "Preconditions" => const { &[p(1, "uid", S), p(2, "resourceVersion", S)] },
-        "LabelSelectorRequirement" => const { &[o(1, "key", S), o(2, "operator", S), r(3, "values", S)] },
+        "LabelSelectorRequirement" => {
+            const { &[o(1, "key", S), o(2, "operator", S), r(3, "values", S)] }
+        }
         // core/v1
-        "Namespace" => const { &[
-            o(1, "metadata", m("ObjectMeta")),
-            o(2, "spec", m("NamespaceSpec")),
-            o(3, "status", m("NamespaceStatus")),
-        ] },
+        "Namespace" => {
+            const {
+                &[
+                    o(1, "metadata", m("ObjectMeta")),
+                    o(2, "spec", m("NamespaceSpec")),
+                    o(3, "status", m("NamespaceStatus")),
+                ]
+            }
+        }
         "NamespaceSpec" => const { &[r(1, "finalizers", S)] },
         "NamespaceStatus" => const { &[o(1, "phase", S)] },
-        "ConfigMap" => const { &[
-            o(1, "metadata", m("ObjectMeta")),
-            p(4, "immutable", B),
-            o(2, "data", MS),
-            o(3, "binaryData", MB),
-        ] },
-        "Secret" => const { &[
-            o(1, "metadata", m("ObjectMeta")),
-            p(5, "immutable", B),
-            o(2, "data", MB),
-            o(4, "stringData", MS),
-            o(3, "type", S),
-        ] },
-        "ServiceAccount" => const { &[
-            o(1, "metadata", m("ObjectMeta")),
-            r(2, "secrets", m("ObjectReference")),
-            r(3, "imagePullSecrets", m("LocalObjectReference")),
-            p(4, "automountServiceAccountToken", B),
-        ] },
-        "ObjectReference" => const { &[
-            o(1, "kind", S),
-            o(2, "namespace", S),
-            o(3, "name", S),
-            o(4, "uid", S),
-            o(5, "apiVersion", S),
-            o(6, "resourceVersion", S),
-            o(7, "fieldPath", S),
-        ] },
+        "ConfigMap" => {
+            const {
+                &[
+                    o(1, "metadata", m("ObjectMeta")),
+                    p(4, "immutable", B),
+                    o(2, "data", MS),
+                    o(3, "binaryData", MB),
+                ]
+            }
+        }
+        "Secret" => {
+            const {
+                &[
+                    o(1, "metadata", m("ObjectMeta")),
+                    p(5, "immutable", B),
+                    o(2, "data", MB),
+                    o(4, "stringData", MS),
+                    o(3, "type", S),
+                ]
+            }
+        }
+        "ServiceAccount" => {
+            const {
+                &[
+                    o(1, "metadata", m("ObjectMeta")),
+                    r(2, "secrets", m("ObjectReference")),
+                    r(3, "imagePullSecrets", m("LocalObjectReference")),
+                    p(4, "automountServiceAccountToken", B),
+                ]
+            }
+        }
+        "ObjectReference" => {
+            const {
+                &[
+                    o(1, "kind", S),
+                    o(2, "namespace", S),
+                    o(3, "name", S),
+                    o(4, "uid", S),
+                    o(5, "apiVersion", S),
+                    o(6, "resourceVersion", S),
+                    o(7, "fieldPath", S),
+                ]
+            }
+        }
         "LocalObjectReference" => const { &[o(1, "name", S)] },
-        "Service" => const { &[
-            o(1, "metadata", m("ObjectMeta")),
-            o(2, "spec", m("ServiceSpec")),
-            o(3, "status", m("ServiceStatus")),
-        ] },
-        "ServiceSpec" => const { &[
-            r(1, "ports", m("ServicePort")),
-            o(2, "selector", MS),
-            o(3, "clusterIP", S),
-            r(18, "clusterIPs", S),
-            o(4, "type", S),
-            r(5, "externalIPs", S),
-            o(7, "sessionAffinity", S),
-            o(8, "loadBalancerIP", S),
-            r(9, "loadBalancerSourceRanges", S),
-            o(10, "externalName", S),
-            o(11, "externalTrafficPolicy", S),
-            o(12, "healthCheckNodePort", I32),
-            o(13, "publishNotReadyAddresses", B),
-            o(14, "sessionAffinityConfig", m("SessionAffinityConfig")),
-            r(19, "ipFamilies", S),
-            o(17, "ipFamilyPolicy", S),
-            p(20, "allocateLoadBalancerNodePorts", B),
-            o(21, "loadBalancerClass", S),
-            o(22, "internalTrafficPolicy", S),
-            o(23, "trafficDistribution", S),
-        ] },
-        "ServicePort" => const { &[
-            o(1, "name", S),
-            o(2, "protocol", S),
-            o(6, "appProtocol", S),
-            o(3, "port", I32),
-            o(4, "targetPort", m("IntOrString")),
-            o(5, "nodePort", I32),
-        ] },
+        "Service" => {
+            const {
+                &[
+                    o(1, "metadata", m("ObjectMeta")),
+                    o(2, "spec", m("ServiceSpec")),
+                    o(3, "status", m("ServiceStatus")),
+                ]
+            }
+        }
+        "ServiceSpec" => {
+            const {
+                &[
+                    r(1, "ports", m("ServicePort")),
+                    o(2, "selector", MS),
+                    o(3, "clusterIP", S),
+                    r(18, "clusterIPs", S),
+                    o(4, "type", S),
+                    r(5, "externalIPs", S),
+                    o(7, "sessionAffinity", S),
+                    o(8, "loadBalancerIP", S),
+                    r(9, "loadBalancerSourceRanges", S),
+                    o(10, "externalName", S),
+                    o(11, "externalTrafficPolicy", S),
+                    o(12, "healthCheckNodePort", I32),
+                    o(13, "publishNotReadyAddresses", B),
+                    o(14, "sessionAffinityConfig", m("SessionAffinityConfig")),
+                    r(19, "ipFamilies", S),
+                    o(17, "ipFamilyPolicy", S),
+                    p(20, "allocateLoadBalancerNodePorts", B),
+                    o(21, "loadBalancerClass", S),
+                    o(22, "internalTrafficPolicy", S),
+                    o(23, "trafficDistribution", S),
+                ]
+            }
+        }
+        "ServicePort" => {
+            const {
+                &[
+                    o(1, "name", S),
+                    o(2, "protocol", S),
+                    o(6, "appProtocol", S),
+                    o(3, "port", I32),
+                    o(4, "targetPort", m("IntOrString")),
+                    o(5, "nodePort", I32),
+                ]
+            }
+        }
         "SessionAffinityConfig" => const { &[o(1, "clientIP", m("ClientIPConfig"))] },
         "ClientIPConfig" => const { &[p(1, "timeoutSeconds", I32)] },
         "ServiceStatus" => const { &[o(1, "loadBalancer", m("LoadBalancerStatus"))] },
         "LoadBalancerStatus" => const { &[] },
-        "Pod" => const { &[
-            o(1, "metadata", m("ObjectMeta")),
-            o(2, "spec", m("PodSpec")),
-            o(3, "status", m("PodStatus")),
-        ] },
+        "Pod" => {
+            const {
+                &[
+                    o(1, "metadata", m("ObjectMeta")),
+                    o(2, "spec", m("PodSpec")),
+                    o(3, "status", m("PodStatus")),
+                ]
+            }
+        }
         "PodStatus" => const { &[o(1, "phase", S)] },
-        "PodTemplateSpec" => const { &[o(1, "metadata", m("ObjectMeta")), o(2, "spec", m("PodSpec"))] },
-        "PodSpec" => const { &[
-            r(1, "volumes", m("Volume")),
-            r(20, "initContainers", m("Container")),
-            r(2, "containers", m("Container")),
-            o(3, "restartPolicy", S),
-            p(4, "terminationGracePeriodSeconds", I64),
-            p(5, "activeDeadlineSeconds", I64),
-            o(6, "dnsPolicy", S),
-            o(7, "nodeSelector", MS),
-            o(8, "serviceAccountName", S),
-            o(9, "serviceAccount", S),
-            p(21, "automountServiceAccountToken", B),
-            o(10, "nodeName", S),
-            o(11, "hostNetwork", B),
-            o(12, "hostPID", B),
-            o(13, "hostIPC", B),
-            p(27, "shareProcessNamespace", B),
-            o(14, "securityContext", m("PodSecurityContext")),
-            r(15, "imagePullSecrets", m("LocalObjectReference")),
-            o(16, "hostname", S),
-            o(17, "subdomain", S),
-            o(19, "schedulerName", S),
-            r(22, "tolerations", m("Toleration")),
-            r(23, "hostAliases", m("HostAlias")),
-            o(24, "priorityClassName", S),
-            p(25, "priority", I32),
-            o(26, "dnsConfig", m("PodDNSConfig")),
-            r(28, "readinessGates", m("PodReadinessGate")),
-            p(29, "runtimeClassName", S),
-            p(30, "enableServiceLinks", B),
-            p(31, "preemptionPolicy", S),
-            p(35, "setHostnameAsFQDN", B),
-            p(37, "hostUsers", B),
-        ] },
-        "Container" => const { &[
-            o(1, "name", S),
-            o(2, "image", S),
-            r(3, "command", S),
-            r(4, "args", S),
-            o(5, "workingDir", S),
-            r(6, "ports", m("ContainerPort")),
-            r(19, "envFrom", m("EnvFromSource")),
-            r(7, "env", m("EnvVar")),
-            o(8, "resources", m("ResourceRequirements")),
-            p(24, "restartPolicy", S),
-            r(9, "volumeMounts", m("VolumeMount")),
-            o(10, "livenessProbe", m("Probe")),
-            o(11, "readinessProbe", m("Probe")),
-            o(22, "startupProbe", m("Probe")),
-            o(12, "lifecycle", m("Lifecycle")),
-            o(13, "terminationMessagePath", S),
-            o(20, "terminationMessagePolicy", S),
-            o(14, "imagePullPolicy", S),
-            o(15, "securityContext", m("SecurityContext")),
-            o(16, "stdin", B),
-            o(17, "stdinOnce", B),
-            o(18, "tty", B),
-        ] },
-        "ContainerPort" => const { &[
-            o(1, "name", S),
-            o(2, "hostPort", I32),
-            o(3, "containerPort", I32),
-            o(4, "protocol", S),
-            o(5, "hostIP", S),
-        ] },
-        "EnvVar" => const { &[
-            o(1, "name", S),
-            o(2, "value", S),
-            o(3, "valueFrom", m("EnvVarSource")),
-        ] },
-        "EnvVarSource" => const { &[
-            o(1, "fieldRef", m("ObjectFieldSelector")),
-            o(2, "resourceFieldRef", m("ResourceFieldSelector")),
-            o(3, "configMapKeyRef", m("KeySelector")),
-            o(4, "secretKeyRef", m("KeySelector")),
-        ] },
+        "PodTemplateSpec" => {
+            const {
+                &[
+                    o(1, "metadata", m("ObjectMeta")),
+                    o(2, "spec", m("PodSpec")),
+                ]
+            }
+        }
+        "PodSpec" => {
+            const {
+                &[
+                    r(1, "volumes", m("Volume")),
+                    r(20, "initContainers", m("Container")),
+                    r(2, "containers", m("Container")),
+                    o(3, "restartPolicy", S),
+                    p(4, "terminationGracePeriodSeconds", I64),
+                    p(5, "activeDeadlineSeconds", I64),
+                    o(6, "dnsPolicy", S),
+                    o(7, "nodeSelector", MS),
+                    o(8, "serviceAccountName", S),
+                    o(9, "serviceAccount", S),
+                    p(21, "automountServiceAccountToken", B),
+                    o(10, "nodeName", S),
+                    o(11, "hostNetwork", B),
+                    o(12, "hostPID", B),
+                    o(13, "hostIPC", B),
+                    p(27, "shareProcessNamespace", B),
+                    o(14, "securityContext", m("PodSecurityContext")),
+                    r(15, "imagePullSecrets", m("LocalObjectReference")),
+                    o(16, "hostname", S),
+                    o(17, "subdomain", S),
+                    o(19, "schedulerName", S),
+                    r(22, "tolerations", m("Toleration")),
+                    r(23, "hostAliases", m("HostAlias")),
+                    o(24, "priorityClassName", S),
+                    p(25, "priority", I32),
+                    o(26, "dnsConfig", m("PodDNSConfig")),
+                    r(28, "readinessGates", m("PodReadinessGate")),
+                    p(29, "runtimeClassName", S),
+                    p(30, "enableServiceLinks", B),
+                    p(31, "preemptionPolicy", S),
+                    p(35, "setHostnameAsFQDN", B),
+                    p(37, "hostUsers", B),
+                ]
+            }
+        }
+        "Container" => {
+            const {
+                &[
+                    o(1, "name", S),
+                    o(2, "image", S),
+                    r(3, "command", S),
+                    r(4, "args", S),
+                    o(5, "workingDir", S),
+                    r(6, "ports", m("ContainerPort")),
+                    r(19, "envFrom", m("EnvFromSource")),
+                    r(7, "env", m("EnvVar")),
+                    o(8, "resources", m("ResourceRequirements")),
+                    p(24, "restartPolicy", S),
+                    r(9, "volumeMounts", m("VolumeMount")),
+                    o(10, "livenessProbe", m("Probe")),
+                    o(11, "readinessProbe", m("Probe")),
+                    o(22, "startupProbe", m("Probe")),
+                    o(12, "lifecycle", m("Lifecycle")),
+                    o(13, "terminationMessagePath", S),
+                    o(20, "terminationMessagePolicy", S),
+                    o(14, "imagePullPolicy", S),
+                    o(15, "securityContext", m("SecurityContext")),
+                    o(16, "stdin", B),
+                    o(17, "stdinOnce", B),
+                    o(18, "tty", B),
+                ]
+            }
+        }
+        "ContainerPort" => {
+            const {
+                &[
+                    o(1, "name", S),
+                    o(2, "hostPort", I32),
+                    o(3, "containerPort", I32),
+                    o(4, "protocol", S),
+                    o(5, "hostIP", S),
+                ]
+            }
+        }
+        "EnvVar" => {
+            const {
+                &[
+                    o(1, "name", S),
+                    o(2, "value", S),
+                    o(3, "valueFrom", m("EnvVarSource")),
+                ]
+            }
+        }
+        "EnvVarSource" => {
+            const {
+                &[
+                    o(1, "fieldRef", m("ObjectFieldSelector")),
+                    o(2, "resourceFieldRef", m("ResourceFieldSelector")),
+                    o(3, "configMapKeyRef", m("KeySelector")),
+                    o(4, "secretKeyRef", m("KeySelector")),
+                ]
+            }
+        }
         // ConfigMapKeySelector and SecretKeySelector have the same fields.
-        "KeySelector" => const { &[
-            inl(1, "LocalObjectReference"),
-            o(2, "key", S),
-            p(3, "optional", B),
-        ] },
+        "KeySelector" => {
+            const {
+                &[
+                    inl(1, "LocalObjectReference"),
+                    o(2, "key", S),
+                    p(3, "optional", B),
+                ]
+            }
+        }
         "ObjectFieldSelector" => const { &[o(1, "apiVersion", S), o(2, "fieldPath", S)] },
-        "ResourceFieldSelector" => const { &[
-            o(1, "containerName", S),
-            o(2, "resource", S),
-            o(3, "divisor", m("Quantity")),
-        ] },
+        "ResourceFieldSelector" => {
+            const {
+                &[
+                    o(1, "containerName", S),
+                    o(2, "resource", S),
+                    o(3, "divisor", m("Quantity")),
+                ]
+            }
+        }
         // ConfigMapEnvSource and SecretEnvSource have the same fields.
         "EnvSource" => const { &[inl(1, "LocalObjectReference"), p(2, "optional", B)] },
-        "EnvFromSource" => const { &[
-            o(1, "prefix", S),
-            o(2, "configMapRef", m("EnvSource")),
-            o(3, "secretRef", m("EnvSource")),
-        ] },
+        "EnvFromSource" => {
+            const {
+                &[
+                    o(1, "prefix", S),
+                    o(2, "configMapRef", m("EnvSource")),
+                    o(3, "secretRef", m("EnvSource")),
+                ]
+            }
+        }
         "ResourceRequirements" => const { &[o(1, "limits", MQ), o(2, "requests", MQ)] },
-        "VolumeMount" => const { &[
-            o(1, "name", S),
-            o(2, "readOnly", B),
-            p(7, "recursiveReadOnly", S),
-            o(3, "mountPath", S),
-            o(4, "subPath", S),
-            p(5, "mountPropagation", S),
-            o(6, "subPathExpr", S),
-        ] },
+        "VolumeMount" => {
+            const {
+                &[
+                    o(1, "name", S),
+                    o(2, "readOnly", B),
+                    p(7, "recursiveReadOnly", S),
+                    o(3, "mountPath", S),
+                    o(4, "subPath", S),
+                    p(5, "mountPropagation", S),
+                    o(6, "subPathExpr", S),
+                ]
+            }
+        }
         "Volume" => const { &[o(1, "name", S), inl(2, "VolumeSource")] },
-        "VolumeSource" => const { &[
-            o(1, "hostPath", m("HostPathVolumeSource")),
-            o(2, "emptyDir", m("EmptyDirVolumeSource")),
-            o(6, "secret", m("SecretVolumeSource")),
-            o(10, "persistentVolumeClaim", m("PersistentVolumeClaimVolumeSource")),
-            o(16, "downwardAPI", m("DownwardAPIVolumeSource")),
-            o(19, "configMap", m("ConfigMapVolumeSource")),
-            o(26, "projected", m("ProjectedVolumeSource")),
-        ] },
+        "VolumeSource" => {
+            const {
+                &[
+                    o(1, "hostPath", m("HostPathVolumeSource")),
+                    o(2, "emptyDir", m("EmptyDirVolumeSource")),
+                    o(6, "secret", m("SecretVolumeSource")),
+                    o(
+                        10,
+                        "persistentVolumeClaim",
+                        m("PersistentVolumeClaimVolumeSource"),
+                    ),
+                    o(16, "downwardAPI", m("DownwardAPIVolumeSource")),
+                    o(19, "configMap", m("ConfigMapVolumeSource")),
+                    o(26, "projected", m("ProjectedVolumeSource")),
+                ]
+            }
+        }
         "HostPathVolumeSource" => const { &[o(1, "path", S), p(2, "type", S)] },
         "EmptyDirVolumeSource" => const { &[o(1, "medium", S), o(2, "sizeLimit", m("Quantity"))] },
-        "SecretVolumeSource" => const { &[
-            o(1, "secretName", S),
-            r(2, "items", m("KeyToPath")),
-            p(3, "defaultMode", I32),
-            p(4, "optional", B),
-        ] },
-        "ConfigMapVolumeSource" => const { &[
-            inl(1, "LocalObjectReference"),
-            r(2, "items", m("KeyToPath")),
-            p(3, "defaultMode", I32),
-            p(4, "optional", B),
-        ] },
-        "PersistentVolumeClaimVolumeSource" => const { &[o(1, "claimName", S), o(2, "readOnly", B)] },
-        "DownwardAPIVolumeSource" => const { &[
-            r(1, "items", m("DownwardAPIVolumeFile")),
-            p(2, "defaultMode", I32),
-        ] },
-        "DownwardAPIVolumeFile" => const { &[
-            o(1, "path", S),
-            o(2, "fieldRef", m("ObjectFieldSelector")),
-            o(3, "resourceFieldRef", m("ResourceFieldSelector")),
-            p(4, "mode", I32),
-        ] },
-        "ProjectedVolumeSource" => const { &[
-            r(1, "sources", m("VolumeProjection")),
-            p(2, "defaultMode", I32),
-        ] },
-        "VolumeProjection" => const { &[
-            o(1, "secret", m("ProjectionSource")),
-            o(2, "downwardAPI", m("DownwardAPIProjection")),
-            o(3, "configMap", m("ProjectionSource")),
-            o(4, "serviceAccountToken", m("ServiceAccountTokenProjection")),
-        ] },
+        "SecretVolumeSource" => {
+            const {
+                &[
+                    o(1, "secretName", S),
+                    r(2, "items", m("KeyToPath")),
+                    p(3, "defaultMode", I32),
+                    p(4, "optional", B),
+                ]
+            }
+        }
+        "ConfigMapVolumeSource" => {
+            const {
+                &[
+                    inl(1, "LocalObjectReference"),
+                    r(2, "items", m("KeyToPath")),
+                    p(3, "defaultMode", I32),
+                    p(4, "optional", B),
+                ]
+            }
+        }
+        "PersistentVolumeClaimVolumeSource" => {
+            const { &[o(1, "claimName", S), o(2, "readOnly", B)] }
+        }
+        "DownwardAPIVolumeSource" => {
+            const {
+                &[
+                    r(1, "items", m("DownwardAPIVolumeFile")),
+                    p(2, "defaultMode", I32),
+                ]
+            }
+        }
+        "DownwardAPIVolumeFile" => {
+            const {
+                &[
+                    o(1, "path", S),
+                    o(2, "fieldRef", m("ObjectFieldSelector")),
+                    o(3, "resourceFieldRef", m("ResourceFieldSelector")),
+                    p(4, "mode", I32),
+                ]
+            }
+        }
+        "ProjectedVolumeSource" => {
+            const {
+                &[
+                    r(1, "sources", m("VolumeProjection")),
+                    p(2, "defaultMode", I32),
+                ]
+            }
+        }
+        "VolumeProjection" => {
+            const {
+                &[
+                    o(1, "secret", m("ProjectionSource")),
+                    o(2, "downwardAPI", m("DownwardAPIProjection")),
+                    o(3, "configMap", m("ProjectionSource")),
+                    o(4, "serviceAccountToken", m("ServiceAccountTokenProjection")),
+                ]
+            }
+        }
         // SecretProjection and ConfigMapProjection have the same fields.
-        "ProjectionSource" => const { &[
-            inl(1, "LocalObjectReference"),
-            r(2, "items", m("KeyToPath")),
-            p(4, "optional", B),
-        ] },
+        "ProjectionSource" => {
+            const {
+                &[
+                    inl(1, "LocalObjectReference"),
+                    r(2, "items", m("KeyToPath")),
+                    p(4, "optional", B),
+                ]
+            }
+        }
         "DownwardAPIProjection" => const { &[r(1, "items", m("DownwardAPIVolumeFile"))] },
-        "ServiceAccountTokenProjection" => const { &[
-            o(1, "audience", S),
-            p(2, "expirationSeconds", I64),
-            o(3, "path", S),
-        ] },
+        "ServiceAccountTokenProjection" => {
+            const {
+                &[
+                    o(1, "audience", S),
+                    p(2, "expirationSeconds", I64),
+                    o(3, "path", S),
+                ]
+            }
+        }
         "KeyToPath" => const { &[o(1, "key", S), o(2, "path", S), p(3, "mode", I32)] },
-        "Probe" => const { &[
-            inl(1, "ProbeHandler"),
-            o(2, "initialDelaySeconds", I32),
-            o(3, "timeoutSeconds", I32),
-            o(4, "periodSeconds", I32),
-            o(5, "successThreshold", I32),
-            o(6, "failureThreshold", I32),
-            p(7, "terminationGracePeriodSeconds", I64),
-        ] },
-        "ProbeHandler" => const { &[
-            o(1, "exec", m("ExecAction")),
-            o(2, "httpGet", m("HTTPGetAction")),
-            o(3, "tcpSocket", m("TCPSocketAction")),
-            o(4, "grpc", m("GRPCAction")),
-        ] },
-        "Lifecycle" => const { &[
-            o(1, "postStart", m("LifecycleHandler")),
-            o(2, "preStop", m("LifecycleHandler")),
-        ] },
-        "LifecycleHandler" => const { &[
-            o(1, "exec", m("ExecAction")),
-            o(2, "httpGet", m("HTTPGetAction")),
-            o(3, "tcpSocket", m("TCPSocketAction")),
-            o(4, "sleep", m("SleepAction")),
-        ] },
+        "Probe" => {
+            const {
+                &[
+                    inl(1, "ProbeHandler"),
+                    o(2, "initialDelaySeconds", I32),
+                    o(3, "timeoutSeconds", I32),
+                    o(4, "periodSeconds", I32),
+                    o(5, "successThreshold", I32),
+                    o(6, "failureThreshold", I32),
+                    p(7, "terminationGracePeriodSeconds", I64),
+                ]
+            }
+        }
+        "ProbeHandler" => {
+            const {
+                &[
+                    o(1, "exec", m("ExecAction")),
+                    o(2, "httpGet", m("HTTPGetAction")),
+                    o(3, "tcpSocket", m("TCPSocketAction")),
+                    o(4, "grpc", m("GRPCAction")),
+                ]
+            }
+        }
+        "Lifecycle" => {
+            const {
+                &[
+                    o(1, "postStart", m("LifecycleHandler")),
+                    o(2, "preStop", m("LifecycleHandler")),
+                ]
+            }
+        }
+        "LifecycleHandler" => {
+            const {
+                &[
+                    o(1, "exec", m("ExecAction")),
+                    o(2, "httpGet", m("HTTPGetAction")),
+                    o(3, "tcpSocket", m("TCPSocketAction")),
+                    o(4, "sleep", m("SleepAction")),
+                ]
+            }
+        }
         "ExecAction" => const { &[r(1, "command", S)] },
-        "HTTPGetAction" => const { &[
-            o(1, "path", S),
-            o(2, "port", m("IntOrString")),
-            o(3, "host", S),
-            o(4, "scheme", S),
-            r(5, "httpHeaders", m("HTTPHeader")),
-        ] },
+        "HTTPGetAction" => {
+            const {
+                &[
+                    o(1, "path", S),
+                    o(2, "port", m("IntOrString")),
+                    o(3, "host", S),
+                    o(4, "scheme", S),
+                    r(5, "httpHeaders", m("HTTPHeader")),
+                ]
+            }
+        }
         "HTTPHeader" => const { &[o(1, "name", S), o(2, "value", S)] },
         "TCPSocketAction" => const { &[o(1, "port", m("IntOrString")), o(2, "host", S)] },
         "GRPCAction" => const { &[o(1, "port", I32), p(2, "service", S)] },
         "SleepAction" => const { &[o(1, "seconds", I64)] },
-        "SecurityContext" => const { &[
-            o(1, "capabilities", m("Capabilities")),
-            p(2, "privileged", B),
-            o(3, "seLinuxOptions", m("SELinuxOptions")),
-            p(4, "runAsUser", I64),
-            p(8, "runAsGroup", I64),
-            p(5, "runAsNonRoot", B),
-            p(6, "readOnlyRootFilesystem", B),
-            p(7, "allowPrivilegeEscalation", B),
-            p(9, "procMount", S),
-            o(11, "seccompProfile", m("SeccompProfile")),
-        ] },
-        "PodSecurityContext" => const { &[
-            o(1, "seLinuxOptions", m("SELinuxOptions")),
-            p(2, "runAsUser", I64),
-            p(6, "runAsGroup", I64),
-            p(3, "runAsNonRoot", B),
-            r(4, "supplementalGroups", I64),
-            p(5, "fsGroup", I64),
-            p(9, "fsGroupChangePolicy", S),
-            o(10, "seccompProfile", m("SeccompProfile")),
-        ] },
+        "SecurityContext" => {
+            const {
+                &[
+                    o(1, "capabilities", m("Capabilities")),
+                    p(2, "privileged", B),
+                    o(3, "seLinuxOptions", m("SELinuxOptions")),
+                    p(4, "runAsUser", I64),
+                    p(8, "runAsGroup", I64),
+                    p(5, "runAsNonRoot", B),
+                    p(6, "readOnlyRootFilesystem", B),
+                    p(7, "allowPrivilegeEscalation", B),
+                    p(9, "procMount", S),
+                    o(11, "seccompProfile", m("SeccompProfile")),
+                ]
+            }
+        }
+        "PodSecurityContext" => {
+            const {
+                &[
+                    o(1, "seLinuxOptions", m("SELinuxOptions")),
+                    p(2, "runAsUser", I64),
+                    p(6, "runAsGroup", I64),
+                    p(3, "runAsNonRoot", B),
+                    r(4, "supplementalGroups", I64),
+                    p(5, "fsGroup", I64),
+                    p(9, "fsGroupChangePolicy", S),
+                    o(10, "seccompProfile", m("SeccompProfile")),
+                ]
+            }
+        }
         "Capabilities" => const { &[r(1, "add", S), r(2, "drop", S)] },
-        "SELinuxOptions" => const { &[
-            o(1, "user", S),
-            o(2, "role", S),
-            o(3, "type", S),
-            o(4, "level", S),
-        ] },
+        "SELinuxOptions" => {
+            const {
+                &[
+                    o(1, "user", S),
+                    o(2, "role", S),
+                    o(3, "type", S),
+                    o(4, "level", S),
+                ]
+            }
+        }
         "SeccompProfile" => const { &[o(1, "type", S), p(2, "localhostProfile", S)] },
-        "Toleration" => const { &[
-            o(1, "key", S),
-            o(2, "operator", S),
-            o(3, "value", S),
-            o(4, "effect", S),
-            p(5, "tolerationSeconds", I64),
-        ] },
+        "Toleration" => {
+            const {
+                &[
+                    o(1, "key", S),
+                    o(2, "operator", S),
+                    o(3, "value", S),
+                    o(4, "effect", S),
+                    p(5, "tolerationSeconds", I64),
+                ]
+            }
+        }
         "HostAlias" => const { &[o(1, "ip", S), r(2, "hostnames", S)] },
-        "PodDNSConfig" => const { &[
-            r(1, "nameservers", S),
-            r(2, "searches", S),
-            r(3, "options", m("PodDNSConfigOption")),
-        ] },
+        "PodDNSConfig" => {
+            const {
+                &[
+                    r(1, "nameservers", S),
+                    r(2, "searches", S),
+                    r(3, "options", m("PodDNSConfigOption")),
+                ]
+            }
+        }
         "PodDNSConfigOption" => const { &[o(1, "name", S), p(2, "value", S)] },
         "PodReadinessGate" => const { &[o(1, "conditionType", S)] },
-        "Event" => const { &[
-            o(1, "metadata", m("ObjectMeta")),
-            o(2, "involvedObject", m("ObjectReference")),
-            o(3, "reason", S),
-            o(4, "message", S),
-            o(5, "source", m("EventSource")),
-            o(6, "firstTimestamp", m("Time")),
-            o(7, "lastTimestamp", m("Time")),
-            o(8, "count", I32),
-            o(9, "type", S),
-            o(10, "eventTime", m("MicroTime")),
-            o(12, "action", S),
-            o(13, "related", m("ObjectReference")),
-            o(14, "reportingComponent", S),
-            o(15, "reportingInstance", S),
-        ] },
+        "Event" => {
+            const {
+                &[
+                    o(1, "metadata", m("ObjectMeta")),
+                    o(2, "involvedObject", m("ObjectReference")),
+                    o(3, "reason", S),
+                    o(4, "message", S),
+                    o(5, "source", m("EventSource")),
+                    o(6, "firstTimestamp", m("Time")),
+                    o(7, "lastTimestamp", m("Time")),
+                    o(8, "count", I32),
+                    o(9, "type", S),
+                    o(10, "eventTime", m("MicroTime")),
+                    o(12, "action", S),
+                    o(13, "related", m("ObjectReference")),
+                    o(14, "reportingComponent", S),
+                    o(15, "reportingInstance", S),
+                ]
+            }
+        }
         "EventSource" => const { &[o(1, "component", S), o(2, "host", S)] },
         // apps/v1
-        "Deployment" => const { &[
-            o(1, "metadata", m("ObjectMeta")),
-            o(2, "spec", m("DeploymentSpec")),
-            o(3, "status", m("DeploymentStatus")),
-        ] },
-        "DeploymentSpec" => const { &[
-            p(1, "replicas", I32),
-            o(2, "selector", m("LabelSelector")),
-            o(3, "template", m("PodTemplateSpec")),
-            o(4, "strategy", m("DeploymentStrategy")),
-            o(5, "minReadySeconds", I32),
-            p(6, "revisionHistoryLimit", I32),
-            o(7, "paused", B),
-            p(9, "progressDeadlineSeconds", I32),
-        ] },
-        "DeploymentStrategy" => const { &[
-            o(1, "type", S),
-            o(2, "rollingUpdate", m("RollingUpdateDeployment")),
-        ] },
-        "RollingUpdateDeployment" => const { &[
-            o(1, "maxUnavailable", m("IntOrString")),
-            o(2, "maxSurge", m("IntOrString")),
-        ] },
+        "Deployment" => {
+            const {
+                &[
+                    o(1, "metadata", m("ObjectMeta")),
+                    o(2, "spec", m("DeploymentSpec")),
+                    o(3, "status", m("DeploymentStatus")),
+                ]
+            }
+        }
+        "DeploymentSpec" => {
+            const {
+                &[
+                    p(1, "replicas", I32),
+                    o(2, "selector", m("LabelSelector")),
+                    o(3, "template", m("PodTemplateSpec")),
+                    o(4, "strategy", m("DeploymentStrategy")),
+                    o(5, "minReadySeconds", I32),
+                    p(6, "revisionHistoryLimit", I32),
+                    o(7, "paused", B),
+                    p(9, "progressDeadlineSeconds", I32),
+                ]
+            }
+        }
+        "DeploymentStrategy" => {
+            const {
+                &[
+                    o(1, "type", S),
+                    o(2, "rollingUpdate", m("RollingUpdateDeployment")),
+                ]
+            }
+        }
+        "RollingUpdateDeployment" => {
+            const {
+                &[
+                    o(1, "maxUnavailable", m("IntOrString")),
+                    o(2, "maxSurge", m("IntOrString")),
+                ]
+            }
+        }
         // Statuses: kubectl sends them on create with every non-pointer field at zero; a
         // condition list is not expected from clients and is refused.
-        "DeploymentStatus" => const { &[
-            o(1, "observedGeneration", I64),
-            o(2, "replicas", I32),
-            o(3, "updatedReplicas", I32),
-            o(7, "readyReplicas", I32),
-            o(4, "availableReplicas", I32),
-            o(5, "unavailableReplicas", I32),
-            p(9, "terminatingReplicas", I32),
-            p(8, "collisionCount", I32),
-        ] },
-        "StatefulSetStatus" => const { &[
-            o(1, "observedGeneration", I64),
-            o(2, "replicas", I32),
-            o(3, "readyReplicas", I32),
-            o(4, "currentReplicas", I32),
-            o(5, "updatedReplicas", I32),
-            o(6, "currentRevision", S),
-            o(7, "updateRevision", S),
-            p(9, "collisionCount", I32),
-            o(11, "availableReplicas", I32),
-        ] },
-        "DaemonSetStatus" => const { &[
-            o(1, "currentNumberScheduled", I32),
-            o(2, "numberMisscheduled", I32),
-            o(3, "desiredNumberScheduled", I32),
-            o(4, "numberReady", I32),
-            o(5, "observedGeneration", I64),
-            o(6, "updatedNumberScheduled", I32),
-            o(7, "numberAvailable", I32),
-            o(8, "numberUnavailable", I32),
-            p(9, "collisionCount", I32),
-        ] },
-        "ReplicaSetStatus" => const { &[
-            o(1, "replicas", I32),
-            o(2, "fullyLabeledReplicas", I32),
-            o(4, "readyReplicas", I32),
-            o(5, "availableReplicas", I32),
-            p(7, "terminatingReplicas", I32),
-            o(3, "observedGeneration", I64),
-        ] },
-        "JobStatus" => const { &[
-            o(2, "startTime", m("Time")),
-            o(3, "completionTime", m("Time")),
-            o(4, "active", I32),
-            o(5, "succeeded", I32),
-            o(6, "failed", I32),
-            p(11, "terminating", I32),
-            o(7, "completedIndexes", S),
-            o(10, "failedIndexes", S),
-            p(9, "ready", I32),
-        ] },
-        "StatefulSet" => const { &[
-            o(1, "metadata", m("ObjectMeta")),
-            o(2, "spec", m("StatefulSetSpec")),
-            o(3, "status", m("StatefulSetStatus")),
-        ] },
-        "StatefulSetSpec" => const { &[
-            p(1, "replicas", I32),
-            o(2, "selector", m("LabelSelector")),
-            o(3, "template", m("PodTemplateSpec")),
-            o(5, "serviceName", S),
-            o(6, "podManagementPolicy", S),
-            p(8, "revisionHistoryLimit", I32),
-            o(9, "minReadySeconds", I32),
-        ] },
-        "DaemonSet" => const { &[
-            o(1, "metadata", m("ObjectMeta")),
-            o(2, "spec", m("DaemonSetSpec")),
-            o(3, "status", m("DaemonSetStatus")),
-        ] },
-        "DaemonSetSpec" => const { &[
-            o(1, "selector", m("LabelSelector")),
-            o(2, "template", m("PodTemplateSpec")),
-            o(4, "minReadySeconds", I32),
-            p(6, "revisionHistoryLimit", I32),
-        ] },
-        "ReplicaSet" => const { &[
-            o(1, "metadata", m("ObjectMeta")),
-            o(2, "spec", m("ReplicaSetSpec")),
-            o(3, "status", m("ReplicaSetStatus")),
-        ] },
-        "ReplicaSetSpec" => const { &[
-            p(1, "replicas", I32),
-            o(4, "minReadySeconds", I32),
-            o(2, "selector", m("LabelSelector")),
-            o(3, "template", m("PodTemplateSpec")),
-        ] },
+        "DeploymentStatus" => {
+            const {
+                &[
+                    o(1, "observedGeneration", I64),
+                    o(2, "replicas", I32),
+                    o(3, "updatedReplicas", I32),
+                    o(7, "readyReplicas", I32),
+                    o(4, "availableReplicas", I32),
+                    o(5, "unavailableReplicas", I32),
+                    p(9, "terminatingReplicas", I32),
+                    p(8, "collisionCount", I32),
+                ]
+            }
+        }
+        "StatefulSetStatus" => {
+            const {
+                &[
+                    o(1, "observedGeneration", I64),
+                    o(2, "replicas", I32),
+                    o(3, "readyReplicas", I32),
+                    o(4, "currentReplicas", I32),
+                    o(5, "updatedReplicas", I32),
+                    o(6, "currentRevision", S),
+                    o(7, "updateRevision", S),
+                    p(9, "collisionCount", I32),
+                    o(11, "availableReplicas", I32),
+                ]
+            }
+        }
+        "DaemonSetStatus" => {
+            const {
+                &[
+                    o(1, "currentNumberScheduled", I32),
+                    o(2, "numberMisscheduled", I32),
+                    o(3, "desiredNumberScheduled", I32),
+                    o(4, "numberReady", I32),
+                    o(5, "observedGeneration", I64),
+                    o(6, "updatedNumberScheduled", I32),
+                    o(7, "numberAvailable", I32),
+                    o(8, "numberUnavailable", I32),
+                    p(9, "collisionCount", I32),
+                ]
+            }
+        }
+        "ReplicaSetStatus" => {
+            const {
+                &[
+                    o(1, "replicas", I32),
+                    o(2, "fullyLabeledReplicas", I32),
+                    o(4, "readyReplicas", I32),
+                    o(5, "availableReplicas", I32),
+                    p(7, "terminatingReplicas", I32),
+                    o(3, "observedGeneration", I64),
+                ]
+            }
+        }
+        "JobStatus" => {
+            const {
+                &[
+                    o(2, "startTime", m("Time")),
+                    o(3, "completionTime", m("Time")),
+                    o(4, "active", I32),
+                    o(5, "succeeded", I32),
+                    o(6, "failed", I32),
+                    p(11, "terminating", I32),
+                    o(7, "completedIndexes", S),
+                    o(10, "failedIndexes", S),
+                    p(9, "ready", I32),
+                ]
+            }
+        }
+        "StatefulSet" => {
+            const {
+                &[
+                    o(1, "metadata", m("ObjectMeta")),
+                    o(2, "spec", m("StatefulSetSpec")),
+                    o(3, "status", m("StatefulSetStatus")),
+                ]
+            }
+        }
+        "StatefulSetSpec" => {
+            const {
+                &[
+                    p(1, "replicas", I32),
+                    o(2, "selector", m("LabelSelector")),
+                    o(3, "template", m("PodTemplateSpec")),
+                    o(5, "serviceName", S),
+                    o(6, "podManagementPolicy", S),
+                    p(8, "revisionHistoryLimit", I32),
+                    o(9, "minReadySeconds", I32),
+                ]
+            }
+        }
+        "DaemonSet" => {
+            const {
+                &[
+                    o(1, "metadata", m("ObjectMeta")),
+                    o(2, "spec", m("DaemonSetSpec")),
+                    o(3, "status", m("DaemonSetStatus")),
+                ]
+            }
+        }
+        "DaemonSetSpec" => {
+            const {
+                &[
+                    o(1, "selector", m("LabelSelector")),
+                    o(2, "template", m("PodTemplateSpec")),
+                    o(4, "minReadySeconds", I32),
+                    p(6, "revisionHistoryLimit", I32),
+                ]
+            }
+        }
+        "ReplicaSet" => {
+            const {
+                &[
+                    o(1, "metadata", m("ObjectMeta")),
+                    o(2, "spec", m("ReplicaSetSpec")),
+                    o(3, "status", m("ReplicaSetStatus")),
+                ]
+            }
+        }
+        "ReplicaSetSpec" => {
+            const {
+                &[
+                    p(1, "replicas", I32),
+                    o(4, "minReadySeconds", I32),
+                    o(2, "selector", m("LabelSelector")),
+                    o(3, "template", m("PodTemplateSpec")),
+                ]
+            }
+        }
         // batch/v1
-        "Job" => const { &[
-            o(1, "metadata", m("ObjectMeta")),
-            o(2, "spec", m("JobSpec")),
-            o(3, "status", m("JobStatus")),
-        ] },
-        "JobSpec" => const { &[
-            p(1, "parallelism", I32),
-            p(2, "completions", I32),
-            p(3, "activeDeadlineSeconds", I64),
-            p(7, "backoffLimit", I32),
-            p(12, "backoffLimitPerIndex", I32),
-            p(13, "maxFailedIndexes", I32),
-            o(4, "selector", m("LabelSelector")),
-            p(5, "manualSelector", B),
-            o(6, "template", m("PodTemplateSpec")),
-            p(8, "ttlSecondsAfterFinished", I32),
-            p(9, "completionMode", S),
-            p(10, "suspend", B),
-            p(14, "podReplacementPolicy", S),
-            p(15, "managedBy", S),
-        ] },
+        "Job" => {
+            const {
+                &[
+                    o(1, "metadata", m("ObjectMeta")),
+                    o(2, "spec", m("JobSpec")),
+                    o(3, "status", m("JobStatus")),
+                ]
+            }
+        }
+        "JobSpec" => {
+            const {
+                &[
+                    p(1, "parallelism", I32),
+                    p(2, "completions", I32),
+                    p(3, "activeDeadlineSeconds", I64),
+                    p(7, "backoffLimit", I32),
+                    p(12, "backoffLimitPerIndex", I32),
+                    p(13, "maxFailedIndexes", I32),
+                    o(4, "selector", m("LabelSelector")),
+                    p(5, "manualSelector", B),
+                    o(6, "template", m("PodTemplateSpec")),
+                    p(8, "ttlSecondsAfterFinished", I32),
+                    p(9, "completionMode", S),
+                    p(10, "suspend", B),
+                    p(14, "podReplacementPolicy", S),
+                    p(15, "managedBy", S),
+                ]
+            }
+        }
         // rbac.authorization.k8s.io/v1
-        "Role" => const { &[
-            o(1, "metadata", m("ObjectMeta")),
-            r(2, "rules", m("PolicyRule")),
-        ] },
-        "ClusterRole" => const { &[
-            o(1, "metadata", m("ObjectMeta")),
-            r(2, "rules", m("PolicyRule")),
-            o(3, "aggregationRule", m("AggregationRule")),
-        ] },
-        "PolicyRule" => const { &[
-            r(1, "verbs", S),
-            r(2, "apiGroups", S),
-            r(3, "resources", S),
-            r(4, "resourceNames", S),
-            r(5, "nonResourceURLs", S),
-        ] },
+        "Role" => {
+            const {
+                &[
+                    o(1, "metadata", m("ObjectMeta")),
+                    r(2, "rules", m("PolicyRule")),
+                ]
+            }
+        }
+        "ClusterRole" => {
+            const {
+                &[
+                    o(1, "metadata", m("ObjectMeta")),
+                    r(2, "rules", m("PolicyRule")),
+                    o(3, "aggregationRule", m("AggregationRule")),
+                ]
+            }
+        }
+        "PolicyRule" => {
+            const {
+                &[
+                    r(1, "verbs", S),
+                    r(2, "apiGroups", S),
+                    r(3, "resources", S),
+                    r(4, "resourceNames", S),
+                    r(5, "nonResourceURLs", S),
+                ]
+            }
+        }
         "AggregationRule" => const { &[r(1, "clusterRoleSelectors", m("LabelSelector"))] },
-        "RoleBinding" | "ClusterRoleBinding" => const { &[
-            o(1, "metadata", m("ObjectMeta")),
-            r(2, "subjects", m("Subject")),
-            o(3, "roleRef", m("RoleRef")),
-        ] },
-        "Subject" => const { &[
-            o(1, "kind", S),
-            o(2, "apiGroup", S),
-            o(3, "name", S),
-            o(4, "namespace", S),
-        ] },
+        "RoleBinding" | "ClusterRoleBinding" => {
+            const {
+                &[
+                    o(1, "metadata", m("ObjectMeta")),
+                    r(2, "subjects", m("Subject")),
+                    o(3, "roleRef", m("RoleRef")),
+                ]
+            }
+        }
+        "Subject" => {
+            const {
+                &[
+                    o(1, "kind", S),
+                    o(2, "apiGroup", S),
+                    o(3, "name", S),
+                    o(4, "namespace", S),
+                ]
+            }
+        }
         "RoleRef" => const { &[o(1, "apiGroup", S), o(2, "kind", S), o(3, "name", S)] },
         // authorization.k8s.io/v1
-        "SelfSubjectAccessReview" => const { &[
-            o(1, "metadata", m("ObjectMeta")),
-            o(2, "spec", m("SelfSubjectAccessReviewSpec")),
-            o(3, "status", m("SubjectAccessReviewStatus")),
-        ] },
-        "SelfSubjectAccessReviewSpec" => const { &[
-            o(1, "resourceAttributes", m("ResourceAttributes")),
-            o(2, "nonResourceAttributes", m("NonResourceAttributes")),
-        ] },
-        "ResourceAttributes" => const { &[
-            o(1, "namespace", S),
-            o(2, "verb", S),
-            o(3, "group", S),
-            o(4, "version", S),
-            o(5, "resource", S),
-            o(6, "subresource", S),
-            o(7, "name", S),
-        ] },
+        "SelfSubjectAccessReview" => {
+            const {
+                &[
+                    o(1, "metadata", m("ObjectMeta")),
+                    o(2, "spec", m("SelfSubjectAccessReviewSpec")),
+                    o(3, "status", m("SubjectAccessReviewStatus")),
+                ]
+            }
+        }
+        "SelfSubjectAccessReviewSpec" => {
+            const {
+                &[
+                    o(1, "resourceAttributes", m("ResourceAttributes")),
+                    o(2, "nonResourceAttributes", m("NonResourceAttributes")),
+                ]
+            }
+        }
+        "ResourceAttributes" => {
+            const {
+                &[
+                    o(1, "namespace", S),
+                    o(2, "verb", S),
+                    o(3, "group", S),
+                    o(4, "version", S),
+                    o(5, "resource", S),
+                    o(6, "subresource", S),
+                    o(7, "name", S),
+                ]
+            }
+        }
         "NonResourceAttributes" => const { &[o(1, "path", S), o(2, "verb", S)] },
-        "SubjectAccessReviewStatus" => const { &[
-            o(1, "allowed", B),
-            o(4, "denied", B),
-            o(2, "reason", S),
-            o(3, "evaluationError", S),
-        ] },
+        "SubjectAccessReviewStatus" => {
+            const {
+                &[
+                    o(1, "allowed", B),
+                    o(4, "denied", B),
+                    o(2, "reason", S),
+                    o(3, "evaluationError", S),
+                ]
+            }
+        }
         _ => return None,
     })
 }
@@ -800,12 +1091,8 @@ pub fn decode(body: &[u8]) -> ApiResult<Value> {
     let raw = body.strip_prefix(MAGIC).ok_or_else(|| {
         ApiError::bad_request("error decoding protobuf body: the k8s\\0 prefix is missing")
     })?;
-    let (mut api_version, mut kind, mut object, mut encoding) = (
-        String::new(),
-        String::new(),
-        &[][..],
-        String::new(),
-    );
+    let (mut api_version, mut kind, mut object, mut encoding) =
+        (String::new(), String::new(), &[][..], String::new());
     let mut rd = Reader::new(raw);
     while let Some((num, w)) = rd.next().map_err(|()| malformed("runtime.Unknown"))? {
         match (num, w) {
@@ -1038,9 +1325,7 @@ fn message(msg: &str, b: &[u8]) -> ApiResult<Value> {
 }
 
 fn push(out: &mut Map<String, Value>, name: &str, v: Value) {
-    let entry = out
-        .entry(name)
-        .or_insert_with(|| Value::Array(Vec::new()));
+    let entry = out.entry(name).or_insert_with(|| Value::Array(Vec::new()));
     if let Some(a) = entry.as_array_mut() {
         a.push(v);
     }
@@ -1138,7 +1423,11 @@ mod tests {
         let mut strat = Pb::default();
         strat.msg(2, &ru);
         let mut spec = Pb::default();
-        spec.int(1, 0).msg(2, &sel).msg(3, &tmpl).msg(4, &strat).int(5, 0);
+        spec.int(1, 0)
+            .msg(2, &sel)
+            .msg(3, &tmpl)
+            .msg(4, &strat)
+            .int(5, 0);
         let mut d = Pb::default();
         d.msg(1, &meta).msg(2, &spec).msg(3, &Pb::default());
         let v = decode(&envelope("apps/v1", "Deployment", &d)).unwrap();

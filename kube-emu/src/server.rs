@@ -29,9 +29,10 @@ use serde_json::{json, Value};
 
 use crate::api_error::{ApiError, ApiResult};
 use crate::discovery;
+use crate::events;
 use crate::openapi;
-use crate::protobuf;
 use crate::ops::{self, Query, Req, Target};
+use crate::protobuf;
 use crate::rbac::{self, Attributes, UserInfo};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::state::{Event, EventType, State};
@@ -348,8 +349,14 @@ async fn route(
         }
         "list" => (200, ops::list(sh, &t, &r.q)?),
         "get" => (200, ops::get(sh, &t)?),
-        "create" => ops::create(sh, &t, &r, parse_body(headers, &body)?).await?,
-        "update" => ops::update(sh, &t, &r, parse_body(headers, &body)?).await?,
+        "create" => {
+            let v = events::stored_form(&t.rt, parse_body(headers, &body)?);
+            ops::create(sh, &t, &r, v).await?
+        }
+        "update" => {
+            let v = events::stored_form(&t.rt, parse_body(headers, &body)?);
+            ops::update(sh, &t, &r, v).await?
+        }
         "patch" => {
             let ct = headers
                 .get("content-type")
