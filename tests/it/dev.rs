@@ -335,8 +335,19 @@ fn dev_loop(version: Version) {
         tail.contains("Generated") && tail.contains("opm-controller"),
         "{described}"
     );
+    // The instance's success events (after the first apply and the values edit) in `get
+    // events -n demo` and `describe mi`.
+    let events = run(&["get", "events", "-n", "demo"]);
+    assert!(
+        events.contains("ReconciliationSucceeded") && events.contains("moduleinstance/hello"),
+        "{events}"
+    );
     let described = run(&["describe", "mi", "hello", "-n", "demo"]);
-    assert!(described.contains("Events:"), "{described}");
+    let tail = &described[described.find("Events:").unwrap_or(0)..];
+    assert!(
+        tail.contains("ReconciliationSucceeded") && tail.contains("created"),
+        "{described}"
+    );
     let opm = run(&["get", "opm", "-A"]);
     assert!(
         opm.contains("platform.opmodel.dev/cluster")

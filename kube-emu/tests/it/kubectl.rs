@@ -785,6 +785,27 @@ async fn new_user_session(version: Version) {
         "{out}"
     );
 
+    // diff: a server-side dry run of the changed instance, shown as a diff (exit code 1), and
+    // nothing stored.
+    // Known gap: kubectl 1.20 first checks dry-run support in the OpenAPI v2 document's paths
+    // (a PATCH operation with a `dryRun` parameter for the kind, or for Namespace), which
+    // kube-emu's v2 document does not publish; kubectl ≥ 1.26 no longer checks.
+    let f = k.file("mi2.yaml", &MODULE_INSTANCE.replace("v0.1.0", "v0.2.0"));
+    let o = k.run(&["diff", "-f", &f]).await;
+    assert!(!o.ok, "differences make diff exit 1: {}", o.stderr);
+    if k.version == Version::V1_20 {
+        assert!(o.stderr.contains("doesn't support dry-run"), "{}", o.stderr);
+    } else {
+        assert!(
+            o.stdout.contains("-    version: v0.1.0") && o.stdout.contains("+    version: v0.2.0"),
+            "{}\n{}",
+            o.stdout,
+            o.stderr
+        );
+    }
+    let mi = k.json(&["get", "mi", "web", "-n", "team-a"]).await;
+    assert_eq!(mi["spec"]["module"]["version"], "v0.1.0");
+
     // explain of our kinds (OpenAPI v2 for 1.20, v3 for 1.37).
     let out = k.ok(&["explain", "mi.spec"]).await;
     assert!(out.contains("The module to instantiate."), "{out}");
