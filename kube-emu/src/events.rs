@@ -12,7 +12,8 @@
 //! Rules: the store key of `events.k8s.io` events is core `events` (see `ops::Target::key`);
 //! reads convert the stored object (`ops::at_version`); creates, updates, patches (applied to
 //! the converted view) and server-side apply configurations are converted back before they
-//! are stored. Field selectors of `events.k8s.io` lists match the stored (core) field names.
+//! are stored; a snapshot from before the shared store has its `events.k8s.io` Events moved
+//! into it on load (`snapshot`). Field selectors of `events.k8s.io` lists match the stored (core) field names.
 
 use serde_json::{Map, Value};
 
