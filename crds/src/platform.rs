@@ -78,6 +78,7 @@ impl RegistryEntry {
     plural = "platforms",
     singular = "platform",
     shortname = "plat",
+    category = "opm",
     status = "PlatformStatus",
     validation = Rule::new("self.metadata.name == 'cluster'").message("Platform is a cluster singleton; the only permitted name is 'cluster'"),
     printcolumn = r#"{"name":"Type","type":"string","jsonPath":".spec.type"}"#,

@@ -32,6 +32,7 @@ pub struct ProviderRef {
     plural = "transformerregistrations",
     singular = "transformerregistration",
     shortname = "treg",
+    category = "opm",
     status = "TransformerRegistrationStatus",
     validation = Rule::new("self.metadata.name.contains('.')").message("name must be the dot-joined <namespace>.<name> of the claiming instance"),
     printcolumn = r#"{"name":"Catalog","type":"string","jsonPath":".spec.catalog"}"#,

@@ -172,6 +172,17 @@ impl ApiError {
         )
     }
 
+    /// 415 UnsupportedMediaType for a request body (create, update, delete options) whose
+    /// encoding the emulator does not decode. client-go answers a 415 to a CBOR body by sending
+    /// JSON from then on.
+    pub fn unsupported_body_media_type(what: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf ({what})"),
+        )
+    }
+
     /// 500 InternalError.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)

@@ -5,19 +5,21 @@
 //! What it emulates, and every known difference from a real apiserver, is listed in the crate's
 //! README.md. Module map: `server` (HTTP, auth, watch), `ops` (verbs), `state` (store, history,
 //! store controllers), `ssa`/`fieldset` (managedFields), `patch`, `schema` (CRD structural
-//! schemas), `cel` (CRD validation rules), `immutable` (fields updates may not change), `selector`, `rbac`, `admission`, `discovery`, `openapi` (CRD schemas for `kubectl explain`), `resources`, `table` (server-side printing), `fault` (request-fault injection for tests), `snapshot` (store persistence for the dev cluster).
+//! schemas), `cel` (CRD validation rules), `immutable` (fields updates may not change), `selector`, `rbac`, `admission`, `discovery`, `openapi` (CRD schemas for `kubectl explain`), `resources`, `table` (server-side printing), `protobuf` (Kubernetes protobuf request bodies), `events` (one store for core and `events.k8s.io` Events), `fault` (request-fault injection for tests), `snapshot` (store persistence for the dev cluster).
 
 pub mod admission;
 pub mod api_error;
 pub mod cel;
 pub mod discovery;
 pub mod error;
+pub mod events;
 pub mod fault;
 pub mod fieldset;
 pub mod immutable;
 pub mod openapi;
 pub mod ops;
 pub mod patch;
+pub mod protobuf;
 pub mod rbac;
 pub mod resources;
 pub mod schema;

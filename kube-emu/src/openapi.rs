@@ -16,6 +16,9 @@
 //!   array without `items` loses its type,
 //!   `oneOf`/`anyOf`/`allOf`/`not` are dropped. The protobuf form encodes `description`, `type`,
 //!   `format`, `required`, `properties`, `items`, `additionalProperties` and the GVK extension.
+//! - v3 group-version documents also carry `paths`: for every definition its collection and
+//!   object paths with a `get` operation tagged `x-kubernetes-group-version-kind` (kubectl ≥ 1.27
+//!   `explain` resolves a resource to its kind through them, then finds the schema by that GVK).
 //! - Built-in kinds have no definitions: kubectl skips client-side validation for them and uses
 //!   its compiled-in types for strategic merge, as before.
 
@@ -30,6 +33,9 @@ struct Def {
     name: String,
     group: String,
     version: String,
+    kind: String,
+    plural: String,
+    namespaced: bool,
     schema: Value,
 }
 
@@ -73,6 +79,9 @@ fn defs(st: &State) -> Vec<Def> {
                 name: format!("{}.{}.{}", reversed_group(&rt.group), version, rt.kind),
                 group: rt.group.clone(),
                 version: version.clone(),
+                kind: rt.kind.clone(),
+                plural: rt.plural.clone(),
+                namespaced: rt.namespaced,
                 schema,
             });
         }
@@ -281,20 +290,54 @@ pub fn v3_root(st: &State) -> Value {
     json!({"paths": paths})
 }
 
+/// The `paths` entries of one definition: its collection and object paths (namespaced and
+/// cluster-wide, as the apiserver publishes them), each with a `get` operation tagged with the
+/// GVK and answering the definition. kubectl ≥ 1.27 `explain` finds a resource's kind through
+/// these operations.
+fn v3_paths(d: &Def, paths: &mut Map<String, Value>) {
+    let base = format!("/apis/{}/{}", d.group, d.version);
+    let gvk = json!({"group": d.group, "version": d.version, "kind": d.kind});
+    let schema_ref = json!({"$ref": format!("#/components/schemas/{}", d.name)});
+    let op = |action: &str, list: bool| {
+        let mut schema = schema_ref.clone();
+        if list {
+            schema = json!({"type": "object", "properties": {"items": {"type": "array", "items": schema_ref}}});
+        }
+        json!({"get": {
+            "operationId": format!("{action}{}", d.kind),
+            "x-kubernetes-action": action,
+            "x-kubernetes-group-version-kind": gvk,
+            "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": schema}}}},
+        }})
+    };
+    paths.insert(format!("{base}/{}", d.plural), op("list", true));
+    if d.namespaced {
+        let ns = format!("{base}/namespaces/{{namespace}}/{}", d.plural);
+        paths.insert(format!("{ns}/{{name}}"), op("get", false));
+        paths.insert(ns, op("list", true));
+    } else {
+        paths.insert(format!("{base}/{}/{{name}}", d.plural), op("get", false));
+    }
+}
+
 /// `/openapi/v3/apis/<group>/<version>`, or `None` when no CRD serves that group-version.
 pub fn v3_group_version(st: &State, group: &str, version: &str) -> Option<Value> {
-    let schemas: Map<String, Value> = defs(st)
+    let mut schemas = Map::new();
+    let mut paths = Map::new();
+    for d in defs(st)
         .into_iter()
         .filter(|d| d.group == group && d.version == version)
-        .map(|d| (d.name, d.schema))
-        .collect();
+    {
+        v3_paths(&d, &mut paths);
+        schemas.insert(d.name, d.schema);
+    }
     if schemas.is_empty() {
         return None;
     }
     Some(json!({
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"},
-        "paths": {},
+        "paths": paths,
         "components": {"schemas": schemas},
     }))
 }

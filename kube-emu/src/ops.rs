@@ -24,6 +24,7 @@ use serde_json::{json, Value};
 use crate::admission;
 use crate::api_error::{ApiError, ApiResult};
 use crate::cel;
+use crate::events;
 use crate::fieldset::Shape;
 use crate::immutable;
 use crate::patch;
@@ -54,6 +55,9 @@ pub struct Target {
 impl Target {
     /// The store key.
     pub fn key(&self) -> ResKey {
+        if events::is_events_v1(&self.rt) {
+            return (String::new(), "events".into());
+        }
         (self.rt.group.clone(), self.rt.plural.clone())
     }
 
@@ -124,9 +128,14 @@ impl Req {
     }
 }
 
-/// Converts a stored object to the requested version (apiVersion only: no conversion webhooks).
+/// Converts a stored object to the requested version (apiVersion only: no conversion webhooks;
+/// `events.k8s.io` Events are converted from the stored core form, see `events`).
 pub fn at_version(obj: &Value, t: &Target) -> Value {
-    let mut v = obj.clone();
+    let mut v = if events::is_events_v1(&t.rt) {
+        events::from_core(obj.clone())
+    } else {
+        obj.clone()
+    };
     if v.is_object() {
         v["apiVersion"] = Value::String(t.api_version());
     }
@@ -827,6 +836,7 @@ pub async fn patch(
             )));
         }
         let force = r.q.flag("force");
+        let parsed = events::stored_form(&t.rt, parsed);
         return run_write(sh, t, r, |st| {
             let old = st.get(&t.key(), &t.ns, &t.name);
             let now = timefmt::now();
@@ -900,6 +910,7 @@ pub async fn patch(
                 )],
             ));
         }
+        let mut doc = events::stored_form(&t.rt, doc);
         ensure_object(t, &mut doc, &["metadata"])?;
         if doc["metadata"]["resourceVersion"].is_null() {
             doc["metadata"]["resourceVersion"] = json!(rv_of(Some(&old)));

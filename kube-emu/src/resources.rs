@@ -302,6 +302,19 @@ const BUILTINS: &[B] = &[
     },
 ];
 
+/// The built-in resources in the `all` category (`kubectl get all`), as a real apiserver lists
+/// them (of those kube-emu serves; a real one adds replicationcontrollers, cronjobs and
+/// horizontalpodautoscalers).
+const CATEGORY_ALL: &[(&str, &str)] = &[
+    ("", "pods"),
+    ("", "services"),
+    ("apps", "deployments"),
+    ("apps", "replicasets"),
+    ("apps", "statefulsets"),
+    ("apps", "daemonsets"),
+    ("batch", "jobs"),
+];
+
 /// The built-in resource table.
 pub fn builtins() -> Vec<ResourceType> {
     BUILTINS
@@ -315,7 +328,11 @@ pub fn builtins() -> Vec<ResourceType> {
                 singular: b.kind.to_lowercase(),
                 kind: b.kind.to_string(),
                 short_names: b.short.iter().map(|s| s.to_string()).collect(),
-                categories: Vec::new(),
+                categories: if CATEGORY_ALL.contains(&(b.g, b.plural)) {
+                    vec!["all".to_string()]
+                } else {
+                    Vec::new()
+                },
                 namespaced: b.ns,
                 status_subresource: b.status,
                 schemas: BTreeMap::new(),

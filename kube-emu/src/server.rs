@@ -29,8 +29,10 @@ use serde_json::{json, Value};
 
 use crate::api_error::{ApiError, ApiResult};
 use crate::discovery;
+use crate::events;
 use crate::openapi;
 use crate::ops::{self, Query, Req, Target};
+use crate::protobuf;
 use crate::rbac::{self, Attributes, UserInfo};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::state::{Event, EventType, State};
@@ -186,9 +188,22 @@ pub fn authorize(st: &State, user: &UserInfo, a: &Attributes<'_>) -> bool {
     )
 }
 
-fn parse_body(body: &Bytes) -> ApiResult<Value> {
+/// The JSON of a request body: JSON or YAML, Kubernetes protobuf (see `protobuf`); other
+/// encodings (CBOR) are 415, which makes client-go fall back to JSON.
+fn parse_body(headers: &HeaderMap, body: &Bytes) -> ApiResult<Value> {
     if body.is_empty() {
         return Ok(json!({}));
+    }
+    let ct = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if protobuf::is_protobuf(ct) {
+        return protobuf::decode(body);
+    }
+    let media = ct.split(';').next().unwrap_or("").trim();
+    if media.contains("cbor") || media.contains("protobuf") {
+        return Err(ApiError::unsupported_body_media_type(media));
     }
     serde_json::from_slice(body)
         .or_else(|_| serde_yaml::from_slice(body))
@@ -288,7 +303,7 @@ async fn route(
         if verb != "create" {
             return Err(ApiError::method_not_allowed());
         }
-        let v = parse_body(&body)?;
+        let v = parse_body(headers, &body)?;
         let st = sh.state.lock();
         return Ok(json_response(201, &review(&st, &t, &user, v)));
     }
@@ -334,8 +349,14 @@ async fn route(
         }
         "list" => (200, ops::list(sh, &t, &r.q)?),
         "get" => (200, ops::get(sh, &t)?),
-        "create" => ops::create(sh, &t, &r, parse_body(&body)?).await?,
-        "update" => ops::update(sh, &t, &r, parse_body(&body)?).await?,
+        "create" => {
+            let v = events::stored_form(&t.rt, parse_body(headers, &body)?);
+            ops::create(sh, &t, &r, v).await?
+        }
+        "update" => {
+            let v = events::stored_form(&t.rt, parse_body(headers, &body)?);
+            ops::update(sh, &t, &r, v).await?
+        }
         "patch" => {
             let ct = headers
                 .get("content-type")
@@ -343,8 +364,8 @@ async fn route(
                 .unwrap_or("");
             ops::patch(sh, &t, &r, ct, &body).await?
         }
-        "delete" => ops::delete(sh, &t, &r, parse_body(&body)?).await?,
-        _ => ops::delete_collection(sh, &t, &r, parse_body(&body)?).await?,
+        "delete" => ops::delete(sh, &t, &r, parse_body(headers, &body)?).await?,
+        _ => ops::delete_collection(sh, &t, &r, parse_body(headers, &body)?).await?,
     };
     if matches!(verb, "get" | "list") && t.sub.is_empty() && table::wants_table(accept) {
         let include = r.q.get("includeObject").unwrap_or("PartialObjectMetadata");

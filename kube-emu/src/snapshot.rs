@@ -225,10 +225,17 @@ impl Snapshot {
                         .insert((rt.group.clone(), rt.plural.clone()), rt);
                 }
             }
+            // Snapshots from before the shared Event store kept events.k8s.io Events apart.
+            let (key, object) = if e.group == "events.k8s.io" && e.plural == "events" {
+                let core = crate::events::to_core((*e.object).clone());
+                ((String::new(), e.plural), Arc::new(core))
+            } else {
+                ((e.group, e.plural), e.object)
+            };
             objects
-                .entry((e.group, e.plural))
+                .entry(key)
                 .or_default()
-                .insert((e.namespace, e.name), e.object);
+                .insert((e.namespace, e.name), object);
         }
         state.objects = objects;
         state.restart_history(self.rv);

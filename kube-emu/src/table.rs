@@ -6,7 +6,15 @@
 //!   `additionalPrinterColumns` in declaration order (name, type, format, description,
 //!   priority), read from the stored CustomResourceDefinition. A CRD with no printer columns gets
 //!   `Name` and `Age` (`.metadata.creationTimestamp`), as the apiserver's defaulting does.
-//! - Built-in kinds: `Name` and `Age`.
+//! - Built-in kinds: the columns a real apiserver prints (its internal printers) for
+//!   Deployment (Ready `ready/desired`, Up-to-date, Available, Age; Containers, Images, Selector
+//!   wide), StatefulSet, DaemonSet, ReplicaSet, Job, Pod (Ready, Status, Restarts, Age; IP, Node
+//!   wide), Service (Type, Cluster-IP, External-IP, Port(s), Age; Selector wide), ConfigMap
+//!   (Data), Secret (Type, Data), Namespace (Status) and Event (Last Seen, Type, Reason, Object,
+//!   Message; Subobject, Source, First Seen, Count, Name wide; both the core and the
+//!   `events.k8s.io` form); `Name` and `Age` for the other kinds. Status-derived cells read the
+//!   status as stored (kube-emu runs no workload controllers: counts are 0 unless something
+//!   writes the status).
 //! - Cells: the JSONPath subset `.a.b.c`, `[n]` (index) and `[?(@.k=="v")]` (filter on a
 //!   dotted key path, string or bare literal) is evaluated on the object; the first match is the
 //!   cell. A missing value is `null` (kubectl prints `<none>`). `date` columns become the
@@ -41,6 +49,8 @@ struct Column {
     description: String,
     priority: i64,
     path: String,
+    /// A built-in kind's cell, computed from the object and the current time (instead of `path`).
+    compute: Option<fn(&Value, i64) -> Value>,
 }
 
 fn name_column() -> Column {
@@ -51,6 +61,7 @@ fn name_column() -> Column {
         description: "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated.".into(),
         priority: 0,
         path: ".metadata.name".into(),
+        compute: None,
     }
 }
 
@@ -62,6 +73,7 @@ fn age_column() -> Column {
         description: "CreationTimestamp is a timestamp representing the server time when this object was created.".into(),
         priority: 0,
         path: ".metadata.creationTimestamp".into(),
+        compute: None,
     }
 }
 
@@ -93,12 +105,434 @@ fn crd_columns(st: &State, t: &Target) -> Option<Vec<Column>> {
                 description: s(c, "description"),
                 priority: c["priority"].as_i64().unwrap_or(0),
                 path: s(c, "jsonPath"),
+                compute: None,
             })
             .collect(),
     )
 }
 
+/// A computed column of a built-in kind.
+fn col(name: &str, ty: &str, priority: i64, f: fn(&Value, i64) -> Value) -> Column {
+    Column {
+        name: name.into(),
+        ty: ty.into(),
+        format: String::new(),
+        description: String::new(),
+        priority,
+        path: String::new(),
+        compute: Some(f),
+    }
+}
+
+fn int_at(o: &Value, path: &[&str]) -> i64 {
+    path.iter().fold(o, |v, k| &v[*k]).as_i64().unwrap_or(0)
+}
+
+/// `spec.replicas`, defaulted to 1 as the apiserver defaults it.
+fn replicas(o: &Value) -> i64 {
+    o["spec"]["replicas"].as_i64().unwrap_or(1)
+}
+
+fn containers(o: &Value) -> &[Value] {
+    o["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+fn joined(items: &[Value], key: &str) -> Value {
+    let v: Vec<&str> = items.iter().filter_map(|c| c[key].as_str()).collect();
+    json!(v.join(","))
+}
+
+fn workload_containers(o: &Value, _: i64) -> Value {
+    joined(containers(o), "name")
+}
+
+fn workload_images(o: &Value, _: i64) -> Value {
+    joined(containers(o), "image")
+}
+
+fn workload_selector(o: &Value, _: i64) -> Value {
+    let sel = &o["spec"]["selector"];
+    let mut parts: Vec<String> = sel["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+        .collect();
+    for e in sel["matchExpressions"].as_array().into_iter().flatten() {
+        let vals: Vec<&str> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let key = e["key"].as_str().unwrap_or("");
+        parts.push(match e["operator"].as_str().unwrap_or("") {
+            "In" => format!("{key} in ({})", vals.join(",")),
+            "NotIn" => format!("{key} notin ({})", vals.join(",")),
+            "DoesNotExist" => format!("!{key}"),
+            _ => key.to_string(),
+        });
+    }
+    json!(parts.join(","))
+}
+
+fn map_len(v: &Value) -> i64 {
+    v.as_object().map_or(0, |m| m.len() as i64)
+}
+
+fn age_of(ts: &Value, now: i64) -> Option<String> {
+    ts.as_str()
+        .and_then(parse_rfc3339)
+        .map(|t| human_duration(now - t))
+}
+
+fn pod_ready(o: &Value, _: i64) -> Value {
+    let total = o["spec"]["containers"].as_array().map_or(0, Vec::len);
+    let ready = o["status"]["containerStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["ready"] == json!(true))
+        .count();
+    json!(format!("{ready}/{total}"))
+}
+
+fn pod_status(o: &Value, _: i64) -> Value {
+    if o["metadata"]["deletionTimestamp"].is_string() {
+        return json!("Terminating");
+    }
+    let st = &o["status"];
+    for c in st["containerStatuses"].as_array().into_iter().flatten() {
+        for state in ["waiting", "terminated"] {
+            if let Some(r) = c["state"][state]["reason"].as_str() {
+                return json!(r);
+            }
+        }
+    }
+    json!(st["reason"]
+        .as_str()
+        .or(st["phase"].as_str())
+        .unwrap_or("Pending"))
+}
+
+fn pod_restarts(o: &Value, _: i64) -> Value {
+    let n: i64 = o["status"]["containerStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| c["restartCount"].as_i64().unwrap_or(0))
+        .sum();
+    json!(n.to_string())
+}
+
+fn service_external_ip(o: &Value, _: i64) -> Value {
+    let spec = &o["spec"];
+    let ext: Vec<&str> = spec["externalIPs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let lb: Vec<&str> = o["status"]["loadBalancer"]["ingress"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["ip"].as_str().or(i["hostname"].as_str()))
+        .collect();
+    let out = match spec["type"].as_str().unwrap_or("ClusterIP") {
+        "ExternalName" => spec["externalName"].as_str().unwrap_or("").to_string(),
+        "LoadBalancer" if !lb.is_empty() || !ext.is_empty() => lb
+            .iter()
+            .chain(ext.iter())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(","),
+        "LoadBalancer" => "<pending>".to_string(),
+        _ if !ext.is_empty() => ext.join(","),
+        _ => "<none>".to_string(),
+    };
+    json!(out)
+}
+
+fn service_ports(o: &Value, _: i64) -> Value {
+    let ports: Vec<String> = o["spec"]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let proto = p["protocol"].as_str().unwrap_or("TCP");
+            match p["nodePort"].as_i64() {
+                Some(np) if np > 0 => format!("{}:{np}/{proto}", int_at(p, &["port"])),
+                _ => format!("{}/{proto}", int_at(p, &["port"])),
+            }
+        })
+        .collect();
+    json!(if ports.is_empty() {
+        "<none>".to_string()
+    } else {
+        ports.join(",")
+    })
+}
+
+/// An Event field in either form (core `involvedObject`/`message`/`source`, or
+/// `events.k8s.io/v1` `regarding`/`note`/`deprecatedSource`).
+fn ev<'a>(o: &'a Value, core: &str, new: &str) -> &'a Value {
+    if o[core].is_null() {
+        &o[new]
+    } else {
+        &o[core]
+    }
+}
+
+fn event_first_seen(o: &Value, now: i64) -> Option<String> {
+    age_of(ev(o, "firstTimestamp", "deprecatedFirstTimestamp"), now)
+        .or_else(|| age_of(&o["eventTime"], now))
+}
+
+fn event_last_seen(o: &Value, now: i64) -> Value {
+    let last = age_of(&o["series"]["lastObservedTime"], now)
+        .or_else(|| age_of(ev(o, "lastTimestamp", "deprecatedLastTimestamp"), now))
+        .or_else(|| event_first_seen(o, now));
+    json!(last.unwrap_or_else(|| "<unknown>".into()))
+}
+
+fn event_object(o: &Value, _: i64) -> Value {
+    let r = ev(o, "involvedObject", "regarding");
+    let kind = r["kind"].as_str().unwrap_or("").to_lowercase();
+    json!(match r["name"].as_str() {
+        Some(n) if !n.is_empty() => format!("{kind}/{n}"),
+        _ => kind,
+    })
+}
+
+fn event_source(o: &Value, _: i64) -> Value {
+    let src = ev(o, "source", "deprecatedSource");
+    let component = src["component"]
+        .as_str()
+        .filter(|c| !c.is_empty())
+        .or(ev(o, "reportingComponent", "reportingController").as_str())
+        .unwrap_or("");
+    let host = src["host"]
+        .as_str()
+        .filter(|h| !h.is_empty())
+        .or(o["reportingInstance"].as_str())
+        .unwrap_or("");
+    json!(if host.is_empty() {
+        component.to_string()
+    } else {
+        format!("{component}, {host}")
+    })
+}
+
+fn event_count(o: &Value, _: i64) -> Value {
+    let n = o["series"]["count"]
+        .as_i64()
+        .or(ev(o, "count", "deprecatedCount").as_i64())
+        .filter(|n| *n > 0)
+        .unwrap_or(1);
+    json!(n)
+}
+
+/// The columns a real apiserver prints for the built-in kinds kubectl users look at
+/// (`pkg/printers/internalversion`), or `None` (then `Name` and `Age`).
+fn builtin_columns(t: &Target) -> Option<Vec<Column>> {
+    let age = age_column;
+    Some(match (t.rt.group.as_str(), t.rt.plural.as_str()) {
+        ("apps", "deployments") => vec![
+            name_column(),
+            col("Ready", "string", 0, |o, _| {
+                json!(format!(
+                    "{}/{}",
+                    int_at(o, &["status", "readyReplicas"]),
+                    replicas(o)
+                ))
+            }),
+            col("Up-to-date", "integer", 0, |o, _| {
+                json!(int_at(o, &["status", "updatedReplicas"]))
+            }),
+            col("Available", "integer", 0, |o, _| {
+                json!(int_at(o, &["status", "availableReplicas"]))
+            }),
+            age(),
+            col("Containers", "string", 1, workload_containers),
+            col("Images", "string", 1, workload_images),
+            col("Selector", "string", 1, workload_selector),
+        ],
+        ("apps", "statefulsets") => vec![
+            name_column(),
+            col("Ready", "string", 0, |o, _| {
+                json!(format!(
+                    "{}/{}",
+                    int_at(o, &["status", "readyReplicas"]),
+                    replicas(o)
+                ))
+            }),
+            age(),
+            col("Containers", "string", 1, workload_containers),
+            col("Images", "string", 1, workload_images),
+        ],
+        ("apps", "daemonsets") => vec![
+            name_column(),
+            col("Desired", "integer", 0, |o, _| {
+                json!(int_at(o, &["status", "desiredNumberScheduled"]))
+            }),
+            col("Current", "integer", 0, |o, _| {
+                json!(int_at(o, &["status", "currentNumberScheduled"]))
+            }),
+            col("Ready", "integer", 0, |o, _| {
+                json!(int_at(o, &["status", "numberReady"]))
+            }),
+            col("Up-to-date", "integer", 0, |o, _| {
+                json!(int_at(o, &["status", "updatedNumberScheduled"]))
+            }),
+            col("Available", "integer", 0, |o, _| {
+                json!(int_at(o, &["status", "numberAvailable"]))
+            }),
+            col("Node Selector", "string", 0, |o, _| {
+                let sel: Vec<String> = o["spec"]["template"]["spec"]["nodeSelector"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                    .collect();
+                json!(if sel.is_empty() {
+                    "<none>".to_string()
+                } else {
+                    sel.join(",")
+                })
+            }),
+            age(),
+            col("Containers", "string", 1, workload_containers),
+            col("Images", "string", 1, workload_images),
+            col("Selector", "string", 1, workload_selector),
+        ],
+        ("apps", "replicasets") => vec![
+            name_column(),
+            col("Desired", "integer", 0, |o, _| json!(replicas(o))),
+            col("Current", "integer", 0, |o, _| {
+                json!(int_at(o, &["status", "replicas"]))
+            }),
+            col("Ready", "integer", 0, |o, _| {
+                json!(int_at(o, &["status", "readyReplicas"]))
+            }),
+            age(),
+            col("Containers", "string", 1, workload_containers),
+            col("Images", "string", 1, workload_images),
+            col("Selector", "string", 1, workload_selector),
+        ],
+        ("batch", "jobs") => vec![
+            name_column(),
+            col("Completions", "string", 0, |o, _| {
+                json!(format!(
+                    "{}/{}",
+                    int_at(o, &["status", "succeeded"]),
+                    o["spec"]["completions"].as_i64().unwrap_or(1)
+                ))
+            }),
+            age(),
+            col("Containers", "string", 1, workload_containers),
+            col("Images", "string", 1, workload_images),
+        ],
+        ("", "pods") => vec![
+            name_column(),
+            col("Ready", "string", 0, pod_ready),
+            col("Status", "string", 0, pod_status),
+            col("Restarts", "string", 0, pod_restarts),
+            age(),
+            col("IP", "string", 1, |o, _| {
+                json!(o["status"]["podIP"].as_str().unwrap_or("<none>"))
+            }),
+            col("Node", "string", 1, |o, _| {
+                json!(o["spec"]["nodeName"].as_str().unwrap_or("<none>"))
+            }),
+        ],
+        ("", "services") => vec![
+            name_column(),
+            col("Type", "string", 0, |o, _| {
+                json!(o["spec"]["type"].as_str().unwrap_or("ClusterIP"))
+            }),
+            col("Cluster-IP", "string", 0, |o, _| {
+                json!(o["spec"]["clusterIP"].as_str().unwrap_or("<none>"))
+            }),
+            col("External-IP", "string", 0, service_external_ip),
+            col("Port(s)", "string", 0, service_ports),
+            age(),
+            col("Selector", "string", 1, |o, _| {
+                let sel: Vec<String> = o["spec"]["selector"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                    .collect();
+                json!(if sel.is_empty() {
+                    "<none>".to_string()
+                } else {
+                    sel.join(",")
+                })
+            }),
+        ],
+        ("", "configmaps") => vec![
+            name_column(),
+            col("Data", "integer", 0, |o, _| {
+                json!(map_len(&o["data"]) + map_len(&o["binaryData"]))
+            }),
+            age(),
+        ],
+        ("", "secrets") => vec![
+            name_column(),
+            col("Type", "string", 0, |o, _| {
+                json!(o["type"].as_str().unwrap_or("Opaque"))
+            }),
+            col("Data", "integer", 0, |o, _| json!(map_len(&o["data"]))),
+            age(),
+        ],
+        ("", "namespaces") => vec![
+            name_column(),
+            col("Status", "string", 0, |o, _| {
+                json!(o["status"]["phase"].as_str().unwrap_or("Active"))
+            }),
+            age(),
+        ],
+        ("" | "events.k8s.io", "events") => vec![
+            col("Last Seen", "string", 0, event_last_seen),
+            col("Type", "string", 0, |o, _| {
+                json!(o["type"].as_str().unwrap_or(""))
+            }),
+            col("Reason", "string", 0, |o, _| {
+                json!(o["reason"].as_str().unwrap_or(""))
+            }),
+            col("Object", "string", 0, event_object),
+            col("Subobject", "string", 1, |o, _| {
+                json!(ev(o, "involvedObject", "regarding")["fieldPath"]
+                    .as_str()
+                    .unwrap_or(""))
+            }),
+            col("Source", "string", 1, event_source),
+            col("Message", "string", 0, |o, _| {
+                json!(ev(o, "message", "note").as_str().unwrap_or("").trim())
+            }),
+            col("First Seen", "string", 1, |o, now| {
+                json!(event_first_seen(o, now).unwrap_or_else(|| "<unknown>".into()))
+            }),
+            col("Count", "integer", 1, event_count),
+            Column {
+                priority: 1,
+                ..name_column()
+            },
+        ],
+        _ => return None,
+    })
+}
+
 fn columns(st: &State, t: &Target) -> Vec<Column> {
+    if !t.rt.custom {
+        if let Some(cols) = builtin_columns(t) {
+            return cols;
+        }
+    }
     let mut out = vec![name_column()];
     match t.rt.custom.then(|| crd_columns(st, t)).flatten() {
         Some(cols) => out.extend(cols),
@@ -302,6 +736,9 @@ fn now_unix() -> i64 {
 }
 
 fn cell(obj: &Value, c: &Column, now: i64) -> Value {
+    if let Some(f) = c.compute {
+        return f(obj, now);
+    }
     let Some(steps) = parse_path(&c.path) else {
         return Value::Null;
     };

@@ -11,12 +11,14 @@
     reason = "a synchronous test polling child processes (no runtime to yield to)"
 )]
 
+use std::ffi::OsStr;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::child::LoggedChild;
+use crate::kubectls::{self, Version};
 
 /// The running `opm-operator dev`; killed on drop (a failing test leaves no process behind).
 struct Dev {
@@ -87,12 +89,16 @@ fn line<'a>(summary: &'a str, needles: &[&str]) -> &'a str {
 }
 
 /// Runs a printed line as a user pastes it.
-fn sh(line: &str) -> Output {
-    Command::new("sh").args(["-c", line]).output().unwrap()
+fn sh(path: &OsStr, line: &str) -> Output {
+    Command::new("sh")
+        .args(["-c", line])
+        .env("PATH", path)
+        .output()
+        .unwrap()
 }
 
-fn ok(line: &str) -> String {
-    let out = sh(line);
+fn ok(path: &OsStr, line: &str) -> String {
+    let out = sh(path, line);
     assert!(
         out.status.success(),
         "{line}\nstdout: {}\nstderr: {}",
@@ -102,8 +108,8 @@ fn ok(line: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new("kubectl")
+fn kubectl(bin: &Path, kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(bin)
         .env("KUBECONFIG", kubeconfig)
         .args(args)
         .stdin(Stdio::piped())
@@ -124,10 +130,10 @@ fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
 }
 
 /// Polls `line` until its output (trimmed) is `want`.
-fn until_output(line: &str, want: &str, secs: u64) {
+fn until_output(path: &OsStr, line: &str, want: &str, secs: u64) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
-        let out = sh(line);
+        let out = sh(path, line);
         let got = String::from_utf8_lossy(&out.stdout).trim().to_owned();
         if got == want {
             return;
@@ -141,24 +147,41 @@ fn until_output(line: &str, want: &str, secs: u64) {
     }
 }
 
-#[test]
-fn dev_runs_the_loop_for_kubectl_and_curl_and_keeps_its_state() {
+/// The dev loop once per tested kubectl version (see `kubectls`): the printed lines run with that
+/// version first on `PATH`.
+mod dev_runs_the_loop_for_kubectl_and_curl_and_keeps_its_state {
+    #[test]
+    fn v1_20() {
+        super::dev_loop(super::Version::V1_20);
+    }
+    #[test]
+    fn v1_37() {
+        super::dev_loop(super::Version::V1_37);
+    }
+}
+
+fn dev_loop(version: Version) {
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("state");
     let kubeconfig = state.join("kubeconfig");
+    let kb = kubectls::bin(version);
+    let path = kubectls::path_with(&kubectls::path_dir(version, tmp.path()));
 
     let t0 = Instant::now();
     let mut dev = Dev::start(&state);
     let summary = dev.summary();
-    ok(line(
-        &summary,
-        &["kubectl wait --for=condition=Ready", "mi/hello"],
-    ));
+    ok(
+        &path,
+        line(
+            &summary,
+            &["kubectl wait --for=condition=Ready", "mi/hello"],
+        ),
+    );
     let first_ready = t0.elapsed();
     println!("opm-operator dev: start to example Ready in {first_ready:?} (goal < 5 s)");
 
     // Printer columns.
-    let get = ok(line(&summary, &["kubectl get mi -A"]));
+    let get = ok(&path, line(&summary, &["kubectl get mi -A"]));
     let mut rows = get.lines();
     let header: Vec<&str> = rows.next().unwrap().split_whitespace().collect();
     assert_eq!(
@@ -181,6 +204,7 @@ fn dev_runs_the_loop_for_kubectl_and_curl_and_keeps_its_state() {
 
     // The Platform singleton.
     let other = kubectl(
+        &kb,
         &kubeconfig,
         &["apply", "-f", "-"],
         Some(
@@ -197,6 +221,7 @@ fn dev_runs_the_loop_for_kubectl_and_curl_and_keeps_its_state() {
 
     // The ValidatingWebhookConfiguration reaches our webhook server (a rule only it checks).
     let padded = kubectl(
+        &kb,
         &kubeconfig,
         &[
             "patch",
@@ -220,10 +245,11 @@ fn dev_runs_the_loop_for_kubectl_and_curl_and_keeps_its_state() {
 
     // The ConfigMap follows the values.
     let cm = line(&summary, &["kubectl get configmap settings"]);
-    until_output(cm, "info", 10);
-    ok(line(&summary, &["kubectl patch mi/hello"]));
-    until_output(cm, "debug", 60);
+    until_output(&path, cm, "info", 10);
+    ok(&path, line(&summary, &["kubectl patch mi/hello"]));
+    until_output(&path, cm, "debug", 60);
     let uid = kubectl(
+        &kb,
         &kubeconfig,
         &[
             "get",
@@ -240,10 +266,13 @@ fn dev_runs_the_loop_for_kubectl_and_curl_and_keeps_its_state() {
     assert!(!uid.is_empty());
 
     // The render API with the dev token, as printed.
-    let body = ok(&format!(
-        "{} -sS --fail-with-body",
-        line(&summary, &["curl --cacert", "Authorization: Bearer"])
-    ));
+    let body = ok(
+        &path,
+        &format!(
+            "{} -sS --fail-with-body",
+            line(&summary, &["curl --cacert", "Authorization: Bearer"])
+        ),
+    );
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     let objects = v["objects"].as_array().unwrap();
     let settings = objects
@@ -256,17 +285,75 @@ fn dev_runs_the_loop_for_kubectl_and_curl_and_keeps_its_state() {
     assert!(objects.iter().any(|o| o["object"]["kind"] == "Deployment"));
     // Without the token the API refuses. (HTTP/1.1: over HTTP/2 curl sometimes reports a stream
     // error (exit 92) for this early 401, which answers before the request body is read.)
-    let no_token = ok(&format!(
-        "{} --http1.1 -s -o /dev/null -w '%{{http_code}}'",
-        line(&summary, &["curl --cacert"]).replace("Authorization", "X-Nothing")
-    ));
+    let no_token = ok(
+        &path,
+        &format!(
+            "{} --http1.1 -s -o /dev/null -w '%{{http_code}}'",
+            line(&summary, &["curl --cacert"]).replace("Authorization", "X-Nothing")
+        ),
+    );
     assert_eq!(no_token, "401");
 
     // `kubectl explain` reads our CRDs' schemas.
-    let explain = kubectl(&kubeconfig, &["explain", "mi.spec.module"], None);
+    let explain = kubectl(&kb, &kubeconfig, &["explain", "mi.spec.module"], None);
     let explained = String::from_utf8_lossy(&explain.stdout);
     assert!(explain.status.success(), "{explained}");
     assert!(explained.contains("version"), "{explained}");
+
+    // Issue 30's table, as a new user types it, with this kubectl version.
+    let run = |args: &[&str]| {
+        let out = kubectl(&kb, &kubeconfig, args, None);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} ({version:?}): {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    assert!(run(&["create", "namespace", "prod"]).contains("namespace/prod created"));
+    assert!(run(&["explain", "mi.spec"]).contains("The module to instantiate."));
+    let all = run(&["get", "all", "-n", "demo"]);
+    assert!(all.contains("deployment.apps/"), "{all}");
+    let deploy = run(&["get", "deploy", "-n", "demo"]);
+    let header: Vec<&str> = deploy.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+        "{deploy}"
+    );
+    // The Platform's Generated event (events.k8s.io/v1, in `default` for a cluster-scoped
+    // object) in `get events` and `describe`.
+    let events = run(&["get", "events", "-A"]);
+    assert!(
+        events.contains("Generated") && events.contains("platform/cluster"),
+        "{events}"
+    );
+    let described = run(&["describe", "platform", "cluster"]);
+    let tail = &described[described.find("Events:").unwrap_or(0)..];
+    assert!(
+        tail.contains("Generated") && tail.contains("opm-controller"),
+        "{described}"
+    );
+    // The instance's success events (after the first apply and the values edit) in `get
+    // events -n demo` and `describe mi`.
+    let events = run(&["get", "events", "-n", "demo"]);
+    assert!(
+        events.contains("ReconciliationSucceeded") && events.contains("moduleinstance/hello"),
+        "{events}"
+    );
+    let described = run(&["describe", "mi", "hello", "-n", "demo"]);
+    let tail = &described[described.find("Events:").unwrap_or(0)..];
+    assert!(
+        tail.contains("ReconciliationSucceeded") && tail.contains("created"),
+        "{described}"
+    );
+    let opm = run(&["get", "opm", "-A"]);
+    assert!(
+        opm.contains("platform.opmodel.dev/cluster")
+            && opm.contains("moduleinstance.opmodel.dev/hello"),
+        "{opm}"
+    );
 
     dev.stop("TERM");
     assert!(state.join("cluster.json").is_file());
@@ -275,15 +362,19 @@ fn dev_runs_the_loop_for_kubectl_and_curl_and_keeps_its_state() {
     let t1 = Instant::now();
     let mut dev = Dev::start(&state);
     let summary = dev.summary();
-    ok(line(
-        &summary,
-        &["kubectl wait --for=condition=Ready", "mi/hello"],
-    ));
+    ok(
+        &path,
+        line(
+            &summary,
+            &["kubectl wait --for=condition=Ready", "mi/hello"],
+        ),
+    );
     println!(
         "opm-operator dev: restart to example Ready in {:?}",
         t1.elapsed()
     );
     let uid2 = kubectl(
+        &kb,
         &kubeconfig,
         &[
             "get",
@@ -298,11 +389,15 @@ fn dev_runs_the_loop_for_kubectl_and_curl_and_keeps_its_state() {
     );
     assert_eq!(String::from_utf8(uid2.stdout).unwrap(), uid);
     let cm = line(&summary, &["kubectl get configmap settings"]);
-    until_output(cm, "debug", 10);
+    until_output(&path, cm, "debug", 10);
     // The restarted controllers reconcile: patching back re-renders.
-    ok(&line(&summary, &["kubectl patch mi/hello"]).replace("debug", "warn"));
-    until_output(cm, "warn", 60);
+    ok(
+        &path,
+        &line(&summary, &["kubectl patch mi/hello"]).replace("debug", "warn"),
+    );
+    until_output(&path, cm, "warn", 60);
     let plat = kubectl(
+        &kb,
         &kubeconfig,
         &[
             "get",

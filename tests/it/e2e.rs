@@ -1,7 +1,7 @@
 //! End to end with the real binaries (issue 17, operator-spec §2.2, §2.4, §6): the `kube-emu`
 //! binary as the cluster, Debian's `docker-registry` holding the fixture modules published by
 //! `opm-operator module publish`, `opm-operator serve` as the operator, and the real `kubectl`
-//! as the user.
+//! as the user, once with each tested kubectl version (v1.20 and v1.37, see `kubectls`).
 //!
 //! What it checks, in order: `opm-operator crds | kubectl apply -f -`; a Platform subscribing the
 //! fixture catalog becomes Ready; a ModuleInstance of the fixture `demo` module becomes Ready
@@ -26,6 +26,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::child::LoggedChild;
+use crate::kubectls::{self, Version};
 use crate::registry::harness::{cli_ok, DistRegistry};
 
 const DEMO: &str = "fixtures.test/modules/demo@v0";
@@ -85,12 +86,13 @@ fn kube_emu_binary() -> PathBuf {
 }
 
 struct Kubectl {
+    bin: PathBuf,
     kubeconfig: PathBuf,
 }
 
 impl Kubectl {
     fn run(&self, args: &[&str], stdin: Option<&[u8]>) -> Output {
-        let mut child = Command::new("kubectl")
+        let mut child = Command::new(&self.bin)
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .args(args)
@@ -188,8 +190,19 @@ fn valid_values() -> serde_json::Value {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_drives_a_module_instance_through_the_real_binaries() {
+/// The whole scenario once per tested kubectl version (see `kubectls`).
+mod kubectl_drives_a_module_instance_through_the_real_binaries {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn v1_20() {
+        super::drive(super::Version::V1_20).await;
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn v1_37() {
+        super::drive(super::Version::V1_37).await;
+    }
+}
+
+async fn drive(version: Version) {
     let dir = tempfile::tempdir().unwrap();
     let mut children = Children::default();
 
@@ -228,6 +241,7 @@ async fn kubectl_drives_a_module_instance_through_the_real_binaries() {
         children.logs()
     );
     let k = Kubectl {
+        bin: kubectls::bin(version),
         kubeconfig: kubeconfig.clone(),
     };
 

@@ -8,6 +8,7 @@ mod child;
 mod controller;
 mod dev;
 mod e2e;
+mod kubectls;
 mod platform;
 mod registry;
 mod render;

@@ -470,3 +470,43 @@ async fn malformed_bodies_are_rejected_not_fatal() {
     // The server is still alive.
     assert!(api.get("a").await.is_ok());
 }
+
+/// Issue 30: kube-rs clients keep sending JSON and keep working next to kubectl 1.37's protobuf
+/// bodies: `Api<Namespace>` create, merge patch, server-side apply and delete.
+#[tokio::test]
+async fn kube_rs_namespace_create_patch_delete_still_json() {
+    let emu = start().await;
+    let nss: Api<Namespace> = Api::all(emu.client().unwrap());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "prod"}})).unwrap();
+    let created = nss.create(&PostParams::default(), &ns).await.unwrap();
+    assert_eq!(created.name_any(), "prod");
+    let patched = nss
+        .patch(
+            "prod",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"team": "a"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.labels().get("team").map(String::as_str), Some("a"));
+    let applied = nss
+        .patch(
+            "prod",
+            &PatchParams::apply("test"),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": "prod", "annotations": {"a": "b"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        applied.annotations().get("a").map(String::as_str),
+        Some("b")
+    );
+    nss.delete("prod", &DeleteParams::default()).await.unwrap();
+    let gone = nss.get_opt("prod").await.unwrap();
+    assert!(
+        gone.is_none_or(|n| n.metadata.deletion_timestamp.is_some()),
+        "deleted or terminating"
+    );
+    emu.shutdown().await;
+}
