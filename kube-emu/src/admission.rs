@@ -21,7 +21,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 
 use crate::api_error::{ApiError, ApiResult};
-use crate::ops::{Req, Target};
+use crate::request::{Req, Target};
 use crate::selector::LabelSelector;
 use crate::state::{Change, State};
 use crate::Shared;

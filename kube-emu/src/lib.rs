@@ -21,6 +21,7 @@ pub mod ops;
 pub mod patch;
 pub mod protobuf;
 pub mod rbac;
+mod request;
 pub mod resources;
 pub mod schema;
 pub mod selector;
