@@ -1,5 +1,6 @@
 //! Architecture invariants read off the source (issue 33): no import cycle between the modules of
-//! the operator (`src/`), the kernel (`kernel/src/`) and the registry client (`registry/src/`).
+//! the operator (`src/`), the kernel (`kernel/src/`), the registry client (`registry/src/`) and the
+//! API emulator (`kube-emu/src/`).
 //!
 //! The graph's nodes are module files (`src/server/routes.rs` is `server::routes`). An edge is a
 //! path in code that names another module: `crate::a::b…`, `super::…`, or a child module by its
