@@ -25,7 +25,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use opm_operator::kernel::BuiltPlatform;
 use opm_operator::kernel::SkewPolicy;
 use opm_operator::platform::{Generated, PackageIdentity, Store};
 use opm_operator::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
@@ -65,23 +64,11 @@ fn main() {
         assert!(status.status.success(), "publish {m}");
     }
     let platform_dir = opm.join("platform/generated");
-    let mf = cue::module::ModuleFile::parse(
-        &std::fs::read(platform_dir.join("cue.mod/module.cue")).unwrap(),
-    )
-    .unwrap();
     let store = Store::new();
     store.set_generated(Generated {
         identity: PackageIdentity::unclaimed(1).unwrap(),
         dir: platform_dir.clone(),
-        platform: BuiltPlatform {
-            dir: platform_dir.clone(),
-            deps: mf
-                .deps
-                .iter()
-                .map(|(p, d)| (p.clone(), d.version.clone()))
-                .collect(),
-            ..BuiltPlatform::default()
-        },
+        platform: opm_operator::platform::from_dir(&platform_dir).unwrap(),
         skew: SkewPolicy::Warn,
     });
     let registry = ModuleRegistry::new(RegistryConfig::new(Mapping::single(Location::Layout {

@@ -52,7 +52,7 @@ mod identity;
 mod layout;
 mod store;
 
-pub use build::{PlatformKernel, PlatformRegistry};
+pub use build::{from_dir, PlatformKernel, PlatformRegistry};
 pub use error::{Error, PruneFailure};
 pub use generate::{Generator, RegistryShape};
 pub use identity::PackageIdentity;

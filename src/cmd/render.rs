@@ -10,8 +10,11 @@
 //!   served as that module at the version its `metadata.version` declares, its dependencies come
 //!   from the registry.
 //! - `--platform DIR` is a generated platform module directory (`cue.mod/module.cue` +
-//!   `platform.cue`); its deps are read from its module file. (A Platform CR YAML is not accepted
-//!   yet: that needs the platform generator of `opm_kernel::platform`.)
+//!   `platform.cue`); its deps are read from its module file (`opm_kernel::platform::from_dir`).
+//!   `--platform FILE` is a Platform CR (the manifest a user applies, named `cluster`): its
+//!   subscriptions are generated into a temporary directory by the Platform reconciler's own
+//!   generator (`controller::platform::entries` + `PlatformKernel::generate`; no claims), so
+//!   both forms of the same platform render the same bytes.
 //! - Values: each `--values` file (JSON or YAML) is deep-merged over the previous ones (objects
 //!   merge, anything else replaces); then each `--set a.b=v` sets one path (`v` parsed as JSON,
 //!   else taken as a string).
@@ -22,14 +25,15 @@
 //! - Errors print the message and every problem with its `file:line:col` positions; the exit
 //!   status is non-zero.
 
-use std::collections::BTreeMap;
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
 
 use cue::module::{FileSystem, MemFs, ModuleVersion, Registry, RegistryError};
 
 use crate::kernel::SkewPolicy;
-use crate::kernel::{BuiltPlatform, KernelError, ModuleRequest, RenderResult};
+use crate::kernel::{
+    BuiltPlatform, KernelError, ModuleRequest, PlatformBuilder as _, PlatformInput, RenderResult,
+};
 use crate::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
 use crate::render::{Error, Renderer};
 
@@ -44,9 +48,24 @@ pub struct RenderArgs {
     /// `path=value` (value as JSON, else a string); repeatable, applied after the files.
     #[arg(long = "set")]
     pub set: Vec<String>,
-    /// The generated platform module directory.
+    /// The platform: a generated platform module directory, or a Platform manifest (the CR a
+    /// user applies, YAML or JSON) generated here as the Platform reconciler does.
     #[arg(long)]
     pub platform: PathBuf,
+    /// With a Platform manifest: the core module the generated platform embeds.
+    #[arg(long, default_value = crate::cmd::serve::DEFAULT_CORE_MODULE, value_name = "PATH@MAJOR")]
+    pub core_module: String,
+    /// With a Platform manifest: the core version.
+    #[arg(long, default_value = crate::cmd::serve::DEFAULT_CORE_VERSION, value_name = "VERSION")]
+    pub core_version: String,
+    /// With a Platform manifest: the shape of the generated `#registry`.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "catalog-entry",
+        value_name = "SHAPE"
+    )]
+    pub platform_shape: crate::cmd::serve::PlatformShape,
     /// Registry mapping, CUE_REGISTRY syntax.
     #[arg(long, env = "OPM_REGISTRY", default_value = "")]
     pub registry: String,
@@ -126,6 +145,11 @@ impl Registry for LocalFirst {
 }
 
 fn registry(args: &RenderArgs) -> Result<Arc<dyn Registry>, CliError> {
+    Ok(Arc::new(module_registry(args)?))
+}
+
+/// The module registry of `--layout` / `--registry`.
+fn module_registry(args: &RenderArgs) -> Result<ModuleRegistry, CliError> {
     let mapping = match &args.layout {
         Some(dir) => Mapping::single(Location::Layout { dir: dir.clone() }),
         None => Mapping::parse(&args.registry)
@@ -133,8 +157,7 @@ fn registry(args: &RenderArgs) -> Result<Arc<dyn Registry>, CliError> {
     };
     let mut cfg = RegistryConfig::new(mapping);
     cfg.cache_dir = args.cache_dir.clone();
-    let r = ModuleRegistry::new(cfg).map_err(|e| CliError::Usage(e.to_string()))?;
-    Ok(Arc::new(r))
+    ModuleRegistry::new(cfg).map_err(|e| CliError::Usage(e.to_string()))
 }
 
 /// Deep merge: objects merge key by key, anything else replaces.
@@ -228,22 +251,56 @@ fn declared_version(tree: &MemFs, registry: &dyn Registry) -> Result<String, Cli
     }
 }
 
-fn platform_of(dir: &FsPath) -> Result<BuiltPlatform, CliError> {
-    let mf_path = dir.join("cue.mod").join("module.cue");
-    let bytes = std::fs::read(&mf_path)
-        .map_err(|e| CliError::Usage(format!("--platform: {}: {e}", mf_path.display())))?;
-    let mf = crate::render::deps::parse_module_file(&bytes)
-        .map_err(|e| CliError::Usage(format!("--platform: {e}")))?;
-    let deps: BTreeMap<String, String> = mf
-        .deps
-        .iter()
-        .map(|(p, d)| (p.clone(), d.version.clone()))
-        .collect();
-    Ok(BuiltPlatform {
-        dir: dir.to_path_buf(),
-        deps,
-        ..BuiltPlatform::default()
-    })
+/// `--platform`: a generated platform directory, or a Platform CR (YAML or JSON) generated into a
+/// temporary directory by the Platform reconciler's generator (`--core-module`,
+/// `--core-version`, `--platform-shape`, modules from the same registry as the render). The
+/// temporary directory lives as long as the returned guard.
+fn platform_of(args: &RenderArgs) -> Result<(BuiltPlatform, Option<tempfile::TempDir>), CliError> {
+    let usage = |e: String| CliError::Usage(format!("--platform {}: {e}", args.platform.display()));
+    if args.platform.is_dir() {
+        return Ok((
+            crate::platform::from_dir(&args.platform).map_err(usage)?,
+            None,
+        ));
+    }
+    let text = std::fs::read_to_string(&args.platform).map_err(|e| usage(e.to_string()))?;
+    let plat: crds::Platform = serde_yaml::from_str(&text)
+        .map_err(|e| usage(format!("not a Platform manifest (nor a directory): {e}")))?;
+    if plat.metadata.name.as_deref() != Some(crds::PLATFORM_NAME) {
+        return Err(usage(format!(
+            "the Platform must be named {:?}, as on a cluster",
+            crds::PLATFORM_NAME
+        )));
+    }
+    let (entries, _) = crate::controller::platform::entries(&plat.spec.registry, &[])
+        .map_err(|e| usage(e.message))?;
+    let input = PlatformInput {
+        platform_type: plat.spec.r#type.clone(),
+        entries,
+    };
+    let kernel = crate::platform::PlatformKernel::new(
+        Arc::new(module_registry(args)?),
+        crate::platform::Generator::new(
+            &args.core_module,
+            &args.core_version,
+            args.platform_shape.into(),
+        ),
+        cue::Config::default(),
+    );
+    let files = kernel.generate(&input).map_err(|e| usage(e.to_string()))?;
+    let dir = tempfile::Builder::new()
+        .prefix("opm-render-platform-")
+        .tempdir()
+        .map_err(|e| usage(e.to_string()))?;
+    for (rel, bytes) in files {
+        let path = dir.path().join(&rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| usage(e.to_string()))?;
+        }
+        std::fs::write(&path, bytes).map_err(|e| usage(e.to_string()))?;
+    }
+    let built = crate::platform::from_dir(dir.path()).map_err(usage)?;
+    Ok((built, Some(dir)))
 }
 
 /// Formats a result as the command prints it.
@@ -276,7 +333,7 @@ pub fn format_result(r: &RenderResult, output: &str) -> Result<String, CliError>
 pub fn run(args: &RenderArgs) -> Result<(String, Vec<String>), CliError> {
     let inner = registry(args)?;
     let values = read_values(&args.values, &args.set)?;
-    let platform = platform_of(&args.platform)?;
+    let (platform, _generated) = platform_of(args)?;
     let local = FsPath::new(&args.module);
     let (reg, path, version): (Arc<dyn Registry>, String, String) = if local.is_dir() {
         let tree = crate::render::stage::dir_tree(local)

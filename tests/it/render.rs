@@ -697,3 +697,85 @@ fn a_generated_and_built_platform_renders_the_demo_exactly() {
     let got = ok(&r, &request("demo", Some(values("valid.json"))), &built);
     assert_eq!(without_digest(&got), expected());
 }
+
+/// Issue 28 item 3: `--platform` takes the Platform a user applies as well as a generated
+/// directory; both go through the Platform reconciler's generator and print the same bytes.
+#[test]
+fn render_of_a_platform_manifest_and_of_its_generated_directory_print_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("layout");
+    publish_all(&["--layout", layout.to_str().unwrap()]);
+    let manifest = dir.path().join("platform.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: opmodel.dev/v1alpha1\nkind: Platform\nmetadata:\n  name: cluster\n\
+         spec:\n  type: kubernetes\n  registry:\n    fixtures.test/catalogs/mini@v0:\n      \
+         version: \"0.1.0\"\n",
+    )
+    .unwrap();
+    let valid = opm().join("values/valid.json");
+    let render = |platform: &std::path::Path| {
+        cli_ok(&[
+            "render",
+            "fixtures.test/modules/demo@v0.1.0",
+            "--platform",
+            platform.to_str().unwrap(),
+            "--core-module",
+            "fixtures.test/core@v0",
+            "--core-version",
+            "v0.1.0",
+            "--layout",
+            layout.to_str().unwrap(),
+            "--values",
+            valid.to_str().unwrap(),
+            "--name",
+            "shop",
+            "--namespace",
+            "prod",
+            "-o",
+            "json",
+        ])
+    };
+    let from_manifest = render(&manifest);
+    let from_dir = render(&opm().join("platform/generated"));
+    assert_eq!(from_manifest, from_dir);
+    let out: serde_json::Value = serde_json::from_str(&from_manifest).unwrap();
+    assert_eq!(out["objects"].as_array().unwrap().len(), 3, "{out:#}");
+
+    // A manifest that is not the singleton, or not a Platform, is refused with the reason.
+    let other = dir.path().join("other.yaml");
+    std::fs::write(
+        &other,
+        std::fs::read_to_string(&manifest)
+            .unwrap()
+            .replace("name: cluster", "name: other"),
+    )
+    .unwrap();
+    let err = cli_err(&[
+        "render",
+        "fixtures.test/modules/demo@v0.1.0",
+        "--platform",
+        other.to_str().unwrap(),
+        "--layout",
+        layout.to_str().unwrap(),
+    ]);
+    assert!(err.contains("must be named \"cluster\""), "{err}");
+    let junk = dir.path().join("junk.yaml");
+    std::fs::write(&junk, "just: [text").unwrap();
+    let err = cli_err(&[
+        "render",
+        "fixtures.test/modules/demo@v0.1.0",
+        "--platform",
+        junk.to_str().unwrap(),
+        "--layout",
+        layout.to_str().unwrap(),
+    ]);
+    assert!(err.contains("not a Platform manifest"), "{err}");
+}
+
+/// Runs the CLI, asserts failure and returns stderr.
+fn cli_err(args: &[&str]) -> String {
+    let o = cli(args);
+    assert!(!o.status.success(), "opm-operator {args:?} succeeded");
+    String::from_utf8(o.stderr).unwrap()
+}

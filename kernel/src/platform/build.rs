@@ -154,6 +154,20 @@ fn registry_class(e: &RegistryError) -> ErrorClass {
     }
 }
 
+/// The platform of a generated platform directory as a render needs it, without evaluating it:
+/// the directory and its module file's deps (`path@vN` → version). The one reader of a generated
+/// directory for the CLI, the benches and the tests; the Platform reconciler's builds
+/// ([`PlatformKernel`]) add the transformer index and the contract inventory.
+pub fn from_dir(dir: &FsPath) -> Result<BuiltPlatform, String> {
+    let mf = dir.join("cue.mod").join("module.cue");
+    let bytes = std::fs::read(&mf).map_err(|e| format!("{}: {e}", mf.display()))?;
+    Ok(BuiltPlatform {
+        dir: dir.to_path_buf(),
+        deps: read_deps(&bytes).map_err(|e| format!("{}: {e}", mf.display()))?,
+        ..BuiltPlatform::default()
+    })
+}
+
 /// The deps of a generated module file (`path@vN` → version).
 fn read_deps(bytes: &[u8]) -> Result<BTreeMap<String, String>, String> {
     let mf = cue::module::ModuleFile::parse(bytes)?;

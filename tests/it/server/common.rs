@@ -585,7 +585,6 @@ pub async fn real_render_server(
     TestServer,
     tokio::sync::watch::Sender<Option<opm_operator::server::render_api::auth::Cluster>>,
 ) {
-    use opm_operator::kernel::BuiltPlatform;
     use opm_operator::kernel::SkewPolicy;
     use opm_operator::platform::{Generated, PackageIdentity, Store};
     use opm_operator::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
@@ -595,23 +594,11 @@ pub async fn real_render_server(
     })))
     .unwrap();
     let renderer = opm_operator::render::Renderer::new(Arc::new(registry));
-    let mf = cue::module::ModuleFile::parse(
-        &std::fs::read(platform_dir.join("cue.mod/module.cue")).unwrap(),
-    )
-    .unwrap();
     let store = Store::new();
     store.set_generated(Generated {
         identity: PackageIdentity::unclaimed(1).unwrap(),
         dir: platform_dir.to_path_buf(),
-        platform: BuiltPlatform {
-            dir: platform_dir.to_path_buf(),
-            deps: mf
-                .deps
-                .iter()
-                .map(|(p, d)| (p.clone(), d.version.clone()))
-                .collect(),
-            ..BuiltPlatform::default()
-        },
+        platform: opm_operator::platform::from_dir(&platform_dir).unwrap(),
         skew: SkewPolicy::Warn,
     });
     let (cluster_tx, cluster) = tokio::sync::watch::channel(cluster);
