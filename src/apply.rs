@@ -223,6 +223,10 @@ pub struct Engine {
     pub(crate) opts: EngineOptions,
     /// The impersonated user, when the client impersonates (§2.5).
     pub(crate) impersonated: Option<String>,
+    /// The controller's own client, whatever identity the engine acts with: owner lookups
+    /// ([`ownership`]) are the operator's decision, so they never depend on what an impersonated
+    /// ServiceAccount or render caller may read.
+    pub(crate) controller: Client,
 }
 
 impl std::fmt::Debug for Engine {
@@ -273,6 +277,7 @@ impl Engine {
     /// An engine acting with `client`'s identity.
     pub fn new(client: Client, opts: EngineOptions) -> Engine {
         Engine {
+            controller: client.clone(),
             client,
             resolver: Arc::new(Resolver::default()),
             opts,
@@ -287,6 +292,7 @@ impl Engine {
             resolver: self.resolver.clone(),
             opts: self.opts.clone(),
             impersonated: Some(user),
+            controller: self.controller.clone(),
         }
     }
 

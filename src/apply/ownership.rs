@@ -14,6 +14,11 @@
 //! - When no such instance exists (deleted, or the labels name an incarnation whose uuid differs),
 //!   the object is adopted: applied (field ownership is forced anyway) and reported in
 //!   [`super::ChangeSet::adopted`].
+//! - The owner is looked up with the controller's own identity ([`Engine`]'s controller client),
+//!   whatever identity the apply or preview acts with: whether an object is another instance's is
+//!   the operator's decision, the same for a reconcile impersonating a ServiceAccount, a render
+//!   API preview as its caller, and the controller itself. (The live object itself is still read
+//!   as that identity first, so a caller learns an owner only of an object it may read.)
 //! - A failed owner lookup (403, 5xx) fails the plan of that object: ownership is never guessed.
 
 use kube::api::{Api, ApiResource, DynamicObject};
@@ -88,11 +93,13 @@ impl Engine {
             ApiResource::erase::<crds::ModulePackage>(&()),
         ];
         for ar in kinds {
-            let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), namespace, &ar);
-            let found = api
-                .get_opt(name)
-                .await
-                .map_err(|e| self.err(e, r, "get the owner instance of"))?;
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.controller.clone(), namespace, &ar);
+            // The controller's identity: a 403 here is the operator's RBAC, never the
+            // impersonated identity's (so it is not an `ImpersonationFailed`).
+            let found = api.get_opt(name).await.map_err(|e| {
+                Error::from_kube(e, &r.to_string(), "get the owner instance of", None)
+            })?;
             let Some(found) = found else { continue };
             let recorded = found
                 .data

@@ -633,6 +633,90 @@ async fn diff_shows_unchanged_after_apply_then_the_patch_and_the_prune_set() {
 }
 
 #[tokio::test]
+async fn validate_and_diff_report_an_object_another_live_instance_owns() {
+    let f = fixture(Duration::from_secs(10), true).await;
+    grant_configmaps(&f, &["get", "create", "patch"]).await;
+    let admin = f.emu.client().unwrap();
+    let rendered = f
+        .render("team-a", Some("alice-token"), &request(json!({})))
+        .await
+        .json();
+    let object = rendered["objects"][0]["object"].clone();
+    // Instance team-a/other (alive) applied the same ConfigMap `demo` under its own identity.
+    let mis: Api<crds::ModuleInstance> = Api::namespaced(admin.clone(), "team-a");
+    mis.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "apiVersion": "opmodel.dev/v1alpha1", "kind": "ModuleInstance",
+            "metadata": {"name": "other", "namespace": "team-a"},
+            "spec": {"module": {"path": "fixtures.test/modules/other@v0", "version": "v0.1.0"}}
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let engine = opm_operator::apply::Engine::new(admin.clone(), Default::default());
+    let other = opm_operator::apply::ApplyOptions {
+        instance: Some(opm_operator::apply::object::InstanceLabels {
+            name: "other".into(),
+            namespace: "team-a".into(),
+            uuid: "u-other".into(),
+        }),
+        ..Default::default()
+    };
+    engine.apply_all_staged(&[object], &other).await.unwrap();
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(admin.clone(), "team-a");
+    let before = cms.get("demo").await.unwrap().metadata.resource_version;
+    // diff reads the named instance's inventory as alice.
+    let role: Api<Role> = Api::namespaced(admin.clone(), "team-a");
+    role.patch(
+        "opm-render",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"rules": [
+            {"apiGroups": ["opmodel.dev"], "resources": ["moduleinstances/render"], "verbs": ["create"]},
+            {"apiGroups": ["opmodel.dev"], "resources": ["moduleinstances"], "verbs": ["get"]}
+        ]})),
+    )
+    .await
+    .unwrap();
+    for m in ["validate", "diff"] {
+        let r = f
+            .render(
+                "team-a",
+                Some("alice-token"),
+                &mode(m, json!({"replicas": 2})),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let v = r.json();
+        let res = &v["results"][0];
+        assert_eq!(res["result"], "error", "{m}: {v}");
+        assert_eq!(res["error"]["reason"], "ownership_conflict", "{m}: {v}");
+        let msg = res["error"]["message"].as_str().unwrap();
+        assert!(
+            msg.contains("ConfigMap/team-a/demo") && msg.contains("team-a/other"),
+            "the object and its owner are named: {msg}"
+        );
+    }
+    // Nothing was written, and once the owner is gone the object is adoptable again: the owner
+    // lookup is the operator's (alice may not read ModulePackages, and need not).
+    assert_eq!(
+        cms.get("demo").await.unwrap().metadata.resource_version,
+        before
+    );
+    mis.delete("other", &Default::default()).await.unwrap();
+    let r = f
+        .render(
+            "team-a",
+            Some("alice-token"),
+            &mode("validate", json!({"replicas": 2})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["results"][0]["result"], "update", "{}", r.text());
+}
+
+#[tokio::test]
 async fn previews_without_a_cluster_connection_are_503() {
     let store = Store::new();
     store.set_generated(record(1));
