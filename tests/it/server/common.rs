@@ -598,7 +598,7 @@ pub async fn real_render_server(
     store.set_generated(Generated {
         identity: PackageIdentity::unclaimed(1).unwrap(),
         dir: platform_dir.to_path_buf(),
-        platform: opm_operator::platform::from_dir(&platform_dir).unwrap(),
+        platform: opm_operator::platform::from_dir(platform_dir).unwrap(),
         skew: SkewPolicy::Warn,
     });
     let (cluster_tx, cluster) = tokio::sync::watch::channel(cluster);
