@@ -46,17 +46,17 @@
     reason = "a benchmark binary fails loudly"
 )]
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cue::module::ModuleFile;
 use cue::module::{DirFs, Registry, Target};
 use cue::path::{Path as CuePath, Selector};
 use opm_operator::kernel::SkewPolicy;
 use opm_operator::kernel::{BuiltPlatform, ModuleRequest};
+use opm_operator::platform::build::build_dir;
+use opm_operator::platform::RegistryShape;
 use opm_operator::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
 use opm_operator::render::Renderer;
 
@@ -101,18 +101,15 @@ fn write_big_module(dir: &Path, n: usize) {
     std::fs::write(dir.join("module.cue"), s).unwrap();
 }
 
-fn platform() -> BuiltPlatform {
+fn platform(registry: Arc<ModuleRegistry>) -> BuiltPlatform {
     let dir = opm().join("platform/generated");
-    let mf = ModuleFile::parse(&std::fs::read(dir.join("cue.mod/module.cue")).unwrap()).unwrap();
-    BuiltPlatform {
-        dir,
-        deps: mf
-            .deps
-            .iter()
-            .map(|(p, d)| (p.clone(), d.version.clone()))
-            .collect::<BTreeMap<_, _>>(),
-        ..BuiltPlatform::default()
-    }
+    build_dir(
+        registry,
+        RegistryShape::CatalogEntry,
+        cue::Config::default(),
+        &dir,
+    )
+    .unwrap_or_else(|e| panic!("building {}: {e}", dir.display()))
 }
 
 fn peak_rss_kib() -> u64 {
@@ -172,13 +169,14 @@ fn main() {
 
     let mut cfg = RegistryConfig::new(Mapping::single(Location::Layout { dir: layout }));
     cfg.cache_dir = Some(tmp.path().join("cache"));
-    let registry: Arc<dyn Registry> = Arc::new(ModuleRegistry::new(cfg).unwrap());
+    let modules = Arc::new(ModuleRegistry::new(cfg).unwrap());
+    let registry: Arc<dyn Registry> = modules.clone();
     let config = cue::Config {
         max_wall_time: Duration::from_secs(600),
         ..cue::Config::default()
     };
     let renderer = Renderer::new(registry.clone()).with_config(config.clone());
-    let p = platform();
+    let p = platform(modules);
 
     // Platform build: load and evaluate the generated platform module and its composed
     // transformers (what the platform builder does before reading the inventory).

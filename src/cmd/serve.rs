@@ -94,23 +94,9 @@ pub struct ControllerArgs {
     #[arg(long, env = "CUE_CACHE_DIR", value_name = "DIR")]
     pub cue_cache_dir: Option<PathBuf>,
 
-    /// The OPM core module every generated platform pins (operator-spec §3.3 roots).
-    #[arg(long, default_value = DEFAULT_CORE_MODULE, value_name = "PATH@MAJOR")]
-    pub core_module: String,
-
-    /// The core version pinned (`v`-prefixed SemVer; the library's verified release).
-    #[arg(long, default_value = DEFAULT_CORE_VERSION, value_name = "VERSION")]
-    pub core_version: String,
-
-    /// Shape of the generated `#registry`: `catalog-entry` (operator-spec §3.4, with the
-    /// expected-version tripwire) or `subscription` (cores up to 2.0.0-alpha.4).
-    #[arg(
-        long,
-        value_enum,
-        default_value = "catalog-entry",
-        value_name = "SHAPE"
-    )]
-    pub platform_shape: PlatformShape,
+    /// How platform modules are generated (core pin and registry shape).
+    #[command(flatten)]
+    pub generator: GeneratorArgs,
 
     /// Let a ModulePackage name a Flux source in another namespace (operator-spec §2.3; default
     /// deny).
@@ -132,6 +118,40 @@ pub struct ControllerArgs {
 pub const DEFAULT_CORE_MODULE: &str = "opmodel.dev/core@v2";
 /// The default `--core-version`.
 pub const DEFAULT_CORE_VERSION: &str = "v2.0.0-alpha.4";
+
+/// The platform generator's flags, shared by `serve` (the Platform reconciler) and `render
+/// --platform` (which generates and builds a Platform CR the same way).
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
+pub struct GeneratorArgs {
+    /// The OPM core module every generated platform pins (operator-spec §3.3 roots).
+    #[arg(long, default_value = DEFAULT_CORE_MODULE, value_name = "PATH@MAJOR")]
+    pub core_module: String,
+
+    /// The core version pinned (`v`-prefixed SemVer; the library's verified release).
+    #[arg(long, default_value = DEFAULT_CORE_VERSION, value_name = "VERSION")]
+    pub core_version: String,
+
+    /// Shape of the generated `#registry`: `catalog-entry` (operator-spec §3.4, with the
+    /// expected-version tripwire) or `subscription` (cores up to 2.0.0-alpha.4).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "catalog-entry",
+        value_name = "SHAPE"
+    )]
+    pub platform_shape: PlatformShape,
+}
+
+impl GeneratorArgs {
+    /// The generator these flags select.
+    pub fn generator(&self) -> crate::platform::generate::Generator {
+        crate::platform::generate::Generator::new(
+            &self.core_module,
+            &self.core_version,
+            self.platform_shape.into(),
+        )
+    }
+}
 
 /// `--platform-shape`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -427,14 +447,11 @@ pub fn operator_sidecar(
     server: &crate::server::ServeArgs,
     mut controllers: ControllerArgs,
 ) -> Result<Sidecar, ServeError> {
-    use crate::platform::generate::Generator;
     use crate::platform::PlatformKernel;
     use crate::registry::{Mapping, ModuleRegistry, RegistryConfig};
     let store = Store::new();
     controllers.max_concurrent_renders = server.max_concurrent_renders;
-    let core_module = controllers.core_module.clone();
-    let core_version = controllers.core_version.clone();
-    let shape = controllers.platform_shape.into();
+    let generator = controllers.generator.generator();
     sidecar(controllers, store, move |resolved| {
         let mapping = Mapping::parse(&resolved.mapping)?;
         let mut config = RegistryConfig::new(mapping).with_docker_config()?;
@@ -442,7 +459,7 @@ pub fn operator_sidecar(
         let registry = Arc::new(ModuleRegistry::new(config)?);
         let platform = Arc::new(PlatformKernel::new(
             registry.clone(),
-            Generator::new(&core_module, &core_version, shape),
+            generator.clone(),
             cue::Config::default(),
         ));
         let renderer = Arc::new(crate::render::Renderer::new(registry));

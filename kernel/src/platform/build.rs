@@ -31,9 +31,10 @@
 //!   `#traits`, `#blueprints` (what the catalog defines). The inventory is computed from that
 //!   plain data by [`super::contracts::inventory`]; a failure there is "reading the platform's
 //!   contract inventory: …" (`Other`).
-//! - In the `#CatalogEntry` shape the core's `#composedTransformers` fold (what renders read) must
-//!   exist and list exactly the transformers of the enabled entries' catalogs; a disagreement is a build
-//!   error naming both lists.
+//! - `#composedTransformers` (what renders read: the core's fold in the `#CatalogEntry` shape, the
+//!   generated per-entry copy in the `#Subscription` shape) must exist and list exactly the
+//!   transformers of the enabled entries' catalogs; a disagreement is a build error naming both
+//!   lists.
 //! - [`BuiltPlatform`] carries the directory, the deps of the generated module file, the sorted
 //!   FQNs of the composed (enabled) transformers and the inventory: plain data only.
 //!
@@ -95,14 +96,30 @@ impl PlatformBuilder for PlatformKernel {
     }
 
     fn build(&self, dir: &FsPath) -> Result<BuiltPlatform, KernelError> {
-        let registry = self.registry.clone();
-        let config = self.config.clone();
-        let shape = self.generator.shape;
-        let dir = dir.to_path_buf();
-        on_eval_thread(&self.config, std::convert::identity, move || {
-            build_platform(registry, config, shape, &dir)
-        })
+        build_dir(
+            self.registry.clone(),
+            self.generator.shape,
+            self.config.clone(),
+            dir,
+        )
     }
+}
+
+/// Builds the generated platform module in `dir` (the one way a platform directory becomes a
+/// [`BuiltPlatform`]: the reconciler through [`PlatformKernel`], `opm-operator render
+/// --platform`, tests and benches): its `#registry` read in `shape`, dependencies from
+/// `registry`, evaluated under `config` on a thread with the stack that config needs.
+pub fn build_dir(
+    registry: Arc<dyn PlatformRegistry>,
+    shape: RegistryShape,
+    config: Config,
+    dir: &FsPath,
+) -> Result<BuiltPlatform, KernelError> {
+    let dir = dir.to_path_buf();
+    let eval = config.clone();
+    on_eval_thread(&config, std::convert::identity, move || {
+        build_platform(registry, eval, shape, &dir)
+    })
 }
 
 impl CatalogAcquirer for PlatformKernel {
@@ -376,28 +393,24 @@ fn build_platform(
         .keys()
         .map(|k| k.to_string())
         .collect();
-    // The schema's own fold must agree with the entries read here (renders read the fold).
-    if shape == RegistryShape::CatalogEntry {
-        let fold = child(&v, def("composedTransformers"))
-            .ok_or_else(|| build_err("the platform has no #composedTransformers"))?;
-        {
-            let mut folded: Vec<String> = fold
-                .fields_where(FieldFilter::data())
-                .into_iter()
-                .filter_map(|f| match f.selector {
-                    Selector::Field(k) => Some(k),
-                    _ => None,
-                })
-                .collect();
-            folded.sort();
-            if folded != transformers {
-                return Err(build_err(format!(
-                    "#composedTransformers lists [{}] but the enabled entries' catalogs carry [{}]",
-                    folded.join(", "),
-                    transformers.join(", ")
-                )));
-            }
-        }
+    // The fold must agree with the entries read here (renders read the fold).
+    let fold = child(&v, def("composedTransformers"))
+        .ok_or_else(|| build_err("the platform has no #composedTransformers"))?;
+    let mut folded: Vec<String> = fold
+        .fields_where(FieldFilter::data())
+        .into_iter()
+        .filter_map(|f| match f.selector {
+            Selector::Field(k) => Some(k),
+            _ => None,
+        })
+        .collect();
+    folded.sort();
+    if folded != transformers {
+        return Err(build_err(format!(
+            "#composedTransformers lists [{}] but the enabled entries' catalogs carry [{}]",
+            folded.join(", "),
+            transformers.join(", ")
+        )));
     }
     Ok(BuiltPlatform {
         dir: dir.to_path_buf(),

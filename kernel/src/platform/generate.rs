@@ -18,7 +18,13 @@
 //!   tripwire (the schema derives `version` from the imported catalog) and the key binds to the
 //!   catalog's `metadata.modulePath`.
 //! - [`RegistryShape::Subscription`] (core alpha.4): each entry is `{enable: <bool>, version:
-//!   "<bare semver>"}` and no catalog is imported (the build materialises the catalogs).
+//!   "<bare semver>"}`; the catalogs of the *enabled* entries are imported (`cat<i>`, `i` the
+//!   entry's position among all sorted entries) and `#composedTransformers` — the slot alpha.4
+//!   leaves for the kernel to fill — is written as the same per-entry copy the target shape's
+//!   fold computes (`for fqn, tf in cat<i>.#transformers {(fqn): tf}`, one comprehension per
+//!   enabled entry; `{}` when none is enabled). That is the materialisation of render-spec §1.5
+//!   written in CUE, so a render reads `#composedTransformers` in both shapes; the build still
+//!   acquires each catalog by coordinate (identity, facts) and checks the fold against them.
 //!
 //! Errors: bad input (empty type, empty or malformed path or version, a version outside the path's
 //! major, a duplicate entry) and a closure that misses a pin are [`GenerateError::Invalid`]
@@ -33,7 +39,7 @@ use cue::module::ModuleVersion;
 use cue::path::quote;
 
 use super::closure::{closure, ClosureError, ModFileSource};
-use crate::{ErrorClass, KernelError, PlatformInput, PLATFORM_MODULE_PATH};
+use crate::{ErrorClass, KernelError, PlatformEntry, PlatformInput, PLATFORM_MODULE_PATH};
 
 /// The language version the generated module declares (the floor of `local-module.cue`).
 pub const LANGUAGE_VERSION: &str = "v0.17.0";
@@ -198,11 +204,18 @@ impl Generator {
              // claims; the operator builds it in place. Never edit, never publish.\n\n",
         );
         p.push_str("package platform\n\n");
-        let imports_catalogs = self.shape == RegistryShape::CatalogEntry && !entries.is_empty();
-        if imports_catalogs {
+        // The imported catalogs: every entry in the target shape (the entry binds its catalog),
+        // the enabled ones in the alpha.4 shape (only the fold reads them, and CUE refuses an
+        // unused import).
+        let imported: Vec<(usize, &&PlatformEntry)> = entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| self.shape == RegistryShape::CatalogEntry || e.enable)
+            .collect();
+        if !imported.is_empty() {
             p.push_str("import (\n");
             let _ = writeln!(p, "\tcore {}", quote(&self.core_path));
-            for (i, e) in entries.iter().enumerate() {
+            for (i, e) in &imported {
                 let _ = writeln!(p, "\tcat{i} {}", quote(&e.path));
             }
             p.push_str(")\n\n");
@@ -230,6 +243,21 @@ impl Generator {
                 p.push_str("\t}\n");
             }
             p.push_str("}\n");
+        }
+        if self.shape == RegistryShape::Subscription {
+            if imported.is_empty() {
+                p.push_str("#composedTransformers: {}\n");
+            } else {
+                p.push_str(
+                    "\n// Materialised by the operator (alpha.4 leaves this slot to the kernel): the\n\
+                     // enabled entries' transformers, copied per entry.\n\
+                     #composedTransformers: {\n",
+                );
+                for (i, _) in &imported {
+                    let _ = writeln!(p, "\tfor fqn, tf in cat{i}.#transformers {{(fqn): tf}}");
+                }
+                p.push_str("}\n");
+            }
         }
         Ok(vec![
             (MODULE_FILE.to_string(), module.into_bytes()),
@@ -405,13 +433,29 @@ mod tests {
             .generate(&source(), &input(&[("t.test/a@v1", "1.0.0", true)]))
             .unwrap();
         let p = text(&files, PLATFORM_FILE);
-        assert!(p.contains("import core \"t.test/core@v0\"\n"), "{p}");
+        assert!(
+            p.contains("import (\n\tcore \"t.test/core@v0\"\n\tcat0 \"t.test/a@v1\"\n)\n"),
+            "{p}"
+        );
         assert!(!p.contains("#catalog"), "{p}");
         assert!(p.contains("\ncore.#Platform\n"), "{p}");
         assert!(
             p.contains("\t\"t.test/a@v1\": {\n\t\tenable:  true\n\t\tversion: \"1.0.0\"\n\t}\n"),
             "{p}"
         );
+        assert!(
+            p.ends_with(
+                "#composedTransformers: {\n\tfor fqn, tf in cat0.#transformers {(fqn): tf}\n}\n"
+            ),
+            "{p}"
+        );
+        // A disabled entry is neither imported nor folded.
+        let off = gen(RegistryShape::Subscription)
+            .generate(&source(), &input(&[("t.test/a@v1", "1.0.0", false)]))
+            .unwrap();
+        let p = text(&off, PLATFORM_FILE);
+        assert!(p.contains("import core \"t.test/core@v0\"\n"), "{p}");
+        assert!(p.ends_with("}\n#composedTransformers: {}\n"), "{p}");
         let empty = gen(RegistryShape::CatalogEntry)
             .generate(&source(), &input(&[]))
             .unwrap();

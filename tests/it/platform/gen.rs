@@ -152,7 +152,8 @@ fn closure_and_generation_are_byte_identical_and_match_the_golden_files() {
         .unwrap();
     assert_eq!(again, files);
 
-    // The alpha.4 subscription shape: the same closure, no catalog imports.
+    // The alpha.4 subscription shape: the same closure; the enabled catalog is imported for the
+    // materialised #composedTransformers.
     let sub = kernel(&client, RegistryShape::Subscription)
         .generate(&i)
         .unwrap();
