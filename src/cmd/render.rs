@@ -52,20 +52,10 @@ pub struct RenderArgs {
     /// user applies, YAML or JSON) generated here as the Platform reconciler does.
     #[arg(long)]
     pub platform: PathBuf,
-    /// With a Platform manifest: the core module the generated platform embeds.
-    #[arg(long, default_value = crate::cmd::serve::DEFAULT_CORE_MODULE, value_name = "PATH@MAJOR")]
-    pub core_module: String,
-    /// With a Platform manifest: the core version.
-    #[arg(long, default_value = crate::cmd::serve::DEFAULT_CORE_VERSION, value_name = "VERSION")]
-    pub core_version: String,
-    /// With a Platform manifest: the shape of the generated `#registry`.
-    #[arg(
-        long,
-        value_enum,
-        default_value = "catalog-entry",
-        value_name = "SHAPE"
-    )]
-    pub platform_shape: crate::cmd::serve::PlatformShape,
+    /// With a Platform manifest: the generator's core pin and `#registry` shape (the flags
+    /// `serve` takes for the Platform reconciler).
+    #[command(flatten)]
+    pub generator: crate::cmd::serve::GeneratorArgs,
     /// Registry mapping, CUE_REGISTRY syntax.
     #[arg(long, env = "OPM_REGISTRY", default_value = "")]
     pub registry: String,
@@ -280,11 +270,7 @@ fn platform_of(args: &RenderArgs) -> Result<(BuiltPlatform, Option<tempfile::Tem
     };
     let kernel = crate::platform::PlatformKernel::new(
         Arc::new(module_registry(args)?),
-        crate::platform::Generator::new(
-            &args.core_module,
-            &args.core_version,
-            args.platform_shape.into(),
-        ),
+        args.generator.generator(),
         cue::Config::default(),
     );
     let files = kernel.generate(&input).map_err(|e| usage(e.to_string()))?;
