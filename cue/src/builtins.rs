@@ -26,6 +26,19 @@
 //!   evaluator only has to pass the constant through unchanged. Any other comparator goes through
 //!   [`Host::less`].
 //!
+//! Coverage against upstream v0.16's `pkg/` (checked package by package, function by function):
+//! every package and member is provided except
+//! - `tool`, `tool/cli`, `tool/exec`, `tool/file`, `tool/http`, `tool/os`: task definitions that
+//!   only `cue cmd` runs (they perform I/O); this crate evaluates and exports, it runs no tasks,
+//!   so an import of them is an unknown package;
+//! - `encoding/openapi` (`MarshalSchema` and its `#Config`, `#Info`, ... schemas): it generates
+//!   OpenAPI from CUE schemas with upstream's `encoding/openapi` generator, a large encoder of
+//!   its own that no OPM module uses;
+//! - in `math`: `Erf`, `Erfc`, `Erfinv`, `Erfcinv`, `Gamma`, `J0`, `J1`, `Jn`, `Y0`, `Y1`, `Yn`:
+//!   upstream returns Go's float64 results of its own polynomial approximations bit for bit,
+//!   which an independent implementation would not reproduce in the last digits (the rest of
+//!   `math` is exact decimal arithmetic or correctly rounded).
+//!
 //! The predeclared builtins of the core language (`len`, `close`, `and`, `or`, `div`, `mod`, `quo`,
 //! `rem`, `matchN`, ...) are the evaluator's, not in here.
 
@@ -34,6 +47,7 @@ mod base64;
 mod bits;
 mod crypto;
 mod csv;
+mod ed25519;
 mod hex;
 mod html;
 pub mod json;
@@ -46,6 +60,7 @@ mod regexp;
 mod strconv;
 mod strings;
 mod structs;
+mod tabwriter;
 mod template;
 #[cfg(test)]
 mod testing;
@@ -180,6 +195,7 @@ static ALL: &[Package] = &[
     crypto::SHA512,
     crypto::MD5,
     crypto::HMAC,
+    ed25519::PACKAGE,
     hex::PACKAGE,
     base64::PACKAGE,
     json::PACKAGE,
@@ -194,6 +210,7 @@ static ALL: &[Package] = &[
     net::PACKAGE,
     time::PACKAGE,
     template::PACKAGE,
+    tabwriter::PACKAGE,
 ];
 
 /// `true` if `pkg` is a std package this crate provides.
@@ -232,6 +249,7 @@ pub const PACKAGES: &[&str] = &[
     "crypto/sha512",
     "crypto/md5",
     "crypto/hmac",
+    "crypto/ed25519",
     "encoding/hex",
     "encoding/base64",
     "encoding/json",
@@ -246,6 +264,7 @@ pub const PACKAGES: &[&str] = &[
     "net",
     "time",
     "text/template",
+    "text/tabwriter",
 ];
 
 #[cfg(test)]

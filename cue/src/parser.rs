@@ -20,7 +20,7 @@
 //!   [`Decl::Bad`] mark the holes). Nesting deeper than [`MAX_DEPTH`] is an error, never a stack
 //!   overflow, and every loop consumes input, so parsing always terminates.
 
-mod literal;
+pub(crate) mod literal;
 
 use std::collections::VecDeque;
 

@@ -3,7 +3,9 @@
 //! Rules:
 //! - Every function takes an optional last argument naming the OS: `"unix"` (the default when
 //!   omitted), `"plan9"` or `"windows"` (the constants `path.Unix`, `path.Plan9`,
-//!   `path.Windows`); the builtins are registered as variadic so the evaluator may pass it or not.
+//!   `path.Windows`), or any other OS upstream's `OS` type admits (`"linux"`, `"darwin"`, `"aix"`,
+//!   ..., Go's `runtime.GOOS` values), which all behave as unix; any other string is an error. The
+//!   builtins are registered as variadic so the evaluator may pass it or not.
 //! - unix and plan9 use `/` (list separators `:` and NUL); windows accepts `\` and `/` as
 //!   separators, writes `\`, has volume names (`c:`, `\\host\share`), compares names in `Rel`
 //!   case-insensitively, treats reserved device names (`NUL`, `COM1`, ...) as absolute, and splits
@@ -118,14 +120,35 @@ impl Os {
     }
 }
 
+/// The OS values other than `windows` and `plan9` that upstream's `OS` type admits (`"unix"` and
+/// the `runtime.GOOS` values of Go); all of them use unix paths.
+const UNIX_LIKE: &[&str] = &[
+    "unix",
+    "aix",
+    "android",
+    "darwin",
+    "dragonfly",
+    "freebsd",
+    "hurd",
+    "illumos",
+    "ios",
+    "js",
+    "linux",
+    "nacl",
+    "netbsd",
+    "openbsd",
+    "solaris",
+    "zos",
+];
+
 /// Reads the optional OS argument.
 fn os(rest: &[Val], name: &str) -> Result<Os, BuiltinError> {
     match rest {
         [] => Ok(Os::Unix),
         [_] => match arg::<&str>(rest, 0, name)? {
-            "unix" => Ok(Os::Unix),
             "plan9" => Ok(Os::Plan9),
             "windows" => Ok(Os::Windows),
+            o if UNIX_LIKE.contains(&o) => Ok(Os::Unix),
             other => fail!("{name}: unknown OS {other:?}"),
         },
         _ => fail!("too many arguments in call to {name}"),
@@ -645,6 +668,9 @@ mod tests {
                     r#"["", "c:\\foo\\bar"]"#,
                 ),
                 (r#"Split("c.cue", "beos")"#, "!unknown OS"),
+                (r#"Join(["a", "b"], "aix")"#, r#""a/b""#),
+                (r#"Join(["a", "b"], "darwin")"#, r#""a/b""#),
+                (r#"Join(["a", "b"], "Linux")"#, "!unknown OS"),
                 (r#"SplitList("/a:/b")"#, r#"["/a", "/b"]"#),
                 (r#"SplitList("")"#, "[]"),
                 (

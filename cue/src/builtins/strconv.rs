@@ -3,9 +3,17 @@
 //!
 //! Rules:
 //! - Errors use Go's text: `strconv.Atoi: parsing "x": invalid syntax`, `... value out of range`.
-//! - `ParseInt`/`ParseUint` accept Go's syntax: an optional sign, base 0 (prefixes `0x`, `0o`,
-//!   `0b`, `0`, and `_` separators) or bases 2–36, and a `bitSize` range check (0 means 64).
-//! - `FormatInt`/`FormatUint` take arbitrarily large ints (CUE passes a `*big.Int`).
+//! - `ParseInt`/`ParseUint`/`Atoi` read like `math/big`'s `SetString` (upstream's since v0.15):
+//!   an optional sign, base 0 (prefixes `0x`, `0o`, `0b`, `0`, and `_` separators) or bases
+//!   2–62 (above 36, `a-z` are 10–35 and `A-Z` 36–61), into an unlimited int; `bitSize` 0 keeps
+//!   the full precision, a positive one requires the value to fit a signed (unsigned) int of that
+//!   many bits, a negative one is a range error; a negative `ParseUint` is a range error; `Atoi`
+//!   is `ParseInt(s, 10, 0)`.
+//! - `FormatInt`/`FormatUint` take arbitrarily large ints of either sign (CUE passes a
+//!   `*big.Int`) and bases 2–62 (`big.Int.Text`).
+//! - `ParseNumber` reads one CUE number literal with an optional sign (spec "Numeric literals":
+//!   prefixes, `_` only between digits, fractions, exponents, multipliers `K`…`Pi`); an integral
+//!   result is an int.
 //! - `ParseFloat` goes through an IEEE double like Go and returns the shortest decimal that round
 //!   trips (`"100"` gives `1E+2`, as upstream's `apd.SetFloat64`); infinities and NaN are errors
 //!   because CUE numbers cannot hold them.
@@ -40,6 +48,7 @@ static FUNCS: &[Builtin] = &[
     Builtin::f(P, "Unquote", 1, unquote),
     Builtin::v(P, "ParseBool", 1, parse_bool),
     Builtin::f(P, "ParseFloat", 2, parse_float),
+    Builtin::f(P, "ParseNumber", 1, parse_number),
     Builtin::f(P, "ParseUint", 3, parse_uint),
     Builtin::f(P, "ParseInt", 3, parse_int),
     Builtin::f(P, "Atoi", 1, atoi),
@@ -73,118 +82,120 @@ fn range_err(func: &str, s: &str) -> BuiltinError {
     ))
 }
 
-/// Parses an unsigned magnitude in Go's syntax; `Err(true)` is a range error, `Err(false)` a
-/// syntax error.
-fn parse_magnitude(s: &str, base: i64) -> Result<BigInt, bool> {
-    if s.is_empty() {
-        return Err(false);
-    }
-    let mut base = base;
-    let mut body = s;
-    let base0 = base == 0;
-    if base0 {
-        base = 10;
-        let lower = s.to_ascii_lowercase();
-        if s.starts_with('0') {
-            if lower.starts_with("0x") && s.len() >= 3 {
-                base = 16;
-                body = &s[2..];
-            } else if lower.starts_with("0o") && s.len() >= 3 {
-                base = 8;
-                body = &s[2..];
-            } else if lower.starts_with("0b") && s.len() >= 3 {
-                base = 2;
-                body = &s[2..];
-            } else {
-                base = 8;
-                body = s.strip_prefix('0').unwrap_or(s);
-                if body.is_empty() {
-                    return Ok(BigInt::zero());
-                }
-            }
-        }
-    } else if !(2..=36).contains(&base) {
-        return Err(false);
-    }
-    let digits: String = if base0 {
-        // Underscores must separate digits (Go's underscoreOK), approximated: not leading,
-        // trailing or doubled within the digits.
-        if body.starts_with('_') && !s.starts_with('0')
-            || body.ends_with('_')
-            || body.contains("__")
-        {
-            return Err(false);
-        }
-        body.chars().filter(|&c| c != '_').collect()
-    } else {
-        body.to_string()
+/// The value of digit `c` in `base` as `math/big` reads it: `0-9`, then letters
+/// case-insensitively up to base 36, and `a-z` (10–35) before `A-Z` (36–61) above it.
+fn digit(c: u8, base: u32) -> Option<u32> {
+    let d = match c {
+        b'0'..=b'9' => u32::from(c - b'0'),
+        b'a'..=b'z' => u32::from(c - b'a') + 10,
+        b'A'..=b'Z' if base <= 36 => u32::from(c - b'A') + 10,
+        b'A'..=b'Z' => u32::from(c - b'A') + 36,
+        _ => return None,
     };
-    if digits.is_empty() {
-        return Err(false);
-    }
-    let radix = u32::try_from(base).map_err(|_| false)?;
-    if !digits.chars().all(|c| c.is_digit(radix)) {
-        return Err(false);
-    }
-    BigInt::parse_bytes(digits.as_bytes(), radix).ok_or(false)
+    (d < base).then_some(d)
 }
 
-fn bits(bit_size: i64) -> Result<u32, BuiltinError> {
-    match bit_size {
-        0 => Ok(64),
-        1..=64 => Ok(bit_size as u32),
-        _ => fail!("invalid bit size {bit_size}"),
-    }
-}
-
-fn parse_signed(func: &str, s: &str, base: i64, bit_size: i64) -> Result<Val, BuiltinError> {
-    let n = bits(bit_size)?;
+/// Parses `s` the way `math/big`'s `Int.SetString(s, base)` does (upstream's `ParseInt` and
+/// `ParseUint` call it): an optional sign, then digits of `base` 2–62; for base 0 the prefix
+/// picks the base (`0x`, `0o`, `0b`, a plain `0` for octal, else 10) and `_` may separate
+/// digits (or a prefix and a digit). `None` is a syntax error.
+fn parse_big(s: &str, base: i64) -> Option<BigInt> {
     let (neg, body) = match s.as_bytes().first() {
         Some(b'-') => (true, &s[1..]),
         Some(b'+') => (false, &s[1..]),
         _ => (false, s),
     };
-    let mag = parse_magnitude(body, base).map_err(|range| {
-        if range {
-            range_err(func, s)
-        } else {
-            syntax(func, s)
+    let lower = body.get(..2).map(str::to_ascii_lowercase);
+    let (radix, digits, seps) = match base {
+        0 => match lower.as_deref() {
+            Some("0x") => (16, &body[2..], true),
+            Some("0o") => (8, &body[2..], true),
+            Some("0b") => (2, &body[2..], true),
+            _ if body.len() > 1 && body.starts_with('0') => (8, &body[1..], true),
+            _ => (10, body, true),
+        },
+        2..=62 => (base as u32, body, false),
+        _ => return None,
+    };
+    // With a prefix, a `_` may also follow the prefix directly (`0x_1`).
+    let prefixed = digits.len() < body.len();
+    let mut v = BigInt::zero();
+    let mut any = false;
+    let mut prev_sep = !prefixed;
+    for &c in digits.as_bytes() {
+        if c == b'_' && seps {
+            if prev_sep {
+                return None;
+            }
+            prev_sep = true;
+            continue;
         }
-    })?;
-    let v = if neg { -mag } else { mag };
+        v = v * radix + digit(c, radix)?;
+        any = true;
+        prev_sep = false;
+    }
+    if !any || prev_sep {
+        return None;
+    }
+    Some(if neg { -v } else { v })
+}
+
+/// Upstream's bit-size rule: a negative size is a range error, 0 is unlimited precision, and
+/// otherwise the value must fit a signed (`signed`) or unsigned integer of that many bits.
+fn fits(v: &BigInt, bit_size: i64, signed: bool) -> bool {
+    let Ok(n) = u64::try_from(bit_size) else {
+        return false;
+    };
+    if !signed && v.is_negative() {
+        return false;
+    }
+    if n == 0 {
+        return true;
+    }
+    if !signed {
+        return v.bits() <= n;
+    }
     let limit = BigInt::from(1) << (n - 1);
-    if v >= limit || v < -limit {
+    *v < limit && *v >= -limit
+}
+
+fn parse_checked(
+    func: &str,
+    s: &str,
+    base: i64,
+    bit_size: i64,
+    signed: bool,
+) -> Result<Val, BuiltinError> {
+    if bit_size < 0 {
+        return Err(range_err(func, s));
+    }
+    let v = parse_big(s, base).ok_or_else(|| syntax(func, s))?;
+    if !fits(&v, bit_size, signed) {
         return Err(range_err(func, s));
     }
     Ok(Val::Int(v))
 }
 
 builtin! {
-    /// `ParseInt("-0x1F", 0, 64)` → `-31`; `ParseInt("128", 10, 8)` is out of range.
+    /// `ParseInt("-0x1F", 0, 64)` → `-31`; `ParseInt("128", 10, 8)` is out of range;
+    /// `ParseInt("1e40", 0, 0)` is a syntax error; bit size 0 is unlimited.
     fn parse_int(_, "strconv.ParseInt", s: &str, base: i64, bit_size: i64) {
-        parse_signed("ParseInt", s, base, bit_size)
+        parse_checked("ParseInt", s, base, bit_size, true)
     }
 }
 
 builtin! {
-    /// `ParseUint("255", 10, 8)` → `255`.
+    /// `ParseUint("255", 10, 8)` → `255`; a negative value is out of range.
     fn parse_uint(_, "strconv.ParseUint", s: &str, base: i64, bit_size: i64) {
-        let n = bits(bit_size)?;
-        let v = parse_magnitude(s, base).map_err(|range| {
-            if range { range_err("ParseUint", s) } else { syntax("ParseUint", s) }
-        })?;
-        if v >= BigInt::from(1) << n {
-            return Err(range_err("ParseUint", s));
-        }
-        Ok(Val::Int(v))
+        parse_checked("ParseUint", s, base, bit_size, false)
     }
 }
 
 builtin! {
     /// `Atoi("-42")` → `-42`; `Atoi("x")` is `strconv.Atoi: parsing "x": invalid syntax`.
     fn atoi(_, "strconv.Atoi", s: &str) {
-        // Go's Atoi is ParseInt(s, 10, 0) with the function name changed.
-        parse_signed("Atoi", s, 10, 0)
+        // Upstream's Atoi is ParseInt(s, 10, 0) (unlimited) with the function name changed.
+        parse_checked("Atoi", s, 10, 0, true)
     }
 }
 
@@ -216,11 +227,126 @@ builtin! {
     }
 }
 
-fn to_radix(i: &BigInt, base: i64) -> Result<String, BuiltinError> {
-    if !(2..=36).contains(&base) {
-        fail!("strconv: illegal AppendInt/FormatInt base");
+/// Checks `s` against the CUE number-literal grammar (spec "Numeric literals"), as upstream's
+/// `literal.ParseNum`: an optional sign, then a decimal (`1_000`, `1.5e3`, `.5`, `1.`), a
+/// prefixed integer (`0x`, `0o`, `0b`) or a decimal with a multiplier (`1.5Ki`); `_` only
+/// between digits. Returns the message of the first violation.
+fn check_number(s: &str) -> Result<(), String> {
+    let b = s.as_bytes();
+    let mut i = usize::from(matches!(b.first(), Some(b'-' | b'+')));
+    // Digits of `radix` with `_` separators; returns whether any digit was read.
+    let digits = |i: &mut usize, radix: u32| -> Result<bool, String> {
+        let (mut any, mut last_sep) = (false, false);
+        while let Some(&c) = b.get(*i) {
+            if c == b'_' {
+                last_sep = true;
+            } else if char::from(c).is_digit(radix) {
+                any = true;
+                last_sep = false;
+            } else {
+                break;
+            }
+            *i += 1;
+        }
+        if last_sep {
+            return Err("illegal '_' in number".into());
+        }
+        Ok(any)
+    };
+    let prefix = b.get(i..i + 2).map(|p| p.to_ascii_lowercase());
+    if let Some((radix, name)) = match prefix.as_deref() {
+        Some(b"0x") => Some((16, "hexadecimal")),
+        Some(b"0o") => Some((8, "octal")),
+        Some(b"0b") => Some((2, "binary")),
+        _ => None,
+    } {
+        i += 2;
+        if !digits(&mut i, radix)? || i < b.len() {
+            return Err(format!("illegal {name} number {s:?}"));
+        }
+        return Ok(());
     }
-    Ok(i.to_str_radix(base as u32))
+    let int = digits(&mut i, 10)?;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let frac = digits(&mut i, 10)?;
+        if !int && !frac {
+            return Err(format!("illegal fraction {s:?}"));
+        }
+    } else if !int {
+        return Err(format!("invalid number {s:?}"));
+    }
+    let rest = &s[i..];
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(b.get(i), Some(b'-' | b'+')) {
+            i += 1;
+        }
+        if !digits(&mut i, 10)? {
+            return Err("illegal exponent".into());
+        }
+    } else if ["K", "M", "G", "T", "P"]
+        .iter()
+        .any(|m| rest == *m || rest.strip_suffix('i') == Some(m))
+    {
+        i = b.len();
+    }
+    if i < b.len() {
+        return Err(format!("invalid number {s:?}"));
+    }
+    Ok(())
+}
+
+builtin! {
+    /// `ParseNumber("0xFF")` → `255`, `ParseNumber("1Ki")` → `1024`, `ParseNumber("-.5")` →
+    /// `-0.5`: a CUE number literal with an optional sign; an integral result is an int, as
+    /// upstream converts its decimal result.
+    fn parse_number(_, "strconv.ParseNumber", s: &str) {
+        let fail_with = |msg: String| {
+            BuiltinError::new(format!("strconv.ParseNumber: parsing {}: {msg}", go_quote(s, false)))
+        };
+        check_number(s).map_err(fail_with)?;
+        let (neg, body) = match s.as_bytes().first() {
+            Some(b'-') => (true, &s[1..]),
+            Some(b'+') => (false, &s[1..]),
+            _ => (false, s),
+        };
+        // A leading-zero integer (`010`) is octal, as in upstream's (legacy) literal reader.
+        let digits: String = body.chars().filter(|&c| c != '_').collect();
+        if digits.len() > 1 && digits.starts_with('0') && digits.bytes().all(|c| c.is_ascii_digit()) {
+            let v = BigInt::parse_bytes(&digits.as_bytes()[1..], 8).ok_or_else(|| {
+                fail_with(format!("illegal integer number {}", go_quote(s, false)))
+            })?;
+            return Ok(Val::Int(if neg { -v } else { v }));
+        }
+        let d = match crate::parser::literal::decode_number(body).map_err(fail_with)? {
+            crate::parser::literal::Number::Int(i) => bigdecimal::BigDecimal::from(i),
+            crate::parser::literal::Number::Float(f) => f,
+        };
+        Ok(super::num::from_decimal(if neg { -d } else { d }))
+    }
+}
+
+fn to_radix(i: &BigInt, base: i64) -> Result<String, BuiltinError> {
+    // `big.Int.Text`: bases 2–62, digits `0-9a-zA-Z`.
+    const DIGITS: &[u8; 62] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    let Ok(b @ 2..=62) = u32::try_from(base) else {
+        fail!("strconv: illegal AppendInt/FormatInt base");
+    };
+    if b <= 36 {
+        return Ok(i.to_str_radix(b));
+    }
+    let digits: String = i
+        .magnitude()
+        .to_radix_be(b)
+        .iter()
+        .map(|&d| char::from(DIGITS[usize::from(d)]))
+        .collect();
+    Ok(if i.is_negative() {
+        format!("-{digits}")
+    } else {
+        digits
+    })
 }
 
 builtin! {
@@ -233,9 +359,7 @@ builtin! {
 builtin! {
     /// `FormatUint(255, 2)` → `"11111111"`.
     fn format_uint(_, "strconv.FormatUint", i: &BigInt, base: i64) {
-        if i.is_negative() {
-            fail!("invalid argument 0 to strconv.FormatUint: {i} overflows uint64");
-        }
+        // Upstream takes any big int here (`big.Int.Text`), negative ones included.
         Ok(Val::String(to_radix(i, base)?))
     }
 }
@@ -694,7 +818,24 @@ mod tests {
                 (r#"ParseFloat("inf", 64)"#, "!cannot be represented"),
                 (r#"ParseUint("255", 10, 8)"#, "255"),
                 (r#"ParseUint("256", 10, 8)"#, "!value out of range"),
-                (r#"ParseUint("-1", 10, 8)"#, "!invalid syntax"),
+                (r#"ParseUint("-1", 10, 8)"#, "!value out of range"),
+                (r#"ParseUint("1000", 10, 0)"#, "1000"),
+                (r#"ParseUint("123", 10, -1)"#, "!value out of range"),
+                (
+                    r#"ParseInt("99999999999999999999999", 10, 0)"#,
+                    "99999999999999999999999",
+                ),
+                (r#"ParseInt("7", 10, 3)"#, "!value out of range"),
+                (r#"ParseInt("-4", 10, 3)"#, "-4"),
+                (r#"ParseInt("Z", 62, 8)"#, "61"),
+                (r#"ParseInt("z", 62, 8)"#, "35"),
+                (r#"ParseInt("Z", 36, 8)"#, "35"),
+                (r#"ParseInt("1", 63, 8)"#, "!invalid syntax"),
+                (r#"ParseInt("0x_1F", 0, 64)"#, "31"),
+                (r#"ParseInt("0x", 0, 64)"#, "!invalid syntax"),
+                (r#"ParseInt("1__0", 0, 64)"#, "!invalid syntax"),
+                (r#"ParseInt("10_", 0, 64)"#, "!invalid syntax"),
+                (r#"ParseInt("08", 0, 64)"#, "!invalid syntax"),
                 (r#"ParseInt("-0x1F", 0, 64)"#, "-31"),
                 (r#"ParseInt("0b101", 0, 8)"#, "5"),
                 (r#"ParseInt("0o17", 0, 64)"#, "15"),
@@ -717,7 +858,20 @@ mod tests {
                     r#"Atoi("")"#,
                     r#"!strconv.Atoi: parsing "": invalid syntax"#,
                 ),
-                (r#"Atoi("99999999999999999999")"#, "!value out of range"),
+                (r#"Atoi("99999999999999999999")"#, "99999999999999999999"),
+                (r#"ParseNumber("123.456")"#, "123.456"),
+                (r#"ParseNumber("0xFF")"#, "255"),
+                (r#"ParseNumber("1.5Ki")"#, "1536"),
+                (r#"ParseNumber("-.5")"#, "-0.5"),
+                (r#"ParseNumber("+1e3")"#, "1000"),
+                (r#"ParseNumber("1_000")"#, "1000"),
+                (r#"ParseNumber("010")"#, "8"),
+                (r#"ParseNumber("1_")"#, "!illegal '_' in number"),
+                (r#"ParseNumber("0xG")"#, "!illegal hexadecimal number"),
+                (r#"ParseNumber("1e")"#, "!illegal exponent"),
+                (r#"ParseNumber("1x")"#, "!invalid number"),
+                (r#"ParseNumber(".")"#, "!illegal fraction"),
+                (r#"ParseNumber("")"#, "!invalid number"),
                 ("FormatBool(true)", r#""true""#),
                 (r#"FormatFloat(3.25, "f", 1, 64)"#, r#""3.2""#),
                 (r#"FormatFloat(1.5, 102, -1, 64)"#, r#""1.5""#),
@@ -739,7 +893,10 @@ mod tests {
                 (r#"FormatFloat(0, "f", 2, 64)"#, r#""0.00""#),
                 (r#"FormatFloat(1.5, [], 2, 64)"#, "!format byte"),
                 ("FormatUint(255, 2)", r#""11111111""#),
-                ("FormatUint(-1, 2)", "!overflows uint64"),
+                ("FormatUint(-1, 2)", r#""-1""#),
+                ("FormatUint(61, 62)", r#""Z""#),
+                ("FormatInt(-3843, 62)", r#""-ZZ""#),
+                ("FormatInt(1, 63)", "!illegal AppendInt/FormatInt base"),
                 ("FormatInt(-255, 16)", r#""-ff""#),
                 (
                     "FormatInt(123456789012345678901234567890, 10)",
