@@ -8,6 +8,12 @@
 //! every state has chosen, and a disjunction equal to one already split (but for its outer
 //! closedness ids) takes that one's choice (`D & D == D`).
 //!
+//! Equality is structural, as upstream's `Equal(..., CheckStructural)`: regular, required and
+//! optional fields all count with their values (`{n!: string, m?: bool}` written twice, or two
+//! definitions with those fields, are one value: an RBAC subject `#WorkloadIdentity |
+//! #ServiceAccount` resolves), closedness counts, field order does not. Optional fields nested
+//! more than four deep are compared by their sources, which bounds recursive schemas.
+//!
 //! Equal states are found by fingerprint (`Ev::fingerprint`, a walk of the whole clone), and
 //! only when there is something to compare: a level with one surviving state, and a split with
 //! one survivor, take none. On the OPM render benchmark most splits leave one state (a

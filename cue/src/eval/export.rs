@@ -66,6 +66,11 @@ impl Ev {
 
     /// A canonical text of a value, used to merge equal disjuncts.
     pub fn fingerprint(&mut self, v: VId, depth: usize) -> String {
+        self.fingerprint_in(v, depth, 0)
+    }
+
+    /// [`Ev::fingerprint`]; `optionals` counts the optional fields above `v` (see there).
+    fn fingerprint_in(&mut self, v: VId, depth: usize, optionals: usize) -> String {
         if depth > 32 || !self.stack_ok() {
             return "…".into();
         }
@@ -78,7 +83,7 @@ impl Ev {
         if let Some(d) = vx.disj.clone() {
             let mut parts = Vec::new();
             for (a, m) in &d.alts {
-                let f = self.fingerprint(*a, depth + 1);
+                let f = self.fingerprint_in(*a, depth + 1, optionals);
                 parts.push(format!("{}{}", if *m { "*" } else { "" }, f));
             }
             return parts.join("|");
@@ -109,14 +114,19 @@ impl Ev {
             s.push(if closed { '#' } else { '{' });
             for (l, a) in arcs {
                 let c = self.vx(a).constraint;
-                // An optional field is identified by where its conjuncts come from, without
-                // evaluating it (as upstream compares the struct literals declaring optional
-                // fields): evaluating would recurse forever on recursive schemas such as
-                // `#S: {items?: #S | [...#S]}`, where every disjunct holds the next level.
-                let f = if c == Some(FieldConstraint::Optional) {
+                // An optional field counts with its value, as upstream's structural equality
+                // (`Equal` with `CheckStructural`) compares optional arcs: `{n!: string, m?:
+                // bool}` written twice is one value. Below `MAX_OPTIONAL_DEPTH` optional
+                // fields, a further one is identified by where its conjuncts come from
+                // instead of being evaluated: recursive schemas such as `#S: {items?: #S |
+                // [...#S]}` hold the next level in every disjunct, and evaluating them all
+                // would grow without end.
+                const MAX_OPTIONAL_DEPTH: usize = 4;
+                let optional = c == Some(FieldConstraint::Optional);
+                let f = if optional && optionals >= MAX_OPTIONAL_DEPTH {
                     self.source_fingerprint(a)
                 } else {
-                    self.fingerprint(a, depth + 1)
+                    self.fingerprint_in(a, depth + 1, optionals + usize::from(optional))
                 };
                 s.push_str(&format!(
                     "{}{}:{},",
