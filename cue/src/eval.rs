@@ -23,7 +23,9 @@
 //!   embedding one, in either order (`alias_group`, `merge_group`). A field referenced through
 //!   regular and hidden fields only (`a.b` with `a: #A`) does not carry the closedness it
 //!   inherited from enclosing definitions; the definitions its own conjuncts reference close
-//!   it again (`copy_conjuncts`). Known gap: a field reached through a structure-shared proxy
+//!   it again (`copy_conjuncts`). A definition enclosing the referring field too (`#D: {v: x:
+//!   {...}, m: x: v.x & {...}}`) counts as the referring field's own: it closes `m.x` through
+//!   the referring conjunct, and the reference adds nothing of it. Known gap: a field reached through a structure-shared proxy
 //!   of a definition (`a: #A` alone, then `a.b`) still carries `#A`'s closedness.
 //! - Disjunctions: each vertex meeting a disjunction is cloned once per alternative (with the
 //!   choice fixed), clones with fatal errors are eliminated, equal survivors merged. The default of
@@ -2425,10 +2427,19 @@ impl Ev {
         // check: `r: a.b` is not checked against `#A`, `r: a` and `r: #A.b` are). Its stored
         // conjuncts hold only that inherited closedness (a definition reference among them is
         // kept as the reference and closes again where it is processed).
+        //
+        // Only the definitions between the field and the innermost struct enclosing both it and
+        // the referring field count: a definition enclosing the referring field as well (`#D:
+        // {s: {#R, v: x: {...}, m: x: s.v.x & {...}}}`, a module's `#components` holding a
+        // component whose mount is written from its own volume) closes the referring field
+        // through the referring conjunct's own closedness already; reaching its field through
+        // regular fields from inside it carries no more of it than from outside.
+        // (The innermost definition above the field is then also above the referring one.)
         let inherited_only = w_def_close.is_none()
             && std::iter::once(w)
                 .chain(self.ancestors(w))
-                .all(|a| !self.vx(a).label.is_def());
+                .find(|a| self.vx(*a).label.is_def())
+                .is_none_or(|d| d == v || self.ancestors(v).any(|a| a == d));
         for i in 0..n {
             // Conjuncts are only ever appended: the first `n` are the ones to copy.
             let Some(mut cj) = self.vx(w).conjuncts.get(i).cloned() else {
