@@ -1,5 +1,10 @@
 //! List literals: elements, the open tail `...T`, and list closedness (CUE spec "Lists"; a
 //! list with no tail is closed at its length, elements past a typed tail unify with it).
+//!
+//! A comprehension in a list yields one element per body; when one of its clauses fails (a
+//! `for` over an error or a non-iterable value, an `if` whose condition is an error or no
+//! bool) the list is that error (spec "Comprehensions"; upstream propagates the clause's error
+//! to the enclosing value). A clause that is only incomplete yields no element yet.
 
 use super::*;
 
@@ -32,7 +37,20 @@ impl Ev {
                         None => self.new_env(None, v, EnvKind::Bind(Vec::new())),
                     };
                     let mut bodies = Vec::new();
-                    self.run_clauses(v, &env, comp, 0, &mut bodies);
+                    match self.run_clauses(v, &env, comp, 0, &mut bodies) {
+                        // A clause that fails (a source that is an error, a guard that is an
+                        // error or not a bool) makes the list that error: it never stands for
+                        // an empty list.
+                        Some(b) if b.code.is_fatal() => {
+                            self.set_err(v, b);
+                            return;
+                        }
+                        // An incomplete clause yields nothing yet: the list is evaluated again
+                        // where the value it waits for is known (`#T: {#p: string, l: [if
+                        // f(#p) {...}]}` used as `#T & {#p: "x"}`), and an export of it fails
+                        // on the value left incomplete.
+                        _ => {}
+                    }
                     for benv in bodies {
                         let a = self.arc(v, &Label::index(idx));
                         self.vm(a).constraint = Some(FieldConstraint::Regular);
