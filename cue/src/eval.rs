@@ -1071,6 +1071,10 @@ pub struct Ev {
     /// declares, at any depth, is not rejected by what it embeds (`out: {#A, a: b: 1}` with
     /// `#A: a?: #B`).
     embed_marks: FastMap<u32, u32>,
+    /// Vertices a comprehension of which stayed incomplete (its guard or source never became
+    /// concrete): they yield nothing, and their export fails (`comprehension`). Filled only on
+    /// that failure path.
+    pub(super) stuck_comprehensions: FastMap<VId, ()>,
     let_cache: LogMap<(u64, u32), VId>,
     /// The label filter vertex of each pattern constraint whose filter refers to nothing
     /// (`[string]: T`, `[=~"^x"]: T`), by struct literal and pattern index: its value is the
@@ -1288,6 +1292,7 @@ impl Ev {
             next_close: 0,
             ids: IdFlags::default(),
             embed_marks: FastMap::default(),
+            stuck_comprehensions: FastMap::default(),
             let_cache: LogMap::default(),
             filter_cache: LogMap::default(),
             call_list_cache: LogMap::default(),
@@ -1352,6 +1357,10 @@ impl Ev {
         self.filter_cache.truncate(m.filters);
         self.call_list_cache.truncate(m.calls);
         self.env_shapes.truncate(m.shapes);
+        if !self.stuck_comprehensions.is_empty() {
+            let n = m.vertices as VId;
+            self.stuck_comprehensions.retain(|v, _| *v < n);
+        }
         true
     }
 

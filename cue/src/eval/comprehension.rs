@@ -4,7 +4,9 @@
 //! field; each result is an embedding of the struct it stands in (its fields are allowed by the
 //! struct's closedness). A comprehension whose clauses are still incomplete (it reads a field
 //! another comprehension of the same vertex yields) is retried after the others ran, as long as
-//! a round makes progress; then its error stands.
+//! a round makes progress; then its error stands. A guard or source that stays incomplete
+//! leaves the struct incomplete (nothing is yielded, and an export of the struct fails: what it
+//! would hold is unknown), as upstream's `cue export` reports `incomplete bool: _`.
 
 use super::*;
 
@@ -98,18 +100,16 @@ impl Ev {
                     Val::Bool(true) => self.run_clauses(v, env, comp, i + 1, out),
                     Val::Bool(false) => None,
                     Val::Bottom(b) => Some(b),
-                    other => {
-                        let code = if other.is_concrete_scalar() {
-                            ErrorCode::Eval
-                        } else {
-                            ErrorCode::Incomplete
-                        };
-                        Some(Bottom::new(
-                            code,
-                            format!("cannot use {} as type bool", ops::show(&other)),
-                            *span,
-                        ))
-                    }
+                    other if other.is_concrete_scalar() => Some(Bottom::new(
+                        ErrorCode::Eval,
+                        format!("cannot use {} as type bool", ops::show(&other)),
+                        *span,
+                    )),
+                    other => Some(Bottom::new(
+                        ErrorCode::Incomplete,
+                        format!("incomplete bool: {}", ops::show(&other)),
+                        *span,
+                    )),
                 }
             }
             ClauseC::Let { expr, .. } => {
@@ -168,6 +168,9 @@ impl Ev {
             }
             if !progressed || round > 0 {
                 for (_, _, _, _, _, b) in failed {
+                    if b.code == ErrorCode::Incomplete {
+                        self.stuck_comprehensions.insert(v, ());
+                    }
                     self.set_err(v, b);
                 }
                 if self.vx(v).scr().comps.is_empty() {

@@ -245,6 +245,17 @@ impl Ev {
             errs.push((v0, e.clone()));
             return None;
         }
+        // A struct whose comprehension could not run (its guard or source stayed incomplete:
+        // `if x.enabled {...}` with `enabled: bool`) is not concrete: what it would yield is
+        // unknown, so its export fails like any incomplete value.
+        // Its fields are still walked: the errors below it count for validation too.
+        let mut stuck = false;
+        if !self.stuck_comprehensions.is_empty() && self.stuck_comprehensions.contains_key(&v) {
+            if let Some(e) = &vx.incomplete {
+                errs.push((v0, e.clone()));
+                stuck = true;
+            }
+        }
         if vx.is_list {
             let arcs = vx.elements();
             let mut out = Vec::new();
@@ -257,7 +268,11 @@ impl Ev {
                     None => ok = false,
                 }
             }
-            return if ok { Some(BVal::List(out)) } else { None };
+            return if ok && !stuck {
+                Some(BVal::List(out))
+            } else {
+                None
+            };
         }
         if vx.is_struct {
             let shared = vx.shared;
@@ -309,7 +324,11 @@ impl Ev {
                     None => ok = false,
                 }
             }
-            return if ok { Some(BVal::Struct(out)) } else { None };
+            return if ok && !stuck {
+                Some(BVal::Struct(out))
+            } else {
+                None
+            };
         }
         match &vx.scalar {
             Some(s) if keep => ops::scalar_to_data(s),
