@@ -27,6 +27,10 @@
 //!   {...}, m: x: v.x & {...}}`) counts as the referring field's own: it closes `m.x` through
 //!   the referring conjunct, and the reference adds nothing of it. Known gap: a field reached through a structure-shared proxy
 //!   of a definition (`a: #A` alone, then `a.b`) still carries `#A`'s closedness.
+//! - Embedding a field of the same struct (`t: {c, c: c: g: 1}`, `t: {c.d, ...}`) embeds that
+//!   field's value, which the embedding itself may extend (`t.c.g` here, hence `t.g`): the
+//!   conjuncts the field receives after it was copied are embedded too, round after round until
+//!   none arrives (`Ev::reembed`, at most 64 rounds; identical conjuncts are skipped).
 //! - Disjunctions: each vertex meeting a disjunction is cloned once per alternative (with the
 //!   choice fixed), clones with fatal errors are eliminated, equal survivors merged. The default of
 //!   a combination is the conjunction of the chosen alternatives' marks (an unmarked disjunction
@@ -769,11 +773,25 @@ struct Scratch {
     suspect: Vec<VId>,
     /// Embedded references that gave atoms, processed again once all conjuncts are in.
     late_atoms: Vec<Conj>,
+    /// Fields of this vertex embedded into it (`t: {c, c: c: g: 1}`), with the embedding
+    /// conjunct and how many of the field's conjuncts were copied: copied again as they grow.
+    self_embeds: Vec<SelfEmbed>,
     /// Where each of `bounds` came from (same order).
     bound_spans: Vec<Span>,
     /// The closedness id of each `close(x)` call processed into this vertex while it is
     /// expanded, by the call's identity (see [`Ev::close_id`]).
     close_ids: Vec<(ConjKey, u32)>,
+}
+
+/// A field embedded into its own ancestor (see `Ev::reembed`): the labels from the ancestor
+/// down to it (the field is looked up again: a re-expanded parent rebuilds its arcs), the
+/// embedding conjunct, the vertex copied last and how many of its conjuncts were copied.
+#[derive(Clone, Debug)]
+struct SelfEmbed {
+    path: Vec<Label>,
+    conj: Conj,
+    copied: VId,
+    count: usize,
 }
 
 /// What an absent [`Scratch`] reads as.
@@ -789,6 +807,7 @@ static EMPTY_SCRATCH: Scratch = Scratch {
     cyc_pending: Vec::new(),
     suspect: Vec::new(),
     late_atoms: Vec::new(),
+    self_embeds: Vec::new(),
     bound_spans: Vec::new(),
     close_ids: Vec::new(),
 };
@@ -815,6 +834,7 @@ impl Scratch {
             && self.cyc_pending.is_empty()
             && self.suspect.is_empty()
             && self.late_atoms.is_empty()
+            && self.self_embeds.is_empty()
     }
 }
 
@@ -1804,6 +1824,7 @@ impl Ev {
         for c in late {
             self.process_again(v, c);
         }
+        self.reembed(v);
         self.flush_cyclic(v);
         loop {
             let dynamic = self.run_dynamic_fields(v);
@@ -2428,6 +2449,74 @@ impl Ev {
     /// Processes the conjuncts of `w` into `v`, carrying the closedness of the referring conjunct.
     fn copy_conjuncts(&mut self, v: VId, w: VId, c: &Conj) {
         let n = self.vx(w).conjuncts.len();
+        self.copy_conjunct_range(v, w, c, 0, n);
+        // A field of `v` embedded into `v` (spec "Embedding": the embedded value is the field's
+        // value, which the embedding itself may extend: `t: {c, c: c: g: 1}` gives `t.c.g`,
+        // hence `t.g`): what the field receives later is embedded too, to a fixed point
+        // (`Ev::reembed`). Looked at only for embeddings of a strict descendant.
+        if c.embed.is_some()
+            && self.vx(v).status == Status::Expanding
+            && self.ancestors(w).any(|a| a == v)
+        {
+            let mut path: Vec<Label> = std::iter::once(w)
+                .chain(self.ancestors(w))
+                .take_while(|a| *a != v)
+                .map(|a| self.vx(a).label.clone())
+                .collect();
+            path.reverse();
+            self.vm(v).scr_mut().self_embeds.push(SelfEmbed {
+                path,
+                conj: c.clone(),
+                copied: w,
+                count: n,
+            });
+        }
+    }
+
+    /// Embeds again the conjuncts the fields of `v` embedded into it received since they were
+    /// copied (see `copy_conjuncts`), until none grows (bounded: each round copies only new
+    /// conjuncts, identical ones are skipped when processed, and at most 64 rounds run).
+    fn reembed(&mut self, v: VId) {
+        for _ in 0..64 {
+            let mut embeds = self.vm(v).take_scratch(|x| &mut x.self_embeds);
+            if embeds.is_empty() || self.limit_err.is_some() {
+                return;
+            }
+            let mut grew = false;
+            for e in embeds.iter_mut() {
+                // What the embedding gave a field between `v` and the embedded one reaches it
+                // when that field is evaluated (`t: {c.d, c: d: c: d: e: g: 1}`); a field
+                // evaluated again rebuilds its arcs, so the embedded one is looked up anew.
+                let mut cur = Some(v);
+                for (i, l) in e.path.iter().enumerate() {
+                    let Some(p) = cur else { break };
+                    if i > 0 {
+                        self.eval(p);
+                    }
+                    cur = self.vx(p).arcs.get(l).copied();
+                }
+                let Some(w) = cur else { continue };
+                let now = self.vx(w).conjuncts.len();
+                let from = if w == e.copied { e.count } else { 0 };
+                if now > from {
+                    grew = true;
+                    e.copied = w;
+                    e.count = now;
+                    let c = e.conj.clone();
+                    self.copy_conjunct_range(v, w, &c, from, now);
+                }
+            }
+            let mut more = self.vm(v).take_scratch(|x| &mut x.self_embeds);
+            embeds.append(&mut more);
+            if !grew {
+                return;
+            }
+            self.vm(v).scr_mut().self_embeds = embeds;
+        }
+    }
+
+    /// Processes conjuncts `from..to` of `w` into `v` (see `copy_conjuncts`).
+    fn copy_conjunct_range(&mut self, v: VId, w: VId, c: &Conj, from: usize, n: usize) {
         let referring = outer_with(c);
         let w_def_close = self.vx(w).def_close;
         // A field reached through regular and hidden fields only (`a.b` with `a: #A`) does not
@@ -2449,7 +2538,7 @@ impl Ev {
                 .chain(self.ancestors(w))
                 .find(|a| self.vx(*a).label.is_def())
                 .is_none_or(|d| d == v || self.ancestors(v).any(|a| a == d));
-        for i in 0..n {
+        for i in from..n {
             // Conjuncts are only ever appended: the first `n` are the ones to copy.
             let Some(mut cj) = self.vx(w).conjuncts.get(i).cloned() else {
                 break;
