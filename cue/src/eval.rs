@@ -37,7 +37,9 @@
 //!   counts as all-default). There is no cap on the number of disjunctions: one is split per
 //!   round until every state has chosen.
 //! - Cycles: reaching a vertex that is being expanded yields top for that conjunct and marks the
-//!   dependents for re-evaluation; reaching an ancestor through regular fields is a structural
+//!   dependents for re-evaluation (every vertex expanded since it, and any vertex that takes
+//!   the value of a marked one before it is evaluated again: `Ev::inherit_taint`), so a
+//!   reference cycle one member of which is concrete resolves to its fixed point; reaching an ancestor through regular fields is a structural
 //!   cycle.
 //! - Limits (`Config`): steps, depth and wall time are checked on every expansion; exceeding one
 //!   makes every further result a fatal error.
@@ -2362,6 +2364,7 @@ impl Ev {
             }
             return false;
         }
+        self.inherit_taint(w, v);
         let wr = self.deref_redirect(w);
         let wx = self.vx(w);
         let rx = self.vx(wr);
@@ -3214,12 +3217,49 @@ impl Ev {
         r
     }
 
+    /// A vertex `w` that read an unfinished vertex is evaluated again once that one is done
+    /// (`tainted`); `v`, which takes `w`'s value now, holds the same unfinished value and is
+    /// evaluated again with it (`b0: a1` read while `a1: a0 + 2` waits for `a0`).
+    fn inherit_taint(&mut self, w: VId, v: VId) {
+        if self.tainted.is_empty() || w == v {
+            return;
+        }
+        let targets: Vec<VId> = self
+            .tainted
+            .iter()
+            .filter(|(t, d)| *d == w && *t != v)
+            .map(|(t, _)| *t)
+            .collect();
+        for t in targets {
+            if !self.tainted.contains(&(t, v)) {
+                self.tainted.push((t, v));
+            }
+        }
+    }
+
     /// The value of a vertex in an operand position.
     pub fn vertex_value(&mut self, v: VId, span: Span) -> Val {
         self.eval(v);
+        if let Some(&cur) = self.in_progress.last() {
+            self.inherit_taint(v, cur);
+        }
         if self.vx(v).status == Status::Expanding {
-            if let Some(&cur) = self.in_progress.last() {
-                self.tainted.push((v, cur));
+            // Every vertex expanded since `v` read it unfinished (`a0: X, X: b1, b1: b0 - 2,
+            // b0: a1, a1: a0 + 2`: `b0` and `b1` hold what `a1` gave before `a0` was known):
+            // all of them are evaluated again once `v` is done, as `unify_vertex` does.
+            let pos = self.in_progress.iter().position(|&x| x == v);
+            match pos {
+                Some(p) => {
+                    for i in p + 1..self.in_progress.len() {
+                        let d = self.in_progress[i];
+                        self.tainted.push((v, d));
+                    }
+                }
+                None => {
+                    if let Some(&cur) = self.in_progress.last() {
+                        self.tainted.push((v, cur));
+                    }
+                }
             }
             if let Some(s) = self.vx(v).scalar.clone() {
                 if self.vx(v).scr().pending_disj.is_empty() && !self.vx(v).is_struct {
