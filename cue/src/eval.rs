@@ -3217,6 +3217,24 @@ impl Ev {
         r
     }
 
+    /// Marks every vertex expanded since the unfinished vertex `v` (the innermost one when `v`
+    /// is not on the stack) to be evaluated again once `v` is done.
+    pub(super) fn taint_since(&mut self, v: VId) {
+        match self.in_progress.iter().position(|&x| x == v) {
+            Some(p) => {
+                for i in p + 1..self.in_progress.len() {
+                    let d = self.in_progress[i];
+                    self.tainted.push((v, d));
+                }
+            }
+            None => {
+                if let Some(&cur) = self.in_progress.last() {
+                    self.tainted.push((v, cur));
+                }
+            }
+        }
+    }
+
     /// A vertex `w` that read an unfinished vertex is evaluated again once that one is done
     /// (`tainted`); `v`, which takes `w`'s value now, holds the same unfinished value and is
     /// evaluated again with it (`b0: a1` read while `a1: a0 + 2` waits for `a0`).
@@ -3247,20 +3265,7 @@ impl Ev {
             // Every vertex expanded since `v` read it unfinished (`a0: X, X: b1, b1: b0 - 2,
             // b0: a1, a1: a0 + 2`: `b0` and `b1` hold what `a1` gave before `a0` was known):
             // all of them are evaluated again once `v` is done, as `unify_vertex` does.
-            let pos = self.in_progress.iter().position(|&x| x == v);
-            match pos {
-                Some(p) => {
-                    for i in p + 1..self.in_progress.len() {
-                        let d = self.in_progress[i];
-                        self.tainted.push((v, d));
-                    }
-                }
-                None => {
-                    if let Some(&cur) = self.in_progress.last() {
-                        self.tainted.push((v, cur));
-                    }
-                }
-            }
+            self.taint_since(v);
             if let Some(s) = self.vx(v).scalar.clone() {
                 if self.vx(v).scr().pending_disj.is_empty() && !self.vx(v).is_struct {
                     return s;
