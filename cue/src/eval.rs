@@ -25,7 +25,9 @@
 //!   inherited from enclosing definitions; the definitions its own conjuncts reference close
 //!   it again (`copy_conjuncts`). A definition enclosing the referring field too (`#D: {v: x:
 //!   {...}, m: x: v.x & {...}}`) counts as the referring field's own: it closes `m.x` through
-//!   the referring conjunct, and the reference adds nothing of it. Known gap: a field reached through a structure-shared proxy
+//!   the referring conjunct, and the reference adds nothing of it (for a reference that is not
+//!   an embedding, whose closedness the embedding rules decide; a copied conjunct whose ids
+//!   the referring conjunct carries anyway is copied unchanged, which keeps copies identical). Known gap: a field reached through a structure-shared proxy
 //!   of a definition (`a: #A` alone, then `a.b`) still carries `#A`'s closedness.
 //! - Embedding a field of the same struct (`t: {c, c: c: g: 1}`, `t: {c.d, ...}`) embeds that
 //!   field's value, which the embedding itself may extend (`t.c.g` here, hence `t.g`): the
@@ -2535,18 +2537,39 @@ impl Ev {
         // component whose mount is written from its own volume) closes the referring field
         // through the referring conjunct's own closedness already; reaching its field through
         // regular fields from inside it carries no more of it than from outside.
-        // (The innermost definition above the field is then also above the referring one.)
-        let inherited_only = w_def_close.is_none()
-            && std::iter::once(w)
+        // (The innermost definition above the field is then also above the referring one.) A
+        // conjunct all of whose ids the referring conjunct carries too is copied as it is: the
+        // copy closes the same either way, and keeping it lets identical conjuncts be skipped.
+        let (inherited_only, shared_def) = if w_def_close.is_some() {
+            (false, false)
+        } else {
+            match std::iter::once(w)
                 .chain(self.ancestors(w))
                 .find(|a| self.vx(*a).label.is_def())
-                .is_none_or(|d| d == v || self.ancestors(v).any(|a| a == d));
+            {
+                None => (true, false),
+                // Not for an embedding: what an embedded value's closedness does is decided
+                // where it joins the embedding's group (`closedness`).
+                Some(d) if c.embed.is_none() => {
+                    let shared = d == v || self.ancestors(v).any(|a| a == d);
+                    (false, shared)
+                }
+                Some(_) => (false, false),
+            }
+        };
         for i in from..n {
             // Conjuncts are only ever appended: the first `n` are the ones to copy.
             let Some(mut cj) = self.vx(w).conjuncts.get(i).cloned() else {
                 break;
             };
-            if inherited_only {
+            let foreign = |id: &u32| {
+                !referring.as_ref().is_some_and(|r| r.contains(id)) && Some(*id) != c.close
+            };
+            if inherited_only
+                || shared_def
+                    && (cj.close.iter().any(foreign)
+                        || cj.outer.iter().flat_map(|o| o.iter()).any(foreign))
+            {
                 cj.close = None;
                 cj.outer = None;
             }
