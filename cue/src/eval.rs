@@ -2819,7 +2819,7 @@ impl Ev {
         };
         // Marks for a literal embedding values next to fields of its own (see `embed_marks`).
         let marks = match target {
-            Some(t) if c.embed.is_none() && c.close.is_none() && !lit.is_file => {
+            Some(t) if c.embed.is_none() && c.close.is_none() => {
                 if !lit.embeds.is_empty()
                     && lit.fields.iter().any(|f| match &f.label {
                         LabelExpr::Fixed(l) => l.is_regular(),
@@ -2841,11 +2841,13 @@ impl Ev {
         // side's mark) joins the group of the embedding literal's own side.
         if let Some(o) = &c.outer {
             // A conjunct that carries the literal's own mark too came from the literal's own
-            // fields (`{X: {...}, {X}}`): it is not the embedded side.
+            // fields (`{X: {...}, {X}}`): it is not the embedded side; unless a definition
+            // closes it (`{r: i: #d: r: {}, r.i.#d}`): that definition is embedded like any
+            // other, and what the literal declares is not rejected by it.
             let t = o
                 .iter()
                 .find_map(|id| self.embed_marks.get(id).copied())
-                .filter(|t| !o.contains(t));
+                .filter(|t| !o.contains(t) || c.close.is_some());
             if let Some(t) = t {
                 let ids: Vec<u32> = c.close.into_iter().chain(o.iter().copied()).collect();
                 for n in ids {
