@@ -2789,11 +2789,18 @@ impl Ev {
     }
 
     fn expand_struct(&mut self, v: VId, c: &Conj, lit: &Arc<StructLit>) {
+        // Next to an embedding, only regular fields make the value a struct: definitions,
+        // hidden and optional fields, patterns and `...` constrain the fields a struct would
+        // have but leave the embedded value free to be a scalar (`{..., #foo: string, _}` is
+        // `_`, so `"s" & {..., #foo: string, _}` is the string; spec "Embedding").
         let has_fields = lit.fields.iter().any(|f| match &f.label {
-            LabelExpr::Fixed(l) => l.is_regular(),
+            LabelExpr::Fixed(l) => {
+                l.is_regular()
+                    && (lit.embeds.is_empty() || f.constraint == FieldConstraint::Regular)
+            }
             LabelExpr::Dynamic(_) => true,
-        }) || !lit.patterns.is_empty()
-            || lit.ellipsis.is_some();
+        }) || lit.embeds.is_empty()
+            && (!lit.patterns.is_empty() || lit.ellipsis.is_some());
         if has_fields || (lit.embeds.is_empty() && lit.comprehensions.is_empty()) {
             self.vm(v).is_struct = true;
         } else if lit.embeds.is_empty() {
