@@ -498,6 +498,14 @@ pub enum Expr {
     Struct(Arc<StructLit>),
     /// A list literal.
     List(Arc<ListLit>),
+    /// The struct `up` environments up itself: a value alias of a struct literal used inside
+    /// it (`#O: X={s: _, o: X.s}`) names the struct as unified where the literal is processed.
+    SelfRef {
+        /// Environments to go up.
+        up: u32,
+        /// Span.
+        span: Span,
+    },
     /// A field of the struct `up` environments up.
     FieldRef {
         /// Environments to go up.
@@ -573,6 +581,7 @@ impl Expr {
             | Expr::Interp(_, _, s)
             | Expr::Vertex(_, s) => *s,
             Expr::FieldRef { span, .. }
+            | Expr::SelfRef { span, .. }
             | Expr::LetRef { span, .. }
             | Expr::BindRef { span, .. } => *span,
             Expr::Struct(s) => s.span,

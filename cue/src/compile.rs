@@ -5,6 +5,10 @@
 //!   aliases; a comprehension `for` or `let` clause and a pattern constraint open a binding scope.
 //!   The evaluator creates exactly one environment per scope, so a reference is compiled to
 //!   "go up N environments, then take field/let/binding X".
+//! - A value alias of a struct literal (`a: X={...}`) names, inside the literal, the struct
+//!   itself as unified where the literal is processed ("go up N environments, take the
+//!   environment's struct": `#O: X={s: _, o: X.s}` used as `#O & {s: 1}` reads `s: 1`, not
+//!   `#O.s`); outside the literal it names the field `a`, like a label alias.
 //! - The package scope is shared by all files of a package; `let`s and imports are per file.
 //! - Unresolved identifiers fall back to imports, then to predeclared identifiers (`int`, `len`,
 //!   ...); anything else is a compile error value ("reference not found").
@@ -25,6 +29,9 @@ enum Scope {
     Struct {
         fields: HashMap<String, Label>,
         lets: HashMap<String, u32>,
+        /// The value alias of this struct literal (`a: X={...}`), naming the struct itself
+        /// inside it.
+        self_alias: Option<String>,
     },
     Bind(HashMap<String, u32>),
 }
@@ -48,6 +55,9 @@ pub struct Compiler {
     /// no scope declares names a field of that value (it may come from an embedding), looked up
     /// when evaluated.
     value_scope: bool,
+    /// The value alias of the field whose struct literal is compiled next (see
+    /// `Scope::Struct::self_alias`).
+    pending_self_alias: Option<String>,
 }
 
 /// The local name an import path binds by default (`encoding/json` → `json`, `a/b@v1:c` → `c`).
@@ -203,6 +213,7 @@ impl Compiler {
             hidden_scope: 0,
             import_keys: HashMap::new(),
             value_scope: false,
+            pending_self_alias: None,
         }
     }
 
@@ -274,6 +285,7 @@ impl Compiler {
         self.scopes = vec![Scope::Struct {
             fields: pkg_fields,
             lets: HashMap::new(),
+            self_alias: None,
         }];
         self.value_scope = true;
         let r = self.expr(e);
@@ -288,6 +300,7 @@ impl Compiler {
         span: Span,
         fields_override: Option<HashMap<String, Label>>,
     ) -> StructLit {
+        let self_alias = self.pending_self_alias.take();
         let mut fields = HashMap::new();
         match fields_override {
             Some(f) => fields = f,
@@ -325,7 +338,11 @@ impl Compiler {
                 }
             }
         }
-        self.scopes.push(Scope::Struct { fields, lets });
+        self.scopes.push(Scope::Struct {
+            fields,
+            lets,
+            self_alias,
+        });
         let mut lit = StructLit {
             span,
             ..Default::default()
@@ -362,6 +379,13 @@ impl Compiler {
     }
 
     fn field(&mut self, f: &ast::Field, lit: &mut StructLit) {
+        // `a: X={...}`: inside the literal, `X` is the struct itself as unified where the
+        // literal is processed (`#O: X={s: _, o: X.s}` used as `#O & {s: 1}` reads `s: 1`);
+        // outside it, `X` names the field as before.
+        let self_alias = match (&f.value_alias, &f.value) {
+            (Some(a), ast::Expr::Struct(_)) => Some(a.name.clone()),
+            _ => None,
+        };
         match &f.label {
             ast::Label::Pattern { alias, expr, .. } => {
                 let filter = self.expr(expr);
@@ -393,6 +417,7 @@ impl Compiler {
                     Some((name, _)) => LabelExpr::Fixed(Label::string(&name)),
                     None => LabelExpr::Dynamic(self.interp(parts, false, *span)),
                 };
+                self.pending_self_alias = self_alias;
                 let value = self.expr(&f.value);
                 lit.fields.push(FieldDecl {
                     label,
@@ -402,6 +427,7 @@ impl Compiler {
                 });
             }
             ast::Label::Ident(i) => {
+                self.pending_self_alias = self_alias;
                 let value = self.expr(&f.value);
                 lit.fields.push(FieldDecl {
                     label: LabelExpr::Fixed(scoped(Label::ident(&i.name), self.hidden_scope)),
@@ -465,7 +491,14 @@ impl Compiler {
         for (depth, scope) in self.scopes.iter().rev().enumerate() {
             let up = depth as u32;
             match scope {
-                Scope::Struct { fields, lets } => {
+                Scope::Struct {
+                    fields,
+                    lets,
+                    self_alias,
+                } => {
+                    if self_alias.as_deref() == Some(name) {
+                        return Expr::SelfRef { up, span };
+                    }
                     if let Some(idx) = lets.get(name) {
                         return Expr::LetRef {
                             up,

@@ -1584,6 +1584,7 @@ impl Ev {
                 }
                 let kind: u8 = match e {
                     Expr::FieldRef { .. } => 4,
+                    Expr::SelfRef { .. } => 9,
                     Expr::LetRef { .. } => 5,
                     Expr::BindRef { .. } => 6,
                     Expr::Import(..) => 7,
@@ -2146,6 +2147,7 @@ impl Ev {
                 false
             }
             Expr::FieldRef { .. }
+            | Expr::SelfRef { .. }
             | Expr::LetRef { .. }
             | Expr::BindRef { .. }
             | Expr::Selector(..)
@@ -3342,6 +3344,7 @@ impl Ev {
             Expr::Lit(v, _) => v.clone(),
             Expr::Bad(b) => Val::Bottom(b.clone()),
             Expr::FieldRef { .. }
+            | Expr::SelfRef { .. }
             | Expr::LetRef { .. }
             | Expr::BindRef { .. }
             | Expr::Selector(..)

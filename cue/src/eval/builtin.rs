@@ -121,6 +121,7 @@ fn opaque_value(ev: &mut Ev, env: &Option<Arc<super::Env>>, a: &Expr) -> Val {
             ev.anon(env.clone(), a.clone())
         }
         Expr::FieldRef { .. }
+        | Expr::SelfRef { .. }
         | Expr::LetRef { .. }
         | Expr::BindRef { .. }
         | Expr::Selector(..)
@@ -349,7 +350,11 @@ pub fn call(
 fn closed_len_in_progress(ev: &mut Ev, env: &Option<Arc<super::Env>>, e: &Expr) -> Option<usize> {
     if !matches!(
         e,
-        Expr::FieldRef { .. } | Expr::Selector(..) | Expr::Index(..) | Expr::BindRef { .. }
+        Expr::FieldRef { .. }
+            | Expr::SelfRef { .. }
+            | Expr::Selector(..)
+            | Expr::Index(..)
+            | Expr::BindRef { .. }
     ) {
         return None;
     }

@@ -194,6 +194,7 @@ fn conjuncts_text(cs: &[super::Conj]) -> Option<String> {
 fn has_ref(e: &Expr) -> bool {
     match e {
         Expr::FieldRef { .. }
+        | Expr::SelfRef { .. }
         | Expr::LetRef { .. }
         | Expr::Selector(..)
         | Expr::Import(..)

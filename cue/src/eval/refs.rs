@@ -72,6 +72,14 @@ impl Ev {
 
     pub(super) fn resolve(&mut self, env: &Option<Arc<Env>>, e: &Expr) -> Res {
         match e {
+            Expr::SelfRef { up, span } => match env_up(env, *up) {
+                Some(en) => Res::V(self.current_disjunct(en.vertex)),
+                None => Res::A(Val::Bottom(Bottom::new(
+                    ErrorCode::Eval,
+                    "internal: bad environment",
+                    *span,
+                ))),
+            },
             Expr::FieldRef { up, label, span } => {
                 let Some(en) = env_up(env, *up) else {
                     return Res::A(Val::Bottom(Bottom::new(

@@ -52,6 +52,7 @@ impl Ev {
         if !matches!(
             c.expr,
             Expr::FieldRef { .. }
+                | Expr::SelfRef { .. }
                 | Expr::LetRef { .. }
                 | Expr::BindRef { .. }
                 | Expr::Selector(..)
