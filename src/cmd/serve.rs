@@ -21,6 +21,10 @@
 //!   source and the cause), keeps serving webhooks, and retries the connection every retry period
 //!   ×5 until it succeeds or the process stops.
 //! - Graceful shutdown stops the controllers, then releases the lease.
+//! - `--shard NAME` (a DNS label; empty: the unsharded replica) and `--shard-label` (default
+//!   `sharding.opmodel.dev/key`) are validated at boot (a bad value fails `serve`); the shard picks
+//!   the Lease (`NAME.4cc9e43e.opmodel.dev`), the watches' label selector and the events'
+//!   reporting instance (`NAME/<identity>`). Replicas and what they run: `controller::manager`.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -31,7 +35,7 @@ use tokio::sync::watch;
 
 use crate::controller::context::Context;
 use crate::controller::leader::{Elector, Timing, TimingError};
-use crate::controller::manager::{self, Role};
+use crate::controller::manager::{self, Role, Shard, ShardError};
 use crate::controller::metrics::ControllerMetrics;
 use crate::kernel::{BuiltPlatform, CatalogAcquirer, PlatformBuilder};
 use crate::platform::{Layout, Store};
@@ -107,6 +111,17 @@ pub struct ControllerArgs {
     /// (a hung registry or artifact server) is Ready=False `ReconcileTimedOut` and retried.
     #[arg(long, default_value = "2m", value_parser = crds::duration::parse_flag, value_name = "DURATION")]
     pub reconcile_timeout: std::time::Duration,
+
+    /// Reconcile only the ModuleInstances and ModulePackages whose `--shard-label` is NAME, under
+    /// the Lease NAME.4cc9e43e.opmodel.dev; the Platform is observed, never written. Empty: the
+    /// unsharded replica (objects without the label; runs the Platform and
+    /// TransformerRegistration controllers).
+    #[arg(long, default_value = "", value_name = "NAME")]
+    pub shard: String,
+
+    /// The label key that assigns a ModuleInstance or ModulePackage to a shard.
+    #[arg(long, default_value = crate::controller::manager::DEFAULT_SHARD_LABEL, value_name = "KEY")]
+    pub shard_label: String,
 
     /// The server's `--max-concurrent-renders` (not a flag of its own: `main` copies it here so
     /// the ModuleInstance controller and the render API share one setting).
@@ -261,6 +276,9 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+    /// `--shard` or `--shard-label` is not valid.
+    #[error(transparent)]
+    Shard(#[from] ShardError),
     /// `--platform-dir` could not be reset.
     #[error("resetting --platform-dir {}: {source}", dir.display())]
     PlatformDir {
@@ -371,6 +389,7 @@ pub fn sidecar(
         retry_period: args.leader_elect_retry_period,
     };
     timing.validate()?;
+    let shard = Shard::new(&args.shard_label, &args.shard)?;
     let mut registry = resolve_registry(
         args.registry.as_deref(),
         std::env::var("OPM_REGISTRY").ok().as_deref(),
@@ -427,7 +446,7 @@ pub fn sidecar(
                 );
                 tracing::info!(platform_dir = %root.display(), "reset the platform directory");
                 run(
-                    args, timing, store, layout, kernel, metrics, connected, stop,
+                    args, timing, shard, store, layout, kernel, metrics, connected, stop,
                 )
                 .await;
             }
@@ -479,6 +498,7 @@ pub fn operator_sidecar(
 async fn run(
     args: ControllerArgs,
     timing: Timing,
+    shard: Shard,
     store: Store<BuiltPlatform>,
     layout: Arc<Layout>,
     kernel: Kernel,
@@ -528,7 +548,7 @@ async fn run(
         layout,
         kernel.builder,
         kernel.acquirer,
-        &me,
+        &shard.reporting_instance(&me),
     );
     ctx.metrics = metrics;
     ctx.renderer = kernel.renderer;
@@ -546,11 +566,18 @@ async fn run(
         Elector::new(
             client,
             &args.leader_elect_namespace,
-            crds::LEADER_ELECTION_ID,
+            &shard.lease_name(),
             &me,
             timing,
         )
     });
+    tracing::info!(
+        shard = shard.name().unwrap_or(""),
+        selector = %shard.selector(),
+        lease = %shard.lease_name(),
+        "ModuleInstance and ModulePackage watches select their shard"
+    );
+    ctx.shard = shard;
     let (role, mut role_rx) = watch::channel(Role::Follower);
     let watcher = tokio::spawn(async move {
         while role_rx.changed().await.is_ok() {
@@ -592,6 +619,40 @@ mod tests {
         assert!(set.allow_cross_namespace_refs);
         assert_eq!(set.reconcile_timeout, std::time::Duration::from_secs(45));
         assert!(!parse(&["--allow-cross-namespace-refs=false"]).allow_cross_namespace_refs);
+    }
+
+    #[test]
+    fn the_shard_flags_pick_selector_lease_and_reporting_instance() {
+        let d = parse(&[]);
+        let unsharded = Shard::new(&d.shard_label, &d.shard).ok();
+        assert_eq!(unsharded, Some(Shard::default()));
+        let u = Shard::default();
+        assert_eq!(u.selector(), "!sharding.opmodel.dev/key");
+        assert_eq!(u.lease_name(), "4cc9e43e.opmodel.dev");
+        assert_eq!(u.reporting_instance("pod_1"), "pod_1");
+        let a = parse(&["--shard", "shard-1", "--shard-label", "example.com/shard"]);
+        let s = Shard::new(&a.shard_label, &a.shard);
+        let s = s.unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(s.name(), Some("shard-1"));
+        assert_eq!(s.selector(), "example.com/shard=shard-1");
+        assert_eq!(s.lease_name(), "shard-1.4cc9e43e.opmodel.dev");
+        assert_eq!(s.reporting_instance("pod_1"), "shard-1/pod_1");
+        for bad in ["Shard", "a.b", "-a", "a-", "a b", &"x".repeat(64)] {
+            assert_eq!(
+                Shard::new("k", bad),
+                Err(ShardError::Name(bad.to_owned())),
+                "{bad}"
+            );
+        }
+        for bad in ["", "/k", "a/", "Ex.com/k", "a/b/c", "-k", &"k".repeat(64)] {
+            assert_eq!(
+                Shard::new(bad, "s"),
+                Err(ShardError::Label(bad.to_owned())),
+                "{bad}"
+            );
+        }
+        let msg = Shard::new("k", "A").err().map(|e| e.to_string());
+        assert!(msg.is_some_and(|m| m.starts_with("--shard \"A\" must be a DNS label")));
     }
 
     #[test]

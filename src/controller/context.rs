@@ -70,6 +70,9 @@ pub struct Context {
     pub artifact_limits: crate::registry::flux::Limits,
     /// How often the ModulePackage controller looks for Flux source CRDs that were absent.
     pub source_discovery_interval: Duration,
+    /// The replica's shard (`--shard`, `--shard-label`): which ModuleInstances and ModulePackages
+    /// its controllers watch.
+    pub shard: super::manager::Shard,
     /// Consecutive reconcile errors per object key (`Kind/name`), for the error backoff.
     failures: FailureCounts,
 }
@@ -125,6 +128,7 @@ impl Context {
             reconcile_timeout: DEFAULT_RECONCILE_TIMEOUT,
             artifact_limits: crate::registry::flux::Limits::default(),
             source_discovery_interval: DEFAULT_SOURCE_DISCOVERY_INTERVAL,
+            shard: super::manager::Shard::default(),
             failures: FailureCounts::default(),
         }
     }

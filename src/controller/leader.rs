@@ -2,7 +2,8 @@
 //! rule 20; the client-go `leaderelection` protocol).
 //!
 //! Rules implemented here:
-//! - The lease `<namespace>/4cc9e43e.opmodel.dev` names its holder in `spec.holderIdentity`. A
+//! - The lease `<namespace>/4cc9e43e.opmodel.dev` (a shard's: `<shard>.4cc9e43e.opmodel.dev`,
+//!   one election per shard) names its holder in `spec.holderIdentity`. A
 //!   candidate acquires it when it does not exist (create; AlreadyExists loses), when it has no
 //!   holder, or when `renewTime + leaseDurationSeconds` has passed (takeover, counted in
 //!   `leaseTransitions`). The holder renews by writing `renewTime`.
@@ -148,6 +149,11 @@ impl Elector {
     /// This candidate's identity.
     pub fn identity(&self) -> &str {
         &self.identity
+    }
+
+    /// The Lease's name.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// The timing.

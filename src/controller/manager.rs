@@ -21,6 +21,27 @@
 //!   the replica's own store and `--platform-dir`, with no status, event or claim writes, so the
 //!   render API of every replica has a package to lease. It stops before the replica starts
 //!   leading (one writer of the layout at a time).
+//!
+//! Sharding (issue 32; Flux's `--watch-label-selector` model), by [`Shard`]:
+//! - A replica started with `--shard NAME` leases `NAME.4cc9e43e.opmodel.dev` and, while leading,
+//!   runs only the ModuleInstance and ModulePackage controllers, whose watches select
+//!   `<shard-label>=NAME` (`--shard-label`, default `sharding.opmodel.dev/key`): the API server
+//!   filters, so its caches hold only its own objects. The replica without `--shard` leases
+//!   `4cc9e43e.opmodel.dev`, selects `!<shard-label>` (label absent) and is the only one running the
+//!   Platform and TransformerRegistration controllers (one writer of Platform status and claims).
+//! - Every sharded replica, leader or not, runs the Platform controller in [`Mode::Observe`] for
+//!   its whole life: it builds the same package into its own store and `--platform-dir` (it never
+//!   leads the Platform, so it never competes for the layout), and each recorded package
+//!   re-enqueues its instances and packages exactly as on the unsharded leader. A Platform change
+//!   therefore reaches every shard through its own watch, with no cross-replica signal.
+//! - An instance relabelled from shard A to shard B leaves A's selection (the watch reports it
+//!   deleted: A's cache drops it and a pending requeue finds nothing) and enters B's (added: B
+//!   reconciles it). All shards apply with the one field manager of the controller, so B's apply
+//!   owns exactly the fields A owned: no conflict, nothing left behind. Which shard acted is
+//!   visible in the events' `reportingInstance` (`<shard>/<identity>`, set by `serve`).
+//! - Caches are slimmed ([`slim_instance`], [`slim_package`]): the reconcilers read each object
+//!   fresh from the API, the caches only map events to keys and feed the generation predicate, so
+//!   managedFields, the last-applied annotation and status are not kept (memory per instance).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -47,6 +68,143 @@ use super::leader::Elector;
 use super::package::source::{self as flux, SourceFilter};
 use super::platform::{contribution, Mode};
 use super::{deadline, instance, package, platform, registration};
+
+/// The default `--shard-label`.
+pub const DEFAULT_SHARD_LABEL: &str = "sharding.opmodel.dev/key";
+
+/// Which ModuleInstances and ModulePackages a replica reconciles, and which lease it takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shard {
+    label: String,
+    name: Option<String>,
+}
+
+impl Default for Shard {
+    /// The unsharded replica with the default label.
+    fn default() -> Self {
+        Shard {
+            label: DEFAULT_SHARD_LABEL.to_owned(),
+            name: None,
+        }
+    }
+}
+
+/// Why `--shard` or `--shard-label` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShardError {
+    /// `--shard-label` is not a label key.
+    #[error("--shard-label {0:?} is not a label key ([prefix/]name, name of 1-63 alphanumerics, '-', '_', '.', alphanumeric at both ends)")]
+    Label(String),
+    /// `--shard` is not usable as a label value and in the lease name.
+    #[error("--shard {0:?} must be a DNS label (1-63 lowercase alphanumerics or '-', alphanumeric at both ends): it is a label value and part of the Lease name")]
+    Name(String),
+}
+
+fn label_name_ok(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.first().is_some_and(u8::is_ascii_alphanumeric)
+        && b.last().is_some_and(u8::is_ascii_alphanumeric)
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+fn dns_label_ok(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.first().is_some_and(|c| *c != b'-')
+        && b.last().is_some_and(|c| *c != b'-')
+}
+
+fn label_key_ok(key: &str) -> bool {
+    match key.split_once('/') {
+        Some((prefix, name)) => {
+            !prefix.is_empty()
+                && prefix.len() <= 253
+                && prefix.split('.').all(dns_label_ok)
+                && label_name_ok(name)
+        }
+        None => label_name_ok(key),
+    }
+}
+
+impl Shard {
+    /// The shard `name` (empty: the unsharded replica) keyed by `label`.
+    pub fn new(label: &str, name: &str) -> Result<Shard, ShardError> {
+        if !label_key_ok(label) {
+            return Err(ShardError::Label(label.to_owned()));
+        }
+        let name = match name {
+            "" => None,
+            n if dns_label_ok(n) => Some(n.to_owned()),
+            n => return Err(ShardError::Name(n.to_owned())),
+        };
+        Ok(Shard {
+            label: label.to_owned(),
+            name,
+        })
+    }
+
+    /// The shard's name (`None`: the unsharded replica).
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// The label selector of the ModuleInstance and ModulePackage watches: `label=name`, or
+    /// `!label` (label absent) for the unsharded replica.
+    pub fn selector(&self) -> String {
+        match &self.name {
+            Some(n) => format!("{}={n}", self.label),
+            None => format!("!{}", self.label),
+        }
+    }
+
+    /// The leader Lease of this shard: [`crds::LEADER_ELECTION_ID`], prefixed with the shard name.
+    pub fn lease_name(&self) -> String {
+        match &self.name {
+            Some(n) => format!("{n}.{}", crds::LEADER_ELECTION_ID),
+            None => crds::LEADER_ELECTION_ID.to_owned(),
+        }
+    }
+
+    /// How this replica names itself in events: `identity`, or `<shard>/<identity>`.
+    pub fn reporting_instance(&self, identity: &str) -> String {
+        match &self.name {
+            Some(n) => format!("{n}/{identity}"),
+            None => identity.to_owned(),
+        }
+    }
+
+    fn watcher_config(&self) -> watcher::Config {
+        watcher::Config::default().labels(&self.selector())
+    }
+}
+
+/// Drops what no cache reader needs: managedFields and the last-applied annotation.
+fn slim_meta(meta: &mut kube::api::ObjectMeta) {
+    meta.managed_fields = None;
+    if let Some(a) = meta.annotations.as_mut() {
+        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// The cached form of a ModuleInstance: metadata without managedFields or the last-applied
+/// annotation, the spec, no status (the reconciler reads the object fresh).
+pub fn slim_instance(mi: &mut ModuleInstance) {
+    slim_meta(&mut mi.metadata);
+    mi.status = None;
+}
+
+/// The cached form of a ModulePackage: as [`slim_instance`] (the spec stays: the Flux source
+/// triggers read `spec.sourceRef` from the cache).
+pub fn slim_package(mp: &mut ModulePackage) {
+    slim_meta(&mut mp.metadata);
+    mp.status = None;
+}
 
 fn action(r: Reconciled) -> Action {
     match r.requeue {
@@ -330,11 +488,15 @@ pub async fn run_instances(
     let client = ctx.client.clone();
     let wc = watcher::Config::default();
     let (reader, writer) = reflector::store();
-    let mis = watcher(Api::<ModuleInstance>::all(client.clone()), wc.clone())
-        .default_backoff()
-        .reflect(writer)
-        .applied_objects()
-        .predicate_filter(claim_predicate_of::<ModuleInstance>, Default::default());
+    let mis = watcher(
+        Api::<ModuleInstance>::all(client.clone()),
+        ctx.shard.watcher_config(),
+    )
+    .default_backoff()
+    .modify(slim_instance)
+    .reflect(writer)
+    .applied_objects()
+    .predicate_filter(claim_predicate_of::<ModuleInstance>, Default::default());
     let recorded = futures::stream::unfold(ctx.recorded.subscribe(), |mut rx| async move {
         rx.changed().await.ok()?;
         Some(((), rx))
@@ -403,11 +565,15 @@ pub async fn run_packages(
     let client = ctx.client.clone();
     let wc = watcher::Config::default();
     let (reader, writer) = reflector::store();
-    let mps = watcher(Api::<ModulePackage>::all(client.clone()), wc.clone())
-        .default_backoff()
-        .reflect(writer)
-        .applied_objects()
-        .predicate_filter(claim_predicate_of::<ModulePackage>, Default::default());
+    let mps = watcher(
+        Api::<ModulePackage>::all(client.clone()),
+        ctx.shard.watcher_config(),
+    )
+    .default_backoff()
+    .modify(slim_package)
+    .reflect(writer)
+    .applied_objects()
+    .predicate_filter(claim_predicate_of::<ModulePackage>, Default::default());
     let recorded = futures::stream::unfold(ctx.recorded.subscribe(), |mut rx| async move {
         rx.changed().await.ok()?;
         Some(((), rx))
@@ -572,8 +738,9 @@ pub async fn source_triggers(
     }
 }
 
-/// Runs the controllers until `stop` turns true: Platform and TransformerRegistration always,
-/// ModuleInstance when a module renderer is configured, ModulePackage when a package renderer is.
+/// Runs the controllers until `stop` turns true: Platform and TransformerRegistration on the
+/// unsharded replica only, ModuleInstance when a module renderer is configured, ModulePackage when
+/// a package renderer is (both over the replica's [`Shard`]).
 pub async fn run_controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
     let until = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
@@ -604,12 +771,28 @@ pub async fn run_controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
             }
         }
     };
+    if ctx.shard.name().is_some() {
+        // A shard observes the Platform on its own (see `run`) and writes no Platform or claim.
+        tokio::join!(instances, packages);
+        return;
+    }
     tokio::join!(
         run_platform(Arc::clone(&ctx), until(stop.clone()), Mode::Lead),
         run_registrations(ctx, until(stop)),
         instances,
         packages,
     );
+}
+
+/// Starts the Platform controller in [`Mode::Observe`] (a follower's, or a shard's for life).
+fn observe(ctx: &Arc<Context>) -> Task {
+    let ctx = Arc::clone(ctx);
+    Task::spawn(move |mut rx| async move {
+        let stop = async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        run_platform(ctx, stop, Mode::Observe).await;
+    })
 }
 
 /// Leadership as observed by the manager.
@@ -630,17 +813,20 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
     role: watch::Sender<Role>,
 ) {
+    // A shard never leads the Platform: it observes from start to shutdown.
+    let sharded = ctx.shard.name().is_some();
+    let mut observing: Option<Task> = sharded.then(|| observe(&ctx));
     let Some(elector) = elector else {
         role.send_replace(Role::Leader);
         let mut task = Some(Task::spawn(|rx| run_controllers(Arc::clone(&ctx), rx)));
         let _ = shutdown.wait_for(|s| *s).await;
         stop_task(&mut task).await;
+        stop_task(&mut observing).await;
         role.send_replace(Role::Follower);
         return;
     };
     let timing = elector.timing();
     let mut leading: Option<Task> = None;
-    let mut observing: Option<Task> = None;
     let mut last_renew: Option<Instant> = None;
     loop {
         if *shutdown.borrow() {
@@ -677,9 +863,13 @@ pub async fn run(
             }
         };
         if lead_now && leading.is_none() {
-            stop_task(&mut observing).await;
+            if !sharded {
+                stop_task(&mut observing).await;
+            }
             tracing::info!(
                 identity = elector.identity(),
+                lease = elector.name(),
+                shard = ctx.shard.name().unwrap_or(""),
                 "acquired the leader lease; starting controllers"
             );
             leading = Some(Task::spawn(|rx| run_controllers(Arc::clone(&ctx), rx)));
@@ -693,13 +883,7 @@ pub async fn run(
             }
             if observing.is_none() {
                 // Followers keep their own store current (for the render API), writing nothing.
-                let ctx = Arc::clone(&ctx);
-                observing = Some(Task::spawn(move |mut rx| async move {
-                    let stop = async move {
-                        let _ = rx.wait_for(|s| *s).await;
-                    };
-                    run_platform(ctx, stop, Mode::Observe).await;
-                }));
+                observing = Some(observe(&ctx));
             }
         }
         tokio::select! {

@@ -1,6 +1,6 @@
 //! Controller tests (issue 15): the Platform and TransformerRegistration reconcilers, their
 //! watches, leader election and restart recovery, and the ModuleInstance reconciler (issue 17),
-//! against kube-emu with fake kernel seams.
+//! against kube-emu with fake kernel seams; sharded replicas (issue 32).
 
 pub(crate) mod common;
 mod instance;
@@ -17,3 +17,4 @@ mod platform_serve;
 mod real;
 mod registration;
 mod serve;
+mod shard;
