@@ -4,7 +4,8 @@
 //! port; the Deployment passes the §7 flags whose ports match the container ports and probes, runs
 //! non-root with a read-only root filesystem, resources and the TLS Secret volume; RBAC covers the
 //! four CRDs with status and finalizers, never creates claims, impersonates only service accounts,
-//! and keeps leases in the operator's namespace.
+//! and keeps leases in the operator's namespace. `deploy/sharded/` (issue 32) builds one
+//! Deployment per shard, each passing a distinct `--shard` and serving the webhooks.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -32,7 +33,10 @@ fn yaml_docs(path: &Path) -> Vec<Value> {
 fn manifest_files(dir: &Path, base: &Path, out: &mut BTreeSet<String>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
-        if path.is_dir() {
+        if path.is_dir() && path.join("kustomization.yaml").is_file() {
+            // A kustomization of its own (deploy/sharded/): checked by its own test.
+            continue;
+        } else if path.is_dir() {
             manifest_files(&path, base, out);
         } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
             out.insert(
@@ -397,4 +401,84 @@ fn kubectl_kustomize_builds_the_base() {
         })
         .unwrap();
     assert_eq!(image, "ghcr.io/open-platform-model/opm-operator:latest");
+}
+
+#[test]
+fn the_sharded_install_adds_one_deployment_per_shard() {
+    let dir = deploy_dir().join("sharded");
+    let kust = yaml_docs(&dir.join("kustomization.yaml")).remove(0);
+    let mut present = BTreeSet::new();
+    manifest_files(&dir, &dir, &mut present);
+    present.remove("kustomization.yaml");
+    let listed: BTreeSet<String> = strs(&kust["resources"])
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(listed, present, "deploy/sharded lists every manifest");
+    let out = std::process::Command::new("kubectl")
+        .args(["kustomize", dir.to_str().unwrap()])
+        .output()
+        .unwrap_or_else(|e| panic!("kubectl not runnable ({e}); run scripts/setup.sh"));
+    assert!(
+        out.status.success(),
+        "kubectl kustomize deploy/sharded failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs: Vec<Value> =
+        serde_yaml::Deserializer::from_str(&String::from_utf8(out.stdout).unwrap())
+            .map(|d| {
+                let v: serde_yaml::Value = serde::Deserialize::deserialize(d).unwrap();
+                serde_json::to_value(v).unwrap()
+            })
+            .collect();
+    assert!(docs.len() >= 2, "at least two shards");
+    let base = objects();
+    let base_deploy = find(&base, "Deployment", "opm-operator");
+    let service = find(&base, "Service", "opm-operator-webhook");
+    let base_args = strs(&base_deploy["spec"]["template"]["spec"]["containers"][0]["args"]);
+    assert!(
+        !base_args.iter().any(|a| a.starts_with("--shard")),
+        "the base Deployment is the unsharded replica set"
+    );
+    let mut shards = BTreeSet::new();
+    for d in &docs {
+        assert_eq!(d["kind"], "Deployment");
+        assert_eq!(d["metadata"]["namespace"], NS);
+        let spec = &d["spec"]["template"]["spec"];
+        let args = strs(&spec["containers"][0]["args"]);
+        let shard = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--shard="))
+            .unwrap_or_else(|| panic!("{} passes --shard", d["metadata"]["name"]));
+        assert!(shards.insert(shard.to_owned()), "shard {shard} twice");
+        // The same server flags as the base replica set, plus the shard.
+        let rest: Vec<&str> = args
+            .iter()
+            .copied()
+            .filter(|a| !a.starts_with("--shard="))
+            .collect();
+        assert_eq!(rest, base_args);
+        assert_eq!(spec["serviceAccountName"], "opm-operator");
+        assert!(
+            d["spec"]["replicas"].as_i64().unwrap() >= 2,
+            "a standby per shard"
+        );
+        // Its pods serve the webhooks through the Service, and only its own pods are selected.
+        let labels = &d["spec"]["template"]["metadata"]["labels"];
+        for (k, v) in service["spec"]["selector"].as_object().unwrap() {
+            assert_eq!(&labels[k], v, "{k}");
+        }
+        let selector = d["spec"]["selector"]["matchLabels"].as_object().unwrap();
+        for (k, v) in selector {
+            assert_eq!(&labels[k], v, "{k}");
+        }
+        assert_ne!(
+            &d["spec"]["selector"], &base_deploy["spec"]["selector"],
+            "a shard's selector is its own"
+        );
+        assert_eq!(
+            spec["containers"][0]["image"],
+            "ghcr.io/open-platform-model/opm-operator:latest"
+        );
+    }
 }
