@@ -1,24 +1,30 @@
-//! ModuleInstance scale benchmark (issue 17 "Done when"; operator-spec §2.2, §2.6): N instances of
-//! the fixture `demo` module (values `fixtures/opm/values/valid.json`, one namespace each: the
-//! module's ConfigMap name `settings` is fixed) against an in-process kube-emu, reconciled by the
-//! real controllers (`manager::run_controllers`: Platform, TransformerRegistration and
-//! ModuleInstance) with the real platform kernel and renderer. The fixture modules are published
-//! into an OCI layout in a temp dir and read through the on-disk module cache.
+//! ModuleInstance scale benchmark (issue 17 "Done when", issue 32; operator-spec §2.2, §2.6): N
+//! instances of the fixture `demo` module (values `fixtures/opm/values/valid.json`, one namespace
+//! each: the module's ConfigMap name `settings` is fixed) against one kube-emu in this process,
+//! reconciled by real `opm-operator serve` processes (this build's binary; real platform kernel
+//! and renderer, `--registry oci:<layout>` with the fixture modules published into a temp dir).
 //!
-//! For N = 100, 300, 1,000 (each in a fresh emulator and controller set, same process) it prints
-//! the time from the first create until every instance is Ready=True, the API requests the
-//! controllers made per instance (`Emulator::requests_served`, minus the benchmark's own creates
-//! and polls), and the peak RSS during that size (VmHWM, reset before each size through
-//! `/proc/self/clear_refs`). Run by hand in release, not in CI; it asserts only that every
-//! instance gets Ready:
+//! Two layouts, each in a fresh emulator:
+//! - unsharded: one `serve` process reconciles everything (sizes: the arguments, default
+//!   100 1000 10000);
+//! - sharded (`--shards K`, default 4, 0 turns it off): one unsharded process (the Platform) and K
+//!   `serve --shard s<i>` processes; the instances are labelled round-robin
+//!   `sharding.opmodel.dev/key=s<i>`; run at the largest size.
 //!
-//!     cargo bench -p opm-operator --bench instances [-- SIZES...]   (default 100 300 1000)
+//! Per run it prints the time from the first create until every instance is Ready=True, the API
+//! requests the operators made per instance (`Emulator::requests_served` minus the benchmark's own
+//! creates and polls), the CPU seconds per instance of all operator processes (utime + stime from
+//! `/proc/<pid>/stat`, USER_HZ 100), and each process's peak RSS (VmHWM). Leader election is off
+//! (`--leader-elect=false`: one process per shard), so the figures carry no lease traffic. Run by
+//! hand in release, not in CI; it asserts only that every instance gets Ready:
 //!
-//! Figures of 2026-12-04 (release, 2 shared cores, 2 concurrent renders, load 0.6–5.7 from other
-//! builds): N = 100 / 300 / 1,000 → all Ready in 1.6–2.7 s / 7.3–7.9 s / 18.2–35.5 s
-//! (16–36 ms per instance, no trend beyond the load noise), 21.0–21.1 API requests per instance
-//! at every size, peak RSS 77–105 / 145–160 / 342–357 MiB (the in-process emulator's objects,
-//! watch history and the controllers' caches grow with N, ≈ 0.3 MiB per instance).
+//!     cargo bench -p opm-operator --bench instances [-- SIZES... [--shards K]]
+//!
+//! Figures of 2026-12-04 (the in-process variant of this benchmark, emulator and controllers in
+//! one process; release, 2 shared cores, 2 concurrent renders, load 0.6–5.7): N = 100 / 300 /
+//! 1,000 → all Ready in 1.6–2.7 s / 7.3–7.9 s / 18.2–35.5 s, 21.0–21.1 API requests per instance
+//! at every size, peak RSS 77–105 / 145–160 / 342–357 MiB (emulator included). Issue 32 figures:
+//! the issue notes.
 
 #![allow(
     clippy::unwrap_used,
@@ -28,7 +34,7 @@
 )]
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crds::k8s_openapi::api::core::v1::Namespace;
@@ -36,74 +42,140 @@ use crds::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::Cu
 use crds::module_instance::ModuleInstance;
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use kube::Api;
-use opm_operator::controller::context::Context;
-use opm_operator::platform::generate::{Generator, RegistryShape};
-use opm_operator::platform::{Layout, PlatformKernel, Store};
+use opm_operator::controller::manager::DEFAULT_SHARD_LABEL;
 use opm_operator::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
-use opm_operator::render::Renderer;
 
 const MODULES: &[&str] = &["core", "kube", "mini", "demo"];
+/// Clock ticks per second of `/proc/<pid>/stat` (USER_HZ; 100 on Linux).
+const USER_HZ: f64 = 100.0;
 
 fn opm() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/opm")
 }
 
-/// Peak resident set size in MiB since the last reset.
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
+/// One `opm-operator serve` process.
+struct Operator {
+    child: Child,
+    label: String,
 }
 
-/// Resets VmHWM to the current RSS (Linux `clear_refs` value 5).
-fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
+impl Operator {
+    fn spawn(dir: &Path, kubeconfig: &Path, layout: &Path, shard: Option<&str>) -> Operator {
+        let label = shard.unwrap_or("unsharded").to_owned();
+        let own = dir.join(&label);
+        std::fs::create_dir_all(&own).unwrap();
+        let log = std::fs::File::create(own.join("log")).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_opm-operator"));
+        cmd.args(["serve", "--self-signed", "--self-signed-dir"])
+            .arg(own.join("certs"))
+            .args([
+                "--webhook-addr",
+                "127.0.0.1:0",
+                "--probe-addr",
+                "127.0.0.1:0",
+                "--metrics-addr",
+                "0",
+                "--leader-elect=false",
+                "--core-module",
+                "fixtures.test/core@v0",
+                "--core-version",
+                "v0.1.0",
+                "--shard",
+                shard.unwrap_or(""),
+            ])
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--platform-dir")
+            .arg(own.join("platform"))
+            .arg("--cue-cache-dir")
+            .arg(own.join("cache"))
+            .arg("--registry")
+            .arg(format!("oci:{}", layout.display()))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(log);
+        Operator {
+            child: cmd.spawn().unwrap(),
+            label,
+        }
+    }
+
+    fn proc_file(&self, name: &str) -> String {
+        std::fs::read_to_string(format!("/proc/{}/{name}", self.child.id())).unwrap_or_default()
+    }
+
+    /// utime + stime in seconds.
+    fn cpu_seconds(&self) -> f64 {
+        let stat = self.proc_file("stat");
+        // Fields after the command (which may hold spaces) start after the last ')'.
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // rest[0] is field 3 (state); utime and stime are fields 14 and 15.
+        let tick = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        (tick(11) + tick(12)) / USER_HZ
+    }
+
+    /// Peak resident set size in MiB.
+    fn peak_rss_mib(&self) -> f64 {
+        self.proc_file("status")
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 struct Figures {
     n: usize,
+    shards: usize,
     ready: Duration,
     requests: usize,
-    peak_mib: f64,
+    cpu_s: f64,
+    /// (process, peak RSS MiB).
+    peaks: Vec<(String, f64)>,
 }
 
-async fn run(n: usize, registry: &Arc<ModuleRegistry>, root: &Path) -> Figures {
-    reset_peak_rss();
+async fn ready_count(all: &Api<ModuleInstance>) -> usize {
+    all.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|mi| {
+            mi.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            })
+        })
+        .count()
+}
+
+async fn run(n: usize, shards: usize, layout: &Path, root: &Path) -> Figures {
+    let dir = root.join(format!("run-{n}-{shards}"));
+    std::fs::create_dir_all(&dir).unwrap();
     let emu = kube_emu::Emulator::start(kube_emu::Options::default())
         .await
         .unwrap();
     let client = emu.client().unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, emu.kubeconfig_yaml()).unwrap();
     let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in crds::all_crds() {
         crd_api.create(&PostParams::default(), &crd).await.unwrap();
     }
-    let platform = Arc::new(PlatformKernel::new(
-        registry.clone(),
-        Generator::new(
-            "fixtures.test/core@v0",
-            "v0.1.0",
-            RegistryShape::CatalogEntry,
-        ),
-        cue::Config::default(),
-    ));
-    let layout = Arc::new(Layout::new(root.join(format!("platform-{n}"))).unwrap());
-    layout.reset().unwrap();
-    let mut ctx = Context::new(
-        client.clone(),
-        Store::new(),
-        layout,
-        platform.clone(),
-        platform,
-        "bench",
-    );
-    ctx.renderer = Some(Arc::new(Renderer::new(registry.clone())));
-    ctx.kube_config = Some(emu.config().unwrap());
-    ctx.max_concurrent_renders = opm_operator::server::default_concurrent_renders();
-    let ctx = Arc::new(ctx);
-
     // The Platform first, so the instances measure the steady state rather than the build.
     let platforms: Api<crds::platform::Platform> = Api::all(client.clone());
     let p: crds::platform::Platform = serde_json::from_value(serde_json::json!({
@@ -115,16 +187,32 @@ async fn run(n: usize, registry: &Arc<ModuleRegistry>, root: &Path) -> Figures {
     }))
     .unwrap();
     platforms.create(&PostParams::default(), &p).await.unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(opm_operator::controller::manager::run_controllers(
-        Arc::clone(&ctx),
-        stop_rx,
-    ));
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while ctx.store.generation() == 0 {
-        assert!(Instant::now() < deadline, "platform never recorded");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut operators = vec![Operator::spawn(&dir, &kubeconfig, layout, None)];
+    let names: Vec<String> = (0..shards).map(|i| format!("s{i}")).collect();
+    for s in &names {
+        operators.push(Operator::spawn(&dir, &kubeconfig, layout, Some(s)));
     }
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let ready = platforms
+            .get("cluster")
+            .await
+            .unwrap()
+            .status
+            .is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            });
+        if ready {
+            break;
+        }
+        assert!(Instant::now() < deadline, "platform never Ready");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The shards observe the Platform on their own: give them a moment to build it too.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let cpu_before: Vec<f64> = operators.iter().map(Operator::cpu_seconds).collect();
 
     let values: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(opm().join("values/valid.json")).unwrap())
@@ -148,7 +236,7 @@ async fn run(n: usize, registry: &Arc<ModuleRegistry>, root: &Path) -> Figures {
             )
             .await
             .unwrap();
-        let mi: ModuleInstance = serde_json::from_value(serde_json::json!({
+        let mut mi: ModuleInstance = serde_json::from_value(serde_json::json!({
             "apiVersion": "opmodel.dev/v1alpha1",
             "kind": "ModuleInstance",
             "metadata": {"name": "shop", "namespace": ns},
@@ -156,6 +244,12 @@ async fn run(n: usize, registry: &Arc<ModuleRegistry>, root: &Path) -> Figures {
                      "values": values, "prune": true},
         }))
         .unwrap();
+        if let Some(s) = names.get(i % shards.max(1)).filter(|_| shards > 0) {
+            mi.metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert(DEFAULT_SHARD_LABEL.to_owned(), s.clone());
+        }
         Api::<ModuleInstance>::namespaced(client.clone(), &ns)
             .create(&PostParams::default(), &mi)
             .await
@@ -163,59 +257,74 @@ async fn run(n: usize, registry: &Arc<ModuleRegistry>, root: &Path) -> Figures {
         own += 2;
     }
     let all: Api<ModuleInstance> = Api::all(client.clone());
-    let deadline = Instant::now() + Duration::from_secs(3600);
+    let poll = Duration::from_millis(if n > 2000 { 2000 } else { 500 });
+    let deadline = Instant::now() + Duration::from_secs(3 * 3600);
     loop {
-        let list = all.list(&ListParams::default()).await.unwrap();
+        let ready = ready_count(&all).await;
         own += 1;
-        let ready = list
-            .items
-            .iter()
-            .filter(|mi| {
-                mi.status.as_ref().is_some_and(|s| {
-                    s.conditions
-                        .iter()
-                        .any(|c| c.type_ == "Ready" && c.status == "True")
-                })
-            })
-            .count();
         if ready == n {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "only {ready}/{n} Ready after an hour"
+            "only {ready}/{n} Ready after three hours"
         );
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(poll).await;
     }
     let ready = started.elapsed();
     // Let the last status writes' watch events and any follow-up reconciles settle.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
     let requests = emu.requests_served() - base - own;
-    let peak_mib = peak_rss_mib();
-    stop_tx.send_replace(true);
-    let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
+    let cpu_s = operators
+        .iter()
+        .zip(&cpu_before)
+        .map(|(o, before)| o.cpu_seconds() - before)
+        .sum();
+    let peaks = operators
+        .iter()
+        .map(|o| (o.label.clone(), o.peak_rss_mib()))
+        .collect();
+    drop(operators);
     emu.shutdown().await;
     Figures {
         n,
+        shards,
         ready,
         requests,
-        peak_mib,
+        cpu_s,
+        peaks,
     }
+}
+
+fn print(f: &Figures) {
+    let peaks: Vec<String> = f.peaks.iter().map(|(l, m)| format!("{l} {m:.0}")).collect();
+    println!(
+        "{:>6}  {:>6}  {:>9.1} s  {:>9.1} ms  {:>11.1}  {:>11.1} ms  {}",
+        f.n,
+        f.shards,
+        f.ready.as_secs_f64(),
+        f.ready.as_secs_f64() * 1000.0 / f.n as f64,
+        f.requests as f64 / f.n as f64,
+        f.cpu_s * 1000.0 / f.n as f64,
+        peaks.join(", ")
+    );
 }
 
 fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let sizes: Vec<usize> = {
-        let args: Vec<usize> = std::env::args()
-            .skip(1)
-            .filter_map(|a| a.parse().ok())
-            .collect();
-        if args.is_empty() {
-            vec![100, 300, 1000]
-        } else {
-            args
+    let mut sizes = Vec::new();
+    let mut shards = 4usize;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--shards" {
+            shards = args.next().and_then(|v| v.parse().ok()).unwrap_or(shards);
+        } else if let Ok(n) = a.parse() {
+            sizes.push(n);
         }
-    };
+    }
+    if sizes.is_empty() {
+        sizes = vec![100, 1000, 10_000];
+    }
     let tmp = tempfile::tempdir().unwrap();
     let layout = tmp.path().join("layout");
     let publisher = ModuleRegistry::new(RegistryConfig::new(Mapping::single(Location::Layout {
@@ -225,30 +334,31 @@ fn main() {
     for m in MODULES {
         publisher.publish(&opm().join(m), "v0.1.0").unwrap();
     }
-    let mut cfg = RegistryConfig::new(Mapping::single(Location::Layout { dir: layout }));
-    cfg.cache_dir = Some(tmp.path().join("cache"));
-    let registry = Arc::new(ModuleRegistry::new(cfg).unwrap());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
     println!(
-        "concurrent renders: {}",
-        opm_operator::server::default_concurrent_renders()
+        "concurrent renders per process: {}; uptime: {}",
+        opm_operator::server::default_concurrent_renders(),
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
     );
     println!(
-        "{:>6}  {:>12}  {:>14}  {:>12}  {:>15}",
-        "N", "all Ready", "per instance", "requests/MI", "peak RSS (MiB)"
+        "{:>6}  {:>6}  {:>11}  {:>12}  {:>11}  {:>14}  peak RSS per process (MiB)",
+        "N", "shards", "all Ready", "per instance", "requests/MI", "CPU/instance"
     );
-    for n in sizes {
-        let f = rt.block_on(run(n, &registry, tmp.path()));
-        println!(
-            "{:>6}  {:>10.1} s  {:>11.1} ms  {:>12.1}  {:>15.1}",
-            f.n,
-            f.ready.as_secs_f64(),
-            f.ready.as_secs_f64() * 1000.0 / f.n as f64,
-            f.requests as f64 / f.n as f64,
-            f.peak_mib
-        );
+    for &n in &sizes {
+        print(&rt.block_on(run(n, 0, &layout, tmp.path())));
     }
+    if let Some(&n) = sizes.iter().max().filter(|_| shards > 0) {
+        print(&rt.block_on(run(n, shards, &layout, tmp.path())));
+    }
+    println!(
+        "load after: {}",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
 }
