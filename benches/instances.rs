@@ -23,8 +23,21 @@
 //! Figures of 2026-12-04 (the in-process variant of this benchmark, emulator and controllers in
 //! one process; release, 2 shared cores, 2 concurrent renders, load 0.6–5.7): N = 100 / 300 /
 //! 1,000 → all Ready in 1.6–2.7 s / 7.3–7.9 s / 18.2–35.5 s, 21.0–21.1 API requests per instance
-//! at every size, peak RSS 77–105 / 145–160 / 342–357 MiB (emulator included). Issue 32 figures:
-//! the issue notes.
+//! at every size, peak RSS 77–105 / 145–160 / 342–357 MiB (emulator included).
+//!
+//! Figures of 2026-12-05 (release, 2 cores shared with other helpers' builds, load 1.0–7.3; 2
+//! concurrent renders per process; peak RSS of the operator process alone):
+//!
+//! | N | shards | all Ready | requests/MI | CPU/MI | peak RSS (MiB) |
+//! |---|---|---|---|---|---|
+//! | 100 | – | 1.1 s | 21.1 | 7.2 ms | 33 |
+//! | 1,000 | – | 8.2 s | 21.1 | 7.6 ms | 39 |
+//! | 10,000 | – | 155.1 s (load 4–6) | 21.1 | 8.2 ms | 92 |
+//! | 10,000 | 4 | 77.3 s | 21.1 | 7.5 ms | unsharded 27; shards 45, 48, 49, 50 |
+//!
+//! Memory per instance: ≈ 5.9 MiB per 1,000 instances with the slimmed caches
+//! (`manager::slim_instance`), against 54 → 251 MiB (≈ 21.9 MiB per 1,000) for 1,000 → 10,000
+//! with the full objects cached (same build without the `.modify` calls).
 
 #![allow(
     clippy::unwrap_used,
