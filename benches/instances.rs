@@ -55,7 +55,7 @@ use crds::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::Cu
 use crds::module_instance::ModuleInstance;
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use kube::Api;
-use opm_operator::controller::manager::DEFAULT_SHARD_LABEL;
+use opm_operator::controller::shard::DEFAULT_SHARD_LABEL;
 use opm_operator::registry::{Location, Mapping, ModuleRegistry, RegistryConfig};
 
 const MODULES: &[&str] = &["core", "kube", "mini", "demo"];

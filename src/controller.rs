@@ -11,7 +11,8 @@
 //! - [`platform_gate`] and [`platform`]: the Platform reconciler (§3).
 //! - [`claims`] and [`registration`]: the TransformerRegistration reconciler (§4).
 //! - [`leader`] and [`manager`]: Lease-based leader election and the kube-runtime controllers
-//!   with their watches and predicates (§3.7, §4.6, §7.1).
+//!   with their watches and predicates (§3.7, §4.6, §7.1); [`shard`]: which instances and
+//!   packages a replica reconciles and which Lease it takes (issue 32).
 //! - [`serve`]: the controller flags of `opm-operator serve`, boot (registry, `--platform-dir`
 //!   reset) and the sidecar the HTTP server runs.
 //!
@@ -36,3 +37,4 @@ pub mod platform;
 pub mod platform_gate;
 pub mod registration;
 pub mod rendered;
+pub mod shard;

@@ -35,8 +35,9 @@ use tokio::sync::watch;
 
 use crate::controller::context::Context;
 use crate::controller::leader::{Elector, Timing, TimingError};
-use crate::controller::manager::{self, Role, Shard, ShardError};
+use crate::controller::manager::{self, Role};
 use crate::controller::metrics::ControllerMetrics;
+use crate::controller::shard::{Shard, ShardError};
 use crate::kernel::{BuiltPlatform, CatalogAcquirer, PlatformBuilder};
 use crate::platform::{Layout, Store};
 use crate::server::Sidecar;
@@ -120,7 +121,7 @@ pub struct ControllerArgs {
     pub shard: String,
 
     /// The label key that assigns a ModuleInstance or ModulePackage to a shard.
-    #[arg(long, default_value = crate::controller::manager::DEFAULT_SHARD_LABEL, value_name = "KEY")]
+    #[arg(long, default_value = crate::controller::shard::DEFAULT_SHARD_LABEL, value_name = "KEY")]
     pub shard_label: String,
 
     /// The server's `--max-concurrent-renders` (not a flag of its own: `main` copies it here so

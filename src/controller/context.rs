@@ -72,7 +72,7 @@ pub struct Context {
     pub source_discovery_interval: Duration,
     /// The replica's shard (`--shard`, `--shard-label`): which ModuleInstances and ModulePackages
     /// its controllers watch.
-    pub shard: super::manager::Shard,
+    pub shard: super::shard::Shard,
     /// Consecutive reconcile errors per object key (`Kind/name`), for the error backoff.
     failures: FailureCounts,
 }
@@ -128,7 +128,7 @@ impl Context {
             reconcile_timeout: DEFAULT_RECONCILE_TIMEOUT,
             artifact_limits: crate::registry::flux::Limits::default(),
             source_discovery_interval: DEFAULT_SOURCE_DISCOVERY_INTERVAL,
-            shard: super::manager::Shard::default(),
+            shard: super::shard::Shard::default(),
             failures: FailureCounts::default(),
         }
     }

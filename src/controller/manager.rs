@@ -22,7 +22,8 @@
 //!   render API of every replica has a package to lease. It stops before the replica starts
 //!   leading (one writer of the layout at a time).
 //!
-//! Sharding (issue 32; Flux's `--watch-label-selector` model), by [`Shard`]:
+//! Sharding (issue 32; Flux's `--watch-label-selector` model), by [`super::shard::Shard`] (its flags and
+//! names: [`super::shard`]):
 //! - A replica started with `--shard NAME` leases `NAME.4cc9e43e.opmodel.dev` and, while leading,
 //!   runs only the ModuleInstance and ModulePackage controllers, whose watches select
 //!   `<shard-label>=NAME` (`--shard-label`, default `sharding.opmodel.dev/key`): the API server
@@ -68,121 +69,6 @@ use super::leader::Elector;
 use super::package::source::{self as flux, SourceFilter};
 use super::platform::{contribution, Mode};
 use super::{deadline, instance, package, platform, registration};
-
-/// The default `--shard-label`.
-pub const DEFAULT_SHARD_LABEL: &str = "sharding.opmodel.dev/key";
-
-/// Which ModuleInstances and ModulePackages a replica reconciles, and which lease it takes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Shard {
-    label: String,
-    name: Option<String>,
-}
-
-impl Default for Shard {
-    /// The unsharded replica with the default label.
-    fn default() -> Self {
-        Shard {
-            label: DEFAULT_SHARD_LABEL.to_owned(),
-            name: None,
-        }
-    }
-}
-
-/// Why `--shard` or `--shard-label` is refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ShardError {
-    /// `--shard-label` is not a label key.
-    #[error("--shard-label {0:?} is not a label key ([prefix/]name, name of 1-63 alphanumerics, '-', '_', '.', alphanumeric at both ends)")]
-    Label(String),
-    /// `--shard` is not usable as a label value and in the lease name.
-    #[error("--shard {0:?} must be a DNS label (1-63 lowercase alphanumerics or '-', alphanumeric at both ends): it is a label value and part of the Lease name")]
-    Name(String),
-}
-
-fn label_name_ok(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.first().is_some_and(u8::is_ascii_alphanumeric)
-        && b.last().is_some_and(u8::is_ascii_alphanumeric)
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-}
-
-fn dns_label_ok(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b.first().is_some_and(|c| *c != b'-')
-        && b.last().is_some_and(|c| *c != b'-')
-}
-
-fn label_key_ok(key: &str) -> bool {
-    match key.split_once('/') {
-        Some((prefix, name)) => {
-            !prefix.is_empty()
-                && prefix.len() <= 253
-                && prefix.split('.').all(dns_label_ok)
-                && label_name_ok(name)
-        }
-        None => label_name_ok(key),
-    }
-}
-
-impl Shard {
-    /// The shard `name` (empty: the unsharded replica) keyed by `label`.
-    pub fn new(label: &str, name: &str) -> Result<Shard, ShardError> {
-        if !label_key_ok(label) {
-            return Err(ShardError::Label(label.to_owned()));
-        }
-        let name = match name {
-            "" => None,
-            n if dns_label_ok(n) => Some(n.to_owned()),
-            n => return Err(ShardError::Name(n.to_owned())),
-        };
-        Ok(Shard {
-            label: label.to_owned(),
-            name,
-        })
-    }
-
-    /// The shard's name (`None`: the unsharded replica).
-    pub fn name(&self) -> Option<&str> {
-        self.name.as_deref()
-    }
-
-    /// The label selector of the ModuleInstance and ModulePackage watches: `label=name`, or
-    /// `!label` (label absent) for the unsharded replica.
-    pub fn selector(&self) -> String {
-        match &self.name {
-            Some(n) => format!("{}={n}", self.label),
-            None => format!("!{}", self.label),
-        }
-    }
-
-    /// The leader Lease of this shard: [`crds::LEADER_ELECTION_ID`], prefixed with the shard name.
-    pub fn lease_name(&self) -> String {
-        match &self.name {
-            Some(n) => format!("{n}.{}", crds::LEADER_ELECTION_ID),
-            None => crds::LEADER_ELECTION_ID.to_owned(),
-        }
-    }
-
-    /// How this replica names itself in events: `identity`, or `<shard>/<identity>`.
-    pub fn reporting_instance(&self, identity: &str) -> String {
-        match &self.name {
-            Some(n) => format!("{n}/{identity}"),
-            None => identity.to_owned(),
-        }
-    }
-
-    fn watcher_config(&self) -> watcher::Config {
-        watcher::Config::default().labels(&self.selector())
-    }
-}
 
 /// Drops what no cache reader needs: managedFields and the last-applied annotation.
 fn slim_meta(meta: &mut kube::api::ObjectMeta) {
@@ -740,7 +626,7 @@ pub async fn source_triggers(
 
 /// Runs the controllers until `stop` turns true: Platform and TransformerRegistration on the
 /// unsharded replica only, ModuleInstance when a module renderer is configured, ModulePackage when
-/// a package renderer is (both over the replica's [`Shard`]).
+/// a package renderer is (both over the replica's [`super::shard::Shard`]).
 pub async fn run_controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
     let until = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;

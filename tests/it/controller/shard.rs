@@ -27,7 +27,8 @@ use kube::api::{ListParams, Patch, PatchParams};
 use kube::Api;
 use opm_operator::controller::context::Context;
 use opm_operator::controller::leader::{Elector, Timing};
-use opm_operator::controller::manager::{self, Role, Shard, DEFAULT_SHARD_LABEL};
+use opm_operator::controller::manager::{self, Role};
+use opm_operator::controller::shard::{Shard, DEFAULT_SHARD_LABEL};
 use opm_operator::kernel::{
     BuiltPlatform, KernelError, ModuleRenderer, ModuleRequest, RenderResult, SkewPolicy,
 };
