@@ -35,7 +35,8 @@
 #     time and peak RSS. The goal (issue 28): every module under 0.5 s and 100 MB, release build.
 #
 # Environment: OPM_OPERATOR (default target/release/opm-operator), CUE (default
-# target/release/cue); build both with `cargo build --release --bin opm-operator --bin cue`.
+# target/release/cue); build both with `cargo build --release --bin opm-operator` and
+# `cargo build --release -p cue --bin cue`.
 # Exit status: 0 when every check holds, 1 when one fails, 2 on bad usage.
 set -euo pipefail
 
@@ -46,7 +47,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OPM=${OPM_OPERATOR:-$ROOT/target/release/opm-operator}
 CUE=${CUE:-$ROOT/target/release/cue}
 for b in "$OPM" "$CUE"; do
-	[ -x "$b" ] || { echo "not executable: $b (cargo build --release --bin opm-operator --bin cue)" >&2; exit 2; }
+	[ -x "$b" ] || { echo "not executable: $b (cargo build --release --bin opm-operator; cargo build --release -p cue --bin cue)" >&2; exit 2; }
 done
 for d in core catalog lib_web_app cli_podinfo harness_mini; do
 	[ -d "$WS/$d" ] || { echo "$WS/$d is missing: not a workspace made by assemble.sh" >&2; exit 2; }

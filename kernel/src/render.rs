@@ -11,9 +11,11 @@
 //!    equal the requested path and `version` the tag without its `v` ([`Error::Identity`]).
 //! 3. **Skew** (§1.7, D7/D18): the module's own requirements against the platform's tidied list;
 //!    newer → a warning (Warn) or [`Error::Skew`] (Refuse).
-//! 4. **Instance** (§1.3): the whole instance validates concretely (its regular fields, with
-//!    what they hold; not the instance's own `#module` copy, see `validate_instance`); problems under `values` are
-//!    [`Error::Values`] (each names `values.<path>` and the positions of the schema constraint and
+//! 4. **Instance** (§1.3): the values unify with the instance's `#module.#config` (closedness,
+//!    bounds; each problem is an [`Error::Values`] named `values.<path>`, whatever the core does
+//!    with `values`), then the whole instance validates concretely (its regular fields, with
+//!    what they hold; not the instance's own `#module` copy, see `validate_instance`); problems
+//!    under `values` are [`Error::Values`] (each names `values.<path>` and the positions of the schema constraint and
 //!    the value), others [`Error::Instance`]; then the metadata is decoded.
 //! 5. **Match** (`matcher`, §1.6, D28): in Rust over the build (the choice and its reason are in
 //!    the `matcher` docs).
@@ -313,6 +315,25 @@ impl Renderer {
             coordinate: coord.clone(),
             problems: Vec::new(),
         })?;
+        // Values against the module's `#config` first (§1.3 "Validate (values vs #config)"): a
+        // core whose instance leaves `values` open and unifies it with `#config` only inside a
+        // `let` (alpha.4: `values: _`, `let unifiedModule = #module & {#config: values}`) would
+        // let an unknown key through, or report it under `components.…`.
+        if let Some(d) = values_against_config(&instance) {
+            if let Some(e) = build.limit(&d) {
+                return Err(e);
+            }
+            return Err(Error::Values {
+                coordinate: coord,
+                problems: problems_of(rt, &d)
+                    .into_iter()
+                    .map(|mut p| {
+                        p.path = values_path(&p.path);
+                        p
+                    })
+                    .collect(),
+            });
+        }
         if let Err(d) = validate_instance(&instance) {
             if let Some(e) = build.limit(&d) {
                 return Err(e);
@@ -600,6 +621,28 @@ fn validate_instance(instance: &cue::Value) -> Result<(), Vec<Diagnostic>> {
         Ok(())
     } else {
         Err(diags)
+    }
+}
+
+/// The errors of `#module.#config & values` (closedness: an unknown key is `field not allowed`;
+/// conflicts, bounds), or `None` when they unify or the instance has no values or no `#config`.
+fn values_against_config(instance: &cue::Value) -> Option<Vec<Diagnostic>> {
+    let values = instance.lookup_path(&Path::new(vec![field("values")]))?;
+    let config = instance.lookup_path(&Path::new(vec![def("#module"), def("#config")]))?;
+    config.unify(&values).validate(false).err()
+}
+
+/// A problem path of `#config & values` as `values.<path>`.
+fn values_path(p: &str) -> String {
+    let rest = p
+        .strip_prefix("#instance.")
+        .unwrap_or(p)
+        .trim_start_matches("#module.")
+        .trim_start_matches("#config");
+    let rest = rest.strip_prefix("values").unwrap_or(rest);
+    match rest.trim_start_matches('.') {
+        "" => "values".to_owned(),
+        r => format!("values.{r}"),
     }
 }
 

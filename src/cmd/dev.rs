@@ -20,6 +20,14 @@
 //!   ValidatingWebhookConfiguration are server-side applied (their content is ours, and the
 //!   webhook's URL and caBundle change per start); the namespaces, the Platform `cluster` and the
 //!   example ModuleInstance are created only when absent.
+//! - `--layout DIR` (issue 28: the operator on a real catalog) takes every module from the OCI
+//!   layout `DIR` (e.g. the one `scripts/opm-real.sh` publishes the public OPM core, catalog and
+//!   modules into) instead of the bundled fixtures: nothing is published (the layout is the
+//!   user's, never written), the generated platforms pin `--core-module`/`--core-version` in the
+//!   `--platform-shape` the flags select (as `serve`), Platform `cluster` subscribes each
+//!   `--catalog PATH@MAJOR=VERSION`, and no example ModuleInstance is created (the user applies
+//!   one of the layout's modules). A state directory keeps the Platform `cluster` it was first
+//!   created with: use one state directory per layout.
 //! - The dev token authenticates as user `opm-dev` in `system:masters` (every verb, including
 //!   `create moduleinstances/render`).
 //! - SIGINT/SIGTERM stop the server and controllers (as `serve`), then the emulator, whose final
@@ -64,6 +72,83 @@ pub struct DevArgs {
     /// metrics N+3; 0 picks free ports.
     #[arg(long, default_value_t = 7443, value_name = "N")]
     pub port_base: u16,
+
+    /// An OCI layout to take every module from instead of the bundled fixtures (never written
+    /// to); Platform `cluster` subscribes the `--catalog`s and no example is created.
+    #[arg(long, value_name = "DIR", requires = "catalog")]
+    pub layout: Option<PathBuf>,
+
+    /// With `--layout`: a catalog Platform `cluster` subscribes, `PATH@MAJOR=VERSION` (the
+    /// Platform CR's `spec.registry` key and version, e.g.
+    /// `opmodel.dev/catalogs/opm@v2=2.0.0-alpha.4`); repeatable.
+    #[arg(long, value_name = "PATH@MAJOR=VERSION", requires = "layout", value_parser = parse_catalog)]
+    pub catalog: Vec<Catalog>,
+
+    /// With `--layout`: the generated platforms' core pin and `#registry` shape (the flags of
+    /// `serve`; the bundled fixtures always use their own core).
+    #[command(flatten)]
+    pub generator: crate::cmd::serve::GeneratorArgs,
+}
+
+/// A catalog Platform `cluster` subscribes (`--catalog`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Catalog {
+    /// The module path with its major version (`spec.registry` key).
+    pub path: String,
+    /// The subscribed version (SemVer, no `v`, as the Platform CR writes it).
+    pub version: String,
+}
+
+fn parse_catalog(s: &str) -> Result<Catalog, String> {
+    let (path, version) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: want PATH@MAJOR=VERSION"))?;
+    cue::module::check_path_with_major(path).map_err(|e| e.to_string())?;
+    let version = version.strip_prefix('v').unwrap_or(version);
+    if cue::module::semver::Version::parse(&format!("v{version}")).is_none() {
+        return Err(format!("{version:?}: not a SemVer version"));
+    }
+    Ok(Catalog {
+        path: path.to_owned(),
+        version: version.to_owned(),
+    })
+}
+
+/// Where the modules come from: the bundled fixtures or a user's layout.
+#[derive(Debug, Clone)]
+enum Source {
+    Bundled,
+    Layout {
+        dir: PathBuf,
+        catalogs: Vec<Catalog>,
+        generator: crate::cmd::serve::GeneratorArgs,
+    },
+}
+
+impl Source {
+    fn of(args: &DevArgs, cwd: &Path) -> Source {
+        match &args.layout {
+            None => Source::Bundled,
+            Some(dir) => Source::Layout {
+                dir: cwd.join(dir),
+                catalogs: args.catalog.clone(),
+                generator: args.generator.clone(),
+            },
+        }
+    }
+
+    /// The `spec.registry` of Platform `cluster`.
+    fn platform_registry(&self) -> Value {
+        match self {
+            Source::Bundled => json!({"fixtures.test/catalogs/mini@v0": {"version": "0.1.0"}}),
+            Source::Layout { catalogs, .. } => Value::Object(
+                catalogs
+                    .iter()
+                    .map(|c| (c.path.clone(), json!({"version": c.version})))
+                    .collect(),
+            ),
+        }
+    }
 }
 
 /// Why `opm-operator dev` failed.
@@ -302,6 +387,15 @@ pub fn publish_bundle(dir: &Path) -> Result<(), DevError> {
     Ok(())
 }
 
+/// `--layout` names an OCI layout: a directory with `oci-layout` (checked before anything starts,
+/// so a typo is an error, not an empty registry).
+fn check_layout(dir: &Path) -> Result<(), DevError> {
+    let marker = dir.join("oci-layout");
+    std::fs::metadata(&marker)
+        .map(|_| ())
+        .map_err(io("--layout: reading the OCI layout marker", &marker))
+}
+
 /// The example's values: a ConfigMap (`settings`) carries `logLevel`.
 pub fn example_values() -> Value {
     json!({
@@ -385,8 +479,14 @@ fn webhook_config(base: &str, ca_pem: &str) -> Value {
 }
 
 /// Installs the CRDs and the webhook configuration, and creates what is absent: namespaces,
-/// Platform `cluster` (subscribing the bundled `mini` catalog) and the example ModuleInstance.
-async fn setup(client: &kube::Client, ports: Ports, server_ca: &str) -> Result<(), DevError> {
+/// Platform `cluster` (subscribing the bundled `mini` catalog, or the `--catalog`s of a layout)
+/// and, with the bundled modules, the example ModuleInstance.
+async fn setup(
+    client: &kube::Client,
+    ports: Ports,
+    server_ca: &str,
+    source: &Source,
+) -> Result<(), DevError> {
     let crds: Api<DynamicObject> = Api::all_with(
         client.clone(),
         &ar(
@@ -432,11 +532,35 @@ async fn setup(client: &kube::Client, ports: Ports, server_ca: &str) -> Result<(
             "metadata": {"name": "cluster"},
             "spec": {
                 "type": "kubernetes",
-                "registry": {"fixtures.test/catalogs/mini@v0": {"version": "0.1.0"}},
+                "registry": source.platform_registry(),
             },
         }),
     )
     .await?;
+    if matches!(source, Source::Bundled) {
+        create_example(client).await?;
+    }
+    let hooks: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ar(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+        ),
+    );
+    let base = format!("https://127.0.0.1:{}", ports.server);
+    apply(
+        &hooks,
+        "opm-operator",
+        "the ValidatingWebhookConfiguration",
+        webhook_config(&base, server_ca),
+    )
+    .await
+}
+
+/// Creates the example ModuleInstance of the bundled `demo` module when absent.
+async fn create_example(client: &kube::Client) -> Result<(), DevError> {
     let instances: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
         EXAMPLE_NAMESPACE,
@@ -460,28 +584,18 @@ async fn setup(client: &kube::Client, ports: Ports, server_ca: &str) -> Result<(
             },
         }),
     )
-    .await?;
-    let hooks: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ar(
-            "admissionregistration.k8s.io",
-            "v1",
-            "ValidatingWebhookConfiguration",
-            "validatingwebhookconfigurations",
-        ),
-    );
-    let base = format!("https://127.0.0.1:{}", ports.server);
-    apply(
-        &hooks,
-        "opm-operator",
-        "the ValidatingWebhookConfiguration",
-        webhook_config(&base, server_ca),
-    )
     .await
 }
 
-/// The summary printed once everything listens.
+/// The summary printed once everything listens, for the bundled modules.
 pub fn summary(state: &StateDir, ports: Ports) -> String {
+    summary_of(state, ports, &Source::Bundled)
+}
+
+fn summary_of(state: &StateDir, ports: Ports, source: &Source) -> String {
+    if let Source::Layout { dir, catalogs, .. } = source {
+        return layout_summary(state, ports, dir, catalogs);
+    }
     let s = state.root.display();
     let kc = state.kubeconfig();
     let kc = kc.display();
@@ -514,6 +628,38 @@ pub fn summary(state: &StateDir, ports: Ports) -> String {
     )
 }
 
+/// The summary with `--layout`: no example; how to apply a ModuleInstance of the layout.
+fn layout_summary(state: &StateDir, ports: Ports, dir: &Path, catalogs: &[Catalog]) -> String {
+    let s = state.root.display();
+    let kc = state.kubeconfig();
+    let kc = kc.display();
+    let subscribed: Vec<String> = catalogs
+        .iter()
+        .map(|c| format!("{} {}", c.path, c.version))
+        .collect();
+    format!(
+        "opm-operator dev: running (state in {s})\n\
+         \x20 kube-emu (Kubernetes API)  https://127.0.0.1:{emu}  CRDs, Platform cluster subscribing {subscribed}\n\
+         \x20 webhooks + render API      https://127.0.0.1:{srv}  (CA {s}/certs/ca.crt, token {s}/token)\n\
+         \x20 controllers                Platform, TransformerRegistration, ModuleInstance (modules from oci:{layout})\n\
+         \x20 probes                     http://127.0.0.1:{probes}/readyz\n\
+         \x20 metrics                    http://127.0.0.1:{metrics}/metrics\n\
+         Try:\n\
+         KUBECONFIG={kc} kubectl wait --for=condition=Ready platform/cluster --timeout=60s\n\
+         KUBECONFIG={kc} kubectl apply -f moduleinstance.yaml   (spec.module: a module of the layout)\n\
+         KUBECONFIG={kc} kubectl get mi -A\n\
+         curl --cacert {s}/certs/ca.crt -H \"Authorization: Bearer $(cat {s}/token)\" -H 'content-type: application/json' -d '{{\"name\": …, \"module\": …, \"values\": …}}' https://127.0.0.1:{srv}/v1/namespaces/{ns}/render\n\
+         Ctrl-C stops everything; the cluster's objects stay in {s}/cluster.json.",
+        subscribed = subscribed.join(", "),
+        layout = dir.display(),
+        emu = ports.emulator,
+        srv = ports.server,
+        probes = ports.probes,
+        metrics = ports.metrics,
+        ns = EXAMPLE_NAMESPACE,
+    )
+}
+
 /// The `serve` arguments dev runs with.
 #[derive(clap::Parser, Debug)]
 struct Wiring {
@@ -523,10 +669,32 @@ struct Wiring {
     controllers: crate::cmd::serve::ControllerArgs,
 }
 
-fn wiring(state: &StateDir, ports: Ports) -> Result<Wiring, DevError> {
+fn wiring(state: &StateDir, ports: Ports, source: &Source) -> Result<Wiring, DevError> {
     use clap::Parser as _;
     let p = |p: &Path| p.display().to_string();
     let certs = state.certs();
+    let modules = match source {
+        Source::Bundled => [
+            format!("--registry=oci:{}", p(&state.registry())),
+            "--core-module=fixtures.test/core@v0".to_owned(),
+            format!("--core-version={BUNDLE_VERSION}"),
+            "--platform-shape=catalog-entry".to_owned(),
+        ],
+        Source::Layout { dir, generator, .. } => {
+            use clap::ValueEnum as _;
+            let shape = generator
+                .platform_shape
+                .to_possible_value()
+                .map(|v| v.get_name().to_owned())
+                .unwrap_or_default();
+            [
+                format!("--registry=oci:{}", p(dir)),
+                format!("--core-module={}", generator.core_module),
+                format!("--core-version={}", generator.core_version),
+                format!("--platform-shape={shape}"),
+            ]
+        }
+    };
     let args = [
         "dev".to_owned(),
         format!("--webhook-addr=127.0.0.1:{}", ports.server),
@@ -539,12 +707,9 @@ fn wiring(state: &StateDir, ports: Ports) -> Result<Wiring, DevError> {
         "--leader-elect=false".to_owned(),
         format!("--kubeconfig={}", p(&state.kubeconfig())),
         format!("--platform-dir={}", p(&state.platform())),
-        format!("--registry=oci:{}", p(&state.registry())),
-        "--core-module=fixtures.test/core@v0".to_owned(),
-        format!("--core-version={BUNDLE_VERSION}"),
-        "--platform-shape=catalog-entry".to_owned(),
     ];
-    Wiring::try_parse_from(args).map_err(|e| DevError::Args(e.to_string()))
+    Wiring::try_parse_from(args.into_iter().chain(modules))
+        .map_err(|e| DevError::Args(e.to_string()))
 }
 
 /// Prints the summary once the server listens (the sidecar runs after the listeners are bound),
@@ -572,20 +737,20 @@ fn announce(sidecar: Sidecar, text: String, started: Instant) -> Sidecar {
 /// Runs `opm-operator dev` until SIGINT/SIGTERM.
 pub fn run(args: DevArgs) -> Result<(), DevError> {
     let started = Instant::now();
-    let root = if args.state_dir.is_absolute() {
-        args.state_dir.clone()
-    } else {
-        std::env::current_dir()
-            .map_err(io("reading the working directory", Path::new(".")))?
-            .join(&args.state_dir)
-    };
+    let cwd =
+        std::env::current_dir().map_err(io("reading the working directory", Path::new(".")))?;
+    let root = cwd.join(&args.state_dir);
     std::fs::create_dir_all(&root).map_err(io("creating", &root))?;
+    let source = Source::of(&args, &cwd);
     let state = StateDir { root };
     let ports = Ports::resolve(args.port_base)?;
     let token = token(&state)?;
     let sans = certs::self_signed::default_sans("opm-operator-webhook", "opm-system");
     let certs = certs::self_signed::bootstrap(&state.certs(), &sans, None)?;
-    publish_bundle(&state.registry())?;
+    match &source {
+        Source::Bundled => publish_bundle(&state.registry())?,
+        Source::Layout { dir, .. } => check_layout(dir)?,
+    }
 
     // The emulator's runtime: separate from the server's (`run_with` builds its own), it keeps
     // serving on its worker threads while the server runs on this thread.
@@ -620,13 +785,13 @@ pub fn run(args: DevArgs) -> Result<(), DevError> {
             0o644,
         )?;
         let client = emu.client()?;
-        setup(&client, ports, &certs.ca_pem).await?;
+        setup(&client, ports, &certs.ca_pem, &source).await?;
         Ok::<_, DevError>(emu)
     })?;
 
-    let w = wiring(&state, ports)?;
+    let w = wiring(&state, ports, &source)?;
     let sidecar = crate::cmd::serve::operator_sidecar(&w.server, w.controllers)?;
-    let sidecar = announce(sidecar, summary(&state, ports), started);
+    let sidecar = announce(sidecar, summary_of(&state, ports, &source), started);
     let served = crate::server::run_with(w.server, Some(sidecar));
     let saved = emu_rt.block_on(emu.stop());
     served?;
@@ -666,7 +831,7 @@ mod tests {
         let state = StateDir {
             root: PathBuf::from("/tmp/x"),
         };
-        let w = wiring(&state, Ports::resolve(7443).unwrap()).unwrap();
+        let w = wiring(&state, Ports::resolve(7443).unwrap(), &Source::Bundled).unwrap();
         assert_eq!(w.server.render_auth, crate::server::RenderAuthMode::Kube);
         assert!(!w.controllers.leader_elect);
         assert_eq!(w.server.webhook_addr.to_string(), "127.0.0.1:7444");
@@ -674,6 +839,66 @@ mod tests {
             w.controllers.registry.as_deref(),
             Some("oci:/tmp/x/registry")
         );
+    }
+
+    #[test]
+    fn a_catalog_flag_is_a_path_with_major_and_a_semver_version() {
+        let c = parse_catalog("opmodel.dev/catalogs/opm@v2=2.0.0-alpha.4").unwrap();
+        assert_eq!(c.path, "opmodel.dev/catalogs/opm@v2");
+        assert_eq!(c.version, "2.0.0-alpha.4");
+        assert_eq!(
+            parse_catalog("opmodel.dev/catalogs/opm@v2=v2.0.0")
+                .unwrap()
+                .version,
+            "2.0.0"
+        );
+        for bad in [
+            "opmodel.dev/catalogs/opm@v2",
+            "opmodel.dev/catalogs/opm=2.0.0",
+            "opmodel.dev/catalogs/opm@v2=two",
+            "opmodel.dev/catalogs/opm@v2=",
+        ] {
+            assert!(parse_catalog(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_layout_serves_the_modules_with_the_generator_flags_and_subscribes_the_catalogs() {
+        use clap::Parser as _;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            dev: DevArgs,
+        }
+        let state = StateDir {
+            root: PathBuf::from("/tmp/x"),
+        };
+        let args = Cli::try_parse_from([
+            "dev",
+            "--layout",
+            "out/layout",
+            "--catalog",
+            "opmodel.dev/catalogs/opm@v2=2.0.0-alpha.4",
+            "--platform-shape",
+            "subscription",
+        ])
+        .unwrap()
+        .dev;
+        let source = Source::of(&args, Path::new("/w"));
+        let w = wiring(&state, Ports::resolve(7443).unwrap(), &source).unwrap();
+        assert_eq!(w.controllers.registry.as_deref(), Some("oci:/w/out/layout"));
+        assert_eq!(w.controllers.generator.core_module, "opmodel.dev/core@v2");
+        assert_eq!(
+            w.controllers.generator.platform_shape,
+            crate::cmd::serve::PlatformShape::Subscription
+        );
+        assert_eq!(
+            source.platform_registry(),
+            json!({"opmodel.dev/catalogs/opm@v2": {"version": "2.0.0-alpha.4"}})
+        );
+        // --layout needs a catalog, a catalog needs --layout.
+        assert!(Cli::try_parse_from(["dev", "--layout", "l"]).is_err());
+        assert!(Cli::try_parse_from(["dev", "--catalog", "a.b/c@v0=0.1.0"]).is_err());
     }
 
     #[test]

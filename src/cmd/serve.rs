@@ -135,8 +135,8 @@ pub const DEFAULT_CORE_MODULE: &str = "opmodel.dev/core@v2";
 /// The default `--core-version`.
 pub const DEFAULT_CORE_VERSION: &str = "v2.0.0-alpha.4";
 
-/// The platform generator's flags, shared by `serve` (the Platform reconciler) and `render
-/// --platform` (which generates and builds a Platform CR the same way).
+/// The platform generator's flags, shared by `serve` (the Platform reconciler), `dev --layout`
+/// and `render --platform` (which generates and builds a Platform CR the same way).
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
 pub struct GeneratorArgs {
     /// The OPM core module every generated platform pins (operator-spec §3.3 roots).

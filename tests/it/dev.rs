@@ -4,6 +4,11 @@
 //! re-renders the ConfigMap, the render API answers the printed curl line with the dev token, and
 //! after SIGTERM and a restart on the same state directory the objects are still there and Ready.
 //! The time from start to the example Ready is printed.
+//!
+//! `dev --layout` (issue 28 item 4): on a layout of the fixture set published with `module
+//! publish` (CI), and on the real OPM layout `scripts/opm-real.sh` publishes when `OPM_REAL_OUT`
+//! names its output directory (skipped with a printed reason otherwise: third-party sources are
+//! never part of CI).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![allow(
@@ -27,10 +32,15 @@ struct Dev {
 
 impl Dev {
     fn start(state: &Path) -> Dev {
+        Dev::start_with(state, &[])
+    }
+
+    fn start_with(state: &Path, args: &[&OsStr]) -> Dev {
         let proc = LoggedChild::spawn(
             Command::new(env!("CARGO_BIN_EXE_opm-operator"))
                 .args(["dev", "--port-base", "0", "--state-dir"])
                 .arg(state)
+                .args(args)
                 .current_dir(state.parent().unwrap())
                 .env("RUST_LOG", "info"),
         )
@@ -436,4 +446,363 @@ fn a_corrupt_state_snapshot_fails_the_start_and_is_kept() {
         std::fs::read(&snapshot).unwrap(),
         b"{\"format\": 1, \"objects\": ["
     );
+}
+
+/// One `dev --layout` session (issue 28 item 4).
+struct LayoutCase<'a> {
+    /// The OCI layout.
+    layout: &'a Path,
+    /// Flags after `--layout` (catalogs, generator flags).
+    flags: &'a [&'a str],
+    /// Manifests a cluster admin applies first (CRDs the module's objects need).
+    manifests: &'a [&'a str],
+    /// `spec.module` of the ModuleInstance.
+    module: serde_json::Value,
+    /// `spec.values`.
+    values: serde_json::Value,
+    /// A values edit (merge patch of `spec.values`) and what it changes: kind, name, jsonpath,
+    /// the value before and after.
+    edit: (
+        serde_json::Value,
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a str,
+    ),
+}
+
+/// The objects of a render API answer as `kubectl get` arguments (`kind.group`, name).
+fn rendered(answer: &serde_json::Value) -> Vec<(String, String)> {
+    answer["objects"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .iter()
+        .map(|o| {
+            let ob = &o["object"];
+            let api = ob["apiVersion"].as_str().unwrap();
+            let kind = ob["kind"].as_str().unwrap().to_lowercase();
+            let kind = match api.rsplit_once('/') {
+                Some((group, _)) => format!("{kind}.{group}"),
+                None => kind,
+            };
+            (kind, ob["metadata"]["name"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+/// Files of a directory tree with their contents (to show a layout is never written).
+fn tree(dir: &Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.clone(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+fn layout_session(case: &LayoutCase) {
+    const NS: &str = "demo";
+    const NAME: &str = "app";
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let kubeconfig = state.join("kubeconfig");
+    let kb = kubectls::bin(Version::V1_37);
+    let before = tree(case.layout);
+    let mut args: Vec<&OsStr> = vec![OsStr::new("--layout"), case.layout.as_os_str()];
+    args.extend(case.flags.iter().map(OsStr::new));
+    let mut dev = Dev::start_with(&state, &args);
+    let summary = dev.summary();
+    let catalog = case.flags[case.flags.iter().position(|f| *f == "--catalog").unwrap() + 1];
+    let (path, version) = catalog.split_once('=').unwrap();
+    line(
+        &summary,
+        &["Platform cluster subscribing", &format!("{path} {version}")],
+    );
+    let run = |args: &[&str], stdin: Option<&str>| {
+        let out = kubectl(&kb, &kubeconfig, args, stdin);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    run(
+        &[
+            "wait",
+            "--for=condition=Ready",
+            "platform/cluster",
+            "--timeout=60s",
+        ],
+        None,
+    );
+    // No example: the layout holds the user's modules, not ours.
+    assert_eq!(run(&["get", "mi", "-A", "-o", "name"], None), "");
+    for m in case.manifests {
+        run(&["apply", "-f", "-"], Some(m));
+    }
+    let instance = serde_json::json!({
+        "apiVersion": "opmodel.dev/v1alpha1", "kind": "ModuleInstance",
+        "metadata": {"name": NAME, "namespace": NS},
+        "spec": {"module": case.module, "values": case.values, "prune": true},
+    });
+    run(&["apply", "-f", "-"], Some(&instance.to_string()));
+    run(
+        &[
+            "wait",
+            "--for=condition=Ready",
+            &format!("mi/{NAME}"),
+            "-n",
+            NS,
+            "--timeout=120s",
+        ],
+        None,
+    );
+
+    // The render API (mode render, the instance as applied) gives the live objects, each with
+    // the OPM labels.
+    let port = line(&summary, &["render API"])
+        .split("https://127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    let token = std::fs::read_to_string(state.join("token")).unwrap();
+    let api = |body: &serde_json::Value| -> serde_json::Value {
+        let out = Command::new("curl")
+            .args(["-sS", "--fail-with-body", "--cacert"])
+            .arg(state.join("certs/ca.crt"))
+            .args([
+                "-H",
+                &format!("Authorization: Bearer {}", token.trim()),
+                "-H",
+                "content-type: application/json",
+                "-d",
+                &body.to_string(),
+                &format!("https://127.0.0.1:{port}/v1/namespaces/{NS}/render"),
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{text}");
+        serde_json::from_str(&text).unwrap()
+    };
+    let live_instance: serde_json::Value =
+        serde_json::from_str(&run(&["get", "mi", NAME, "-n", NS, "-o", "json"], None)).unwrap();
+    let answer = api(&serde_json::json!({"mode": "render", "instance": live_instance}));
+    let objects = rendered(&answer);
+    assert!(!objects.is_empty(), "{answer}");
+    for (kind, name) in &objects {
+        let labels = run(
+            &[
+                "get",
+                kind,
+                name,
+                "-n",
+                NS,
+                "-o",
+                "jsonpath={.metadata.labels}",
+            ],
+            None,
+        );
+        let labels: serde_json::Value = serde_json::from_str(&labels).unwrap();
+        assert_eq!(
+            labels["module-instance.opmodel.dev/name"], NAME,
+            "{kind}/{name}"
+        );
+        assert_eq!(
+            labels["app.kubernetes.io/managed-by"], "opm-controller",
+            "{kind}/{name}"
+        );
+    }
+    // Mode diff of the instance as applied: every object unchanged, nothing to prune.
+    let diff = api(&serde_json::json!({"mode": "diff", "instance": live_instance}));
+    for r in diff["results"].as_array().unwrap() {
+        assert_eq!(r["result"], "unchanged", "{diff}");
+    }
+    assert_eq!(diff["prune"], serde_json::json!([]), "{diff}");
+
+    // A values edit re-renders.
+    let (patch, kind, name, jsonpath, was, want) = &case.edit;
+    let get = |jp: &str| {
+        run(
+            &["get", kind, name, "-n", NS, "-o", &format!("jsonpath={jp}")],
+            None,
+        )
+    };
+    assert_eq!(get(jsonpath), *was);
+    // The diff against the live objects shows the edit before it is applied.
+    let mut edited = case.values.clone();
+    for (k, v) in patch.as_object().unwrap() {
+        edited[k] = v.clone();
+    }
+    let preview = api(&serde_json::json!({
+        "mode": "diff", "name": NAME, "module": case.module, "values": edited,
+    }));
+    assert!(
+        preview["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["result"] == "update"),
+        "{preview}"
+    );
+    run(
+        &[
+            "patch",
+            &format!("mi/{NAME}"),
+            "-n",
+            NS,
+            "--type=merge",
+            "-p",
+            &serde_json::json!({"spec": {"values": patch}}).to_string(),
+        ],
+        None,
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while get(jsonpath) != *want {
+        assert!(
+            Instant::now() < deadline,
+            "{kind}/{name} {jsonpath} never became {want}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Delete with prune: true deletes them.
+    run(
+        &[
+            "delete",
+            "mi",
+            NAME,
+            "-n",
+            NS,
+            "--wait=true",
+            "--timeout=60s",
+        ],
+        None,
+    );
+    for (kind, name) in &objects {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = kubectl(&kb, &kubeconfig, &["get", kind, name, "-n", NS], None);
+            if !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("NotFound") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{kind}/{name} was not pruned");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    dev.stop("TERM");
+    assert!(
+        tree(case.layout) == before,
+        "dev --layout wrote into the user's layout"
+    );
+}
+
+/// `dev --layout` on the fixture set published into a layout of its own, with the fixture core's
+/// generator flags: Platform `cluster` subscribes `mini`, a ModuleInstance of `demo` becomes
+/// Ready with OPM-labelled objects, a values edit re-renders, the render API gives the same
+/// objects and an empty diff, and a delete prunes them.
+#[test]
+fn dev_layout_runs_the_operator_on_the_modules_of_a_users_layout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let layout = tmp.path().join("layout");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/opm");
+    for m in ["core", "kube", "mini", "gateway", "demo"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_opm-operator"))
+            .args(["module", "publish"])
+            .arg(fixtures.join(m))
+            .args(["v0.1.0", "--no-cache", "--layout"])
+            .arg(&layout)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let values: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixtures.join("values/valid.json")).unwrap())
+            .unwrap();
+    layout_session(&LayoutCase {
+        layout: &layout,
+        flags: &[
+            "--catalog",
+            "fixtures.test/catalogs/mini@v0=0.1.0",
+            "--core-module",
+            "fixtures.test/core@v0",
+            "--core-version",
+            "v0.1.0",
+        ],
+        manifests: &[],
+        module: serde_json::json!({"path": "fixtures.test/modules/demo@v0", "version": "v0.1.0"}),
+        values,
+        edit: (
+            serde_json::json!({"logLevel": "debug"}),
+            "configmap",
+            "settings",
+            "{.data.log-level}",
+            "info",
+            "debug",
+        ),
+    });
+}
+
+/// A minimal stand-in for the Gateway API's HTTPRoute CRD (web_app renders an HTTPRoute; a real
+/// cluster installs gateway-api's CRDs).
+const HTTPROUTE_CRD: &str = r#"{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+ "metadata": {"name": "httproutes.gateway.networking.k8s.io"},
+ "spec": {"group": "gateway.networking.k8s.io", "scope": "Namespaced",
+  "names": {"kind": "HTTPRoute", "listKind": "HTTPRouteList", "plural": "httproutes", "singular": "httproute"},
+  "versions": [{"name": "v1", "served": true, "storage": true,
+   "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}}"#;
+
+/// The same session on the public OPM catalog and `web_app` (issue 28 item 4), from the output
+/// directory of `scripts/opm-real.sh WS OUT` named by `OPM_REAL_OUT` (its `layout/` and the
+/// harness's values `runs/web_app.values.json`).
+#[test]
+fn dev_layout_runs_web_app_on_the_real_opm_catalog() {
+    let Some(out) = std::env::var_os("OPM_REAL_OUT") else {
+        println!(
+            "skipped: OPM_REAL_OUT is not set (run scripts/opm-real.sh WS OUT, then set \
+             OPM_REAL_OUT=OUT; the real OPM sources are never part of CI)"
+        );
+        return;
+    };
+    let out = Path::new(&out);
+    let values: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(out.join("runs/web_app.values.json"))
+            .unwrap_or_else(|e| panic!("{}: {e}", out.display())),
+    )
+    .unwrap();
+    layout_session(&LayoutCase {
+        layout: &out.join("layout"),
+        flags: &[
+            "--catalog",
+            "opmodel.dev/catalogs/opm@v2=2.0.0-alpha.4",
+            "--platform-shape",
+            "subscription",
+        ],
+        manifests: &[HTTPROUTE_CRD],
+        module: serde_json::json!({"path": "testing.opmodel.dev/modules/web_app@v1", "version": "v1.0.0"}),
+        values,
+        edit: (
+            serde_json::json!({"replicas": 3}),
+            "deployment.apps",
+            "app-web",
+            "{.spec.replicas}",
+            "2",
+            "3",
+        ),
+    });
 }
