@@ -5,7 +5,7 @@
 //! What it emulates, and every known difference from a real apiserver, is listed in the crate's
 //! README.md. Module map: `server` (HTTP, auth, watch), `ops` (verbs), `state` (store, history,
 //! store controllers), `ssa`/`fieldset` (managedFields), `patch`, `schema` (CRD structural
-//! schemas), `cel` (CRD validation rules), `immutable` (fields updates may not change), `selector`, `rbac`, `admission`, `discovery`, `openapi` (CRD schemas for `kubectl explain`), `resources`, `table` (server-side printing), `protobuf` (Kubernetes protobuf request bodies), `events` (one store for core and `events.k8s.io` Events), `fault` (request-fault injection for tests), `snapshot` (store persistence for the dev cluster).
+//! schemas), `cel` (CRD validation rules), `immutable` (fields updates may not change), `selector`, `rbac`, `admission`, `discovery`, `openapi` (CRD schemas for `kubectl explain`), `resources`, `table` (server-side printing), `protobuf` (Kubernetes protobuf request bodies), `events` (one store for core and `events.k8s.io` Events), `fault` (request-fault injection for tests), `snapshot` (store persistence for the dev cluster), `simulate` (opt-in workload statuses).
 
 pub mod admission;
 pub mod api_error;
@@ -26,6 +26,7 @@ pub mod resources;
 pub mod schema;
 pub mod selector;
 pub mod server;
+pub mod simulate;
 pub mod snapshot;
 pub mod ssa;
 pub mod state;
@@ -59,6 +60,8 @@ pub struct Options {
     /// Persist the store in this file (see [`snapshot`]): loaded at start (a corrupt file fails
     /// the start), written after changes (debounced) and on [`Emulator::shutdown`].
     pub snapshot: Option<std::path::PathBuf>,
+    /// Give workloads the status a controller would (see [`simulate`]); `None`: never.
+    pub workloads: Option<simulate::Workloads>,
 }
 
 impl Default for Options {
@@ -71,6 +74,7 @@ impl Default for Options {
             tokens: HashMap::new(),
             tls: false,
             snapshot: None,
+            workloads: None,
         }
     }
 }
@@ -125,6 +129,14 @@ impl Emulator {
             }
         }
         let changes = st.tx.subscribe();
+        let delayed = match opts.workloads {
+            Some(w) if w.delay.is_zero() => {
+                st.simulate_now = true;
+                None
+            }
+            Some(w) => Some((w.delay, st.tx.subscribe())),
+            None => None,
+        };
         let shared = Arc::new(Shared {
             state: parking_lot::Mutex::new(st),
             service_urls: opts.service_urls.clone(),
@@ -161,6 +173,14 @@ impl Emulator {
             });
             (task, None, "http")
         };
+        if let Some((delay, rx)) = delayed {
+            tokio::spawn(simulate::run(
+                shared.clone(),
+                delay,
+                rx,
+                shutdown_tx.subscribe(),
+            ));
+        }
         let snapshot = opts.snapshot.map(|path| {
             let lock = Arc::new(tokio::sync::Mutex::new(()));
             let task = tokio::spawn(snapshot_writer(

@@ -19,6 +19,25 @@ struct Cli {
     /// on Ctrl-C; a corrupt file fails the start).
     #[arg(long, value_name = "FILE")]
     snapshot: Option<std::path::PathBuf>,
+    /// Give Deployments, StatefulSets, DaemonSets, Jobs, PVCs and LoadBalancer Services the status
+    /// a controller would, this long after each change (`0s`: at once); the annotation
+    /// `kube-emu.opmodel.dev/simulate: fail|hold` asks for a failed or a never-ending rollout.
+    #[arg(long, value_name = "DELAY", value_parser = parse_delay)]
+    simulate_workloads: Option<std::time::Duration>,
+}
+
+/// `2s`, `500ms` or bare seconds.
+fn parse_delay(s: &str) -> Result<std::time::Duration, String> {
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: u64 = num.parse().map_err(|_| format!("not a delay: {s:?}"))?;
+    match unit {
+        "s" => Ok(std::time::Duration::from_secs(n)),
+        "ms" => Ok(std::time::Duration::from_millis(n)),
+        _ => Err(format!("not a delay (use 2s or 500ms): {s:?}")),
+    }
 }
 
 #[tokio::main]
@@ -31,6 +50,9 @@ async fn main() -> anyhow::Result<()> {
         port: cli.port,
         history_limit: cli.history,
         snapshot: cli.snapshot,
+        workloads: cli
+            .simulate_workloads
+            .map(kube_emu::simulate::Workloads::after),
         ..Default::default()
     })
     .await?;

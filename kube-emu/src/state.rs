@@ -7,7 +7,8 @@
 //! event gets 410 Gone. Committing also runs the store's own controllers: CRDs register and
 //! unregister their kinds (deleting a CRD deletes its objects), and a Terminating namespace
 //! deletes its contents (objects with finalizers get a deletionTimestamp) and disappears once
-//! empty.
+//! empty. With the zero-delay workload simulator, it also writes simulated workload statuses
+//! ([`crate::simulate`]).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -86,6 +87,9 @@ pub struct State {
     pub tx: broadcast::Sender<Arc<Event>>,
     /// Registered bearer tokens.
     pub tokens: HashMap<String, UserInfo>,
+    /// Write simulated workload statuses in the committing transaction ([`crate::simulate`]
+    /// with a zero delay).
+    pub simulate_now: bool,
 }
 
 fn meta_str<'v>(o: &'v Value, f: &str) -> &'v str {
@@ -105,6 +109,7 @@ impl State {
             evicted_upto: 0,
             tx,
             tokens: HashMap::new(),
+            simulate_now: false,
         };
         for rt in resources::builtins() {
             st.types.insert((rt.group.clone(), rt.plural.clone()), rt);
@@ -265,6 +270,9 @@ impl State {
         }
         if !ns.is_empty() && etype == EventType::Deleted && self.namespace_state(ns) == Some(true) {
             self.finish_namespace(ns);
+        }
+        if self.simulate_now && etype != EventType::Deleted {
+            crate::simulate::apply_now(self, key, obj);
         }
     }
 

@@ -10,6 +10,7 @@ mod crud;
 mod fault;
 mod kubectl;
 mod rbac;
+mod simulate;
 mod ssa;
 mod watch;
 mod webhook;

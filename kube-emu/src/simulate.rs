@@ -1,0 +1,334 @@
+//! The workload simulator (opt-in, [`crate::Options::workloads`]): kube-emu runs no
+//! controllers, so a Deployment it stores never gets a status and a health check waits for ever.
+//! With the simulator on, the store writes the status a controller would write, so clients that
+//! wait for kstatus `Current` (the operator's health check, `kubectl rollout status`, `kubectl
+//! wait`) see a whole rollout.
+//!
+//! Rules:
+//! - Simulated resources: Deployments, StatefulSets, DaemonSets (`apps`), Jobs (`batch`),
+//!   PersistentVolumeClaims and Services of type `LoadBalancer` (core). Other objects are left
+//!   alone; an object being deleted (`deletionTimestamp`) is left alone.
+//! - The outcome is chosen per object by the annotation [`ANNOTATION`]: absent or `healthy` →
+//!   the status of a finished rollout (Deployment: updated, ready and available replicas equal
+//!   `spec.replicas` (default 1), `Available=True`, `Progressing=True NewReplicaSetAvailable`;
+//!   StatefulSet: ready/current/updated replicas and equal revisions; DaemonSet: one node
+//!   scheduled, updated, ready and available; Job: `Complete=True` with `succeeded` =
+//!   `spec.completions` (default 1); PVC: phase `Bound` with the requested capacity; Service:
+//!   one load-balancer ingress `127.0.0.1`). `fail` → the status of a failed rollout where the
+//!   kind has one (Deployment: `Progressing=False ProgressDeadlineExceeded`, no available
+//!   replica; Job: `Failed=True BackoffLimitExceeded`; PVC: phase `Lost`); kinds without a
+//!   failed state (StatefulSet, DaemonSet, Service) stay in progress, as `hold` does. `hold` →
+//!   a rollout that never finishes (no ready replica, Job active, PVC `Pending`, no ingress).
+//!   Any other value is treated as `healthy`.
+//! - Every status carries `observedGeneration` = `metadata.generation` where the kind has one,
+//!   so a spec change makes the object in progress again until the simulator answers it.
+//! - The status is written only when it differs from the stored one (a write of the simulator
+//!   never triggers another), as one commit of the whole object (no generation bump, as a
+//!   status-subresource write). With a zero delay it is written in the same store transaction as
+//!   the change that asked for it (the object is healthy as soon as the write returns); with a
+//!   delay it is written by a background task `delay` after the change, if the object still has
+//!   the same uid and generation.
+//! - Known difference: no Pods or ReplicaSets are created and the status write records no
+//!   managedFields entry of a controller.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::state::{Change, EventType, ResKey};
+
+/// Per-object outcome annotation: `healthy` (default), `fail` or `hold`.
+pub const ANNOTATION: &str = "kube-emu.opmodel.dev/simulate";
+
+/// Simulator settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Workloads {
+    /// How long after a change its status is written (zero: in the same transaction).
+    pub delay: Duration,
+}
+
+impl Workloads {
+    /// Statuses written in the same transaction as the change.
+    pub fn immediate() -> Self {
+        Workloads {
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// Statuses written `delay` after the change.
+    pub fn after(delay: Duration) -> Self {
+        Workloads { delay }
+    }
+}
+
+/// The outcome an object asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Healthy,
+    Fail,
+    Hold,
+}
+
+fn outcome_of(o: &Value) -> Outcome {
+    match o
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(ANNOTATION))
+        .and_then(Value::as_str)
+    {
+        Some("fail") => Outcome::Fail,
+        Some("hold") => Outcome::Hold,
+        _ => Outcome::Healthy,
+    }
+}
+
+fn is(key: &ResKey, group: &str, plural: &str) -> bool {
+    key.0 == group && key.1 == plural
+}
+
+fn replicas(o: &Value, ptr: &str) -> i64 {
+    o.pointer(ptr).and_then(Value::as_i64).unwrap_or(1)
+}
+
+fn cond(type_: &str, status: &str, reason: &str, message: &str) -> Value {
+    json!({"type": type_, "status": status, "reason": reason, "message": message})
+}
+
+/// The status the simulator gives `o` (a stored object of resource `key`), or `None` when the
+/// simulator leaves it alone (module rules).
+pub fn status_for(key: &ResKey, o: &Value) -> Option<Value> {
+    if o.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
+    {
+        return None;
+    }
+    let outcome = outcome_of(o);
+    let generation = o.pointer("/metadata/generation").cloned();
+    let name = o
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let mut status = if is(key, "apps", "deployments") {
+        let r = replicas(o, "/spec/replicas");
+        match outcome {
+            Outcome::Healthy => json!({
+                "replicas": r, "updatedReplicas": r, "readyReplicas": r, "availableReplicas": r,
+                "conditions": [
+                    cond("Available", "True", "MinimumReplicasAvailable", "Deployment has minimum availability."),
+                    cond("Progressing", "True", "NewReplicaSetAvailable",
+                         &format!("ReplicaSet \"{name}\" has successfully progressed.")),
+                ],
+            }),
+            Outcome::Fail => json!({
+                "replicas": r, "updatedReplicas": r, "unavailableReplicas": r,
+                "conditions": [
+                    cond("Available", "False", "MinimumReplicasUnavailable", "Deployment does not have minimum availability."),
+                    cond("Progressing", "False", "ProgressDeadlineExceeded",
+                         &format!("ReplicaSet \"{name}\" has timed out progressing.")),
+                ],
+            }),
+            Outcome::Hold => json!({
+                "replicas": r, "updatedReplicas": r, "unavailableReplicas": r,
+                "conditions": [
+                    cond("Available", "False", "MinimumReplicasUnavailable", "Deployment does not have minimum availability."),
+                    cond("Progressing", "True", "ReplicaSetUpdated",
+                         &format!("ReplicaSet \"{name}\" is progressing.")),
+                ],
+            }),
+        }
+    } else if is(key, "apps", "statefulsets") {
+        let r = replicas(o, "/spec/replicas");
+        let revision = format!(
+            "{name}-{}",
+            generation.as_ref().and_then(Value::as_i64).unwrap_or(1)
+        );
+        let ready = if outcome == Outcome::Healthy { r } else { 0 };
+        json!({
+            "replicas": r, "readyReplicas": ready, "availableReplicas": ready,
+            "currentReplicas": r, "updatedReplicas": r,
+            "currentRevision": revision, "updateRevision": revision,
+        })
+    } else if is(key, "apps", "daemonsets") {
+        let ready = i64::from(outcome == Outcome::Healthy);
+        json!({
+            "desiredNumberScheduled": 1, "currentNumberScheduled": 1, "updatedNumberScheduled": 1,
+            "numberReady": ready, "numberAvailable": ready, "numberUnavailable": 1 - ready,
+            "numberMisscheduled": 0,
+        })
+    } else if is(key, "batch", "jobs") {
+        let completions = replicas(o, "/spec/completions");
+        match outcome {
+            Outcome::Healthy => json!({
+                "succeeded": completions,
+                "conditions": [cond("Complete", "True", "Completed", "Job completed")],
+            }),
+            Outcome::Fail => json!({
+                "failed": 1,
+                "conditions": [cond("Failed", "True", "BackoffLimitExceeded", "Job has reached the specified backoff limit")],
+            }),
+            Outcome::Hold => json!({"active": 1}),
+        }
+    } else if is(key, "", "persistentvolumeclaims") {
+        match outcome {
+            Outcome::Healthy => {
+                let mut s = json!({"phase": "Bound"});
+                if let Some(modes) = o.pointer("/spec/accessModes") {
+                    s["accessModes"] = modes.clone();
+                }
+                if let Some(size) = o.pointer("/spec/resources/requests/storage") {
+                    s["capacity"] = json!({"storage": size});
+                }
+                s
+            }
+            Outcome::Fail => json!({"phase": "Lost"}),
+            Outcome::Hold => json!({"phase": "Pending"}),
+        }
+    } else if is(key, "", "services")
+        && o.pointer("/spec/type").and_then(Value::as_str) == Some("LoadBalancer")
+    {
+        match outcome {
+            Outcome::Healthy => json!({"loadBalancer": {"ingress": [{"ip": "127.0.0.1"}]}}),
+            Outcome::Fail | Outcome::Hold => json!({"loadBalancer": {}}),
+        }
+    } else {
+        return None;
+    };
+    let has_generation = !is(key, "", "persistentvolumeclaims") && !is(key, "", "services");
+    if has_generation {
+        if let (Some(g), Some(s)) = (generation, status.as_object_mut()) {
+            s.insert("observedGeneration".into(), g);
+        }
+    }
+    Some(status)
+}
+
+/// The object with the simulated status, when that differs from the stored status.
+pub fn update_for(key: &ResKey, o: &Value) -> Option<Value> {
+    let status = status_for(key, o)?;
+    if o.get("status") == Some(&status) {
+        return None;
+    }
+    let mut next = o.clone();
+    next["status"] = status;
+    Some(next)
+}
+
+fn name_of(o: &Value) -> (String, String) {
+    let md = |f: &str| {
+        o.pointer(&format!("/metadata/{f}"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    (md("namespace"), md("name"))
+}
+
+/// Writes the simulated status of `o` now, in the caller's store transaction (zero delay).
+pub(crate) fn apply_now(st: &mut crate::state::State, key: &ResKey, o: &Value) {
+    if let Some(next) = update_for(key, o) {
+        let (ns, name) = name_of(o);
+        st.commit(key, &ns, &name, Change::Put(next));
+    }
+}
+
+/// The background task of a delayed simulator: every stored change that asks for a status gets
+/// it `delay` later, if the object is still the same (uid and generation).
+pub(crate) async fn run(
+    shared: Arc<crate::Shared>,
+    delay: Duration,
+    mut changes: tokio::sync::broadcast::Receiver<Arc<crate::state::Event>>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        let ev = tokio::select! {
+            r = changes.recv() => match r {
+                Ok(ev) => ev,
+                // Lagged: the missed changes are found again by the next event of each object;
+                // a missed object keeps its old status until it changes again.
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => return,
+            },
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        if ev.etype == EventType::Deleted || status_for(&ev.key, &ev.object).is_none() {
+            continue;
+        }
+        if update_for(&ev.key, &ev.object).is_none() {
+            continue;
+        }
+        let shared = shared.clone();
+        let mut stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
+            let (ns, name) = name_of(&ev.object);
+            let mut st = shared.state.lock();
+            let Some(current) = st.get(&ev.key, &ns, &name) else {
+                return;
+            };
+            let same = |p: &str| current.pointer(p) == ev.object.pointer(p);
+            if same("/metadata/uid") && same("/metadata/generation") {
+                let current = (*current).clone();
+                apply_now(&mut st, &ev.key, &current);
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(g: &str, p: &str) -> ResKey {
+        (g.to_string(), p.to_string())
+    }
+
+    #[test]
+    fn deployments_follow_the_annotation_and_the_generation() {
+        let k = key("apps", "deployments");
+        let d = json!({"metadata": {"name": "web", "generation": 3}, "spec": {"replicas": 2}});
+        let s = status_for(&k, &d).unwrap();
+        assert_eq!(s["availableReplicas"], 2);
+        assert_eq!(s["observedGeneration"], 3);
+        let mut failing = d.clone();
+        failing["metadata"]["annotations"] = json!({ANNOTATION: "fail"});
+        let s = status_for(&k, &failing).unwrap();
+        assert_eq!(s["conditions"][1]["reason"], "ProgressDeadlineExceeded");
+        assert!(s.get("availableReplicas").is_none());
+        // Once written, the same status is not written again.
+        let updated = update_for(&k, &d).unwrap();
+        assert!(update_for(&k, &updated).is_none());
+    }
+
+    #[test]
+    fn other_objects_and_deleting_ones_are_left_alone() {
+        let cm = json!({"metadata": {"name": "c"}});
+        assert!(status_for(&key("", "configmaps"), &cm).is_none());
+        let svc = json!({"metadata": {"name": "s"}, "spec": {"type": "ClusterIP"}});
+        assert!(status_for(&key("", "services"), &svc).is_none());
+        let deleting =
+            json!({"metadata": {"name": "w", "deletionTimestamp": "2026-01-01T00:00:00Z"}});
+        assert!(status_for(&key("apps", "deployments"), &deleting).is_none());
+    }
+
+    #[test]
+    fn jobs_and_claims_have_a_failed_state_and_a_held_one() {
+        let job = |a: &str| json!({"metadata": {"name": "j", "generation": 1, "annotations": {ANNOTATION: a}}});
+        assert_eq!(
+            status_for(&key("batch", "jobs"), &job("fail")).unwrap()["conditions"][0]["type"],
+            "Failed"
+        );
+        assert_eq!(
+            status_for(&key("batch", "jobs"), &job("hold")).unwrap()["active"],
+            1
+        );
+        let pvc = json!({"metadata": {"name": "p"}, "spec": {"resources": {"requests": {"storage": "1Gi"}}}});
+        let s = status_for(&key("", "persistentvolumeclaims"), &pvc).unwrap();
+        assert_eq!(s["phase"], "Bound");
+        assert_eq!(s["capacity"]["storage"], "1Gi");
+        assert!(s.get("observedGeneration").is_none());
+    }
+}
