@@ -179,9 +179,12 @@ async fn ready_count(all: &Api<ModuleInstance>) -> usize {
 async fn run(n: usize, shards: usize, layout: &Path, root: &Path) -> Figures {
     let dir = root.join(format!("run-{n}-{shards}"));
     std::fs::create_dir_all(&dir).unwrap();
-    let emu = kube_emu::Emulator::start(kube_emu::Options::default())
-        .await
-        .unwrap();
+    let emu = kube_emu::Emulator::start(kube_emu::Options {
+        workloads: Some(kube_emu::simulate::Workloads::immediate()),
+        ..kube_emu::Options::default()
+    })
+    .await
+    .unwrap();
     let client = emu.client().unwrap();
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(&kubeconfig, emu.kubeconfig_yaml()).unwrap();

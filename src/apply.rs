@@ -458,13 +458,7 @@ impl Engine {
         if opts.wait {
             let refs: Vec<ObjectRef> = prepared
                 .iter()
-                .filter(|p| {
-                    p.body
-                        .pointer("/metadata/annotations")
-                        .and_then(|a| a.get(WAIT_ANNOTATION))
-                        .and_then(Value::as_str)
-                        != Some("disabled")
-                })
+                .filter(|p| !health::wait_disabled(&p.body))
                 .map(|p| p.r.clone())
                 .collect();
             self.wait_refs(&refs, opts.wait_timeout, opts.cancel.clone())
@@ -734,6 +728,32 @@ impl Engine {
             }
             tokio::time::sleep(self.opts.wait_interval).await;
         }
+    }
+
+    /// The live kstatus of every object of `objects` (rendered objects) that a health check
+    /// reads ([`health::needs_check`]), in order, at most [`EngineOptions::concurrency`]
+    /// requests at once; an absent object is [`health::Health::NotFound`].
+    pub async fn health_of(
+        &self,
+        objects: &[Value],
+    ) -> Vec<(ObjectRef, Result<health::Health, Error>)> {
+        let refs: Vec<ObjectRef> = objects
+            .iter()
+            .filter(|o| health::needs_check(o))
+            .filter_map(|o| ObjectRef::of(o).ok())
+            .collect();
+        stream::iter(refs)
+            .map(|r| async move {
+                let h = match self.get_live(&r).await {
+                    Ok(Some(live)) => Ok(health::assess(&live)),
+                    Ok(None) => Ok(health::Health::NotFound),
+                    Err(e) => Err(e),
+                };
+                (r, h)
+            })
+            .buffered(self.opts.concurrency.max(1))
+            .collect()
+            .await
     }
 
     /// Waits until every object in `refs` is Current (kstatus), failing fast on a terminal

@@ -23,6 +23,11 @@ pub struct Rollout {
     /// Recreate objects whose update is refused (field ownership is always forced).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub force_conflicts: Option<bool>,
+    /// How long the applied objects may take to become ready (kstatus Current) after an apply
+    /// before Ready=False `HealthCheckFailed` (Go duration; unset: the operator's
+    /// `--health-timeout`, 5m; `0`: Ready once applied, no health check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
 }
 
 /// Consecutive failure counters (§6.6).

@@ -69,6 +69,9 @@ pub mod reasons {
     pub const OWNERSHIP_CONFLICT: &str = "OwnershipConflict";
     /// Pruning stale objects failed.
     pub const PRUNE_FAILED: &str = "PruneFailed";
+    /// Ready=False: an applied object is kstatus `Failed`, or not `Current` when the rollout
+    /// timeout passed (the message names the objects). While waiting, Ready=Unknown `Progressing`.
+    pub const HEALTH_CHECK_FAILED: &str = "HealthCheckFailed";
     /// Impersonating the apply service account failed (or 403 under it).
     pub const IMPERSONATION_FAILED: &str = "ImpersonationFailed";
     /// Deletion blocked: the apply service account is missing.

@@ -5,6 +5,8 @@
 //!   each with a unit (`ns`, `us`/`µs`, `ms`, `s`, `m`, `h`), an optional leading `+`, or `0`;
 //!   negative durations and a number without a unit are malformed.
 //! - Command-line flags ([`parse_flag`]) take the same text, or a bare number of seconds.
+//! - Durations are written as Go writes them ([`format_go`]): `0s`, `500ms`, `1.5s`, `5m0s`,
+//!   `1h30m0s` (milliseconds kept, finer parts dropped).
 
 use std::time::Duration;
 
@@ -45,6 +47,31 @@ pub fn parse_go(s: &str) -> Option<Duration> {
     Duration::try_from_secs_f64(total).ok()
 }
 
+/// Formats `d` as Go's `time.Duration.String` does (module rules), to whole milliseconds.
+pub fn format_go(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 {
+        return "0s".to_owned();
+    }
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let (h, rest) = (ms / 3_600_000, ms % 3_600_000);
+    let (m, rest) = (rest / 60_000, rest % 60_000);
+    let secs = match rest % 1000 {
+        0 => format!("{}s", rest / 1000),
+        frac => {
+            let f = format!("{frac:03}");
+            format!("{}.{}s", rest / 1000, f.trim_end_matches('0'))
+        }
+    };
+    match (h, m) {
+        (0, 0) => secs,
+        (0, m) => format!("{m}m{secs}"),
+        (h, m) => format!("{h}h{m}m{secs}"),
+    }
+}
+
 /// Parses a command-line duration: a Go duration ([`parse_go`]) or a bare number of seconds.
 pub fn parse_flag(s: &str) -> Result<Duration, String> {
     let t = s.trim();
@@ -58,6 +85,20 @@ pub fn parse_flag(s: &str) -> Result<Duration, String> {
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
+
+    #[test]
+    fn durations_are_written_as_go_writes_them_and_read_back() {
+        let f = |ms| format_go(Duration::from_millis(ms));
+        assert_eq!(f(0), "0s");
+        assert_eq!(f(500), "500ms");
+        assert_eq!(f(1500), "1.5s");
+        assert_eq!(f(30_000), "30s");
+        assert_eq!(f(300_000), "5m0s");
+        assert_eq!(f(5_400_250), "1h30m0.25s");
+        for ms in [1, 999, 1000, 61_001, 3_600_000, 86_400_123] {
+            assert_eq!(parse_go(&f(ms)), Some(Duration::from_millis(ms)));
+        }
+    }
 
     #[test]
     fn go_durations_parse() {

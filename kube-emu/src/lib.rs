@@ -129,12 +129,21 @@ impl Emulator {
             }
         }
         let changes = st.tx.subscribe();
+        // Objects restored from a snapshot were never seen by the simulator: they are looked
+        // at once, as if just changed.
+        let restored = match opts.workloads {
+            Some(_) => simulations_due(&st),
+            None => Vec::new(),
+        };
         let delayed = match opts.workloads {
             Some(w) if w.delay.is_zero() => {
                 st.simulate_now = true;
+                for (key, ns, name, next) in restored {
+                    st.commit(&key, &ns, &name, state::Change::Put(next));
+                }
                 None
             }
-            Some(w) => Some((w.delay, st.tx.subscribe())),
+            Some(w) => Some((w.delay, st.tx.subscribe(), restored)),
             None => None,
         };
         let shared = Arc::new(Shared {
@@ -173,8 +182,20 @@ impl Emulator {
             });
             (task, None, "http")
         };
-        if let Some((delay, rx)) = delayed {
-            tokio::spawn(simulate::run(
+        if let Some((delay, rx, restored)) = delayed {
+            for (key, ns, name, _) in restored {
+                let current = shared.state.lock().get(&key, &ns, &name);
+                if let Some(object) = current {
+                    tokio::spawn(simulate_later(
+                        shared.clone(),
+                        delay,
+                        key,
+                        object,
+                        shutdown_tx.subscribe(),
+                    ));
+                }
+            }
+            tokio::spawn(simulate_writer(
                 shared.clone(),
                 delay,
                 rx,
@@ -395,4 +416,86 @@ async fn snapshot_writer(
             tracing::error!(error = %e, "kube-emu: writing the snapshot failed; retrying on the next change");
         }
     }
+}
+
+/// The delayed workload simulator ([`simulate`]): every stored change that asks for a status
+/// gets it `delay` later, if the object is still the same (uid and generation).
+async fn simulate_writer(
+    shared: Arc<Shared>,
+    delay: Duration,
+    mut changes: tokio::sync::broadcast::Receiver<Arc<state::Event>>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        let mut stopping = stop.clone();
+        let ev = tokio::select! {
+            r = changes.recv() => match r {
+                Ok(ev) => ev,
+                // Missed changes: an object keeps its old status until it changes again.
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => return,
+            },
+            _ = stopping.wait_for(|s| *s) => return,
+        };
+        let res = (ev.key.0.as_str(), ev.key.1.as_str());
+        if ev.etype == state::EventType::Deleted || simulate::update_for(res, &ev.object).is_none()
+        {
+            continue;
+        }
+        tokio::spawn(simulate_later(
+            shared.clone(),
+            delay,
+            ev.key.clone(),
+            ev.object.clone(),
+            stop.clone(),
+        ));
+    }
+}
+
+/// Writes the simulated status of `object` (as stored under `key`) `delay` from now, if the
+/// object then still has the same uid and generation.
+async fn simulate_later(
+    shared: Arc<Shared>,
+    delay: Duration,
+    key: state::ResKey,
+    object: Arc<serde_json::Value>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    tokio::select! {
+        _ = tokio::time::sleep(delay) => {}
+        _ = stop.wait_for(|s| *s) => return,
+    }
+    let md = |f: &str| {
+        object["metadata"][f]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (ns, name) = (md("namespace"), md("name"));
+    let mut st = shared.state.lock();
+    let Some(current) = st.get(&key, &ns, &name) else {
+        return;
+    };
+    let same = |p: &str| current.pointer(p) == object.pointer(p);
+    if !(same("/metadata/uid") && same("/metadata/generation")) {
+        return;
+    }
+    if let Some(next) = simulate::update_for((key.0.as_str(), key.1.as_str()), &current) {
+        st.commit(&key, &ns, &name, state::Change::Put(next));
+    }
+}
+
+/// Every stored object whose simulated status differs from its stored one: (resource,
+/// namespace, name, the object with that status).
+fn simulations_due(st: &state::State) -> Vec<(state::ResKey, String, String, serde_json::Value)> {
+    let mut out = Vec::new();
+    for (key, objects) in &st.objects {
+        for ((ns, name), o) in objects {
+            if let Some(next) = simulate::update_for((key.0.as_str(), key.1.as_str()), o) {
+                out.push((key.clone(), ns.clone(), name.clone(), next));
+            }
+        }
+    }
+    out
 }

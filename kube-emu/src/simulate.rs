@@ -24,19 +24,17 @@
 //!   so a spec change makes the object in progress again until the simulator answers it.
 //! - The status is written only when it differs from the stored one (a write of the simulator
 //!   never triggers another), as one commit of the whole object (no generation bump, as a
-//!   status-subresource write). With a zero delay it is written in the same store transaction as
-//!   the change that asked for it (the object is healthy as soon as the write returns); with a
-//!   delay it is written by a background task `delay` after the change, if the object still has
-//!   the same uid and generation.
+//!   status-subresource write). With a zero delay the store writes it in the same transaction as
+//!   the change that asked for it (`state`: the object is healthy as soon as the write returns);
+//!   with a delay a background task of the emulator writes it `delay` after the change, if the
+//!   object still has the same uid and generation. Objects restored from a snapshot are looked
+//!   at once at start, as if just changed. This module only computes statuses.
 //! - Known difference: no Pods or ReplicaSets are created and the status write records no
 //!   managedFields entry of a controller.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-
-use crate::state::{Change, EventType, ResKey};
 
 /// Per-object outcome annotation: `healthy` (default), `fail` or `hold`.
 pub const ANNOTATION: &str = "kube-emu.opmodel.dev/simulate";
@@ -82,7 +80,10 @@ fn outcome_of(o: &Value) -> Outcome {
     }
 }
 
-fn is(key: &ResKey, group: &str, plural: &str) -> bool {
+/// A resource: (group, plural).
+type Res<'a> = (&'a str, &'a str);
+
+fn is(key: Res<'_>, group: &str, plural: &str) -> bool {
     key.0 == group && key.1 == plural
 }
 
@@ -96,7 +97,7 @@ fn cond(type_: &str, status: &str, reason: &str, message: &str) -> Value {
 
 /// The status the simulator gives `o` (a stored object of resource `key`), or `None` when the
 /// simulator leaves it alone (module rules).
-pub fn status_for(key: &ResKey, o: &Value) -> Option<Value> {
+pub fn status_for(key: (&str, &str), o: &Value) -> Option<Value> {
     if o.pointer("/metadata/deletionTimestamp")
         .is_some_and(|v| !v.is_null())
     {
@@ -203,7 +204,7 @@ pub fn status_for(key: &ResKey, o: &Value) -> Option<Value> {
 }
 
 /// The object with the simulated status, when that differs from the stored status.
-pub fn update_for(key: &ResKey, o: &Value) -> Option<Value> {
+pub fn update_for(key: (&str, &str), o: &Value) -> Option<Value> {
     let status = status_for(key, o)?;
     if o.get("status") == Some(&status) {
         return None;
@@ -213,120 +214,55 @@ pub fn update_for(key: &ResKey, o: &Value) -> Option<Value> {
     Some(next)
 }
 
-fn name_of(o: &Value) -> (String, String) {
-    let md = |f: &str| {
-        o.pointer(&format!("/metadata/{f}"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
-    (md("namespace"), md("name"))
-}
-
-/// Writes the simulated status of `o` now, in the caller's store transaction (zero delay).
-pub(crate) fn apply_now(st: &mut crate::state::State, key: &ResKey, o: &Value) {
-    if let Some(next) = update_for(key, o) {
-        let (ns, name) = name_of(o);
-        st.commit(key, &ns, &name, Change::Put(next));
-    }
-}
-
-/// The background task of a delayed simulator: every stored change that asks for a status gets
-/// it `delay` later, if the object is still the same (uid and generation).
-pub(crate) async fn run(
-    shared: Arc<crate::Shared>,
-    delay: Duration,
-    mut changes: tokio::sync::broadcast::Receiver<Arc<crate::state::Event>>,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    use tokio::sync::broadcast::error::RecvError;
-    loop {
-        let ev = tokio::select! {
-            r = changes.recv() => match r {
-                Ok(ev) => ev,
-                // Lagged: the missed changes are found again by the next event of each object;
-                // a missed object keeps its old status until it changes again.
-                Err(RecvError::Lagged(_)) => continue,
-                Err(RecvError::Closed) => return,
-            },
-            _ = stop.wait_for(|s| *s) => return,
-        };
-        if ev.etype == EventType::Deleted || status_for(&ev.key, &ev.object).is_none() {
-            continue;
-        }
-        if update_for(&ev.key, &ev.object).is_none() {
-            continue;
-        }
-        let shared = shared.clone();
-        let mut stop = stop.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = tokio::time::sleep(delay) => {}
-                _ = stop.wait_for(|s| *s) => return,
-            }
-            let (ns, name) = name_of(&ev.object);
-            let mut st = shared.state.lock();
-            let Some(current) = st.get(&ev.key, &ns, &name) else {
-                return;
-            };
-            let same = |p: &str| current.pointer(p) == ev.object.pointer(p);
-            if same("/metadata/uid") && same("/metadata/generation") {
-                let current = (*current).clone();
-                apply_now(&mut st, &ev.key, &current);
-            }
-        });
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn key(g: &str, p: &str) -> ResKey {
-        (g.to_string(), p.to_string())
+    fn key<'a>(g: &'a str, p: &'a str) -> (&'a str, &'a str) {
+        (g, p)
     }
 
     #[test]
     fn deployments_follow_the_annotation_and_the_generation() {
         let k = key("apps", "deployments");
         let d = json!({"metadata": {"name": "web", "generation": 3}, "spec": {"replicas": 2}});
-        let s = status_for(&k, &d).unwrap();
+        let s = status_for(k, &d).unwrap();
         assert_eq!(s["availableReplicas"], 2);
         assert_eq!(s["observedGeneration"], 3);
         let mut failing = d.clone();
         failing["metadata"]["annotations"] = json!({ANNOTATION: "fail"});
-        let s = status_for(&k, &failing).unwrap();
+        let s = status_for(k, &failing).unwrap();
         assert_eq!(s["conditions"][1]["reason"], "ProgressDeadlineExceeded");
         assert!(s.get("availableReplicas").is_none());
         // Once written, the same status is not written again.
-        let updated = update_for(&k, &d).unwrap();
-        assert!(update_for(&k, &updated).is_none());
+        let updated = update_for(k, &d).unwrap();
+        assert!(update_for(k, &updated).is_none());
     }
 
     #[test]
     fn other_objects_and_deleting_ones_are_left_alone() {
         let cm = json!({"metadata": {"name": "c"}});
-        assert!(status_for(&key("", "configmaps"), &cm).is_none());
+        assert!(status_for(key("", "configmaps"), &cm).is_none());
         let svc = json!({"metadata": {"name": "s"}, "spec": {"type": "ClusterIP"}});
-        assert!(status_for(&key("", "services"), &svc).is_none());
+        assert!(status_for(key("", "services"), &svc).is_none());
         let deleting =
             json!({"metadata": {"name": "w", "deletionTimestamp": "2026-01-01T00:00:00Z"}});
-        assert!(status_for(&key("apps", "deployments"), &deleting).is_none());
+        assert!(status_for(key("apps", "deployments"), &deleting).is_none());
     }
 
     #[test]
     fn jobs_and_claims_have_a_failed_state_and_a_held_one() {
         let job = |a: &str| json!({"metadata": {"name": "j", "generation": 1, "annotations": {ANNOTATION: a}}});
         assert_eq!(
-            status_for(&key("batch", "jobs"), &job("fail")).unwrap()["conditions"][0]["type"],
+            status_for(key("batch", "jobs"), &job("fail")).unwrap()["conditions"][0]["type"],
             "Failed"
         );
         assert_eq!(
-            status_for(&key("batch", "jobs"), &job("hold")).unwrap()["active"],
+            status_for(key("batch", "jobs"), &job("hold")).unwrap()["active"],
             1
         );
         let pvc = json!({"metadata": {"name": "p"}, "spec": {"resources": {"requests": {"storage": "1Gi"}}}});
-        let s = status_for(&key("", "persistentvolumeclaims"), &pvc).unwrap();
+        let s = status_for(key("", "persistentvolumeclaims"), &pvc).unwrap();
         assert_eq!(s["phase"], "Bound");
         assert_eq!(s["capacity"]["storage"], "1Gi");
         assert!(s.get("observedGeneration").is_none());

@@ -272,7 +272,9 @@ impl State {
             self.finish_namespace(ns);
         }
         if self.simulate_now && etype != EventType::Deleted {
-            crate::simulate::apply_now(self, key, obj);
+            if let Some(next) = crate::simulate::update_for((&key.0, &key.1), obj) {
+                self.commit(key, ns, name, Change::Put(next));
+            }
         }
     }
 

@@ -18,6 +18,12 @@
 //! - PersistentVolumeClaim: phase `Bound` → Current; `Lost` → Failed.
 //! - Generic (any other kind, and CRs): `Stalled=True` → Failed; `Reconciling=True` → InProgress;
 //!   `Ready=False` → InProgress; `Ready=True` or no conditions → Current.
+//! - Which rendered objects a health check looks at ([`needs_check`]): not those annotated
+//!   [`super::WAIT_ANNOTATION`]` = "disabled"`, and not the kinds whose rules above make them
+//!   `Current` whenever they exist (ConfigMap, Secret, ServiceAccount, RBAC objects,
+//!   NetworkPolicy, PodDisruptionBudget, quotas and limit ranges, classes, Services other than
+//!   `LoadBalancer`) nor the ones stage 0 already waited for (Namespace, CRD). Every other kind
+//!   (workloads, PVCs, custom resources with conditions) is read live.
 //! - The wait ([`wait_for`]) polls every interval until every object is Current; it returns at
 //!   once with [`Error::HealthFailed`] when an object is Failed (fail fast), with
 //!   [`Error::Cancelled`] when the cancel signal fires (a newer desired state), and with
@@ -212,6 +218,53 @@ fn daemonset(o: &Value) -> Health {
         }
     }
     Health::Current
+}
+
+/// Whether `o` (a rendered object) opts out of waits with [`super::WAIT_ANNOTATION`].
+pub fn wait_disabled(o: &Value) -> bool {
+    o.pointer("/metadata/annotations")
+        .and_then(|a| a.get(super::WAIT_ANNOTATION))
+        .and_then(Value::as_str)
+        == Some("disabled")
+}
+
+/// Whether a health check reads `o` (a rendered object) live (module rules).
+pub fn needs_check(o: &Value) -> bool {
+    if wait_disabled(o) {
+        return false;
+    }
+    let kind = o.get("kind").and_then(Value::as_str).unwrap_or_default();
+    let group = o
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .and_then(|v| v.rsplit_once('/'))
+        .map_or("", |(g, _)| g);
+    let always_current = match group {
+        "" => matches!(
+            kind,
+            "ConfigMap"
+                | "Secret"
+                | "ServiceAccount"
+                | "Namespace"
+                | "ResourceQuota"
+                | "LimitRange"
+                | "Endpoints"
+        ),
+        "rbac.authorization.k8s.io" => true,
+        "networking.k8s.io" => matches!(kind, "NetworkPolicy" | "IngressClass"),
+        "policy" => kind == "PodDisruptionBudget",
+        "scheduling.k8s.io" | "storage.k8s.io" | "node.k8s.io" => true,
+        "apiextensions.k8s.io" => kind == "CustomResourceDefinition",
+        "admissionregistration.k8s.io" => true,
+        _ => false,
+    };
+    if always_current {
+        return false;
+    }
+    if group.is_empty() && kind == "Service" {
+        return o.pointer("/spec/type").and_then(Value::as_str) == Some("LoadBalancer");
+    }
+    true
 }
 
 /// A cancellation signal for waits: fires when a newer desired state arrives.

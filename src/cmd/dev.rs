@@ -28,6 +28,10 @@
 //!   `--catalog PATH@MAJOR=VERSION`, and no example ModuleInstance is created (the user applies
 //!   one of the layout's modules). A state directory keeps the Platform `cluster` it was first
 //!   created with: use one state directory per layout.
+//! - The embedded cluster runs kube-emu's workload simulator (`--workload-delay`, default 2 s):
+//!   a ModuleInstance shows Ready=Unknown `Progressing` while its Deployment rolls out, then
+//!   Ready=True; an object annotated `kube-emu.opmodel.dev/simulate: fail` makes it Ready=False
+//!   `HealthCheckFailed` (issue 29).
 //! - The dev token authenticates as user `opm-dev` in `system:masters` (every verb, including
 //!   `create moduleinstances/render`).
 //! - SIGINT/SIGTERM stop the server and controllers (as `serve`), then the emulator, whose final
@@ -88,6 +92,13 @@ pub struct DevArgs {
     /// `serve`; the bundled fixtures always use their own core).
     #[command(flatten)]
     pub generator: crate::cmd::serve::GeneratorArgs,
+
+    /// The embedded cluster gives Deployments, StatefulSets, DaemonSets, Jobs, PVCs and
+    /// LoadBalancer Services the status a healthy controller would, this long after each change
+    /// (kube-emu's workload simulator); the annotation `kube-emu.opmodel.dev/simulate: fail`
+    /// (or `hold`) on an object asks for a failed (or never-ending) rollout.
+    #[arg(long, default_value = "2s", value_parser = crds::duration::parse_flag, value_name = "DURATION")]
+    pub workload_delay: std::time::Duration,
 }
 
 /// A catalog Platform `cluster` subscribes (`--catalog`).
@@ -775,6 +786,7 @@ pub fn run(args: DevArgs) -> Result<(), DevError> {
             tls: true,
             tokens,
             snapshot: Some(state.snapshot()),
+            workloads: Some(kube_emu::simulate::Workloads::after(args.workload_delay)),
             ..kube_emu::Options::default()
         })
         .await?;

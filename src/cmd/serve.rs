@@ -113,6 +113,16 @@ pub struct ControllerArgs {
     #[arg(long, default_value = "2m", value_parser = crds::duration::parse_flag, value_name = "DURATION")]
     pub reconcile_timeout: std::time::Duration,
 
+    /// How soon a ModuleInstance or ModulePackage whose applied objects are not ready yet is
+    /// checked again (Ready=Unknown `Progressing` meanwhile).
+    #[arg(long, default_value = "2s", value_parser = crds::duration::parse_flag, value_name = "DURATION")]
+    pub health_poll_interval: std::time::Duration,
+
+    /// How long applied objects may take to become ready before Ready=False
+    /// `HealthCheckFailed`, unless `spec.rollout.timeout` says otherwise (0: no health check).
+    #[arg(long, default_value = "5m", value_parser = crds::duration::parse_flag, value_name = "DURATION")]
+    pub health_timeout: std::time::Duration,
+
     /// Reconcile only the ModuleInstances and ModulePackages whose `--shard-label` is NAME, under
     /// the Lease NAME.4cc9e43e.opmodel.dev; the Platform is observed, never written. Empty: the
     /// unsharded replica (objects without the label; runs the Platform and
@@ -556,6 +566,8 @@ async fn run(
     ctx.package_renderer = kernel.package_renderer;
     ctx.allow_cross_namespace_refs = args.allow_cross_namespace_refs;
     ctx.reconcile_timeout = args.reconcile_timeout;
+    ctx.health_poll = args.health_poll_interval;
+    ctx.health_timeout = args.health_timeout;
     ctx.kube_config = Some(config);
     ctx.default_service_account =
         (!args.default_service_account.is_empty()).then(|| args.default_service_account.clone());

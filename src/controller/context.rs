@@ -73,12 +73,26 @@ pub struct Context {
     /// The replica's shard (`--shard`, `--shard-label`): which ModuleInstances and ModulePackages
     /// its controllers watch.
     pub shard: super::shard::Shard,
+    /// How soon an instance whose applied objects are not ready yet is looked at again
+    /// (`--health-poll-interval`).
+    pub health_poll: Duration,
+    /// The default rollout timeout (`--health-timeout`; `spec.rollout.timeout` overrides it;
+    /// zero: no health check).
+    pub health_timeout: Duration,
     /// Consecutive reconcile errors per object key (`Kind/name`), for the error backoff.
     failures: FailureCounts,
+    /// What the last apply of an object changed (`Kind/namespace/name` → “1 created, …”), kept
+    /// while its health check waits, for the success event once the objects are ready
+    /// (process memory: after a restart the event says only that the check passed).
+    pending_changes: Mutex<HashMap<String, String>>,
 }
 
 /// The default `--reconcile-timeout`.
 pub const DEFAULT_RECONCILE_TIMEOUT: Duration = Duration::from_secs(120);
+/// The default `--health-poll-interval`.
+pub const DEFAULT_HEALTH_POLL: Duration = Duration::from_secs(2);
+/// The default `--health-timeout`.
+pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(300);
 /// The default interval of looking for absent Flux source CRDs.
 pub const DEFAULT_SOURCE_DISCOVERY_INTERVAL: Duration = Duration::from_secs(30);
 
@@ -129,7 +143,10 @@ impl Context {
             artifact_limits: crate::registry::flux::Limits::default(),
             source_discovery_interval: DEFAULT_SOURCE_DISCOVERY_INTERVAL,
             shard: super::shard::Shard::default(),
+            health_poll: DEFAULT_HEALTH_POLL,
+            health_timeout: DEFAULT_HEALTH_TIMEOUT,
             failures: FailureCounts::default(),
+            pending_changes: Mutex::new(HashMap::new()),
         }
     }
 
@@ -159,6 +176,22 @@ impl Context {
     /// Resets the error counter of `key` after a reconcile that returned no error.
     pub fn succeeded(&self, key: &str) {
         self.failures.succeeded(key);
+    }
+
+    /// Remembers what the apply of `key` changed while its health check waits.
+    pub fn remember_changes(&self, key: &str, changed: &str) {
+        self.pending_changes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.to_owned(), changed.to_owned());
+    }
+
+    /// What the last apply of `key` changed, if remembered (forgets it).
+    pub fn take_changes(&self, key: &str) -> Option<String> {
+        self.pending_changes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key)
     }
 
     /// Signals that a package was recorded.

@@ -60,6 +60,19 @@
 //!   under a ServiceAccount (the Warning keeps the phase's reason; the prune stall writes no
 //!   history entry, the spec's quirk). Per-phase failure counters (§6.6): an apply error counts
 //!   apply; a prune error resets apply and counts prune.
+//! - **Health** (issue 29, “Ready means healthy”; [`crate::apply::health`]): after a successful
+//!   apply and on a NoOp, every applied object the health check reads
+//!   ([`crate::apply::health::needs_check`]) is read live (controller identity) and assessed in
+//!   kstatus terms. All `Current` → Ready=True as below. Some `Failed` → Ready=False
+//!   `HealthCheckFailed` naming them. Some not `Current` yet → Ready=Unknown `Progressing`
+//!   (Reconciling=True) naming them, requeued after [`Context::health_poll`] (a worker never
+//!   blocks on a rollout); once `spec.rollout.timeout` (else [`Context::health_timeout`]) has
+//!   passed since `lastAppliedAt`, Ready=False `HealthCheckFailed` “timed out …”. A health
+//!   failure keeps the apply's record (inventory, history, lastApplied*: the apply itself
+//!   succeeded), counts no failure, emits a Warning once per transition and is checked again
+//!   after [`HEALTH_RECHECK`] (or the kind's interval when shorter). `rollout.timeout: 0` turns
+//!   the check off. A message names at most [`HEALTH_NAMES`] objects, then “and N more”. The
+//!   `ReconciliationSucceeded` event is emitted when Ready=True is reached, after the wait too.
 //! - **Commit** (§2.1 deferred commit, §2.2 phase 7, §2.3 step 9): one optimistic status patch per
 //!   reconcile. NoOp writes Ready, the reconcile counter 0, `nextRetryAt: null` and
 //!   observedGeneration only, then Normal `NoOp`. Otherwise observedGeneration and lastAttempted*
@@ -117,6 +130,79 @@ pub const SUCCEEDED_MESSAGE: &str = "Reconciliation succeeded";
 pub const RESUMED_MESSAGE: &str = "Reconciliation resumed";
 /// How soon a deletion whose objects are still terminating is looked at again.
 pub const DELETION_RECHECK: Duration = Duration::from_secs(5);
+/// How soon a failed health check is looked at again.
+pub const HEALTH_RECHECK: Duration = Duration::from_secs(30);
+/// The most objects a health message names.
+pub const HEALTH_NAMES: usize = 5;
+
+/// The applied objects' health (module docs, “Health”).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every object read is Current (or the check is off).
+    Ready,
+    /// Some objects are not Current yet and the timeout has not passed (the message).
+    Waiting(String),
+    /// Some objects are Failed, or not Current after the timeout (the message).
+    Failed(String),
+}
+
+/// `what` and the first [`HEALTH_NAMES`] of `items` (`…; and N more`).
+fn name_some(items: &[String]) -> String {
+    let mut out = items
+        .iter()
+        .take(HEALTH_NAMES)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if items.len() > HEALTH_NAMES {
+        out.push_str(&format!("; and {} more", items.len() - HEALTH_NAMES));
+    }
+    out
+}
+
+/// The verdict of a health report (`report`: per object, its kstatus or the read error),
+/// `elapsed` since the apply and the rollout `timeout` (module docs).
+pub fn verdict_of(
+    report: Vec<(String, Result<apply::health::Health, apply::Error>)>,
+    elapsed: Duration,
+    timeout: Duration,
+) -> Verdict {
+    use apply::health::Health;
+    let mut failed = Vec::new();
+    let mut waiting = Vec::new();
+    for (name, h) in report {
+        match h {
+            Ok(Health::Current) => {}
+            Ok(Health::Failed(m)) => failed.push(format!("{name}: {m}")),
+            Ok(Health::InProgress(m)) => waiting.push(format!("{name}: {m}")),
+            Ok(Health::NotFound) => waiting.push(format!("{name}: not found")),
+            Err(e) => waiting.push(format!("{name}: status unknown: {e}")),
+        }
+    }
+    if !failed.is_empty() {
+        return Verdict::Failed(format!(
+            "{} object(s) failed: {}",
+            failed.len(),
+            name_some(&failed)
+        ));
+    }
+    if waiting.is_empty() {
+        return Verdict::Ready;
+    }
+    if elapsed >= timeout {
+        return Verdict::Failed(format!(
+            "timed out after {} waiting for {} object(s) to become ready: {}",
+            crds::duration::format_go(timeout),
+            waiting.len(),
+            name_some(&waiting)
+        ));
+    }
+    Verdict::Waiting(format!(
+        "waiting for {} object(s) to become ready: {}",
+        waiting.len(),
+        name_some(&waiting)
+    ))
+}
 
 /// Event actions both kinds use (§7.3).
 pub mod actions {
@@ -846,7 +932,9 @@ impl<'a, K: Rendered> Run<'a, K> {
         instance: Option<InstanceLabels>,
     ) -> Result<Reconciled, Error> {
         if is_no_op_of(self.prior.reconcile(), digests) {
-            return self.no_op().await;
+            let applied_at = self.prior.reconcile().last_applied_at.clone();
+            let verdict = self.health(objects, applied_at.as_ref()).await;
+            return self.no_op(verdict).await;
         }
         let engine = match self.identity().await {
             None => self.ctx.engine.clone(),
@@ -921,7 +1009,8 @@ impl<'a, K: Rendered> Run<'a, K> {
                     result.changes.count(apply::Action::Configured),
                     result.changes.count(apply::Action::Unchanged),
                 );
-                self.succeed(result.inventory, digests, outcome, prune, &changed)
+                let verdict = self.health(objects, None).await;
+                self.succeed(result.inventory, digests, outcome, prune, &changed, verdict)
                     .await
             }
             Err(e) => self.sync_failed(e, impersonated, digests).await,
@@ -967,6 +1056,107 @@ impl<'a, K: Rendered> Run<'a, K> {
         self.fail(f, digests).await
     }
 
+    /// The key of this object's remembered changes ([`Context::remember_changes`]).
+    fn changes_key(&self) -> String {
+        format!("{}/{}/{}", K::KIND, self.namespace, self.name)
+    }
+
+    /// The rollout timeout: `spec.rollout.timeout` (a malformed one is logged and the
+    /// operator's default used), else [`Context::health_timeout`].
+    fn rollout_timeout(&self) -> Duration {
+        let default = self.ctx.health_timeout;
+        match self
+            .obj
+            .settings()
+            .rollout
+            .and_then(|r| r.timeout.as_deref())
+        {
+            None => default,
+            Some(s) => crds::duration::parse_go(s).unwrap_or_else(|| {
+                tracing::warn!(
+                    timeout = s,
+                    "spec.rollout.timeout is not a duration; using the default"
+                );
+                default
+            }),
+        }
+    }
+
+    /// The health of the applied `objects` (module docs, “Health”); `applied_at` is when they
+    /// were last applied (`None`: by this reconcile).
+    async fn health(&self, objects: &[Value], applied_at: Option<&Time>) -> Verdict {
+        let timeout = self.rollout_timeout();
+        if timeout.is_zero() {
+            return Verdict::Ready;
+        }
+        let report = self
+            .ctx
+            .engine
+            .health_of(objects)
+            .await
+            .into_iter()
+            .map(|(r, h)| (r.to_string(), h))
+            .collect();
+        let elapsed = applied_at.map_or(Duration::ZERO, |t| {
+            let since = crds::k8s_openapi::jiff::Timestamp::now().duration_since(t.0);
+            Duration::try_from(since).unwrap_or(Duration::ZERO)
+        });
+        verdict_of(report, elapsed, timeout)
+    }
+
+    /// Writes the health verdict's conditions and says when to look again (`None`: Ready).
+    fn mark_health(
+        &mut self,
+        verdict: &Verdict,
+        generation: Option<i64>,
+        now: &Time,
+    ) -> Option<Duration> {
+        let conds = self.status().conditions_mut();
+        match verdict {
+            Verdict::Ready => {
+                conditions::mark_ready(
+                    conds,
+                    reasons::RECONCILIATION_SUCCEEDED,
+                    SUCCEEDED_MESSAGE,
+                    generation,
+                    now,
+                );
+                None
+            }
+            Verdict::Waiting(m) => {
+                conditions::mark_reconciling(conds, reasons::PROGRESSING, m, generation, now);
+                Some(self.ctx.health_poll)
+            }
+            Verdict::Failed(m) => {
+                conditions::mark_not_ready(conds, reasons::HEALTH_CHECK_FAILED, m, generation, now);
+                Some(
+                    self.interval
+                        .map_or(HEALTH_RECHECK, |i| i.min(HEALTH_RECHECK)),
+                )
+            }
+        }
+    }
+
+    /// The event of a health verdict that is not Ready (a Warning once per transition to
+    /// HealthCheckFailed; nothing while waiting).
+    async fn health_event(&self, verdict: &Verdict) {
+        if let Verdict::Failed(m) = verdict {
+            if super::events::is_transition(
+                self.prior.conditions(),
+                reasons::HEALTH_CHECK_FAILED,
+                m,
+            ) {
+                self.event(
+                    EventType::Warning,
+                    reasons::HEALTH_CHECK_FAILED,
+                    actions::RECONCILE,
+                    m,
+                )
+                .await;
+            }
+        }
+    }
+
     /// Records the attempt (§2.2 phase 7): observedGeneration and lastAttempted*.
     fn attempted(&mut self, digests: &Digests) {
         let elapsed = self.started.elapsed();
@@ -985,32 +1175,61 @@ impl<'a, K: Rendered> Run<'a, K> {
             (!digests.render.is_empty()).then(|| digests.render.clone());
     }
 
-    async fn no_op(&mut self) -> Result<Reconciled, Error> {
+    async fn no_op(&mut self, verdict: Verdict) -> Result<Reconciled, Error> {
         let generation = self.generation();
         let now = frame::now();
         let status = self.status();
         *status.observed_generation_mut() = generation;
-        conditions::mark_ready(
-            status.conditions_mut(),
-            reasons::RECONCILIATION_SUCCEEDED,
-            SUCCEEDED_MESSAGE,
-            generation,
-            &now,
-        );
-        self.counters().reconcile = 0;
-        self.status().reconcile_mut().next_retry_at = None;
+        let again = self.mark_health(&verdict, generation, &now);
+        if verdict == Verdict::Ready {
+            self.counters().reconcile = 0;
+            self.status().reconcile_mut().next_retry_at = None;
+        } else {
+            self.status().reconcile_mut().next_retry_at = again.map(frame::time_after);
+        }
         self.patcher.patch_status(&self.obj).await?;
-        self.event(
-            EventType::Normal,
-            reasons::NO_OP,
-            actions::RECONCILE,
-            NO_OP_MESSAGE,
-        )
-        .await;
+        let was_waiting = conditions::get(self.prior.conditions(), types::READY).is_some_and(|c| {
+            c.status != "True"
+                && (c.reason == reasons::HEALTH_CHECK_FAILED
+                    || (c.reason == reasons::PROGRESSING
+                        && c.message != conditions::messages::PROGRESSING))
+        });
+        match &verdict {
+            Verdict::Ready if was_waiting => {
+                let note = match self.ctx.take_changes(&self.changes_key()) {
+                    Some(changed) => {
+                        format!("{SUCCEEDED_MESSAGE}: {changed} (health check passed)")
+                    }
+                    None => format!("{SUCCEEDED_MESSAGE}: health check passed"),
+                };
+                self.event(
+                    EventType::Normal,
+                    reasons::RECONCILIATION_SUCCEEDED,
+                    actions::RECONCILE,
+                    &note,
+                )
+                .await;
+            }
+            Verdict::Ready => {
+                self.event(
+                    EventType::Normal,
+                    reasons::NO_OP,
+                    actions::RECONCILE,
+                    NO_OP_MESSAGE,
+                )
+                .await;
+            }
+            other => self.health_event(other).await,
+        }
+        let (requeue, reason) = match &verdict {
+            Verdict::Ready => (self.interval, reasons::RECONCILIATION_SUCCEEDED),
+            Verdict::Waiting(_) => (again, reasons::PROGRESSING),
+            Verdict::Failed(_) => (again, reasons::HEALTH_CHECK_FAILED),
+        };
         Ok(Reconciled {
-            requeue: self.interval,
+            requeue,
             outcome: Some(Outcome::NoOp),
-            reason: Some(reasons::RECONCILIATION_SUCCEEDED),
+            reason: Some(reason),
         })
     }
 
@@ -1021,6 +1240,7 @@ impl<'a, K: Rendered> Run<'a, K> {
         outcome: Outcome,
         pruned: bool,
         changed: &str,
+        verdict: Verdict,
     ) -> Result<Reconciled, Error> {
         self.attempted(digests);
         let generation = self.generation();
@@ -1070,33 +1290,43 @@ impl<'a, K: Rendered> Run<'a, K> {
             c.prune = 0;
         }
         r.next_retry_at = None;
-        let conds = status.conditions_mut();
         if K::DETECTS_DRIFT {
-            conditions::remove(conds, types::DRIFTED);
+            conditions::remove(status.conditions_mut(), types::DRIFTED);
         }
-        conditions::mark_ready(
-            conds,
-            reasons::RECONCILIATION_SUCCEEDED,
-            SUCCEEDED_MESSAGE,
-            generation,
-            &now,
-        );
+        let again = self.mark_health(&verdict, generation, &now);
+        self.status().reconcile_mut().next_retry_at = again.map(frame::time_after);
         self.patcher.patch_status(&self.obj).await?;
         if let Some(m) = self.metrics() {
             m.set_inventory_size(&self.namespace, &self.name, size);
         }
-        // The event says what changed; the condition keeps the stable message.
-        self.event(
-            EventType::Normal,
-            reasons::RECONCILIATION_SUCCEEDED,
-            actions::RECONCILE,
-            &format!("{SUCCEEDED_MESSAGE}: {changed}"),
-        )
-        .await;
+        let key = self.changes_key();
+        let reason = match &verdict {
+            Verdict::Ready => {
+                self.ctx.take_changes(&key);
+                // The event says what changed; the condition keeps the stable message.
+                self.event(
+                    EventType::Normal,
+                    reasons::RECONCILIATION_SUCCEEDED,
+                    actions::RECONCILE,
+                    &format!("{SUCCEEDED_MESSAGE}: {changed}"),
+                )
+                .await;
+                reasons::RECONCILIATION_SUCCEEDED
+            }
+            Verdict::Waiting(_) => {
+                self.ctx.remember_changes(&key, changed);
+                reasons::PROGRESSING
+            }
+            Verdict::Failed(_) => {
+                self.ctx.remember_changes(&key, changed);
+                self.health_event(&verdict).await;
+                reasons::HEALTH_CHECK_FAILED
+            }
+        };
         Ok(Reconciled {
-            requeue: self.interval,
+            requeue: again.or(self.interval),
             outcome: Some(outcome),
-            reason: Some(reasons::RECONCILIATION_SUCCEEDED),
+            reason: Some(reason),
         })
     }
 

@@ -3,7 +3,9 @@
 //! columns, a Platform named `other` is refused with the singleton message, patching the values
 //! re-renders the ConfigMap, the render API answers the printed curl line with the dev token, and
 //! after SIGTERM and a restart on the same state directory the objects are still there and Ready.
-//! The time from start to the example Ready is printed.
+//! The time from start to the example Ready is printed. The embedded cluster's simulated
+//! rollouts show Ready means healthy: a values edit makes the example `Progressing`, then
+//! Ready; a Deployment annotated to fail makes it `HealthCheckFailed` (issue 29).
 //!
 //! `dev --layout` (issue 28 item 4): on a layout of the fixture set published with `module
 //! publish` (CI), and on the real OPM layout `scripts/opm-real.sh` publishes when `OPM_REAL_OUT`
@@ -406,6 +408,34 @@ fn dev_loop(version: Version) {
         &line(&summary, &["kubectl patch mi/hello"]).replace("debug", "warn"),
     );
     until_output(&path, cm, "warn", 60);
+
+    // Ready means healthy (issue 29): the edit changed the Deployment, so the instance is
+    // Progressing while the embedded cluster's simulated rollout runs, then Ready.
+    let ready = format!(
+        "KUBECONFIG={} kubectl get mi hello -n demo -o \
+         jsonpath='{{.status.conditions[?(@.type==\"Ready\")].status}}/{{.status.conditions[?(@.type==\"Ready\")].reason}}'",
+        kubeconfig.display()
+    );
+    until_output(&path, &ready, "Unknown/Progressing", 30);
+    until_output(&path, &ready, "True/ReconciliationSucceeded", 60);
+    // A failing workload: the simulator fails the next rollout of the annotated Deployment.
+    let deployment = format!("KUBECONFIG={} kubectl -n demo", kubeconfig.display());
+    ok(
+        &path,
+        &format!("{deployment} annotate deployment hello-web kube-emu.opmodel.dev/simulate=fail"),
+    );
+    ok(
+        &path,
+        &line(&summary, &["kubectl patch mi/hello"])
+            .replace(r#""logLevel":"debug""#, r#""replicas":2"#),
+    );
+    until_output(&path, &ready, "False/HealthCheckFailed", 60);
+    let described = ok(&path, &format!("{deployment} describe mi hello"));
+    let tail = &described[described.find("Events:").unwrap_or(0)..];
+    assert!(
+        tail.contains("HealthCheckFailed") && tail.contains("Deployment/demo/hello-web"),
+        "{described}"
+    );
     let plat = kubectl(
         &kb,
         &kubeconfig,

@@ -34,24 +34,24 @@ const MINI: &str = "fixtures.test/catalogs/mini@v0";
 
 /// Child processes killed (and reaped) on drop, with their combined output kept for failures.
 #[derive(Default)]
-struct Children {
-    procs: Vec<(String, LoggedChild)>,
+pub(crate) struct Children {
+    pub(crate) procs: Vec<(String, LoggedChild)>,
 }
 
 impl Children {
-    fn spawn(&mut self, name: &str, cmd: &mut Command) -> usize {
+    pub(crate) fn spawn(&mut self, name: &str, cmd: &mut Command) -> usize {
         let child = LoggedChild::spawn(cmd).unwrap_or_else(|e| panic!("spawning {name}: {e}"));
         self.procs.push((name.to_owned(), child));
         self.procs.len() - 1
     }
 
     /// The output so far of the child `i` ([`Children::spawn`]'s result).
-    fn log(&self, i: usize) -> String {
+    pub(crate) fn log(&self, i: usize) -> String {
         self.procs[i].1.log()
     }
 
     /// The tail of every child's output (for assertion messages).
-    fn logs(&self) -> String {
+    pub(crate) fn logs(&self) -> String {
         let mut s = String::new();
         for (name, child) in &self.procs {
             s.push_str(&format!("--- {name} ---\n{}\n", child.tail(40)));
@@ -59,7 +59,7 @@ impl Children {
         s
     }
 
-    fn assert_running(&mut self) {
+    pub(crate) fn assert_running(&mut self) {
         for (name, child) in &mut self.procs {
             if let Some(status) = child.child.try_wait().unwrap() {
                 panic!("{name} exited ({status})");
@@ -69,7 +69,7 @@ impl Children {
 }
 
 /// The `kube-emu` binary of this target directory and profile, built if needed.
-fn kube_emu_binary() -> PathBuf {
+pub(crate) fn kube_emu_binary() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let status = Command::new(option_env!("CARGO").unwrap_or("cargo"))
         .args(["build", "--quiet", "-p", "kube-emu", "--bin", "kube-emu"])
@@ -158,7 +158,7 @@ async fn until(secs: u64, mut f: impl FnMut() -> bool) -> bool {
     false
 }
 
-fn opm() -> PathBuf {
+pub(crate) fn opm() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/opm")
 }
 
@@ -185,7 +185,7 @@ fn demo_without_conf(root: &Path) -> PathBuf {
     dir
 }
 
-fn valid_values() -> serde_json::Value {
+pub(crate) fn valid_values() -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(opm().join("values/valid.json")).unwrap())
         .unwrap()
 }
@@ -232,6 +232,7 @@ async fn drive(version: Version) {
     let emu = children.spawn(
         "kube-emu",
         Command::new(kube_emu_binary())
+            .args(["--simulate-workloads", "1s"])
             .arg("--kubeconfig")
             .arg(&kubeconfig),
     );

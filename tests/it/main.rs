@@ -4,6 +4,7 @@
 
 mod apply;
 mod architecture;
+mod chaos;
 mod child;
 mod controller;
 mod dev;

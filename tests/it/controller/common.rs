@@ -172,9 +172,12 @@ pub struct Env {
 }
 
 pub async fn env() -> Env {
-    let emu = kube_emu::Emulator::start(kube_emu::Options::default())
-        .await
-        .unwrap();
+    let emu = kube_emu::Emulator::start(kube_emu::Options {
+        workloads: Some(kube_emu::simulate::Workloads::immediate()),
+        ..kube_emu::Options::default()
+    })
+    .await
+    .unwrap();
     let client = emu.client().unwrap();
     install_crds(&client).await;
     let dir = tempfile::tempdir().unwrap();

@@ -17,6 +17,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use kube_emu::simulate::Workloads;
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -105,16 +107,23 @@ impl PackageRenderer for Counted {
 /// Platform and TransformerRegistration tests run the manager, whose ModuleInstance controller
 /// would otherwise reconcile their stand-in provider instances).
 pub async fn real() -> Real {
-    build(false, |_| {}).await
+    build(false, Workloads::immediate(), |_| {}).await
 }
 
 /// The harness with the real render kernel installed as module and package renderer and the
 /// emulator's client configuration (impersonation); `customise` edits the context last.
 pub async fn rendering(customise: impl FnOnce(&mut Context)) -> Real {
-    build(true, customise).await
+    build(true, Workloads::immediate(), customise).await
 }
 
-async fn build(install: bool, customise: impl FnOnce(&mut Context)) -> Real {
+/// [`rendering`] on a cluster whose workload simulator answers after `workloads.delay`.
+pub async fn rendering_with(workloads: Workloads, customise: impl FnOnce(&mut Context)) -> Real {
+    build(true, workloads, customise).await
+}
+
+/// The cluster's workload statuses come from kube-emu's simulator (immediate unless a test
+/// asks for a delay): without it no Deployment would ever be healthy.
+async fn build(install: bool, workloads: Workloads, customise: impl FnOnce(&mut Context)) -> Real {
     let (reg, registry) = tokio::task::spawn_blocking(published).await.unwrap();
     let kernel = Arc::new(PlatformKernel::new(
         registry.clone(),
@@ -130,9 +139,12 @@ async fn build(install: bool, customise: impl FnOnce(&mut Context)) -> Real {
         }),
         renders: AtomicU32::new(0),
     });
-    let emu = kube_emu::Emulator::start(kube_emu::Options::default())
-        .await
-        .unwrap();
+    let emu = kube_emu::Emulator::start(kube_emu::Options {
+        workloads: Some(workloads),
+        ..kube_emu::Options::default()
+    })
+    .await
+    .unwrap();
     let client = emu.client().unwrap();
     install_crds(&client).await;
     let root = tempfile::tempdir().unwrap();

@@ -523,9 +523,12 @@ pub async fn render_cluster(
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{Api, PostParams};
 
-    let emu = kube_emu::Emulator::start(kube_emu::Options::default())
-        .await
-        .unwrap();
+    let emu = kube_emu::Emulator::start(kube_emu::Options {
+        workloads: Some(kube_emu::simulate::Workloads::immediate()),
+        ..kube_emu::Options::default()
+    })
+    .await
+    .unwrap();
     for (token, user) in tokens {
         emu.add_token(token, user);
     }
