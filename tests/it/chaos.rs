@@ -388,7 +388,7 @@ async fn the_operator_survives_sigkill_and_a_leader_change_with_sixty_instances(
     assert!(applied, "nothing applied\n{}", children.logs());
     let first_apply = Instant::now();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    children.procs[leader].1.kill();
+    children.kill(leader);
     let before_restart = managed(&client).await.len();
     leader = children.spawn(
         "serve one (restarted)",
@@ -403,19 +403,20 @@ async fn the_operator_survives_sigkill_and_a_leader_change_with_sixty_instances(
     assert_exactly_the_inventories(&client, 60).await;
 
     // A values change that renames every hosts ConfigMap (its name carries a content hash).
-    let old_hosts: BTreeSet<String> = managed(&client)
+    let old_hosts: BTreeSet<(String, String)> = managed(&client)
         .await
         .into_iter()
         .filter(|l| l.name.contains("-hosts-"))
-        .map(|l| l.name)
+        .map(|l| (l.namespace, l.name))
         .collect();
+    assert_eq!(old_hosts.len(), 60);
     patch_values(&client, json!({"hosts": ["c.example"]})).await;
     all_ready(&client, &mut children, 900, "after the rename").await;
     let live = assert_exactly_the_inventories(&client, 60).await;
-    let new_hosts: BTreeSet<String> = live
+    let new_hosts: BTreeSet<(String, String)> = live
         .iter()
         .filter(|l| l.name.contains("-hosts-"))
-        .map(|l| l.name.clone())
+        .map(|l| (l.namespace.clone(), l.name.clone()))
         .collect();
     assert_eq!(new_hosts.len(), 60);
     assert!(
@@ -461,7 +462,7 @@ async fn the_operator_survives_sigkill_and_a_leader_change_with_sixty_instances(
         "the values change never started\n{}",
         children.logs()
     );
-    children.procs[leader].1.kill();
+    children.kill(leader);
     let took_over = Instant::now();
     all_ready(&client, &mut children, 900, "after the leader change").await;
     let holder = leases

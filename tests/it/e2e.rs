@@ -35,7 +35,9 @@ const MINI: &str = "fixtures.test/catalogs/mini@v0";
 /// Child processes killed (and reaped) on drop, with their combined output kept for failures.
 #[derive(Default)]
 pub(crate) struct Children {
-    pub(crate) procs: Vec<(String, LoggedChild)>,
+    procs: Vec<(String, LoggedChild)>,
+    /// The children killed on purpose ([`Children::kill`]).
+    killed: std::collections::BTreeSet<usize>,
 }
 
 impl Children {
@@ -59,8 +61,17 @@ impl Children {
         s
     }
 
+    /// Kills the child `i` with SIGKILL (a crash), which [`Children::assert_running`] expects.
+    pub(crate) fn kill(&mut self, i: usize) {
+        self.procs[i].1.kill();
+        self.killed.insert(i);
+    }
+
     pub(crate) fn assert_running(&mut self) {
-        for (name, child) in &mut self.procs {
+        for (i, (name, child)) in self.procs.iter_mut().enumerate() {
+            if self.killed.contains(&i) {
+                continue;
+            }
             if let Some(status) = child.child.try_wait().unwrap() {
                 panic!("{name} exited ({status})");
             }
