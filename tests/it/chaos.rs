@@ -22,111 +22,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crds::module_instance::ModuleInstance;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 
-use crate::e2e::{kube_emu_binary, opm, valid_values, Children};
-use crate::registry::harness::{cli_ok, DistRegistry};
-
-const DEMO: &str = "fixtures.test/modules/demo@v0";
-const MINI: &str = "fixtures.test/catalogs/mini@v0";
+use crate::cluster::{until, Cluster, DEMO, DEMO_VERSION};
+use crate::e2e::{valid_values, Children};
 const NAMESPACES: [&str; 3] = ["chaos-a", "chaos-b", "chaos-c"];
 const PER_NAMESPACE: usize = 20;
 const MANAGED: &str = "app.kubernetes.io/managed-by=opm-controller";
 const LEASE: &str = "4cc9e43e.opmodel.dev";
-
-/// The `demo` fixture as v0.3.0 with its `settings` ConfigMap no longer `exact` (so it is named
-/// after the instance, as every other object of the module).
-fn per_instance_demo(root: &Path) -> PathBuf {
-    let dir = root.join("demo-0.3.0");
-    std::fs::create_dir_all(dir.join("cue.mod")).unwrap();
-    std::fs::copy(
-        opm().join("demo/cue.mod/module.cue"),
-        dir.join("cue.mod/module.cue"),
-    )
-    .unwrap();
-    let src = std::fs::read_to_string(opm().join("demo/module.cue")).unwrap();
-    assert_eq!(src.matches("\t\t\t\texact: true\n").count(), 1);
-    assert_eq!(src.matches("version:     \"0.1.0\"").count(), 1);
-    let text = src
-        .replace("\t\t\t\texact: true\n", "")
-        .replace("version:     \"0.1.0\"", "version:     \"0.3.0\"");
-    std::fs::write(dir.join("module.cue"), text).unwrap();
-    dir
-}
-
-/// An `opm-operator serve` replica with leader election on short timings.
-fn serve(dir: &Path, reg: &DistRegistry, kubeconfig: &Path, identity: &str) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_opm-operator"));
-    c.args(["serve", "--self-signed", "--self-signed-dir"])
-        .arg(dir.join(format!("certs-{identity}")))
-        .args([
-            "--webhook-addr",
-            "127.0.0.1:0",
-            "--probe-addr",
-            "127.0.0.1:0",
-            "--metrics-addr",
-            "0",
-            "--leader-elect-namespace",
-            "opm-system",
-            "--leader-elect-lease-duration",
-            "4s",
-            "--leader-elect-renew-deadline",
-            "3s",
-            "--leader-elect-retry-period",
-            "1s",
-            "--health-poll-interval",
-            "1s",
-            "--core-module",
-            "fixtures.test/core@v0",
-            "--core-version",
-            "v0.1.0",
-            "--registry",
-            &reg.mapping(),
-            "--kubeconfig",
-        ])
-        .arg(kubeconfig)
-        .arg("--platform-dir")
-        .arg(dir.join(format!("platform-{identity}")))
-        .env("RUST_LOG", "info")
-        .env("HOSTNAME", identity)
-        .env_remove("POD_NAME")
-        .env_remove("OPM_REGISTRY");
-    c
-}
-
-async fn client_of(kubeconfig: &Path) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    kube::Client::try_from(config).unwrap()
-}
-
-/// Polls `f` every 250 ms for at most `secs`.
-async fn until<F, Fut>(secs: u64, mut f: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if f().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    false
-}
 
 fn instance_name(i: usize) -> String {
     format!("app{i:02}")
@@ -293,82 +202,11 @@ async fn patch_values(client: &kube::Client, values: Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_survives_sigkill_and_a_leader_change_with_sixty_instances() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut children = Children::default();
-
-    let reg = DistRegistry::start();
-    for m in ["core", "kube", "mini"] {
-        cli_ok(&[
-            "module",
-            "publish",
-            opm().join(m).to_str().unwrap(),
-            "v0.1.0",
-            "--registry",
-            &reg.mapping(),
-        ]);
-    }
-    cli_ok(&[
-        "module",
-        "publish",
-        per_instance_demo(dir.path()).to_str().unwrap(),
-        "v0.3.0",
-        "--registry",
-        &reg.mapping(),
-    ]);
-
-    let kubeconfig = dir.path().join("kubeconfig");
-    let emu = children.spawn(
-        "kube-emu",
-        Command::new(kube_emu_binary())
-            .args(["--simulate-workloads", "500ms", "--kubeconfig"])
-            .arg(&kubeconfig),
-    );
-    let c = &children;
-    assert!(
-        until(30, || async move { c.log(emu).contains("serving on") }).await,
-        "{}",
-        children.logs()
-    );
-    let client = client_of(&kubeconfig).await;
+    let mut cluster = Cluster::start(&NAMESPACES, "500ms").await;
+    let client = cluster.client.clone();
     let k = &client;
-    let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in crds::all_crds() {
-        crd_api.create(&PostParams::default(), &crd).await.unwrap();
-    }
-    let ns_api: Api<Namespace> = Api::all(client.clone());
-    for ns in ["opm-system"].into_iter().chain(NAMESPACES) {
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
-        ns_api.create(&PostParams::default(), &ns).await.unwrap();
-    }
-
-    // The operator and the Platform.
-    let mut leader = children.spawn(
-        "serve one",
-        &mut serve(dir.path(), &reg, &kubeconfig, "chaos-one"),
-    );
-    let platform: crds::platform::Platform = serde_json::from_value(json!({
-        "apiVersion": "opmodel.dev/v1alpha1", "kind": "Platform",
-        "metadata": {"name": "cluster"},
-        "spec": {"type": "kubernetes", "registry": {MINI: {"version": "0.1.0"}}},
-    }))
-    .unwrap();
-    let platforms: Api<crds::platform::Platform> = Api::all(client.clone());
-    platforms
-        .create(&PostParams::default(), &platform)
-        .await
-        .unwrap();
-    let p = &platforms;
-    let platform_ready = until(300, || async move {
-        p.get("cluster").await.ok().is_some_and(|p| {
-            p.status.is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == "Ready" && c.status == "True")
-            })
-        })
-    })
-    .await;
-    assert!(platform_ready, "platform not Ready\n{}", children.logs());
+    let mut leader = cluster.serve("chaos-one", &[]);
+    cluster.platform().await;
 
     // 60 instances; the operator is killed one second after its first apply.
     for ns in NAMESPACES {
@@ -377,7 +215,7 @@ async fn the_operator_survives_sigkill_and_a_leader_change_with_sixty_instances(
             let mi: ModuleInstance = serde_json::from_value(json!({
                 "apiVersion": "opmodel.dev/v1alpha1", "kind": "ModuleInstance",
                 "metadata": {"name": instance_name(i), "namespace": ns},
-                "spec": {"module": {"path": DEMO, "version": "v0.3.0"},
+                "spec": {"module": {"path": DEMO, "version": DEMO_VERSION},
                          "values": valid_values(), "prune": true},
             }))
             .unwrap();
@@ -385,16 +223,13 @@ async fn the_operator_survives_sigkill_and_a_leader_change_with_sixty_instances(
         }
     }
     let applied = until(300, || async move { !managed(k).await.is_empty() }).await;
-    assert!(applied, "nothing applied\n{}", children.logs());
+    assert!(applied, "nothing applied\n{}", cluster.children.logs());
     let first_apply = Instant::now();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    children.kill(leader);
+    cluster.children.kill(leader);
     let before_restart = managed(&client).await.len();
-    leader = children.spawn(
-        "serve one (restarted)",
-        &mut serve(dir.path(), &reg, &kubeconfig, "chaos-one-restarted"),
-    );
-    all_ready(&client, &mut children, 900, "after the restart").await;
+    leader = cluster.serve("chaos-one-restarted", &[]);
+    all_ready(&client, &mut cluster.children, 900, "after the restart").await;
     println!(
         "chaos: {} objects live at the SIGKILL; all 60 instances Ready {:.1} s after the first apply",
         before_restart,
@@ -411,7 +246,7 @@ async fn the_operator_survives_sigkill_and_a_leader_change_with_sixty_instances(
         .collect();
     assert_eq!(old_hosts.len(), 60);
     patch_values(&client, json!({"hosts": ["c.example"]})).await;
-    all_ready(&client, &mut children, 900, "after the rename").await;
+    all_ready(&client, &mut cluster.children, 900, "after the rename").await;
     let live = assert_exactly_the_inventories(&client, 60).await;
     let new_hosts: BTreeSet<(String, String)> = live
         .iter()
@@ -425,19 +260,9 @@ async fn the_operator_survives_sigkill_and_a_leader_change_with_sixty_instances(
     );
 
     // A second replica; the leader is killed in the middle of a values change.
-    let second = children.spawn(
-        "serve two",
-        &mut serve(dir.path(), &reg, &kubeconfig, "chaos-two"),
-    );
+    cluster.serve("chaos-two", &[]);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let leases: Api<Lease> = Api::namespaced(client.clone(), "opm-system");
-    let holder = leases
-        .get(LEASE)
-        .await
-        .unwrap()
-        .spec
-        .and_then(|s| s.holder_identity)
-        .unwrap_or_default();
+    let holder = cluster.lease_holder(LEASE).await;
     assert!(
         holder.starts_with("chaos-one-restarted"),
         "the restarted replica should lead: {holder}"
@@ -460,18 +285,18 @@ async fn the_operator_survives_sigkill_and_a_leader_change_with_sixty_instances(
     assert!(
         started,
         "the values change never started\n{}",
-        children.logs()
+        cluster.children.logs()
     );
-    children.kill(leader);
+    cluster.children.kill(leader);
     let took_over = Instant::now();
-    all_ready(&client, &mut children, 900, "after the leader change").await;
-    let holder = leases
-        .get(LEASE)
-        .await
-        .unwrap()
-        .spec
-        .and_then(|s| s.holder_identity)
-        .unwrap_or_default();
+    all_ready(
+        &client,
+        &mut cluster.children,
+        900,
+        "after the leader change",
+    )
+    .await;
+    let holder = cluster.lease_holder(LEASE).await;
     assert!(holder.starts_with("chaos-two"), "{holder}");
     println!(
         "chaos: the second replica finished the change {:.1} s after the leader was killed",
@@ -488,7 +313,6 @@ async fn the_operator_survives_sigkill_and_a_leader_change_with_sixty_instances(
             assert_eq!(d.spec.replicas, Some(1));
         }
     }
-    let _ = second;
 
     // Deleting one namespace's instances removes exactly their objects.
     let (gone, kept): (Vec<Live>, Vec<Live>) =
@@ -507,8 +331,12 @@ async fn the_operator_survives_sigkill_and_a_leader_change_with_sixty_instances(
             .is_empty()
     })
     .await;
-    assert!(deleted, "instances not deleted\n{}", children.logs());
+    assert!(
+        deleted,
+        "instances not deleted\n{}",
+        cluster.children.logs()
+    );
     let after = managed(&client).await;
     assert_eq!(after, kept, "only the deleted instances' objects may go");
-    children.assert_running();
+    cluster.children.assert_running();
 }

@@ -415,11 +415,14 @@ pub fn assert_stalled(
     message
 }
 
-/// The condition of `type_` (status, reason, message).
+/// The condition of `type_` (status, reason, message). Every read also checks that every
+/// message in `conds` is well-formed ([`assert_messages_well_formed`]), so each condition any
+/// reconciler writes in any scenario is checked (issue 29 item 4).
 pub fn condition(
     conds: &[crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
     type_: &str,
 ) -> Option<(String, String, String)> {
+    assert_messages_well_formed(conds);
     conds
         .iter()
         .find(|c| c.type_ == type_)
@@ -631,4 +634,37 @@ pub async fn serve_cluster(env: &Env) -> (tempfile::TempDir, std::path::PathBuf)
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, env.emu.kubeconfig_yaml()).unwrap();
     (dir, kubeconfig)
+}
+
+/// Every condition message is well-formed (issue 29 item 4): no doubled separator (`@v0@`, two
+/// spaces, `: :`, `//`, `, ,`, `; ;`), no empty quoted field, no dangling `:` at the end, and
+/// only a True condition may have an empty message.
+pub fn assert_messages_well_formed(
+    conds: &[crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+) {
+    for c in conds {
+        let m = &c.message;
+        // A URL's `://` is not a doubled separator.
+        let text = m.replace("://", ":");
+        for bad in ["@v0@", "  ", ": :", "\"\"", "//", ", ,", "; ;", "::"] {
+            assert!(
+                !text.contains(bad),
+                "{} {}: {m:?} contains {bad:?}",
+                c.type_,
+                c.reason
+            );
+        }
+        assert!(
+            !m.trim_end().ends_with(':') && !m.starts_with(':') && m.trim() == m,
+            "{} {}: {m:?}",
+            c.type_,
+            c.reason
+        );
+        assert!(
+            !m.is_empty() || c.status == "True",
+            "{} {}: empty message",
+            c.type_,
+            c.reason
+        );
+    }
 }

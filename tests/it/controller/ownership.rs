@@ -86,33 +86,10 @@ async fn settings(r: &Real) -> Option<(String, String)> {
     Some((owner, cm.metadata.resource_version.unwrap_or_default()))
 }
 
-/// Every condition message the reconcilers wrote is well-formed (issue 29 item 4): no doubled
-/// separator, no empty field.
+/// Every condition message of the `n` instances is well-formed (issue 29 item 4).
 async fn assert_messages_well_formed(r: &Real, n: usize) {
     for i in 0..n {
-        for c in status(r, i).await.conditions {
-            let m = &c.message;
-            for bad in ["@v0@", "  ", ": :", "\"\"", "//", ", ,"] {
-                assert!(
-                    !m.contains(bad),
-                    "{} {}: {m:?} contains {bad:?}",
-                    name(i),
-                    c.type_
-                );
-            }
-            assert!(
-                !m.trim_end().ends_with(':'),
-                "{} {}: {m:?}",
-                name(i),
-                c.type_
-            );
-            assert!(
-                !m.is_empty() || c.status == "True",
-                "{} {}: empty",
-                name(i),
-                c.type_
-            );
-        }
+        super::common::assert_messages_well_formed(&status(r, i).await.conditions);
     }
 }
 
