@@ -132,11 +132,11 @@ async fn shard_processes_reconcile_their_instances_move_them_and_hand_over() {
     cluster.platform().await;
     let a1 = cluster.serve("a1", &["--shard", "a"]);
     let leased = until(60, || async move {
-        !Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(c.clone(), "opm-system")
+        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(c.clone(), "opm-system")
             .get_opt(&format!("a.{LEASE}"))
             .await
             .unwrap()
-            .is_none()
+            .is_some()
     })
     .await;
     assert!(leased, "shard a never leased\n{}", cluster.children.logs());
