@@ -1,6 +1,7 @@
-//! OpenAPI documents for the custom resources, so `kubectl explain <crd>[.field]` works: the
-//! v2 document (JSON, or the gnostic `openapi_v2.Document` protobuf kubectl asks for) and the v3
-//! documents (`/openapi/v3` index, `/openapi/v3/apis/<group>/<version>`).
+//! OpenAPI documents, so `kubectl explain <crd>[.field]` and kubectl 1.20 `diff` work: the v2
+//! document (JSON, or the gnostic `openapi_v2.Document` protobuf kubectl asks for, an encoding
+//! of the JSON one) and the v3 documents (`/openapi/v3` index,
+//! `/openapi/v3/apis/<group>/<version>`).
 //!
 //! Rules implemented:
 //! - One definition per served version of every stored CRD that has a schema, named as the
@@ -14,8 +15,17 @@
 //!   description (an emulator choice: kubectl then accepts anything there), `nullable` drops
 //!   the node's `type`, `properties` and `items` and its entry in the parent's `required`, an
 //!   array without `items` loses its type,
-//!   `oneOf`/`anyOf`/`allOf`/`not` are dropped. The protobuf form encodes `description`, `type`,
-//!   `format`, `required`, `properties`, `items`, `additionalProperties` and the GVK extension.
+//!   `oneOf`/`anyOf`/`allOf`/`not` are dropped. The protobuf form encodes `$ref`, `description`,
+//!   `type`, `format`, `required`, `properties`, `items`, `additionalProperties` and the GVK
+//!   extension.
+//! - v2 `paths` cover every served resource, built-in or custom, from the same resource table
+//!   as discovery: per served version the collection (`/api/v1/namespaces/{namespace}/configmaps`,
+//!   `/apis/<group>/<version>/<plural>` when cluster-scoped), object (`<collection>/{name}`),
+//!   all-namespaces list and `/status` paths, with the operations the resource's verbs allow
+//!   (review kinds: `post` only). Each operation carries `x-kubernetes-action` and
+//!   `x-kubernetes-group-version-kind` (one object, as the apiserver writes it on operations);
+//!   writes take the `dryRun` query parameter. kubectl 1.20 `diff` refuses a kind unless its
+//!   PATCH operation (found by that GVK) has `dryRun`; kubectl ≥ 1.26 no longer checks.
 //! - v3 group-version documents also carry `paths`: for every definition its collection and
 //!   object paths with a `get` operation tagged `x-kubernetes-group-version-kind` (kubectl ≥ 1.27
 //!   `explain` resolves a resource to its kind through them, then finds the schema by that GVK).
@@ -42,6 +52,11 @@ struct Def {
 /// `opmodel.dev` → `dev.opmodel`.
 fn reversed_group(group: &str) -> String {
     group.split('.').rev().collect::<Vec<_>>().join(".")
+}
+
+/// The definition name of a custom kind's version: `dev.opmodel.v1alpha1.ModuleInstance`.
+fn def_name(group: &str, version: &str, kind: &str) -> String {
+    format!("{}.{version}.{kind}", reversed_group(group))
 }
 
 fn defs(st: &State) -> Vec<Def> {
@@ -76,7 +91,7 @@ fn defs(st: &State) -> Vec<Def> {
                 );
             }
             out.push(Def {
-                name: format!("{}.{}.{}", reversed_group(&rt.group), version, rt.kind),
+                name: def_name(&rt.group, version, &rt.kind),
                 group: rt.group.clone(),
                 version: version.clone(),
                 kind: rt.kind.clone(),
@@ -147,7 +162,7 @@ fn to_v2(s: &Value) -> Value {
     Value::Object(out)
 }
 
-/// `/openapi/v2` as JSON.
+/// `/openapi/v2` as JSON: the CRDs' definitions and the operations of every served resource.
 pub fn v2_json(st: &State) -> Value {
     let defs: Map<String, Value> = defs(st)
         .into_iter()
@@ -156,9 +171,236 @@ pub fn v2_json(st: &State) -> Value {
     json!({
         "swagger": "2.0",
         "info": {"title": "kube-emu", "version": "v1.31.0"},
-        "paths": {},
+        "paths": v2_paths(st),
         "definitions": defs,
     })
+}
+
+/// Where one version of a resource is served (the apiserver's path shapes): the collection
+/// (`…/namespaces/{namespace}/<plural>` or `…/<plural>`), one object (`<collection>/{name}`),
+/// and for namespaced resources the list across all namespaces (`…/<plural>`).
+struct Shapes {
+    collection: String,
+    object: String,
+    all_namespaces: Option<String>,
+}
+
+fn shapes(group: &str, version: &str, plural: &str, namespaced: bool) -> Shapes {
+    let base = if group.is_empty() {
+        format!("/api/{version}")
+    } else {
+        format!("/apis/{group}/{version}")
+    };
+    let collection = if namespaced {
+        format!("{base}/namespaces/{{namespace}}/{plural}")
+    } else {
+        format!("{base}/{plural}")
+    };
+    Shapes {
+        object: format!("{collection}/{{name}}"),
+        all_namespaces: namespaced.then(|| format!("{base}/{plural}")),
+        collection,
+    }
+}
+
+/// The group-version part of an operation id, as the apiserver spells it: `CoreV1`, `AppsV1`,
+/// `RbacAuthorizationV1`, `OpmodelDevV1alpha1`.
+fn gv_camel(group: &str, version: &str) -> String {
+    fn upper_first(s: &str) -> String {
+        let mut c = s.chars();
+        c.next()
+            .map(|f| f.to_uppercase().chain(c).collect())
+            .unwrap_or_default()
+    }
+    let group = if group.is_empty() {
+        "core"
+    } else {
+        group.strip_suffix(".k8s.io").unwrap_or(group)
+    };
+    let g: String = group.split(['.', '-']).map(upper_first).collect();
+    format!("{g}{}", upper_first(version))
+}
+
+/// A query parameter of an operation.
+fn query(name: &str, ty: &str, description: &str) -> Value {
+    json!({"name": name, "in": "query", "type": ty, "uniqueItems": true, "description": description})
+}
+
+/// A path parameter (`name`, `namespace`).
+fn path_param(name: &str) -> Value {
+    json!({"name": name, "in": "path", "required": true, "type": "string", "uniqueItems": true})
+}
+
+/// The query parameters of an action: `dryRun` on every write (kubectl 1.20 `diff` checks the
+/// PATCH operation for it), `fieldManager` on create/update/patch, `force` on patch, the list
+/// and watch options on list.
+fn action_params(action: &str) -> Vec<Value> {
+    let dry_run = query(
+        "dryRun",
+        "string",
+        "When present, indicates that modifications should not be persisted. Valid value: All.",
+    );
+    let field_manager = query(
+        "fieldManager",
+        "string",
+        "The name of the actor or entity making the change.",
+    );
+    match action {
+        "post" | "put" => vec![dry_run, field_manager],
+        "patch" => vec![
+            dry_run,
+            field_manager,
+            query(
+                "force",
+                "boolean",
+                "Force an apply request, taking over conflicting fields.",
+            ),
+        ],
+        "delete" | "deletecollection" => vec![dry_run],
+        "list" => vec![
+            query(
+                "labelSelector",
+                "string",
+                "A selector on the objects' labels.",
+            ),
+            query(
+                "fieldSelector",
+                "string",
+                "A selector on the objects' fields.",
+            ),
+            query("limit", "integer", "The maximum number of items to return."),
+            query(
+                "continue",
+                "string",
+                "The continue token of a previous list.",
+            ),
+            query("resourceVersion", "string", "Where a watch starts."),
+            query("watch", "boolean", "Watch for changes instead of listing."),
+            query("allowWatchBookmarks", "boolean", "Ask for BOOKMARK events."),
+            query(
+                "timeoutSeconds",
+                "integer",
+                "The timeout of a list or watch call.",
+            ),
+        ],
+        _ => Vec::new(),
+    }
+}
+
+/// The v2 `paths` of every served resource: for each served version its collection, object,
+/// all-namespaces and `/status` paths with the operations its verbs allow, each tagged with
+/// `x-kubernetes-action` and `x-kubernetes-group-version-kind` (one object, as the apiserver
+/// writes it on operations). Write operations take `dryRun`. Built from the same resource
+/// table as discovery; bodies and responses refer to the CRD's definition, or are a plain
+/// object for built-in kinds (which have no definitions).
+fn v2_paths(st: &State) -> Map<String, Value> {
+    let mut paths: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
+    for rt in st.types.values() {
+        for version in &rt.versions {
+            let gvk = json!({"group": rt.group, "version": version, "kind": rt.kind});
+            let schema = match rt.schema(version) {
+                Some(_) => {
+                    json!({"$ref": format!("#/definitions/{}", def_name(&rt.group, version, &rt.kind))})
+                }
+                None => json!({"type": "object"}),
+            };
+            let gv = gv_camel(&rt.group, version);
+            let scope = if rt.namespaced { "Namespaced" } else { "" };
+            let s = shapes(&rt.group, version, &rt.plural, rt.namespaced);
+            let mut add = |path: &str, method: &str, action: &str, id: String| {
+                let mut params = Vec::new();
+                if matches!(action, "post" | "put" | "patch") {
+                    params.push(
+                        json!({"name": "body", "in": "body", "required": true, "schema": schema}),
+                    );
+                }
+                params.extend(action_params(action));
+                let response = match action {
+                    "list" | "deletecollection" => json!({"description": "OK"}),
+                    _ => json!({"description": "OK", "schema": schema}),
+                };
+                let item = paths.entry(path.to_string()).or_default();
+                if !item.contains_key("parameters") {
+                    let mut path_params = Vec::new();
+                    if path.contains("{name}") {
+                        path_params.push(path_param("name"));
+                    }
+                    if path.contains("{namespace}") {
+                        path_params.push(path_param("namespace"));
+                    }
+                    item.insert("parameters".into(), Value::Array(path_params));
+                }
+                item.insert(
+                    method.into(),
+                    json!({
+                        "operationId": id,
+                        "x-kubernetes-action": action,
+                        "x-kubernetes-group-version-kind": gvk,
+                        "parameters": params,
+                        "responses": {"200": response},
+                    }),
+                );
+            };
+            let kind = &rt.kind;
+            add(
+                &s.collection,
+                "post",
+                "post",
+                format!("create{gv}{scope}{kind}"),
+            );
+            if rt.is_review() {
+                continue;
+            }
+            add(
+                &s.collection,
+                "get",
+                "list",
+                format!("list{gv}{scope}{kind}"),
+            );
+            add(
+                &s.collection,
+                "delete",
+                "deletecollection",
+                format!("delete{gv}Collection{scope}{kind}"),
+            );
+            if let Some(all) = &s.all_namespaces {
+                add(
+                    all,
+                    "get",
+                    "list",
+                    format!("list{gv}{kind}ForAllNamespaces"),
+                );
+            }
+            for (method, action, verb) in [
+                ("get", "get", "read"),
+                ("put", "put", "replace"),
+                ("patch", "patch", "patch"),
+                ("delete", "delete", "delete"),
+            ] {
+                add(
+                    &s.object,
+                    method,
+                    action,
+                    format!("{verb}{gv}{scope}{kind}"),
+                );
+            }
+            if rt.status_subresource {
+                let status = format!("{}/status", s.object);
+                for (method, verb) in [("get", "read"), ("put", "replace"), ("patch", "patch")] {
+                    add(
+                        &status,
+                        method,
+                        method,
+                        format!("{verb}{gv}{scope}{kind}Status"),
+                    );
+                }
+            }
+        }
+    }
+    paths
+        .into_iter()
+        .map(|(k, v)| (k, Value::Object(v)))
+        .collect()
 }
 
 /// A protobuf message under construction (wire types 0 and 2 only).
@@ -196,12 +438,26 @@ impl Pb {
         self.varint(field << 3);
         self.varint(u64::from(b));
     }
+
+    /// A vendor extension: `NamedAny { name, value: Any { yaml } }` (JSON is valid YAML).
+    fn extension(&mut self, field: u64, name: &str, value: &Value) {
+        let mut any = Pb::default();
+        any.string(2, &value.to_string());
+        let mut named = Pb::default();
+        named.string(1, name);
+        named.message(2, any);
+        self.message(field, named);
+    }
 }
 
-/// `openapi_v2.Schema`.
+/// `openapi_v2.Schema`: `$ref` 1, format 2, description 4, required 19, additionalProperties 21,
+/// type 22, items 23, properties 25, the GVK extension 31.
 fn schema_pb(s: &Value) -> Pb {
     let mut pb = Pb::default();
     let str_of = |k: &str| s.get(k).and_then(Value::as_str);
+    if let Some(r) = str_of("$ref") {
+        pb.string(1, r);
+    }
     if let Some(f) = str_of("format") {
         pb.string(2, f);
     }
@@ -247,36 +503,182 @@ fn schema_pb(s: &Value) -> Pb {
         pb.message(25, p);
     }
     if let Some(gvk) = s.get("x-kubernetes-group-version-kind") {
-        // NamedAny { name, value: Any { yaml } }; JSON is valid YAML.
-        let mut any = Pb::default();
-        any.string(2, &gvk.to_string());
-        let mut named = Pb::default();
-        named.string(1, "x-kubernetes-group-version-kind");
-        named.message(2, any);
-        pb.message(31, named);
+        pb.extension(31, "x-kubernetes-group-version-kind", gvk);
     }
     pb
 }
 
-/// `/openapi/v2` as the gnostic `openapi_v2.Document` protobuf: `swagger` (1), `info` (2:
-/// title 1, version 2), `paths` (8, empty) and `definitions` (9: repeated NamedSchema 1).
+/// Which gnostic message a parameter is: `(Parameter field, NonBodyParameter field)`, with the
+/// fields of that message's `type` and `uniqueItems` (the sub-schemas number them differently).
+struct ParamShape {
+    non_body: u64,
+    ty: u64,
+    unique_items: u64,
+}
+
+/// `openapi_v2.ParametersItem` of a parameter: a `BodyParameter` (description 1, name 2, in 3,
+/// required 4, schema 5) or a query/path sub-schema of a `NonBodyParameter` (required 1, in 2,
+/// description 3, name 4, then type and uniqueItems). `None` for kinds of parameter the
+/// document never carries (header, formData).
+fn parameter_pb(p: &Value) -> Option<Pb> {
+    let str_of = |k: &str| p.get(k).and_then(Value::as_str);
+    let flag = |k: &str| p.get(k) == Some(&Value::Bool(true));
+    let mut param = Pb::default();
+    match str_of("in") {
+        Some("body") => {
+            let mut body = Pb::default();
+            if let Some(d) = str_of("description") {
+                body.string(1, d);
+            }
+            body.string(2, str_of("name").unwrap_or("body"));
+            body.string(3, "body");
+            if flag("required") {
+                body.boolean(4, true);
+            }
+            if p["schema"].is_object() {
+                body.message(5, schema_pb(&p["schema"]));
+            }
+            param.message(1, body);
+        }
+        Some(loc @ ("query" | "path")) => {
+            let shape = if loc == "query" {
+                ParamShape {
+                    non_body: 3,
+                    ty: 6,
+                    unique_items: 20,
+                }
+            } else {
+                ParamShape {
+                    non_body: 4,
+                    ty: 5,
+                    unique_items: 19,
+                }
+            };
+            let mut sub = Pb::default();
+            if flag("required") {
+                sub.boolean(1, true);
+            }
+            sub.string(2, loc);
+            if let Some(d) = str_of("description") {
+                sub.string(3, d);
+            }
+            if let Some(n) = str_of("name") {
+                sub.string(4, n);
+            }
+            if let Some(t) = str_of("type") {
+                sub.string(shape.ty, t);
+            }
+            if flag("uniqueItems") {
+                sub.boolean(shape.unique_items, true);
+            }
+            let mut non_body = Pb::default();
+            non_body.message(shape.non_body, sub);
+            param.message(2, non_body);
+        }
+        _ => return None,
+    }
+    let mut item = Pb::default();
+    item.message(1, param);
+    Some(item)
+}
+
+/// `openapi_v2.Operation`: description 3, operationId 5, parameters 8, responses 9 (`Responses`
+/// of `NamedResponseValue { name, ResponseValue { Response { description, SchemaItem } } }`)
+/// and the `x-` vendor extensions 13.
+fn operation_pb(op: &Value) -> Pb {
+    let mut pb = Pb::default();
+    if let Some(d) = op.get("description").and_then(Value::as_str) {
+        pb.string(3, d);
+    }
+    if let Some(id) = op.get("operationId").and_then(Value::as_str) {
+        pb.string(5, id);
+    }
+    for p in op["parameters"].as_array().into_iter().flatten() {
+        if let Some(item) = parameter_pb(p) {
+            pb.message(8, item);
+        }
+    }
+    if let Some(responses) = op["responses"].as_object() {
+        let mut codes = Pb::default();
+        for (code, r) in responses {
+            let mut resp = Pb::default();
+            if let Some(d) = r.get("description").and_then(Value::as_str) {
+                resp.string(1, d);
+            }
+            if r["schema"].is_object() {
+                let mut item = Pb::default();
+                item.message(1, schema_pb(&r["schema"]));
+                resp.message(2, item);
+            }
+            let mut value = Pb::default();
+            value.message(1, resp);
+            let mut named = Pb::default();
+            named.string(1, code);
+            named.message(2, value);
+            codes.message(1, named);
+        }
+        pb.message(9, codes);
+    }
+    for (k, v) in op.as_object().into_iter().flatten() {
+        if k.starts_with("x-") {
+            pb.extension(13, k, v);
+        }
+    }
+    pb
+}
+
+/// `openapi_v2.PathItem`: the operations (get 2, put 3, post 4, delete 5, patch 8) and the
+/// path parameters 9.
+fn path_item_pb(item: &Value) -> Pb {
+    let mut pb = Pb::default();
+    for (method, field) in [
+        ("get", 2),
+        ("put", 3),
+        ("post", 4),
+        ("delete", 5),
+        ("patch", 8),
+    ] {
+        if item[method].is_object() {
+            pb.message(field, operation_pb(&item[method]));
+        }
+    }
+    for p in item["parameters"].as_array().into_iter().flatten() {
+        if let Some(param) = parameter_pb(p) {
+            pb.message(9, param);
+        }
+    }
+    pb
+}
+
+/// `/openapi/v2` as the gnostic `openapi_v2.Document` protobuf, an encoding of [`v2_json`]:
+/// `swagger` (1), `info` (2: title 1, version 2), `paths` (8: repeated `NamedPathItem` 2) and
+/// `definitions` (9: repeated `NamedSchema` 1).
 pub fn v2_proto(st: &State) -> Vec<u8> {
+    let doc = v2_json(st);
+    let str_of = |v: &Value| v.as_str().unwrap_or_default().to_string();
     let mut info = Pb::default();
-    info.string(1, "kube-emu");
-    info.string(2, "v1.31.0");
-    let mut definitions = Pb::default();
-    for d in defs(st) {
+    info.string(1, &str_of(&doc["info"]["title"]));
+    info.string(2, &str_of(&doc["info"]["version"]));
+    let mut paths = Pb::default();
+    for (path, item) in doc["paths"].as_object().into_iter().flatten() {
         let mut named = Pb::default();
-        named.string(1, &d.name);
-        named.message(2, schema_pb(&to_v2(&d.schema)));
+        named.string(1, path);
+        named.message(2, path_item_pb(item));
+        paths.message(2, named);
+    }
+    let mut definitions = Pb::default();
+    for (name, schema) in doc["definitions"].as_object().into_iter().flatten() {
+        let mut named = Pb::default();
+        named.string(1, name);
+        named.message(2, schema_pb(schema));
         definitions.message(1, named);
     }
-    let mut doc = Pb::default();
-    doc.string(1, "2.0");
-    doc.message(2, info);
-    doc.message(8, Pb::default());
-    doc.message(9, definitions);
-    doc.0
+    let mut out = Pb::default();
+    out.string(1, &str_of(&doc["swagger"]));
+    out.message(2, info);
+    out.message(8, paths);
+    out.message(9, definitions);
+    out.0
 }
 
 /// `/openapi/v3`: the index of group-version documents.
@@ -295,7 +697,6 @@ pub fn v3_root(st: &State) -> Value {
 /// GVK and answering the definition. kubectl ≥ 1.27 `explain` finds a resource's kind through
 /// these operations.
 fn v3_paths(d: &Def, paths: &mut Map<String, Value>) {
-    let base = format!("/apis/{}/{}", d.group, d.version);
     let gvk = json!({"group": d.group, "version": d.version, "kind": d.kind});
     let schema_ref = json!({"$ref": format!("#/components/schemas/{}", d.name)});
     let op = |action: &str, list: bool| {
@@ -310,13 +711,11 @@ fn v3_paths(d: &Def, paths: &mut Map<String, Value>) {
             "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": schema}}}},
         }})
     };
-    paths.insert(format!("{base}/{}", d.plural), op("list", true));
-    if d.namespaced {
-        let ns = format!("{base}/namespaces/{{namespace}}/{}", d.plural);
-        paths.insert(format!("{ns}/{{name}}"), op("get", false));
-        paths.insert(ns, op("list", true));
-    } else {
-        paths.insert(format!("{base}/{}/{{name}}", d.plural), op("get", false));
+    let s = shapes(&d.group, &d.version, &d.plural, d.namespaced);
+    paths.insert(s.object, op("get", false));
+    paths.insert(s.collection, op("list", true));
+    if let Some(all) = s.all_namespaces {
+        paths.insert(all, op("list", true));
     }
 }
 
@@ -362,6 +761,222 @@ mod tests {
                 "either": {"x-kubernetes-int-or-string": true},
             }})
         );
+    }
+
+    /// A state with the built-ins and one namespaced CRD kind (`example.com/v1` Widget).
+    fn state_with_widget() -> State {
+        let mut st = State::new(16);
+        let crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object"}}}]},
+        });
+        let rt = crate::resources::from_crd(&crd).unwrap();
+        st.types.insert((rt.group.clone(), rt.plural.clone()), rt);
+        st
+    }
+
+    fn has_dry_run(op: &Value) -> bool {
+        op["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "dryRun" && p["in"] == "query")
+    }
+
+    #[test]
+    fn v2_paths_of_built_in_and_custom_kinds() {
+        let doc = v2_json(&state_with_widget());
+        let paths = doc["paths"].as_object().unwrap();
+        // Namespaced built-in: collection, object, across namespaces.
+        let cm = &paths["/api/v1/namespaces/{namespace}/configmaps/{name}"];
+        for m in ["get", "put", "patch", "delete"] {
+            assert_eq!(
+                cm[m]["x-kubernetes-group-version-kind"],
+                json!({"group": "", "version": "v1", "kind": "ConfigMap"}),
+                "{m}"
+            );
+        }
+        assert!(has_dry_run(&cm["patch"]) && has_dry_run(&cm["put"]) && has_dry_run(&cm["delete"]));
+        assert!(!has_dry_run(&cm["get"]));
+        assert_eq!(cm["patch"]["operationId"], "patchCoreV1NamespacedConfigMap");
+        let names: Vec<&Value> = cm["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| &p["name"])
+            .collect();
+        assert_eq!(names, ["name", "namespace"]);
+        assert_eq!(
+            paths["/api/v1/namespaces/{namespace}/configmaps"]["post"]["x-kubernetes-action"],
+            "post"
+        );
+        assert_eq!(
+            paths["/api/v1/configmaps"]["get"]["operationId"],
+            "listCoreV1ConfigMapForAllNamespaces"
+        );
+        // Cluster-scoped built-in with a status subresource (kubectl 1.20 `diff` of a CRD kind
+        // without its own PATCH operation falls back to Namespace's).
+        let ns = &paths["/api/v1/namespaces/{name}"];
+        assert!(has_dry_run(&ns["patch"]));
+        assert_eq!(
+            ns["patch"]["x-kubernetes-group-version-kind"]["kind"],
+            "Namespace"
+        );
+        assert!(has_dry_run(
+            &paths["/api/v1/namespaces/{name}/status"]["patch"]
+        ));
+        // A group: the group's path prefix and operation ids.
+        assert_eq!(
+            paths["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"]
+                ["operationId"],
+            "patchAppsV1NamespacedDeployment"
+        );
+        assert_eq!(
+            paths["/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}"]["put"]["operationId"],
+            "replaceRbacAuthorizationV1ClusterRole"
+        );
+        // Review kinds are create-only.
+        let review = paths["/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"]
+            .as_object()
+            .unwrap();
+        let methods: Vec<&String> = review.keys().filter(|k| *k != "parameters").collect();
+        assert_eq!(methods, ["post"]);
+        assert!(
+            !paths.contains_key("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews/{name}")
+        );
+        // The CRD kind, its body and response referring to its definition.
+        let w = &paths["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}"];
+        assert!(has_dry_run(&w["patch"]));
+        assert_eq!(
+            w["patch"]["x-kubernetes-group-version-kind"],
+            json!({"group": "example.com", "version": "v1", "kind": "Widget"})
+        );
+        assert_eq!(
+            w["patch"]["operationId"],
+            "patchExampleComV1NamespacedWidget"
+        );
+        let reference = "#/definitions/com.example.v1.Widget";
+        assert_eq!(w["get"]["responses"]["200"]["schema"]["$ref"], reference);
+        assert!(doc["definitions"]["com.example.v1.Widget"].is_object());
+        // Every served resource has its PATCH operation (one source: the resource table).
+        let st = state_with_widget();
+        for rt in st.types.values().filter(|t| !t.is_review()) {
+            let found = paths.values().any(|item| {
+                item["patch"]["x-kubernetes-group-version-kind"]["kind"] == rt.kind.as_str()
+                    && has_dry_run(&item["patch"])
+            });
+            assert!(found, "no PATCH with dryRun for {}", rt.kind);
+        }
+    }
+
+    /// The fields of one protobuf message: (field number, payload) for length-delimited
+    /// fields, (field number, varint as 8 little-endian bytes) for varints.
+    fn fields(mut b: &[u8]) -> Vec<(u64, Vec<u8>)> {
+        fn varint(b: &mut &[u8]) -> u64 {
+            let mut n = 0;
+            let mut shift = 0;
+            loop {
+                let byte = b[0];
+                *b = &b[1..];
+                n |= u64::from(byte & 0x7f) << shift;
+                shift += 7;
+                if byte & 0x80 == 0 {
+                    return n;
+                }
+            }
+        }
+        let mut out = Vec::new();
+        while !b.is_empty() {
+            let key = varint(&mut b);
+            match key & 7 {
+                0 => out.push((key >> 3, varint(&mut b).to_le_bytes().to_vec())),
+                2 => {
+                    let len = varint(&mut b) as usize;
+                    out.push((key >> 3, b[..len].to_vec()));
+                    b = &b[len..];
+                }
+                w => panic!("unexpected wire type {w}"),
+            }
+        }
+        out
+    }
+
+    fn field(b: &[u8], n: u64) -> Vec<Vec<u8>> {
+        fields(b)
+            .into_iter()
+            .filter(|(f, _)| *f == n)
+            .map(|(_, v)| v)
+            .collect()
+    }
+
+    fn one(b: &[u8], path: &[u64]) -> Vec<u8> {
+        path.iter().fold(b.to_vec(), |m, n| {
+            field(&m, *n)
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| panic!("no field {n}"))
+        })
+    }
+
+    /// Walks the protobuf as kubectl 1.20's dry-run check does: Document.paths.path[], each
+    /// PathItem's patch operation, its GVK vendor extension (YAML of one object) and its
+    /// parameters' query sub-schema names.
+    #[test]
+    fn v2_protobuf_carries_the_patch_operations() {
+        let st = state_with_widget();
+        let pb = v2_proto(&st);
+        let doc = v2_json(&st);
+        assert_eq!(one(&pb, &[1]), b"2.0");
+        let items = field(&one(&pb, &[8]), 2);
+        assert_eq!(items.len(), doc["paths"].as_object().unwrap().len());
+        let mut dry_run_kinds = Vec::new();
+        for item in &items {
+            let name = String::from_utf8(one(item, &[1])).unwrap();
+            let path_item = one(item, &[2]);
+            let Some(patch) = field(&path_item, 8).into_iter().next() else {
+                continue;
+            };
+            let gvk = field(&patch, 13)
+                .into_iter()
+                .find(|ext| one(ext, &[1]) == b"x-kubernetes-group-version-kind")
+                .map(|ext| serde_json::from_slice::<Value>(&one(&ext, &[2, 2])).unwrap())
+                .unwrap_or_else(|| panic!("no GVK on PATCH {name}"));
+            let query_names: Vec<Vec<u8>> = field(&patch, 8)
+                .iter()
+                .filter_map(|p| field(&one(p, &[1]), 2).into_iter().next())
+                .filter_map(|nb| field(&nb, 3).into_iter().next())
+                .map(|q| one(&q, &[4]))
+                .collect();
+            assert!(
+                query_names.iter().any(|n| n == b"dryRun"),
+                "{name}: {query_names:?}"
+            );
+            assert_eq!(
+                doc["paths"][&name]["patch"]["x-kubernetes-group-version-kind"],
+                gvk
+            );
+            dry_run_kinds.push(gvk["kind"].as_str().unwrap().to_string());
+        }
+        for kind in ["ConfigMap", "Namespace", "Deployment", "Widget"] {
+            assert!(dry_run_kinds.iter().any(|k| k == kind), "{kind}");
+        }
+        // Path parameters: PathItem.parameters → Parameter → NonBodyParameter → path sub-schema.
+        let cm = items
+            .iter()
+            .find(|i| one(i, &[1]) == b"/api/v1/namespaces/{namespace}/configmaps/{name}")
+            .unwrap();
+        let params: Vec<Vec<u8>> = field(&one(cm, &[2]), 9)
+            .iter()
+            .map(|p| one(p, &[1, 2, 4, 4]))
+            .collect();
+        assert_eq!(params, [b"name".to_vec(), b"namespace".to_vec()]);
+        // The definitions are still there.
+        let defs = field(&one(&pb, &[9]), 1);
+        assert_eq!(one(&defs[0], &[1]), b"com.example.v1.Widget");
     }
 
     #[test]

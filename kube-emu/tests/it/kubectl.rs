@@ -71,6 +71,8 @@ struct Kubectl {
 
 struct Out {
     ok: bool,
+    /// The exit code (`None` when killed by a signal).
+    code: Option<i32>,
     stdout: String,
     stderr: String,
 }
@@ -96,6 +98,7 @@ impl Kubectl {
             .expect("kubectl runs");
         Out {
             ok: o.status.success(),
+            code: o.status.code(),
             stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
         }
@@ -785,24 +788,61 @@ async fn new_user_session(version: Version) {
         "{out}"
     );
 
-    // diff: a server-side dry run of the changed instance, shown as a diff (exit code 1), and
-    // nothing stored.
-    // Known gap: kubectl 1.20 first checks dry-run support in the OpenAPI v2 document's paths
-    // (a PATCH operation with a `dryRun` parameter for the kind, or for Namespace), which
-    // kube-emu's v2 document does not publish; kubectl ≥ 1.26 no longer checks.
+    // diff: a server-side dry run shown as a diff. kubectl 1.20 first checks dry-run support in
+    // the OpenAPI v2 paths (the kind's PATCH operation with a `dryRun` parameter; for a CRD
+    // kind without one it looks for Namespace's), kubectl 1.37 does not check. Unchanged
+    // objects show nothing (exit 0), a change shows up (exit 1), nothing is stored. Both a
+    // custom kind and a built-in one.
+    let f = k.file("mi.yaml", MODULE_INSTANCE);
+    let o = k.run(&["diff", "-f", &f]).await;
+    assert_eq!(
+        (o.code, o.stdout.as_str()),
+        (Some(0), ""),
+        "an unchanged instance has no diff: {}",
+        o.stderr
+    );
     let f = k.file("mi2.yaml", &MODULE_INSTANCE.replace("v0.1.0", "v0.2.0"));
     let o = k.run(&["diff", "-f", &f]).await;
-    assert!(!o.ok, "differences make diff exit 1: {}", o.stderr);
-    if k.version == Version::V1_20 {
-        assert!(o.stderr.contains("doesn't support dry-run"), "{}", o.stderr);
-    } else {
-        assert!(
-            o.stdout.contains("-    version: v0.1.0") && o.stdout.contains("+    version: v0.2.0"),
-            "{}\n{}",
-            o.stdout,
-            o.stderr
-        );
-    }
+    assert_eq!(
+        o.code,
+        Some(1),
+        "differences make diff exit 1: {}",
+        o.stderr
+    );
+    assert!(
+        o.stdout.contains("-    version: v0.1.0") && o.stdout.contains("+    version: v0.2.0"),
+        "{}\n{}",
+        o.stdout,
+        o.stderr
+    );
+    let cm = |v: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: limits\n  namespace: team-a\ndata:\n  max: \"{v}\"\n")
+    };
+    let f = k.file("cm.yaml", &cm("5"));
+    k.ok(&["apply", "-f", &f]).await;
+    let o = k.run(&["diff", "-f", &f]).await;
+    assert_eq!(
+        (o.code, o.stdout.as_str()),
+        (Some(0), ""),
+        "an unchanged ConfigMap has no diff: {}",
+        o.stderr
+    );
+    let f = k.file("cm2.yaml", &cm("6"));
+    let o = k.run(&["diff", "-f", &f]).await;
+    assert_eq!(
+        o.code,
+        Some(1),
+        "differences make diff exit 1: {}",
+        o.stderr
+    );
+    assert!(
+        o.stdout.contains("-  max: \"5\"") && o.stdout.contains("+  max: \"6\""),
+        "{}\n{}",
+        o.stdout,
+        o.stderr
+    );
+    let c = k.json(&["get", "cm", "limits", "-n", "team-a"]).await;
+    assert_eq!(c["data"]["max"], "5");
     let mi = k.json(&["get", "mi", "web", "-n", "team-a"]).await;
     assert_eq!(mi["spec"]["module"]["version"], "v0.1.0");
 
