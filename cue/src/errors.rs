@@ -1,6 +1,8 @@
 //! Diagnostics: the public form of evaluation errors (style.md §6.2). A [`Diagnostic`] has a
 //! stable [`DiagCode`], a value path, a message, a primary span and related spans (both sides of
-//! a conflict). Line and column are computed only when rendering, from a [`SourceMap`].
+//! a conflict; for `field not allowed`, where the closed structs refusing the field are written,
+//! see `eval::closedness`). Line and column are computed only when rendering, from a
+//! [`SourceMap`].
 //!
 //! A [`DiagCode::Limit`] diagnostic is classified by the identity of the error the evaluator
 //! raised for the limit (it records each with its [`Limit`] class where it raises it), never by

@@ -540,7 +540,7 @@ impl IdFlags {
     }
 }
 
-/// A closedness group of a vertex (see `closedness`); 40 bytes, as a vertex under
+/// A closedness group of a vertex (see `closedness`); 48 bytes, as a vertex under
 /// definitions holds several and the render holds tens of thousands of such vertices.
 #[derive(Clone, Debug, Default)]
 struct Group {
@@ -548,13 +548,21 @@ struct Group {
     labels: ArcSet,
     /// The pattern constraints and the merged groups (see `absorbs`), rarely any.
     extra: Option<Box<GroupExtra>>,
+    /// The closedness id this group was created for (0 for none: ids start at 1).
+    owner: u32,
+    /// Where the closed struct is written, for a `field not allowed` message (see
+    /// `closedness`): the struct literal that declares the group's fields (an index into
+    /// `Ev::positions`, 0 for none) ...
+    src: u32,
+    /// ... and the reference that brought the closed value to this vertex (0 for none).
+    via: u32,
     open: bool,
     closing: bool,
-    /// The closedness id this group was created for (`None` for none yet seen).
-    owner: Option<u32>,
     /// This group was merged into others (see `Ev::merge_group`): it is no longer checked on
     /// its own, and what it allows counts for each group that absorbs it.
     merged: bool,
+    /// `src` is a literal whose closedness is the group's own (not one it encloses).
+    src_direct: bool,
 }
 
 /// The rarely used part of a [`Group`].
@@ -567,6 +575,11 @@ struct GroupExtra {
 }
 
 impl Group {
+    /// The closedness id this group was created for.
+    fn owner(&self) -> Option<u32> {
+        (self.owner != 0).then_some(self.owner)
+    }
+
     fn patterns(&self) -> &[VId] {
         self.extra.as_ref().map_or(&[], |x| &x.patterns)
     }
@@ -1123,6 +1136,14 @@ pub struct Ev {
     pub(crate) validator_incomplete: bool,
     /// Canonical identities by shape.
     env_shapes: LogMap<EnvShape, u64>,
+    /// The source positions closedness groups name (`Group::src`, `Group::via`), each once;
+    /// index 0 is no position. Only ever appended (a rollback keeps them: they are spans of
+    /// the loaded sources, bounded by their size).
+    positions: Vec<Span>,
+    /// The index of each span in `positions`.
+    position_ids: FastMap<Span, u32>,
+    /// The index `position_id` gave last.
+    last_position: u32,
     /// Work counters (printed to stderr when the evaluator is dropped and `CUE_EVAL_STATS` is
     /// set): where evaluation time goes on a real workload.
     pub stats: Stats,
@@ -1328,6 +1349,9 @@ impl Ev {
             regex_cache: HashMap::new(),
             stack_base: 0,
             env_shapes: LogMap::default(),
+            positions: vec![Span::default()],
+            position_ids: FastMap::default(),
+            last_position: 0,
             validator_incomplete: false,
             stats: Stats::default(),
         }
@@ -1781,16 +1805,31 @@ impl Ev {
         }
     }
 
+    /// The error of a field refused by a closed struct: the one `finish` made, with its
+    /// positions, or (if another error took its place) a new one at the field.
+    #[cold]
+    #[inline(never)]
+    fn refusal(&self, v: VId) -> Arc<Bottom> {
+        let vert = self.vx(v);
+        let span = vert.span;
+        match &vert.err {
+            Some(b) if b.code == ErrorCode::NotAllowed && b.span == span => b.clone(),
+            _ => Bottom::new(ErrorCode::NotAllowed, "field not allowed", span),
+        }
+    }
+
     fn expand(&mut self, v: VId) {
         self.stats.expansions += 1;
+        // A field refused by a closed struct stays refused, with the positions found when it
+        // was refused (`finish` of its parent).
+        let refused = if self.vx(v).not_allowed {
+            Some(self.refusal(v))
+        } else {
+            None
+        };
         self.reset(v);
-        if self.vx(v).not_allowed {
-            let span = self.vx(v).span;
-            self.vm(v).err = Some(Bottom::new(
-                ErrorCode::NotAllowed,
-                "field not allowed",
-                span,
-            ));
+        if refused.is_some() {
+            self.vm(v).err = refused;
         }
         if let Some(w) = self.shareable(v) {
             self.share(v, w);
@@ -2559,6 +2598,7 @@ impl Ev {
                 Some(_) => (false, false),
             }
         };
+        let mut first_close = None;
         for i in from..n {
             // Conjuncts are only ever appended: the first `n` are the ones to copy.
             let Some(mut cj) = self.vx(w).conjuncts.get(i).cloned() else {
@@ -2578,6 +2618,10 @@ impl Ev {
             if cj.close.is_none() && w_def_close.is_some() {
                 cj.close = w_def_close;
             }
+            // The closedness `w`'s own conjuncts carry, not the referring conjunct's.
+            if first_close.is_none() {
+                first_close = cj.close.filter(foreign);
+            }
             if c.embed.is_some() {
                 cj.embed = c.embed;
             }
@@ -2589,6 +2633,11 @@ impl Ev {
                 cj.outer = merge_outer(cj.outer.take(), referring.as_ref(), cj.close);
             }
             self.process(v, cj);
+        }
+        // The reference that brought a definition (or a field of one) here, for `field not
+        // allowed` (see `closedness`).
+        if let Some(id) = first_close {
+            self.record_via(v, id, c);
         }
     }
 
@@ -2908,6 +2957,8 @@ impl Ev {
                 }
             }
         }
+        // Where the closed structs are written, for `field not allowed` (see `closedness`).
+        self.record_src(v, gi, &ogs, lit.span);
         let mut child_outer = self.child_outer(c);
         if let Some((t, _)) = marks {
             child_outer = Some(with_id(&child_outer, t));
@@ -3078,7 +3129,8 @@ impl Ev {
                 if !l.is_regular() {
                     continue;
                 }
-                let mut ok = true;
+                // The closing groups that refuse the label (with the groups they absorb).
+                let mut refusing: Vec<usize> = Vec::new();
                 for &(from, to) in &closing {
                     let gs = &members[from..to];
                     if gs.iter().any(|&g| self.vx(v).groups[g].labels.contains(i)) {
@@ -3100,15 +3152,11 @@ impl Ev {
                         }
                     }
                     if !m {
-                        ok = false;
-                        break;
+                        refusing.extend_from_slice(gs);
                     }
                 }
-                if !ok {
-                    let span = self.vx(a).span;
-                    self.vm(a).not_allowed = true;
-                    let b = Bottom::new(ErrorCode::NotAllowed, "field not allowed", span);
-                    self.vm(a).err.get_or_insert(b);
+                if !refusing.is_empty() {
+                    self.refuse(v, a, &refusing);
                 }
             }
         }

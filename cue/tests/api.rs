@@ -304,6 +304,45 @@ fn reports_carry_positions_and_serialise_as_json() {
     assert_eq!(r[0].primary.as_ref().unwrap().file, "bad.cue");
 }
 
+/// A key the closed `#config` does not declare, checked as the kernel checks values
+/// (`Value::check_unify`, the values written in another file): the report names the refused
+/// field's position first, then the `#config` literal's, so a caller can point at both the
+/// values and the schema (issue 28 E1). A plain `unify` + `validate` gives the same report.
+#[test]
+fn a_refused_field_names_the_closed_struct_that_refuses_it() {
+    let rt = Runtime::default();
+    let v = rt
+        .build_files(&[
+            (
+                "module.cue".into(),
+                "#module: {\n\t#config: {\n\t\tname: string\n\t\tport: {n: int}\n\t}\n}\n".into(),
+            ),
+            (
+                "values.cue".into(),
+                "values: {name: \"a\", colour: \"blue\", port: {n: 1, p: 2}}\n".into(),
+            ),
+        ])
+        .unwrap_or_else(|d| panic!("{}", rt.render(&d)));
+    let config = v.lookup_path(&p("#module.#config")).unwrap();
+    let values = v.lookup_path(&p("values")).unwrap();
+    let diags = config.check_unify(&values, false).unwrap_err();
+    assert_eq!(diags, config.unify(&values).validate(false).unwrap_err());
+    let reports = rt.reports(&diags);
+    let at = |path: &str| {
+        let r = reports
+            .iter()
+            .find(|r| r.path == path)
+            .unwrap_or_else(|| panic!("{reports:?}"));
+        assert_eq!(r.code, "not allowed");
+        let mut all: Vec<String> = r.primary.iter().map(|p| p.to_string()).collect();
+        all.extend(r.related.iter().map(|p| p.to_string()));
+        all
+    };
+    assert_eq!(at("colour"), ["values.cue:1:29", "module.cue:2:11"]);
+    // A nested closed struct names its own literal.
+    assert_eq!(at("port.p"), ["values.cue:1:53", "module.cue:4:9"]);
+}
+
 const CATALOG: &str = r#"
 #Meta: {name: string & =~"^[a-z][a-z0-9-]*$", namespace: *"default" | string}
 #Container: {image: string, port?: int & >0 & <65536}

@@ -15,6 +15,16 @@
 //! (`{X: {...}, {X}}`) and is not the embedded side, unless a definition closes it: a
 //! definition declared inside the literal and embedded into it (`{r: i: #d: r: {}, r.i.#d}`,
 //! at the root of a file too) is embedded like any other definition.
+//!
+//! A `field not allowed` error names, after the refused field, where each closed struct that
+//! refuses it is written (upstream lists the same: the closing struct literal and the
+//! reference that brought the definition in): every group records the first struct literal
+//! whose fields it holds as its own (`src`; a literal it only encloses, such as the body of a
+//! definition it references, when it has none) and the reference that brought its closedness
+//! id to the vertex (`via`). A closed struct nested in a definition (`#A: b: {c: int}`, `x:
+//! #A & {b: d: 1}`) names its own literal (`{c: int}`) and the reference above it (`#A` in
+//! `x`). A value only compared with a closed one (`Value::check_unify`) has no reference
+//! position: the literal is named.
 
 use super::*;
 
@@ -27,11 +37,128 @@ impl Ev {
         let vert = self.vm(v);
         let g = vert.groups.push(Group {
             closing,
-            owner: Some(id),
+            owner: id,
             ..Default::default()
         });
         vert.groups.set_group_of(id, g);
         g
+    }
+
+    /// The index of `s` in `positions` (0 for no position).
+    fn position_id(&mut self, s: Span) -> u32 {
+        if s == Span::default() {
+            return 0;
+        }
+        // The same literal is recorded into several groups in a row.
+        if let Some(&i) = self.positions.get(self.last_position as usize) {
+            if i == s {
+                return self.last_position;
+            }
+        }
+        if let Some(&i) = self.position_ids.get(&s) {
+            self.last_position = i;
+            return i;
+        }
+        let Ok(i) = u32::try_from(self.positions.len()) else {
+            return 0;
+        };
+        self.positions.push(s);
+        self.position_ids.insert(s, i);
+        self.last_position = i;
+        i
+    }
+
+    /// Records that the struct literal at `s` declares fields into the groups of `v` it
+    /// records its labels into: `gi`, the literal's target (its own closedness), and `ogs`,
+    /// the definitions enclosing it. A group keeps the first literal that is its own, else
+    /// the first it encloses.
+    pub(super) fn record_src(&mut self, v: VId, gi: Option<usize>, ogs: &[usize], s: Span) {
+        let mut p = None;
+        for (g, direct) in gi
+            .map(|g| (g, true))
+            .into_iter()
+            .chain(ogs.iter().map(|&g| (g, false)))
+        {
+            let Some(x) = self.vx(v).groups.get(g) else {
+                continue;
+            };
+            if x.src != 0 && (x.src_direct || !direct) {
+                continue;
+            }
+            let i = match p {
+                Some(i) => i,
+                None => *p.insert(self.position_id(s)),
+            };
+            if i == 0 {
+                return;
+            }
+            let x = &mut self.vm(v).groups[g];
+            x.src = i;
+            x.src_direct = direct;
+        }
+    }
+
+    /// Records the reference `c` that brought closedness id `id` to `v` (the first one), on
+    /// the group `id` has at `v`, if any.
+    pub(super) fn record_via(&mut self, v: VId, id: u32, c: &Conj) {
+        let Some(g) = self.vx(v).groups.group_of(id) else {
+            return;
+        };
+        if self.vx(v).groups[g].via == 0 {
+            let p = self.position_id(c.expr.span());
+            self.vm(v).groups[g].via = p;
+        }
+    }
+
+    /// Refuses arc `a` of `v`, which the closing groups `gs` (with the groups they absorb) do
+    /// not allow: `field not allowed` at the field, then where each of those closed structs
+    /// is written.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn refuse(&mut self, v: VId, a: VId, gs: &[usize]) {
+        let span = self.vx(a).span;
+        let mut related = self.closed_positions(v, gs);
+        related.retain(|s| *s != span);
+        let b = Arc::new(Bottom {
+            code: ErrorCode::NotAllowed,
+            msg: "field not allowed".into(),
+            span,
+            related,
+            sub: Vec::new(),
+        });
+        let ax = self.vm(a);
+        ax.not_allowed = true;
+        ax.err.get_or_insert(b);
+    }
+
+    /// The positions of the closed structs the groups `gs` of `v` stand for (their literals
+    /// and references, see the module rules): a group with no reference of its own at `v`
+    /// (a struct nested in a definition) takes the one of its closedness id at the nearest
+    /// ancestor that has one. Sorted by file and offset, each once.
+    fn closed_positions(&self, v: VId, gs: &[usize]) -> Vec<Span> {
+        let mut out = Vec::new();
+        let pos = |i: u32| self.positions.get(i as usize).copied().filter(|_| i != 0);
+        for &g in gs {
+            let Some(x) = self.vx(v).groups.get(g) else {
+                continue;
+            };
+            out.extend(pos(x.src));
+            let via = if x.via != 0 {
+                Some(x.via)
+            } else {
+                x.owner().and_then(|id| {
+                    self.ancestors(v).find_map(|p| {
+                        let gp = self.vx(p).groups.group_of(id)?;
+                        let via = self.vx(p).groups.get(gp)?.via;
+                        (via != 0).then_some(via)
+                    })
+                })
+            };
+            out.extend(via.and_then(pos));
+        }
+        out.sort_by_key(|s| (s.file.0, s.start, s.end));
+        out.dedup();
+        out
     }
 
     pub(super) fn alias_group(&mut self, v: VId, id: u32, target: u32) {
@@ -90,7 +217,7 @@ impl Ev {
         if g == t
             || !is(g, |x| x.closing)
             || !is(t, |x| x.closing)
-            || groups.get(g).and_then(|x| x.owner) != Some(id)
+            || groups.get(g).and_then(Group::owner) != Some(id)
             || self.absorbs(v, g, t)
         {
             return;

@@ -34,6 +34,10 @@ impl Ev {
         clone.def_close = vert.def_close;
         clone.span = vert.span;
         clone.not_allowed = vert.not_allowed;
+        if vert.not_allowed {
+            // The refusal with its positions (see `Ev::expand`).
+            clone.err = vert.err.clone();
+        }
         clone.scr_mut().choice = choice;
         clone.nosplit = true;
         clone.clone_of = Some(vert.clone_of.unwrap_or(v));

@@ -17,6 +17,9 @@
 
 use super::*;
 
+/// A refused arc's error, if it has one (`Some(_)` for a refused arc).
+type Refused = Option<Option<Arc<Bottom>>>;
+
 impl Ev {
     /// Structure sharing (upstream: `adt.Vertex.BaseValue` set to a shared vertex): a vertex
     /// whose only conjunct (beside top) is a reference to an evaluated struct or list `w` (or a
@@ -119,7 +122,7 @@ impl Ev {
         self.stats.shared += 1;
         let wx = self.vx(w);
         let w_shared = wx.shared;
-        let arcs: Vec<(Label, VId, Option<FieldConstraint>, bool, Span)> = wx
+        let arcs: Vec<(Label, VId, Option<FieldConstraint>, Refused, Span)> = wx
             .arcs
             .iter()
             .map(|(l, a)| {
@@ -132,7 +135,9 @@ impl Ev {
                     Some(t) if w_shared => t,
                     _ => *a,
                 };
-                (l.clone(), target, ax.constraint, ax.not_allowed, ax.span)
+                // A refused arc's error (with its positions) goes with the flag.
+                let refused = ax.not_allowed.then(|| ax.err.clone());
+                (l.clone(), target, ax.constraint, refused, ax.span)
             })
             .collect();
         let (kinds, scalar, bounds, bound_spans, incomplete, unmet) = (
@@ -145,11 +150,14 @@ impl Ev {
         );
         let (is_struct, is_list, scalar_span) = (wx.is_struct, wx.is_list, wx.scalar_span);
         let disj = wx.disj.clone();
-        for (l, a, constraint, not_allowed, span) in arcs {
+        for (l, a, constraint, refused, span) in arcs {
             let c = self.new_vertex(Some(v), l.clone());
             let cx = self.vm(c);
             cx.constraint = constraint;
-            cx.not_allowed = not_allowed;
+            if let Some(err) = refused {
+                cx.not_allowed = true;
+                cx.err = err;
+            }
             cx.span = span;
             cx.conjuncts.push(Conj {
                 env: None,
