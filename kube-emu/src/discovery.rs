@@ -115,37 +115,6 @@ pub fn resource_list(st: &State, group: &str, version: &str) -> Option<Value> {
     )
 }
 
-/// `/openapi/v2` as JSON.
-pub fn openapi_v2_json() -> Value {
-    json!({"swagger": "2.0", "info": {"title": "kube-emu", "version": "v1.31.0"}, "paths": {}, "definitions": {}})
-}
-
-/// `/openapi/v2` as the gnostic `openapi_v2.Document` protobuf: `swagger` (field 1) and
-/// `info` (field 2: title 1, version 2).
-pub fn openapi_v2_proto() -> Vec<u8> {
-    fn field(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
-        out.push(tag);
-        let mut n = bytes.len();
-        loop {
-            let b = (n & 0x7f) as u8;
-            n >>= 7;
-            if n == 0 {
-                out.push(b);
-                break;
-            }
-            out.push(b | 0x80);
-        }
-        out.extend_from_slice(bytes);
-    }
-    let mut info = Vec::new();
-    field(&mut info, 0x0a, b"kube-emu");
-    field(&mut info, 0x12, b"v1.31.0");
-    let mut doc = Vec::new();
-    field(&mut doc, 0x0a, b"2.0");
-    field(&mut doc, 0x12, &info);
-    doc
-}
-
 /// `/openapi/v3`.
 pub fn openapi_v3_root() -> Value {
     json!({"paths": {}})
