@@ -99,8 +99,13 @@ fn action(r: Reconciled) -> Action {
     }
 }
 
+/// The key of an object's consecutive-error counter: `Kind/namespace/name` (`Kind/name` for a
+/// cluster-scoped object).
 fn key<K: kube::Resource<DynamicType = ()>>(obj: &K) -> String {
-    format!("{}/{}", K::kind(&()), obj.name_any())
+    match obj.meta().namespace.as_deref() {
+        Some(ns) => format!("{}/{ns}/{}", K::kind(&()), obj.name_any()),
+        None => format!("{}/{}", K::kind(&()), obj.name_any()),
+    }
 }
 
 /// Errors (API failures, conflicts) requeue with the §2.1 backoff on consecutive errors of the
@@ -116,6 +121,9 @@ fn error_policy<K: kube::Resource<DynamicType = ()>>(
     Action::requeue(after)
 }
 
+/// The end of every reconcile of every controller (one shape for the four kinds): a success
+/// resets the object's consecutive-error counter and requeues as the reconcile said; an error
+/// goes to [`error_policy`].
 fn settle<K: kube::Resource<DynamicType = ()>>(
     obj: &K,
     ctx: &Context,
@@ -352,9 +360,8 @@ pub async fn run_registrations(
         .graceful_shutdown_on(stop)
         .run(
             |tr: Arc<TransformerRegistration>, ctx: Arc<Context>| async move {
-                registration::reconcile(&tr.name_any(), &ctx)
-                    .await
-                    .map(action)
+                let r = registration::reconcile(&tr.name_any(), &ctx).await;
+                settle(tr.as_ref(), &ctx, r)
             },
             error_policy,
             ctx,
@@ -401,42 +408,17 @@ pub async fn run_instances(
         .graceful_shutdown_on(stop)
         .run(
             |mi: Arc<ModuleInstance>, ctx: Arc<Context>| async move {
-                let ns = mi.namespace().unwrap_or_default();
-                let name = mi.name_any();
+                let (ns, name) = (mi.namespace().unwrap_or_default(), mi.name_any());
                 let api = Api::<ModuleInstance>::namespaced(ctx.client.clone(), &ns);
-                let r = deadline::bounded(
-                    &ctx,
-                    api,
-                    &name,
-                    instance::reconcile(&ns, &name, &ctx),
-                )
-                .await;
-                match r {
-                    Ok(r) => {
-                        ctx.succeeded(&instance_key(mi.as_ref()));
-                        Ok(action(r))
-                    }
-                    Err(e) => Err(e),
-                }
+                let r = deadline::bounded(&ctx, api, &name, instance::reconcile(&ns, &name, &ctx))
+                    .await;
+                settle(mi.as_ref(), &ctx, r)
             },
-            |mi: Arc<ModuleInstance>, err: &Error, ctx: Arc<Context>| {
-                let n = ctx.failed(&instance_key(mi.as_ref()));
-                let after = err.retry_after(n);
-                tracing::warn!(error = %err, retry_ms = after.as_millis() as u64, "reconcile failed; retrying");
-                Action::requeue(after)
-            },
+            error_policy,
             ctx,
         )
         .for_each(|_| future::ready(()))
         .await;
-}
-
-fn instance_key(mi: &ModuleInstance) -> String {
-    format!(
-        "ModuleInstance/{}/{}",
-        mi.namespace().unwrap_or_default(),
-        mi.name_any()
-    )
 }
 
 /// Runs the ModulePackage controller until `stop` resolves (§2.3 watches, §2.6): For(MP) with the
@@ -488,25 +470,13 @@ pub async fn run_packages(
         .graceful_shutdown_on(stop)
         .run(
             |mp: Arc<ModulePackage>, ctx: Arc<Context>| async move {
-                let ns = mp.namespace().unwrap_or_default();
-                let name = mp.name_any();
+                let (ns, name) = (mp.namespace().unwrap_or_default(), mp.name_any());
                 let api = Api::<ModulePackage>::namespaced(ctx.client.clone(), &ns);
                 let r =
                     deadline::bounded(&ctx, api, &name, package::reconcile(&ns, &name, &ctx)).await;
-                match r {
-                    Ok(r) => {
-                        ctx.succeeded(&package_key(mp.as_ref()));
-                        Ok(action(r))
-                    }
-                    Err(e) => Err(e),
-                }
+                settle(mp.as_ref(), &ctx, r)
             },
-            |mp: Arc<ModulePackage>, err: &Error, ctx: Arc<Context>| {
-                let n = ctx.failed(&package_key(mp.as_ref()));
-                let after = err.retry_after(n);
-                tracing::warn!(error = %err, retry_ms = after.as_millis() as u64, "reconcile failed; retrying");
-                Action::requeue(after)
-            },
+            error_policy,
             ctx,
         )
         .for_each(|_| future::ready(()));
@@ -514,14 +484,6 @@ pub async fn run_packages(
     let triggers = Box::pin(triggers);
     let controller = Box::pin(controller);
     future::select(controller, triggers).await;
-}
-
-fn package_key(mp: &ModulePackage) -> String {
-    format!(
-        "ModulePackage/{}/{}",
-        mp.namespace().unwrap_or_default(),
-        mp.name_any()
-    )
 }
 
 /// Whether the Flux source kind `kind` is served (its CRD is installed).
