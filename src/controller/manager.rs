@@ -134,6 +134,56 @@ fn settle<K: kube::Resource<DynamicType = ()>>(
     Ok(action(r))
 }
 
+/// A stream that yields once each time a platform package is recorded (restart recovery: every
+/// object of a kind that depends on the platform is reconciled again).
+fn recorded(ctx: &Context) -> impl Stream<Item = ()> + Send + 'static {
+    futures::stream::unfold(ctx.recorded.subscribe(), |mut rx| async move {
+        rx.changed().await.ok()?;
+        Some(((), rx))
+    })
+}
+
+/// The controller of a kind that renders on the platform (ModuleInstance, ModulePackage), with
+/// the watches both share: For(K) in the replica's shard, its cache slimmed by `slim`, with the
+/// generation predicate (plus a newly set deletion timestamp); every Platform event and every
+/// recorded package re-enqueue every object; at most `--max-concurrent-renders` reconciles at
+/// once. Returns the controller and a reader of its cache.
+fn rendered_controller<K>(ctx: &Context, slim: fn(&mut K)) -> (Controller<K>, reflector::Store<K>)
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let client = ctx.client.clone();
+    let (reader, writer) = reflector::store();
+    let objects = watcher(Api::<K>::all(client.clone()), ctx.shard.watcher_config())
+        .default_backoff()
+        .modify(slim)
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(claim_predicate_of::<K>, Default::default());
+    let all = reader.clone();
+    let concurrency = ctx.max_concurrent_renders.max(1);
+    let controller = Controller::for_stream(objects, reader.clone())
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+        .watches(
+            Api::<Platform>::all(client),
+            watcher::Config::default(),
+            move |_p| {
+                all.state()
+                    .iter()
+                    .map(|o| ObjectRef::from_obj(o.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .reconcile_all_on(recorded(ctx));
+    (controller, reader)
+}
+
 fn hash_of<T: Hash>(t: &T) -> u64 {
     let mut h = DefaultHasher::new();
     t.hash(&mut h);
@@ -339,10 +389,7 @@ pub async fn run_registrations(
             Change::Deleted(mi) => instances.deleted(mi),
         },
     );
-    let recorded = futures::stream::unfold(ctx.recorded.subscribe(), |mut rx| async move {
-        rx.changed().await.ok()?;
-        Some(((), rx))
-    });
+    let recorded = recorded(&ctx);
     let all_claims = reader.clone();
     let by_instance = reader.clone();
     Controller::for_stream(trs, reader)
@@ -378,33 +425,8 @@ pub async fn run_instances(
     ctx: Arc<Context>,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let client = ctx.client.clone();
-    let wc = watcher::Config::default();
-    let (reader, writer) = reflector::store();
-    let mis = watcher(
-        Api::<ModuleInstance>::all(client.clone()),
-        ctx.shard.watcher_config(),
-    )
-    .default_backoff()
-    .modify(slim_instance)
-    .reflect(writer)
-    .applied_objects()
-    .predicate_filter(claim_predicate_of::<ModuleInstance>, Default::default());
-    let recorded = futures::stream::unfold(ctx.recorded.subscribe(), |mut rx| async move {
-        rx.changed().await.ok()?;
-        Some(((), rx))
-    });
-    let all = reader.clone();
-    let concurrency = ctx.max_concurrent_renders.max(1);
-    Controller::for_stream(mis, reader)
-        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
-        .watches(Api::<Platform>::all(client), wc, move |_p| {
-            all.state()
-                .iter()
-                .map(|mi| ObjectRef::from_obj(mi.as_ref()))
-                .collect::<Vec<_>>()
-        })
-        .reconcile_all_on(recorded)
+    let (controller, _) = rendered_controller(&ctx, slim_instance);
+    controller
         .graceful_shutdown_on(stop)
         .run(
             |mi: Arc<ModuleInstance>, ctx: Arc<Context>| async move {
@@ -430,43 +452,18 @@ pub async fn run_packages(
     ctx: Arc<Context>,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let client = ctx.client.clone();
-    let wc = watcher::Config::default();
-    let (reader, writer) = reflector::store();
-    let mps = watcher(
-        Api::<ModulePackage>::all(client.clone()),
-        ctx.shard.watcher_config(),
-    )
-    .default_backoff()
-    .modify(slim_package)
-    .reflect(writer)
-    .applied_objects()
-    .predicate_filter(claim_predicate_of::<ModulePackage>, Default::default());
-    let recorded = futures::stream::unfold(ctx.recorded.subscribe(), |mut rx| async move {
-        rx.changed().await.ok()?;
-        Some(((), rx))
-    });
     let (tx, rx) = futures::channel::mpsc::unbounded::<ModulePackage>();
+    let (controller, reader) = rendered_controller(&ctx, slim_package);
     let triggers = source_triggers(
-        client.clone(),
-        reader.clone(),
+        ctx.client.clone(),
+        reader,
         tx,
         ctx.source_discovery_interval,
     );
-    let all = reader.clone();
-    let concurrency = ctx.max_concurrent_renders.max(1);
-    let controller = Controller::for_stream(mps, reader)
-        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
-        .watches(Api::<Platform>::all(client), wc, move |_p| {
-            all.state()
-                .iter()
-                .map(|mp| ObjectRef::from_obj(mp.as_ref()))
-                .collect::<Vec<_>>()
-        })
+    let controller = controller
         .watches_stream(rx.map(Ok::<_, watcher::Error>), |mp| {
             Some(ObjectRef::from_obj(&mp))
         })
-        .reconcile_all_on(recorded)
         .graceful_shutdown_on(stop)
         .run(
             |mp: Arc<ModulePackage>, ctx: Arc<Context>| async move {
