@@ -151,13 +151,30 @@ impl KernelError {
     }
 }
 
+/// How many positions of a problem the one-line message shows.
+pub const DISPLAYED_POSITIONS: usize = 3;
+
 impl fmt::Display for KernelError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)?;
         for p in &self.problems {
             write!(f, "\n  {}: {}", p.path, p.message)?;
-            if let Some(pos) = p.positions.first() {
-                write!(f, " ({}:{}:{})", pos.file, pos.line, pos.column)?;
+            // The first positions (the value's own first, then what refuses or constrains it,
+            // e.g. the closed `#config` literal of the module), so a status message names the
+            // module file too.
+            let shown: Vec<String> = p
+                .positions
+                .iter()
+                .take(DISPLAYED_POSITIONS)
+                .map(|pos| format!("{}:{}:{}", pos.file, pos.line, pos.column))
+                .collect();
+            if !shown.is_empty() {
+                let more = if p.positions.len() > DISPLAYED_POSITIONS {
+                    ", …"
+                } else {
+                    ""
+                };
+                write!(f, " ({}{more})", shown.join(", "))?;
             }
         }
         Ok(())
@@ -392,4 +409,42 @@ pub trait CatalogAcquirer: Send + Sync {
     /// Pulls `path` (major-suffixed) at bare SemVer `version` and reads what it provides and
     /// requires.
     fn acquire(&self, path: &str, version: &str) -> Result<CatalogInfo, AcquireError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pos(file: &str, line: u32) -> SourcePos {
+        SourcePos {
+            file: file.into(),
+            line,
+            column: 1,
+        }
+    }
+
+    #[test]
+    fn the_message_names_the_first_positions_of_each_problem() {
+        let mut e = KernelError::new(ErrorClass::Values, "invalid values");
+        e.problems.push(Problem {
+            path: "values.colour".into(),
+            message: "field not allowed".into(),
+            positions: vec![pos("values.cue", 14), pos("module.cue", 28)],
+        });
+        e.problems.push(Problem {
+            path: "values.x".into(),
+            message: "conflicting values".into(),
+            positions: (1..=4).map(|l| pos("a.cue", l)).collect(),
+        });
+        e.problems.push(Problem {
+            path: "values.y".into(),
+            message: "incomplete".into(),
+            positions: Vec::new(),
+        });
+        assert_eq!(
+            e.to_string(),
+            "invalid values\n  values.colour: field not allowed (values.cue:14:1, module.cue:28:1)\n  \
+             values.x: conflicting values (a.cue:1:1, a.cue:2:1, a.cue:3:1, …)\n  values.y: incomplete"
+        );
+    }
 }
