@@ -410,7 +410,7 @@ fn main() {
             }));
         }
     } else {
-        println!(
+        eprintln!(
             "!!!!! corpus absent: skipped ({} not found) !!!!!",
             corpus.display()
         );
