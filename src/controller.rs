@@ -1,32 +1,34 @@
-//! The reconcilers and the frame they share (operator-spec.md §2–§4, §7).
+//! The reconcilers and the runtime they share (operator-spec.md §2–§4, §7).
 //!
 //! Module map:
+//! - [`runtime`]: what every reconciler shares: the status patcher (diff against the object as
+//!   read, resourceVersion precondition), the events.k8s.io/v1 recorder, the per-reconcile span,
+//!   the error type, the stall writer and the clock.
 //! - [`outcome`]: reconcile outcomes, their metric labels and requeue intervals, and the
 //!   classification of kernel errors into condition reasons (§2.1).
-//! - [`frame`]: the status patcher (diff against the object as read, resourceVersion
-//!   precondition), the events.k8s.io/v1 recorder, the per-reconcile span, the error type.
 //! - [`events`]: Warning events once per transition (scenario 64).
 //! - [`metrics`]: the §7.2 metric families.
-//! - [`context`]: what the reconcilers share (store, layout, kernel seams, client).
+//! - [`context`]: what the reconcilers share (store, layout, kernel seams, client, settings).
+//! - [`manager`]: the kube-runtime controllers with their watches and predicates and the one
+//!   settle / error policy of every reconcile (§3.7, §4.6, §7.1); [`leader`]: Lease-based leader
+//!   election; [`shard`]: which instances and packages a replica reconciles and which Lease it
+//!   takes (issue 32).
 //! - [`platform_gate`] and [`platform`]: the Platform reconciler (§3).
 //! - [`claims`] and [`registration`]: the TransformerRegistration reconciler (§4).
-//! - [`leader`] and [`manager`]: Lease-based leader election and the kube-runtime controllers
-//!   with their watches and predicates (§3.7, §4.6, §7.1); [`shard`]: which instances and
-//!   packages a replica reconciles and which Lease it takes (issue 32).
-//! - [`serve`]: the controller flags of `opm-operator serve`, boot (registry, `--platform-dir`
-//!   reset) and the sidecar the HTTP server runs.
-//!
-//! - [`rendered`]: the reconcile core ModuleInstance and ModulePackage share (gates, deletion,
-//!   identity, render on a lease, apply/prune, the deferred commit; §2.1–§2.5, §6).
+//! - [`render_apply`]: the render-and-apply reconcile ModuleInstance and ModulePackage share
+//!   (gates, identity, render on a lease, apply/prune, the deferred commit; its submodules
+//!   `deletion` and `health`; §2.1–§2.5, §6).
 //! - [`instance`]: the ModuleInstance reconciler's own phases (§2.2, §2.4–§2.6).
 //! - [`package`]: the ModulePackage reconciler's own steps (§2.3, §2.4) and its Flux sources.
 //! - [`deadline`]: the `--reconcile-timeout` of both.
+//!
+//! The controller flags of `opm-operator serve` and the wiring of all of this live in the
+//! composition root, `crate::cmd::serve`.
 
 pub mod claims;
 pub mod context;
 pub mod deadline;
 pub mod events;
-pub mod frame;
 pub mod instance;
 pub mod leader;
 pub mod manager;
@@ -36,5 +38,6 @@ pub mod package;
 pub mod platform;
 pub mod platform_gate;
 pub mod registration;
-pub mod rendered;
+pub mod render_apply;
+pub mod runtime;
 pub mod shard;

@@ -11,7 +11,7 @@
 //!   ([`kernel`], [`render`], [`platform`], [`inventory`], [`registry`]) so the operator reads one
 //!   namespace; the arrows still point down (kernel → cue, crds; never up into this crate).
 //! - `server` hosts the admission webhooks, the REST render API, probes and metrics.
-//! - `controller` holds the reconcilers and the frame they share.
+//! - `controller` holds the reconcilers and the runtime they share.
 //! - `render_lease` is the one "render on a leased platform" entry (render API and reconcilers).
 //! - `apply` is the apply engine: staged SSA, safe prune, deletion, drift, health, impersonation.
 //! - `cmd` is the composition root: `serve`, `dev` (kube-emu plus the `serve` wiring on one

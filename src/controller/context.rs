@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::frame::Events;
 use super::metrics::ControllerMetrics;
 use super::outcome::Outcome;
+use super::runtime::Events;
 use crate::apply::{Engine, EngineOptions};
 use crate::kernel::{
     BuiltPlatform, CatalogAcquirer, ModuleRenderer, PackageRenderer, PlatformBuilder,
@@ -123,7 +123,7 @@ impl Context {
     ) -> Self {
         let (recorded, _) = watch::channel(0);
         Context {
-            events: super::frame::Events::new(client.clone(), instance),
+            events: super::runtime::Events::new(client.clone(), instance),
             client: client.clone(),
             store,
             layout,

@@ -13,7 +13,7 @@
 //! - observedGeneration, lastAttempted*, lastApplied*, the inventory and history are untouched
 //!   (nothing is known about how far the reconcile got).
 //!
-//! The kinds it bounds are the [`Rendered`] kinds of `rendered.rs`: their status (conditions and
+//! The kinds it bounds are the [`Rendered`] kinds of `render_apply.rs`: their status (conditions and
 //! the shared reconcile bookkeeping) is reached through that trait, not a second one.
 
 use std::future::Future;
@@ -24,9 +24,9 @@ use crds::conditions::{self, HasConditions};
 use kube::{Api, Resource};
 
 use super::context::{Context, Reconciled};
-use super::frame::{self, Error, EventType, Patcher};
 use super::outcome::{backoff, Outcome};
-use super::rendered::{counter_u32, Rendered, RenderedStatus};
+use super::render_apply::{counter_u32, Rendered, RenderedStatus};
+use super::runtime::{self, Error, EventType, Patcher};
 
 /// The Ready reason of a reconcile that passed its deadline.
 pub const REASON: &str = "ReconcileTimedOut";
@@ -78,7 +78,7 @@ where
     let mut patcher = Patcher::new(api, &obj, what)?;
     let generation = obj.meta().generation;
     let msg = message(after);
-    let now = frame::now();
+    let now = runtime::now();
     let status = obj.status_mut();
     let prior = status.conditions().to_vec();
     let r = status.reconcile_mut();
@@ -88,7 +88,7 @@ where
     let counter = counter_u32(c.reconcile);
     c.reconcile = c.reconcile.saturating_add(1);
     let requeue = backoff(counter);
-    r.next_retry_at = Some(frame::time_after(requeue));
+    r.next_retry_at = Some(runtime::time_after(requeue));
     conditions::mark_not_ready(status.conditions_mut(), REASON, &msg, generation, &now);
     patcher.patch_status(&obj).await?;
     if super::events::is_transition(&prior, REASON, &msg) {

@@ -2,7 +2,7 @@
 //! lessons.md §5 rules 1–3, 8, 9, 12).
 //!
 //! The phases ModuleInstance shares with ModulePackage (gates, deletion, identity, render on a
-//! lease, digests, apply/prune, the deferred commit, metrics) live in [`super::rendered`]; this
+//! lease, digests, apply/prune, the deferred commit, metrics) live in [`super::render_apply`]; this
 //! module holds what is the ModuleInstance's own, in the order of §2.2:
 //! - **Gate 2, hand-off.** `owner: cli`: a deleting object is left alone; otherwise Ready=Unknown
 //!   `ManagedExternally`, conditions only (no finalizer, no observedGeneration, the CLI's status
@@ -29,14 +29,14 @@ use crds::module_instance::{ModuleInstance, ModuleInstanceStatus, Owner};
 use serde_json::Value;
 
 use super::context::{Context, Reconciled};
-use super::frame::{self, Error, EventType};
-use super::rendered::{self, Failure, Rendered, Run};
+use super::render_apply::{self, Failure, Rendered, Run};
+use super::runtime::{self, Error, EventType};
 use crate::apply::drift::{DriftOptions, DriftOutcome};
 use crate::apply::object::InstanceLabels;
 use crate::inventory;
 use crate::kernel::{ModuleRequest, RenderResult};
 
-pub use super::rendered::{
+pub use super::render_apply::{
     actions, deletion_sa_missing_message, is_no_op_of, push_history, Digests, DELETION_RECHECK,
     HISTORY_LIMIT, NO_OP_MESSAGE, SUCCEEDED_MESSAGE,
 };
@@ -48,7 +48,7 @@ pub const PROGRESSING_MESSAGE: &str = conditions::messages::PROGRESSING;
 
 /// The ServiceAccount in effect for `mi` (§2.5): spec, then the flag, else none.
 pub fn effective_service_account(mi: &ModuleInstance, default: Option<&str>) -> Option<String> {
-    rendered::service_account(mi.spec.service_account_name.as_deref(), default)
+    render_apply::service_account(mi.spec.service_account_name.as_deref(), default)
 }
 
 /// NoOp iff the four last-applied digests are non-empty and equal to the current ones (§6.1).
@@ -63,7 +63,7 @@ impl Rendered for ModuleInstance {
     const FORBIDDEN_STALLS: bool = true;
     const DETECTS_DRIFT: bool = true;
 
-    rendered::same_named_fields!();
+    render_apply::same_named_fields!();
 
     fn owner_uuid(prior: &ModuleInstanceStatus) -> String {
         prior.instance_uuid.clone().unwrap_or_default()
@@ -76,7 +76,7 @@ impl Rendered for ModuleInstance {
 
 /// Reconciles the ModuleInstance `namespace/name` (§2.2).
 pub async fn reconcile(namespace: &str, name: &str, ctx: &Context) -> Result<Reconciled, Error> {
-    rendered::reconcile(namespace, name, ctx, run).await
+    render_apply::reconcile(namespace, name, ctx, run).await
 }
 
 async fn run(mut run: Run<'_, ModuleInstance>) -> Result<Reconciled, Error> {
@@ -95,7 +95,7 @@ async fn run(mut run: Run<'_, ModuleInstance>) -> Result<Reconciled, Error> {
 }
 
 async fn managed_externally(mut run: Run<'_, ModuleInstance>) -> Result<Reconciled, Error> {
-    let now = frame::now();
+    let now = runtime::now();
     // Conditions only: leave observedGeneration and the rest of the CLI's status as is.
     let status = run.status();
     let before = status.conditions.clone();
@@ -151,7 +151,7 @@ async fn reconcile_phases(mut run: Run<'_, ModuleInstance>) -> Result<Reconciled
     };
 
     // Phase 2: bookkeeping.
-    let now = frame::now();
+    let now = runtime::now();
     conditions::mark_module_resolved(
         run.status().conditions_mut(),
         &path,
@@ -207,7 +207,7 @@ async fn drift(run: &mut Run<'_, ModuleInstance>, objects: &[Value]) {
         .drift(objects, &DriftOptions::default())
         .await;
     let generation = run.generation();
-    let now = frame::now();
+    let now = runtime::now();
     let status = run.status();
     let prior = conditions::get(&status.conditions, types::DRIFTED).map(|c| c.message.clone());
     let failed = match report.outcome() {

@@ -22,7 +22,7 @@ use crds::k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{ObjectMeta, PostParams};
 use kube::Api;
 
-use super::frame::{is_not_found, Error};
+use super::runtime::{is_not_found, Error};
 
 /// Timing of the election.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

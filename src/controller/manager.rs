@@ -1,6 +1,15 @@
 //! The manager: the kube-runtime controllers of the Platform and TransformerRegistration
 //! reconcilers, run on the elected leader only (operator-spec.md §3.7, §4.6, §7.1).
 //!
+//! One reconciler shape (issue 33; Flux's controllers share one runtime the same way): every
+//! controller is its kind's watches plus its kind's reconcile, run by [`drive`]: the reconcile
+//! (bounded by `--reconcile-timeout` for the kinds that render, [`bounded`]), then one settle
+//! (success resets the object's consecutive-error counter, keyed `Kind/namespace/name`, and
+//! requeues as the reconcile said) and one error policy (backoff by consecutive errors). The
+//! reconciles share one runtime (`super::runtime`: status patcher, events, span, stall writer);
+//! ModuleInstance and ModulePackage share one render-and-apply reconcile
+//! (`super::render_apply`) and one builder of their watches ([`rendered_controller`]).
+//!
 //! Watches and predicates:
 //! - Platform: For(Platform) passes generation changes (and a newly set deletion timestamp). A deleted Platform clears the store
 //!   at once (the controller cannot reconcile an object gone from its cache). TransformerRegistration
@@ -64,10 +73,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::context::{Context, Reconciled};
-use super::frame::Error;
 use super::leader::Elector;
 use super::package::source::{self as flux, SourceFilter};
 use super::platform::{contribution, Mode};
+use super::runtime::Error;
 use super::{deadline, instance, package, platform, registration};
 
 /// Drops what no cache reader needs: managedFields and the last-applied annotation.
@@ -132,6 +141,62 @@ fn settle<K: kube::Resource<DynamicType = ()>>(
     let r = r?;
     ctx.succeeded(&key(obj));
     Ok(action(r))
+}
+
+/// The one shape every controller runs (issue 33): until `stop` resolves, each object the
+/// controller's watches enqueue is reconciled by `reconcile`, then [`settle`]d (a success resets
+/// its consecutive-error counter and requeues as the reconcile said) or handed to
+/// [`error_policy`] (backoff by consecutive errors). Each kind supplies only its watches and its
+/// reconcile.
+async fn drive<K, F, Fut>(
+    controller: Controller<K>,
+    ctx: Arc<Context>,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+    reconcile: F,
+) where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    F: Fn(Arc<K>, Arc<Context>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Reconciled, Error>> + Send + 'static,
+{
+    controller
+        .graceful_shutdown_on(stop)
+        .run(
+            move |obj: Arc<K>, ctx: Arc<Context>| {
+                let work = reconcile(obj.clone(), ctx.clone());
+                async move { settle(obj.as_ref(), &ctx, work.await) }
+            },
+            error_policy,
+            ctx,
+        )
+        .for_each(|_| future::ready(()))
+        .await;
+}
+
+/// The reconcile of a kind that renders, bounded by `--reconcile-timeout` ([`deadline`]).
+async fn bounded<K, Fut>(
+    obj: Arc<K>,
+    ctx: Arc<Context>,
+    reconcile: impl FnOnce(String, String, Arc<Context>) -> Fut,
+) -> Result<Reconciled, Error>
+where
+    K: super::render_apply::Rendered,
+    Fut: Future<Output = Result<Reconciled, Error>>,
+{
+    let (ns, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
+    let api = Api::<K>::namespaced(ctx.client.clone(), &ns);
+    deadline::bounded(
+        &ctx,
+        api,
+        &name,
+        reconcile(ns.clone(), name.clone(), ctx.clone()),
+    )
+    .await
 }
 
 /// A stream that yields once each time a platform package is recorded (restart recovery: every
@@ -334,21 +399,18 @@ pub async fn run_platform(
             Change::Deleted(tr) => contributions.deleted(tr),
         },
     );
-    Controller::for_stream(plats, reader)
-        .watches_stream(claims, |_tr| {
-            Some(ObjectRef::<Platform>::new(PLATFORM_NAME))
-        })
-        .graceful_shutdown_on(stop)
-        .run(
-            |p: Arc<Platform>, ctx: Arc<Context>| async move {
-                let r = platform::reconcile_as(&p.name_any(), &ctx, mode).await;
-                settle(p.as_ref(), &ctx, r)
-            },
-            error_policy,
-            ctx,
-        )
-        .for_each(|_| future::ready(()))
-        .await;
+    let controller = Controller::for_stream(plats, reader).watches_stream(claims, |_tr| {
+        Some(ObjectRef::<Platform>::new(PLATFORM_NAME))
+    });
+    drive(
+        controller,
+        ctx,
+        stop,
+        move |p: Arc<Platform>, ctx| async move {
+            platform::reconcile_as(&p.name_any(), &ctx, mode).await
+        },
+    )
+    .await;
 }
 
 /// The For predicate of both controllers: the generation, and whether a deletion timestamp is
@@ -392,7 +454,7 @@ pub async fn run_registrations(
     let recorded = recorded(&ctx);
     let all_claims = reader.clone();
     let by_instance = reader.clone();
-    Controller::for_stream(trs, reader)
+    let controller = Controller::for_stream(trs, reader)
         .watches(Api::<Platform>::all(client), wc, move |_p| {
             all_claims
                 .state()
@@ -403,18 +465,16 @@ pub async fn run_registrations(
         .watches_stream(mis, move |mi| {
             claims_for_instance(&mi, &by_instance.state())
         })
-        .reconcile_all_on(recorded)
-        .graceful_shutdown_on(stop)
-        .run(
-            |tr: Arc<TransformerRegistration>, ctx: Arc<Context>| async move {
-                let r = registration::reconcile(&tr.name_any(), &ctx).await;
-                settle(tr.as_ref(), &ctx, r)
-            },
-            error_policy,
-            ctx,
-        )
-        .for_each(|_| future::ready(()))
-        .await;
+        .reconcile_all_on(recorded);
+    drive(
+        controller,
+        ctx,
+        stop,
+        |tr: Arc<TransformerRegistration>, ctx| async move {
+            registration::reconcile(&tr.name_any(), &ctx).await
+        },
+    )
+    .await;
 }
 
 /// Runs the ModuleInstance controller until `stop` resolves (§2.6): For(MI) with the generation
@@ -426,21 +486,12 @@ pub async fn run_instances(
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (controller, _) = rendered_controller(&ctx, slim_instance);
-    controller
-        .graceful_shutdown_on(stop)
-        .run(
-            |mi: Arc<ModuleInstance>, ctx: Arc<Context>| async move {
-                let (ns, name) = (mi.namespace().unwrap_or_default(), mi.name_any());
-                let api = Api::<ModuleInstance>::namespaced(ctx.client.clone(), &ns);
-                let r = deadline::bounded(&ctx, api, &name, instance::reconcile(&ns, &name, &ctx))
-                    .await;
-                settle(mi.as_ref(), &ctx, r)
-            },
-            error_policy,
-            ctx,
-        )
-        .for_each(|_| future::ready(()))
-        .await;
+    drive(controller, ctx, stop, |mi: Arc<ModuleInstance>, ctx| {
+        bounded(mi, ctx, |ns, name, ctx| async move {
+            instance::reconcile(&ns, &name, &ctx).await
+        })
+    })
+    .await;
 }
 
 /// Runs the ModulePackage controller until `stop` resolves (§2.3 watches, §2.6): For(MP) with the
@@ -460,23 +511,14 @@ pub async fn run_packages(
         tx,
         ctx.source_discovery_interval,
     );
-    let controller = controller
-        .watches_stream(rx.map(Ok::<_, watcher::Error>), |mp| {
-            Some(ObjectRef::from_obj(&mp))
+    let controller = controller.watches_stream(rx.map(Ok::<_, watcher::Error>), |mp| {
+        Some(ObjectRef::from_obj(&mp))
+    });
+    let controller = drive(controller, ctx, stop, |mp: Arc<ModulePackage>, ctx| {
+        bounded(mp, ctx, |ns, name, ctx| async move {
+            package::reconcile(&ns, &name, &ctx).await
         })
-        .graceful_shutdown_on(stop)
-        .run(
-            |mp: Arc<ModulePackage>, ctx: Arc<Context>| async move {
-                let (ns, name) = (mp.namespace().unwrap_or_default(), mp.name_any());
-                let api = Api::<ModulePackage>::namespaced(ctx.client.clone(), &ns);
-                let r =
-                    deadline::bounded(&ctx, api, &name, package::reconcile(&ns, &name, &ctx)).await;
-                settle(mp.as_ref(), &ctx, r)
-            },
-            error_policy,
-            ctx,
-        )
-        .for_each(|_| future::ready(()));
+    });
     // The source watches live as long as the controller (dropped when it stops).
     let triggers = Box::pin(triggers);
     let controller = Box::pin(controller);
@@ -489,7 +531,7 @@ async fn source_served(client: &kube::Client, kind: &str) -> Result<bool, kube::
     let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &ar);
     match api.list(&kube::api::ListParams::default().limit(1)).await {
         Ok(_) => Ok(true),
-        Err(e) if super::frame::is_not_found(&e) => Ok(false),
+        Err(e) if super::runtime::is_not_found(&e) => Ok(false),
         Err(e) => Err(e),
     }
 }

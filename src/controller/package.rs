@@ -2,7 +2,7 @@
 //! rules 1–3, 11).
 //!
 //! The phases ModulePackage shares with ModuleInstance (gates, deletion, identity, render on a
-//! lease, digests, apply/prune, the deferred commit) live in [`super::rendered`]; this module holds
+//! lease, digests, apply/prune, the deferred commit) live in [`super::render_apply`]; this module holds
 //! what is the ModulePackage's own, in the order of §2.3:
 //! 1. The interval = `spec.interval` (Go duration; unset, `0` or unparsable → 5m, unparsable
 //!    logged): a success, a NoOp and every soft failure (source not ready, fetch, no platform)
@@ -42,8 +42,8 @@ use kube::api::DynamicObject;
 use kube::Api;
 
 use super::context::{Context, Reconciled};
-use super::frame::{self, Error, EventType};
-use super::rendered::{self, Digests, Failure, Rendered, Run};
+use super::render_apply::{self, Digests, Failure, Rendered, Run};
+use super::runtime::{self, Error, EventType};
 use crate::apply::object::InstanceLabels;
 use crate::inventory;
 use crate::kernel::RenderResult;
@@ -54,11 +54,11 @@ pub const KIND: &str = "ModulePackage";
 /// The interval when `spec.interval` is unset or zero (§1.2).
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(5 * 60);
 /// How soon a deletion whose objects are still terminating is looked at again.
-pub const DELETION_RECHECK: Duration = rendered::DELETION_RECHECK;
+pub const DELETION_RECHECK: Duration = render_apply::DELETION_RECHECK;
 
 /// Event actions of the ModulePackage loop (§7.3).
 pub mod actions {
-    pub use super::super::rendered::actions::*;
+    pub use super::super::render_apply::actions::*;
     /// Waiting for dependencies.
     pub const DEPENDS_ON: &str = "DependsOn";
     /// Resolving the source.
@@ -96,7 +96,7 @@ impl Rendered for ModulePackage {
     const FORBIDDEN_STALLS: bool = false;
     const DETECTS_DRIFT: bool = false;
 
-    rendered::same_named_fields!();
+    render_apply::same_named_fields!();
 
     fn interval(&self) -> Option<Duration> {
         Some(interval_of(self))
@@ -105,7 +105,7 @@ impl Rendered for ModulePackage {
 
 /// Reconciles the ModulePackage `namespace/name` (§2.3).
 pub async fn reconcile(namespace: &str, name: &str, ctx: &Context) -> Result<Reconciled, Error> {
-    rendered::reconcile(namespace, name, ctx, run).await
+    render_apply::reconcile(namespace, name, ctx, run).await
 }
 
 async fn run(mut run: Run<'_, ModulePackage>) -> Result<Reconciled, Error> {
@@ -163,7 +163,7 @@ async fn depends_on(run: &mut Run<'_, ModulePackage>) -> Result<Option<Reconcile
         return Ok(None);
     };
     let generation = run.generation();
-    let now = frame::now();
+    let now = runtime::now();
     let status = run.status();
     status.observed_generation = generation;
     conditions::mark_not_ready(
@@ -222,7 +222,7 @@ async fn resolve_source(
     let api: Api<DynamicObject> = Api::namespaced_with(run.ctx.client.clone(), &ns, &ar);
     let obj = match api.get(&r.name).await {
         Ok(o) => o,
-        Err(e) if frame::is_not_found(&e) => {
+        Err(e) if runtime::is_not_found(&e) => {
             return stalled(format!("source {shown} not found"));
         }
         Err(e) => return Err(Error::kube(format!("reading source {shown}"), e)),

@@ -44,9 +44,9 @@ use kube::{Api, ResourceExt};
 use tracing::Instrument;
 
 use super::context::{Context, Reconciled};
-use super::frame::{self, Error, EventType, Patcher};
 use super::outcome::{platform_retry, Outcome};
 use super::platform_gate;
+use super::runtime::{self, Error, EventType, Patcher};
 use crate::kernel::SkewPolicy;
 use crate::kernel::{BuiltPlatform, ErrorClass, PlatformEntry, PlatformInput};
 use crate::platform::{Generated, PackageIdentity};
@@ -207,7 +207,7 @@ pub async fn reconcile_as(name: &str, ctx: &Context, mode: Mode) -> Result<Recon
         return Ok(Reconciled::done());
     };
     let generation = plat.metadata.generation.unwrap_or_default();
-    let span = frame::reconcile_span("Platform", "", name, generation);
+    let span = runtime::reconcile_span("Platform", "", name, generation);
     let result = run(plat, ctx, mode).instrument(span).await;
     if let (Ok(r), Mode::Lead) = (&result, mode) {
         ctx.observe("Platform", "", name, r.outcome, started);
@@ -272,7 +272,7 @@ async fn run(plat: Platform, ctx: &Context, mode: Mode) -> Result<Reconciled, Er
         entries,
     };
     let builder = Arc::clone(&ctx.builder);
-    let generated = frame::blocking("generating the platform module", move || {
+    let generated = runtime::blocking("generating the platform module", move || {
         builder.generate(&input)
     })
     .await?;
@@ -304,7 +304,7 @@ async fn run(plat: Platform, ctx: &Context, mode: Mode) -> Result<Reconciled, Er
     };
     let builder = Arc::clone(&ctx.builder);
     let build_dir = dir.clone();
-    let built = frame::blocking("building the platform module", move || {
+    let built = runtime::blocking("building the platform module", move || {
         builder.build(&build_dir)
     })
     .await?;
@@ -362,7 +362,7 @@ async fn succeed(
     recorded: bool,
 ) -> Result<Reconciled, Error> {
     let generation = plat.metadata.generation;
-    let now = frame::now();
+    let now = runtime::now();
     let fulfilment = platform_gate::fulfilment(&built.contracts);
     let status = plat.status.get_or_insert_with(Default::default);
     status.observed_generation = generation;
@@ -427,7 +427,7 @@ async fn fail(
     class: Option<ErrorClass>,
 ) -> Result<Reconciled, Error> {
     let generation = plat.metadata.generation;
-    let (status, warn) = frame::mark_stalled(&mut plat.status, generation, reason, &message);
+    let (status, warn) = runtime::mark_stalled(&mut plat.status, generation, reason, &message);
     status.observed_generation = generation;
     status.operator_version = Some(ctx.operator_version.clone());
     let retry = platform_retry(class);

@@ -48,8 +48,8 @@ use tracing::Instrument;
 
 use super::claims;
 use super::context::{Context, Reconciled};
-use super::frame::{self, is_not_found, Error, EventType, Patcher};
 use super::outcome::{Outcome, STALLED_RECHECK};
+use super::runtime::{self, is_not_found, Error, EventType, Patcher};
 use crate::kernel::{AcquireError, ErrorClass};
 
 /// The shortest requeue of a transient catalog hold.
@@ -105,7 +105,7 @@ pub async fn reconcile(name: &str, ctx: &Context) -> Result<Reconciled, Error> {
         return Ok(Reconciled::done());
     };
     let generation = tr.metadata.generation.unwrap_or_default();
-    let span = frame::reconcile_span("TransformerRegistration", "", name, generation);
+    let span = runtime::reconcile_span("TransformerRegistration", "", name, generation);
     let result = async {
         if tr.metadata.deletion_timestamp.is_some() {
             guard_removal(tr, ctx).await
@@ -156,7 +156,7 @@ async fn verdict(
     // 4. Acquire the catalog.
     let acquirer = Arc::clone(&ctx.acquirer);
     let (c, v) = (catalog.clone(), version.clone());
-    let acquired = frame::blocking("acquiring the claimed catalog", move || {
+    let acquired = runtime::blocking("acquiring the claimed catalog", move || {
         acquirer.acquire(&c, &v)
     })
     .await
@@ -345,7 +345,7 @@ async fn accept(
         tr.metadata.finalizers = written.metadata.finalizers;
     }
     let generation = tr.metadata.generation;
-    let now = frame::now();
+    let now = runtime::now();
     let (c, v) = (tr.spec.catalog.clone(), tr.spec.version.clone());
     let (pns, pname) = (
         tr.spec.provider_ref.namespace.clone(),
@@ -432,7 +432,7 @@ async fn refuse(
     message: String,
 ) -> Result<Reconciled, Error> {
     let generation = tr.metadata.generation;
-    let (status, warn) = frame::mark_stalled(&mut tr.status, generation, reason, &message);
+    let (status, warn) = runtime::mark_stalled(&mut tr.status, generation, reason, &message);
     status.observed_generation = generation;
     status.accepted = false;
     if !status.active {
@@ -466,7 +466,7 @@ async fn defer(
         reason,
         &message,
         generation,
-        &frame::now(),
+        &runtime::now(),
     );
     patcher.patch_status(&tr).await?;
     tracing::info!(reason, message = %message, "claim verdict deferred");
@@ -499,7 +499,7 @@ async fn hold(
     message: String,
 ) -> Result<Reconciled, Error> {
     let generation = tr.metadata.generation;
-    let now = frame::now();
+    let now = runtime::now();
     let status = tr.status.get_or_insert_with(Default::default);
     let since = conditions::get(&status.conditions, types::RECONCILING)
         .filter(|c| c.status == "True" && c.reason == reasons::CATALOG_UNRESOLVED)
@@ -591,7 +591,7 @@ async fn guard_removal(
         return Ok(Reconciled::done());
     }
     let message = claims::dependents_message(&dependents);
-    let (_, warn) = frame::mark_stalled(
+    let (_, warn) = runtime::mark_stalled(
         &mut tr.status,
         tr.metadata.generation,
         reasons::DEPENDENTS_REMAIN,

@@ -504,7 +504,7 @@ async fn skip_keyed_on_identity_rebuilds_nothing_and_writes_nothing() {
 
 #[tokio::test]
 async fn the_status_patcher_never_overwrites_newer_state() {
-    use opm_operator::controller::frame::{Error, Patcher};
+    use opm_operator::controller::runtime::{Error, Patcher};
     let env = env().await;
     let api = platforms(&env.client);
     let read = create(&api, plat()).await;

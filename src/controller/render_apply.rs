@@ -109,16 +109,21 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::context::{Context, Reconciled};
-use super::frame::{self, Error, EventType, Patcher};
 use super::metrics::ControllerMetrics;
 use super::outcome::{self, classify_render, Outcome, STALLED_RECHECK};
-use crate::apply::deletion::{self, Decision, FORCE_DELETE_ORPHAN_ANNOTATION};
+use super::runtime::{self, Error, EventType, Patcher};
+use crate::apply::deletion::{self as apply_deletion, Decision, FORCE_DELETE_ORPHAN_ANNOTATION};
 use crate::apply::object::InstanceLabels;
 use crate::apply::prune::PruneOptions;
 use crate::apply::{self, ApplyOptions, Engine, Phase, SyncError, SyncOptions};
 use crate::inventory;
 use crate::kernel::SkewPolicy;
 use crate::kernel::{BuiltPlatform, KernelError, RenderResult};
+
+mod deletion;
+mod health;
+
+pub use health::{verdict_of, Verdict, HEALTH_NAMES, HEALTH_RECHECK};
 
 /// Maximum history entries kept (§6.7).
 pub const HISTORY_LIMIT: usize = 10;
@@ -130,79 +135,6 @@ pub const SUCCEEDED_MESSAGE: &str = "Reconciliation succeeded";
 pub const RESUMED_MESSAGE: &str = "Reconciliation resumed";
 /// How soon a deletion whose objects are still terminating is looked at again.
 pub const DELETION_RECHECK: Duration = Duration::from_secs(5);
-/// How soon a failed health check is looked at again.
-pub const HEALTH_RECHECK: Duration = Duration::from_secs(30);
-/// The most objects a health message names.
-pub const HEALTH_NAMES: usize = 5;
-
-/// The applied objects' health (module docs, “Health”).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    /// Every object read is Current (or the check is off).
-    Ready,
-    /// Some objects are not Current yet and the timeout has not passed (the message).
-    Waiting(String),
-    /// Some objects are Failed, or not Current after the timeout (the message).
-    Failed(String),
-}
-
-/// `what` and the first [`HEALTH_NAMES`] of `items` (`…; and N more`).
-fn name_some(items: &[String]) -> String {
-    let mut out = items
-        .iter()
-        .take(HEALTH_NAMES)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join("; ");
-    if items.len() > HEALTH_NAMES {
-        out.push_str(&format!("; and {} more", items.len() - HEALTH_NAMES));
-    }
-    out
-}
-
-/// The verdict of a health report (`report`: per object, its kstatus or the read error),
-/// `elapsed` since the apply and the rollout `timeout` (module docs).
-pub fn verdict_of(
-    report: Vec<(String, Result<apply::health::Health, apply::Error>)>,
-    elapsed: Duration,
-    timeout: Duration,
-) -> Verdict {
-    use apply::health::Health;
-    let mut failed = Vec::new();
-    let mut waiting = Vec::new();
-    for (name, h) in report {
-        match h {
-            Ok(Health::Current) => {}
-            Ok(Health::Failed(m)) => failed.push(format!("{name}: {m}")),
-            Ok(Health::InProgress(m)) => waiting.push(format!("{name}: {m}")),
-            Ok(Health::NotFound) => waiting.push(format!("{name}: not found")),
-            Err(e) => waiting.push(format!("{name}: status unknown: {e}")),
-        }
-    }
-    if !failed.is_empty() {
-        return Verdict::Failed(format!(
-            "{} object(s) failed: {}",
-            failed.len(),
-            name_some(&failed)
-        ));
-    }
-    if waiting.is_empty() {
-        return Verdict::Ready;
-    }
-    if elapsed >= timeout {
-        return Verdict::Failed(format!(
-            "timed out after {} waiting for {} object(s) to become ready: {}",
-            crds::duration::format_go(timeout),
-            waiting.len(),
-            name_some(&waiting)
-        ));
-    }
-    Verdict::Waiting(format!(
-        "waiting for {} object(s) to become ready: {}",
-        waiting.len(),
-        name_some(&waiting)
-    ))
-}
 
 /// Event actions both kinds use (§7.3).
 pub mod actions {
@@ -386,8 +318,8 @@ macro_rules! same_named_fields {
             self.status.get_or_insert_with(Default::default)
         }
 
-        fn settings(&self) -> $crate::controller::rendered::Settings<'_> {
-            $crate::controller::rendered::Settings {
+        fn settings(&self) -> $crate::controller::render_apply::Settings<'_> {
+            $crate::controller::render_apply::Settings {
                 suspend: self.spec.suspend,
                 prune: self.spec.prune,
                 service_account_name: self.spec.service_account_name.as_deref(),
@@ -423,7 +355,7 @@ where
         return Ok(Reconciled::done());
     };
     let generation = obj.meta().generation.unwrap_or_default();
-    let span = frame::reconcile_span(K::KIND, namespace, name, generation);
+    let span = runtime::reconcile_span(K::KIND, namespace, name, generation);
     let metered = K::METRICS && !obj.handed_off();
     let result = phases(Run::new(api, obj, ctx, started)?)
         .instrument(span)
@@ -561,7 +493,7 @@ impl<'a, K: Rendered> Run<'a, K> {
             name,
             interval,
             started,
-            started_at: frame::now(),
+            started_at: runtime::now(),
         })
     }
 
@@ -649,7 +581,7 @@ impl<'a, K: Rendered> Run<'a, K> {
 
     async fn suspend(&mut self, prior_ready_reason: &str) -> Result<Reconciled, Error> {
         let generation = self.generation();
-        let now = frame::now();
+        let now = runtime::now();
         let status = self.status();
         conditions::mark_suspended(status.conditions_mut(), generation, &now);
         *status.observed_generation_mut() = generation;
@@ -698,149 +630,10 @@ impl<'a, K: Rendered> Run<'a, K> {
         Some((sa, engine))
     }
 
-    /// §2.4.
-    async fn delete(&mut self) -> Result<Reconciled, Error> {
-        let entries = self.previous_entries();
-        let prune = self.obj.settings().prune.unwrap_or(false);
-        let identity = if prune && !entries.is_empty() {
-            self.identity().await
-        } else {
-            None
-        };
-        let annotation = self
-            .obj
-            .annotations()
-            .get(FORCE_DELETE_ORPHAN_ANNOTATION)
-            .cloned();
-        let decision = deletion::decide(
-            prune,
-            entries.len(),
-            identity.as_ref().map(|(_, e)| e),
-            annotation.as_deref(),
-        );
-        match decision {
-            Decision::Orphan => self.release().await,
-            Decision::OrphanSaMissing {
-                count,
-                service_account,
-            } => {
-                let msg = format!(
-                    "Orphaned {count} managed resources; ServiceAccount {service_account:?} \
-                     missing and {FORCE_DELETE_ORPHAN_ANNOTATION} annotation set"
-                );
-                self.event(
-                    EventType::Warning,
-                    reasons::ORPHANED_ON_DELETION,
-                    actions::DELETE,
-                    &msg,
-                )
-                .await;
-                self.status().reconcile_mut().inventory = None;
-                self.patcher.patch_status(&self.obj).await?;
-                self.release().await
-            }
-            Decision::StallSaMissing { service_account } => {
-                let msg = deletion_sa_missing_message(&service_account);
-                self.stall_deletion(reasons::DELETION_SA_MISSING, msg).await
-            }
-            Decision::ImpersonationFailed(msg) => {
-                self.stall_deletion(reasons::IMPERSONATION_FAILED, msg)
-                    .await
-            }
-            Decision::Prune => {
-                let engine = match identity {
-                    Some((_, Ok(e))) => e,
-                    _ => self.ctx.engine.clone(),
-                };
-                let opts = PruneOptions {
-                    owner_uuid: K::owner_uuid(&self.prior),
-                };
-                let mut result = engine.delete_all(&entries, &opts).await;
-                if result.complete() {
-                    if let Some(m) = self.metrics() {
-                        m.record_prune(result.pruned.deleted.len() as u64);
-                    }
-                    return self.release().await;
-                }
-                let errors = std::mem::take(&mut result.pruned.errors);
-                match apply::Error::collect(errors) {
-                    Some(e)
-                        if engine.impersonated().is_some() && e.is_impersonation_forbidden() =>
-                    {
-                        self.stall_deletion(reasons::IMPERSONATION_FAILED, e.to_string())
-                            .await
-                    }
-                    Some(e) => Err(Error::Delete {
-                        what: format!(
-                            "deleting the inventory of {} {}/{}",
-                            K::KIND,
-                            self.namespace,
-                            self.name
-                        ),
-                        source: Box::new(e),
-                    }),
-                    None => {
-                        tracing::info!(
-                            remaining = result.remaining.len(),
-                            "waiting for deleted objects to go"
-                        );
-                        Ok(Reconciled {
-                            requeue: Some(DELETION_RECHECK),
-                            outcome: None,
-                            reason: None,
-                        })
-                    }
-                }
-            }
-        }
-    }
-
-    async fn stall_deletion(
-        &mut self,
-        reason: &'static str,
-        message: String,
-    ) -> Result<Reconciled, Error> {
-        let now = frame::now();
-        let generation = self.prior.observed_generation();
-        conditions::mark_stalled(
-            self.status().conditions_mut(),
-            reason,
-            &message,
-            generation,
-            &now,
-        );
-        self.patcher.patch_status(&self.obj).await?;
-        if super::events::is_transition(self.prior.conditions(), reason, &message) {
-            self.event(EventType::Warning, reason, actions::DELETE, &message)
-                .await;
-        }
-        Ok(Reconciled {
-            requeue: Some(STALLED_RECHECK),
-            outcome: Some(Outcome::FailedStalled),
-            reason: Some(reason),
-        })
-    }
-
-    /// Removes the cleanup finalizer (the object goes; its inventory gauge with it).
-    async fn release(&mut self) -> Result<Reconciled, Error> {
-        let finalizers: Vec<String> = self
-            .obj
-            .finalizers()
-            .iter()
-            .filter(|f| f.as_str() != FINALIZER_CLEANUP)
-            .cloned()
-            .collect();
-        self.patcher.patch_finalizers(&finalizers).await?;
-        if let Some(m) = self.metrics() {
-            m.forget_inventory(&self.namespace, &self.name);
-        }
-        Ok(Reconciled::done())
-    }
-
     /// Marks Reconciling at the start of the loop (§2.1 `Progressing`).
     pub fn mark_reconciling(&mut self) {
         let generation = self.generation();
-        let now = frame::now();
+        let now = runtime::now();
         conditions::mark_reconciling(
             self.status().conditions_mut(),
             reasons::PROGRESSING,
@@ -1056,107 +849,6 @@ impl<'a, K: Rendered> Run<'a, K> {
         self.fail(f, digests).await
     }
 
-    /// The key of this object's remembered changes ([`Context::remember_changes`]).
-    fn changes_key(&self) -> String {
-        format!("{}/{}/{}", K::KIND, self.namespace, self.name)
-    }
-
-    /// The rollout timeout: `spec.rollout.timeout` (a malformed one is logged and the
-    /// operator's default used), else [`Context::health_timeout`].
-    fn rollout_timeout(&self) -> Duration {
-        let default = self.ctx.health_timeout;
-        match self
-            .obj
-            .settings()
-            .rollout
-            .and_then(|r| r.timeout.as_deref())
-        {
-            None => default,
-            Some(s) => crds::duration::parse_go(s).unwrap_or_else(|| {
-                tracing::warn!(
-                    timeout = s,
-                    "spec.rollout.timeout is not a duration; using the default"
-                );
-                default
-            }),
-        }
-    }
-
-    /// The health of the applied `objects` (module docs, “Health”); `applied_at` is when they
-    /// were last applied (`None`: by this reconcile).
-    async fn health(&self, objects: &[Value], applied_at: Option<&Time>) -> Verdict {
-        let timeout = self.rollout_timeout();
-        if timeout.is_zero() {
-            return Verdict::Ready;
-        }
-        let report = self
-            .ctx
-            .engine
-            .health_of(objects)
-            .await
-            .into_iter()
-            .map(|(r, h)| (r.to_string(), h))
-            .collect();
-        let elapsed = applied_at.map_or(Duration::ZERO, |t| {
-            let since = crds::k8s_openapi::jiff::Timestamp::now().duration_since(t.0);
-            Duration::try_from(since).unwrap_or(Duration::ZERO)
-        });
-        verdict_of(report, elapsed, timeout)
-    }
-
-    /// Writes the health verdict's conditions and says when to look again (`None`: Ready).
-    fn mark_health(
-        &mut self,
-        verdict: &Verdict,
-        generation: Option<i64>,
-        now: &Time,
-    ) -> Option<Duration> {
-        let conds = self.status().conditions_mut();
-        match verdict {
-            Verdict::Ready => {
-                conditions::mark_ready(
-                    conds,
-                    reasons::RECONCILIATION_SUCCEEDED,
-                    SUCCEEDED_MESSAGE,
-                    generation,
-                    now,
-                );
-                None
-            }
-            Verdict::Waiting(m) => {
-                conditions::mark_reconciling(conds, reasons::PROGRESSING, m, generation, now);
-                Some(self.ctx.health_poll)
-            }
-            Verdict::Failed(m) => {
-                conditions::mark_not_ready(conds, reasons::HEALTH_CHECK_FAILED, m, generation, now);
-                Some(
-                    self.interval
-                        .map_or(HEALTH_RECHECK, |i| i.min(HEALTH_RECHECK)),
-                )
-            }
-        }
-    }
-
-    /// The event of a health verdict that is not Ready (a Warning once per transition to
-    /// HealthCheckFailed; nothing while waiting).
-    async fn health_event(&self, verdict: &Verdict) {
-        if let Verdict::Failed(m) = verdict {
-            if super::events::is_transition(
-                self.prior.conditions(),
-                reasons::HEALTH_CHECK_FAILED,
-                m,
-            ) {
-                self.event(
-                    EventType::Warning,
-                    reasons::HEALTH_CHECK_FAILED,
-                    actions::RECONCILE,
-                    m,
-                )
-                .await;
-            }
-        }
-    }
-
     /// Records the attempt (§2.2 phase 7): observedGeneration and lastAttempted*.
     fn attempted(&mut self, digests: &Digests) {
         let elapsed = self.started.elapsed();
@@ -1177,7 +869,7 @@ impl<'a, K: Rendered> Run<'a, K> {
 
     async fn no_op(&mut self, verdict: Verdict) -> Result<Reconciled, Error> {
         let generation = self.generation();
-        let now = frame::now();
+        let now = runtime::now();
         let status = self.status();
         *status.observed_generation_mut() = generation;
         let again = self.mark_health(&verdict, generation, &now);
@@ -1185,7 +877,7 @@ impl<'a, K: Rendered> Run<'a, K> {
             self.counters().reconcile = 0;
             self.status().reconcile_mut().next_retry_at = None;
         } else {
-            self.status().reconcile_mut().next_retry_at = again.map(frame::time_after);
+            self.status().reconcile_mut().next_retry_at = again.map(runtime::time_after);
         }
         self.patcher.patch_status(&self.obj).await?;
         let was_waiting = conditions::get(self.prior.conditions(), types::READY).is_some_and(|c| {
@@ -1244,7 +936,7 @@ impl<'a, K: Rendered> Run<'a, K> {
     ) -> Result<Reconciled, Error> {
         self.attempted(digests);
         let generation = self.generation();
-        let now = frame::now();
+        let now = runtime::now();
         let revision = self
             .prior
             .reconcile()
@@ -1294,7 +986,7 @@ impl<'a, K: Rendered> Run<'a, K> {
             conditions::remove(status.conditions_mut(), types::DRIFTED);
         }
         let again = self.mark_health(&verdict, generation, &now);
-        self.status().reconcile_mut().next_retry_at = again.map(frame::time_after);
+        self.status().reconcile_mut().next_retry_at = again.map(runtime::time_after);
         self.patcher.patch_status(&self.obj).await?;
         if let Some(m) = self.metrics() {
             m.set_inventory_size(&self.namespace, &self.name, size);
@@ -1334,7 +1026,7 @@ impl<'a, K: Rendered> Run<'a, K> {
     pub async fn fail(&mut self, f: Failure, digests: &Digests) -> Result<Reconciled, Error> {
         self.attempted(digests);
         let generation = self.generation();
-        let now = frame::now();
+        let now = runtime::now();
         let counter = {
             let c = self.counters();
             let before = c.reconcile;
@@ -1365,7 +1057,7 @@ impl<'a, K: Rendered> Run<'a, K> {
             ),
         }
         let r = status.reconcile_mut();
-        r.next_retry_at = Some(frame::time_after(requeue));
+        r.next_retry_at = Some(runtime::time_after(requeue));
         if f.history && !f.message.is_empty() {
             push_history(
                 &mut r.history,

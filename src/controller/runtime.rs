@@ -1,4 +1,4 @@
-//! The frame every reconciler shares (operator-spec.md §2.1, §3.6, §4.2, §7.3; ADR-005).
+//! The reconciler runtime every reconciler shares (operator-spec.md §2.1, §3.6, §4.2, §7.3; ADR-005).
 //!
 //! Rules implemented here:
 //! - **Status patcher** (Flux SerialPatcher semantics): the patch is a JSON merge patch computed as

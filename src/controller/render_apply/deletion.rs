@@ -1,0 +1,147 @@
+//! Deletion of a ModuleInstance or ModulePackage (§2.4; the “Deletion” rules of the parent
+//! module): orphan, stall or delete the inventory, then release the finalizer.
+
+#[allow(
+    clippy::wildcard_imports,
+    reason = "a part of the parent module's reconcile"
+)]
+use super::*;
+
+impl<K: Rendered> Run<'_, K> {
+    /// §2.4.
+    pub(super) async fn delete(&mut self) -> Result<Reconciled, Error> {
+        let entries = self.previous_entries();
+        let prune = self.obj.settings().prune.unwrap_or(false);
+        let identity = if prune && !entries.is_empty() {
+            self.identity().await
+        } else {
+            None
+        };
+        let annotation = self
+            .obj
+            .annotations()
+            .get(FORCE_DELETE_ORPHAN_ANNOTATION)
+            .cloned();
+        let decision = apply_deletion::decide(
+            prune,
+            entries.len(),
+            identity.as_ref().map(|(_, e)| e),
+            annotation.as_deref(),
+        );
+        match decision {
+            Decision::Orphan => self.release().await,
+            Decision::OrphanSaMissing {
+                count,
+                service_account,
+            } => {
+                let msg = format!(
+                    "Orphaned {count} managed resources; ServiceAccount {service_account:?} \
+                     missing and {FORCE_DELETE_ORPHAN_ANNOTATION} annotation set"
+                );
+                self.event(
+                    EventType::Warning,
+                    reasons::ORPHANED_ON_DELETION,
+                    actions::DELETE,
+                    &msg,
+                )
+                .await;
+                self.status().reconcile_mut().inventory = None;
+                self.patcher.patch_status(&self.obj).await?;
+                self.release().await
+            }
+            Decision::StallSaMissing { service_account } => {
+                let msg = deletion_sa_missing_message(&service_account);
+                self.stall_deletion(reasons::DELETION_SA_MISSING, msg).await
+            }
+            Decision::ImpersonationFailed(msg) => {
+                self.stall_deletion(reasons::IMPERSONATION_FAILED, msg)
+                    .await
+            }
+            Decision::Prune => {
+                let engine = match identity {
+                    Some((_, Ok(e))) => e,
+                    _ => self.ctx.engine.clone(),
+                };
+                let opts = PruneOptions {
+                    owner_uuid: K::owner_uuid(&self.prior),
+                };
+                let mut result = engine.delete_all(&entries, &opts).await;
+                if result.complete() {
+                    if let Some(m) = self.metrics() {
+                        m.record_prune(result.pruned.deleted.len() as u64);
+                    }
+                    return self.release().await;
+                }
+                let errors = std::mem::take(&mut result.pruned.errors);
+                match apply::Error::collect(errors) {
+                    Some(e)
+                        if engine.impersonated().is_some() && e.is_impersonation_forbidden() =>
+                    {
+                        self.stall_deletion(reasons::IMPERSONATION_FAILED, e.to_string())
+                            .await
+                    }
+                    Some(e) => Err(Error::Delete {
+                        what: format!(
+                            "deleting the inventory of {} {}/{}",
+                            K::KIND,
+                            self.namespace,
+                            self.name
+                        ),
+                        source: Box::new(e),
+                    }),
+                    None => {
+                        tracing::info!(
+                            remaining = result.remaining.len(),
+                            "waiting for deleted objects to go"
+                        );
+                        Ok(Reconciled {
+                            requeue: Some(DELETION_RECHECK),
+                            outcome: None,
+                            reason: None,
+                        })
+                    }
+                }
+            }
+        }
+    }
+    pub(super) async fn stall_deletion(
+        &mut self,
+        reason: &'static str,
+        message: String,
+    ) -> Result<Reconciled, Error> {
+        let now = runtime::now();
+        let generation = self.prior.observed_generation();
+        conditions::mark_stalled(
+            self.status().conditions_mut(),
+            reason,
+            &message,
+            generation,
+            &now,
+        );
+        self.patcher.patch_status(&self.obj).await?;
+        if crate::controller::events::is_transition(self.prior.conditions(), reason, &message) {
+            self.event(EventType::Warning, reason, actions::DELETE, &message)
+                .await;
+        }
+        Ok(Reconciled {
+            requeue: Some(STALLED_RECHECK),
+            outcome: Some(Outcome::FailedStalled),
+            reason: Some(reason),
+        })
+    }
+    /// Removes the cleanup finalizer (the object goes; its inventory gauge with it).
+    pub(super) async fn release(&mut self) -> Result<Reconciled, Error> {
+        let finalizers: Vec<String> = self
+            .obj
+            .finalizers()
+            .iter()
+            .filter(|f| f.as_str() != FINALIZER_CLEANUP)
+            .cloned()
+            .collect();
+        self.patcher.patch_finalizers(&finalizers).await?;
+        if let Some(m) = self.metrics() {
+            m.forget_inventory(&self.namespace, &self.name);
+        }
+        Ok(Reconciled::done())
+    }
+}

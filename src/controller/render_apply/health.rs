@@ -1,0 +1,181 @@
+//! Ready means healthy (issue 29; the “Health” rules of the parent module): the kstatus verdict
+//! of the applied objects, its conditions, its event and the rollout timeout.
+
+#[allow(
+    clippy::wildcard_imports,
+    reason = "a part of the parent module's reconcile"
+)]
+use super::*;
+
+/// How soon a failed health check is looked at again.
+pub const HEALTH_RECHECK: Duration = Duration::from_secs(30);
+/// The most objects a health message names.
+pub const HEALTH_NAMES: usize = 5;
+
+/// The applied objects' health (module docs, “Health”).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every object read is Current (or the check is off).
+    Ready,
+    /// Some objects are not Current yet and the timeout has not passed (the message).
+    Waiting(String),
+    /// Some objects are Failed, or not Current after the timeout (the message).
+    Failed(String),
+}
+
+/// `what` and the first [`HEALTH_NAMES`] of `items` (`…; and N more`).
+fn name_some(items: &[String]) -> String {
+    let mut out = items
+        .iter()
+        .take(HEALTH_NAMES)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if items.len() > HEALTH_NAMES {
+        out.push_str(&format!("; and {} more", items.len() - HEALTH_NAMES));
+    }
+    out
+}
+
+/// The verdict of a health report (`report`: per object, its kstatus or the read error),
+/// `elapsed` since the apply and the rollout `timeout` (module docs).
+pub fn verdict_of(
+    report: Vec<(String, Result<apply::health::Health, apply::Error>)>,
+    elapsed: Duration,
+    timeout: Duration,
+) -> Verdict {
+    use apply::health::Health;
+    let mut failed = Vec::new();
+    let mut waiting = Vec::new();
+    for (name, h) in report {
+        match h {
+            Ok(Health::Current) => {}
+            Ok(Health::Failed(m)) => failed.push(format!("{name}: {m}")),
+            Ok(Health::InProgress(m)) => waiting.push(format!("{name}: {m}")),
+            Ok(Health::NotFound) => waiting.push(format!("{name}: not found")),
+            Err(e) => waiting.push(format!("{name}: status unknown: {e}")),
+        }
+    }
+    if !failed.is_empty() {
+        return Verdict::Failed(format!(
+            "{} object(s) failed: {}",
+            failed.len(),
+            name_some(&failed)
+        ));
+    }
+    if waiting.is_empty() {
+        return Verdict::Ready;
+    }
+    if elapsed >= timeout {
+        return Verdict::Failed(format!(
+            "timed out after {} waiting for {} object(s) to become ready: {}",
+            crds::duration::format_go(timeout),
+            waiting.len(),
+            name_some(&waiting)
+        ));
+    }
+    Verdict::Waiting(format!(
+        "waiting for {} object(s) to become ready: {}",
+        waiting.len(),
+        name_some(&waiting)
+    ))
+}
+
+impl<K: Rendered> Run<'_, K> {
+    /// The key of this object's remembered changes ([`Context::remember_changes`]).
+    pub(super) fn changes_key(&self) -> String {
+        format!("{}/{}/{}", K::KIND, self.namespace, self.name)
+    }
+    /// The rollout timeout: `spec.rollout.timeout` (a malformed one is logged and the
+    /// operator's default used), else [`Context::health_timeout`].
+    pub(super) fn rollout_timeout(&self) -> Duration {
+        let default = self.ctx.health_timeout;
+        match self
+            .obj
+            .settings()
+            .rollout
+            .and_then(|r| r.timeout.as_deref())
+        {
+            None => default,
+            Some(s) => crds::duration::parse_go(s).unwrap_or_else(|| {
+                tracing::warn!(
+                    timeout = s,
+                    "spec.rollout.timeout is not a duration; using the default"
+                );
+                default
+            }),
+        }
+    }
+    /// The health of the applied `objects` (module docs, “Health”); `applied_at` is when they
+    /// were last applied (`None`: by this reconcile).
+    pub(super) async fn health(&self, objects: &[Value], applied_at: Option<&Time>) -> Verdict {
+        let timeout = self.rollout_timeout();
+        if timeout.is_zero() {
+            return Verdict::Ready;
+        }
+        let report = self
+            .ctx
+            .engine
+            .health_of(objects)
+            .await
+            .into_iter()
+            .map(|(r, h)| (r.to_string(), h))
+            .collect();
+        let elapsed = applied_at.map_or(Duration::ZERO, |t| {
+            let since = crds::k8s_openapi::jiff::Timestamp::now().duration_since(t.0);
+            Duration::try_from(since).unwrap_or(Duration::ZERO)
+        });
+        verdict_of(report, elapsed, timeout)
+    }
+    /// Writes the health verdict's conditions and says when to look again (`None`: Ready).
+    pub(super) fn mark_health(
+        &mut self,
+        verdict: &Verdict,
+        generation: Option<i64>,
+        now: &Time,
+    ) -> Option<Duration> {
+        let conds = self.status().conditions_mut();
+        match verdict {
+            Verdict::Ready => {
+                conditions::mark_ready(
+                    conds,
+                    reasons::RECONCILIATION_SUCCEEDED,
+                    SUCCEEDED_MESSAGE,
+                    generation,
+                    now,
+                );
+                None
+            }
+            Verdict::Waiting(m) => {
+                conditions::mark_reconciling(conds, reasons::PROGRESSING, m, generation, now);
+                Some(self.ctx.health_poll)
+            }
+            Verdict::Failed(m) => {
+                conditions::mark_not_ready(conds, reasons::HEALTH_CHECK_FAILED, m, generation, now);
+                Some(
+                    self.interval
+                        .map_or(HEALTH_RECHECK, |i| i.min(HEALTH_RECHECK)),
+                )
+            }
+        }
+    }
+    /// The event of a health verdict that is not Ready (a Warning once per transition to
+    /// HealthCheckFailed; nothing while waiting).
+    pub(super) async fn health_event(&self, verdict: &Verdict) {
+        if let Verdict::Failed(m) = verdict {
+            if crate::controller::events::is_transition(
+                self.prior.conditions(),
+                reasons::HEALTH_CHECK_FAILED,
+                m,
+            ) {
+                self.event(
+                    EventType::Warning,
+                    reasons::HEALTH_CHECK_FAILED,
+                    actions::RECONCILE,
+                    m,
+                )
+                .await;
+            }
+        }
+    }
+}
