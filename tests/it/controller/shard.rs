@@ -447,8 +447,13 @@ async fn a_killed_shard_leader_hands_over_within_the_lease_period() {
         0,
         "the standby renders nothing"
     );
-    // The standby observes the Platform all along: its store already holds the package.
-    assert!(standby.store.identity().is_some());
+    // The standby observes the Platform all along: its store holds the package (its own
+    // observe-mode build may finish after the leader's, on a loaded machine).
+    let observer = &*standby;
+    assert!(
+        eventually(10, || async move { observer.store.identity().is_some() }).await,
+        "the standby never built the observed platform"
+    );
 
     leader.kill();
     let killed = Instant::now();
