@@ -188,14 +188,6 @@ impl Diagnostic {
     }
 }
 
-/// The error type of the crate's public API.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// Evaluation or loading produced diagnostics.
-    #[error("{} error(s), first: {}", .0.len(), .0.first().map(|d| d.message.as_str()).unwrap_or(""))]
-    Diagnostics(Vec<Diagnostic>),
-}
-
 pub use crate::source::SourceMap;
 
 /// Renders diagnostics the way `cue` does.

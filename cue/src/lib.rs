@@ -55,7 +55,7 @@ pub use adt::{
 };
 pub use builtins::Val as Data;
 use errors::SourceMap;
-pub use errors::{DiagCode, Diagnostic, Error, Limit};
+pub use errors::{DiagCode, Diagnostic, Limit};
 pub use eval::Config;
 use eval::{Conj, Ev};
 pub use facade::{DecodeError, DiagnosticReport, Field, FieldConstraint, FieldFilter, Position};
