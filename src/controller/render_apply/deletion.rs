@@ -142,6 +142,8 @@ impl<K: Rendered> Run<'_, K> {
         if let Some(m) = self.metrics() {
             m.forget_inventory(&self.namespace, &self.name);
         }
+        // What a health wait remembered for the success event goes with the object.
+        self.ctx.take_changes(&self.changes_key());
         Ok(Reconciled::done())
     }
 }
