@@ -455,6 +455,49 @@ mod tests {
     }
 
     #[test]
+    fn a_health_check_reads_only_objects_that_can_be_unhealthy() {
+        let o = |api: &str, kind: &str, extra: Value| {
+            let mut v = json!({"apiVersion": api, "kind": kind, "metadata": {"name": "x"}});
+            if let (Some(m), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+                m.extend(e.clone());
+            }
+            v
+        };
+        assert!(needs_check(&o("apps/v1", "Deployment", json!({}))));
+        assert!(needs_check(&o("batch/v1", "Job", json!({}))));
+        assert!(needs_check(&o("v1", "PersistentVolumeClaim", json!({}))));
+        assert!(needs_check(&o("example.com/v1", "Widget", json!({}))));
+        assert!(needs_check(&o(
+            "v1",
+            "Service",
+            json!({"spec": {"type": "LoadBalancer"}})
+        )));
+        assert!(!needs_check(&o(
+            "v1",
+            "Service",
+            json!({"spec": {"type": "ClusterIP"}})
+        )));
+        assert!(!needs_check(&o("v1", "ConfigMap", json!({}))));
+        assert!(!needs_check(&o("v1", "Namespace", json!({}))));
+        assert!(!needs_check(&o(
+            "rbac.authorization.k8s.io/v1",
+            "Role",
+            json!({})
+        )));
+        assert!(!needs_check(&o(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            json!({})
+        )));
+        let opted_out = o(
+            "apps/v1",
+            "Deployment",
+            json!({"metadata": {"name": "x", "annotations": {"opm.dev/wait": "disabled"}}}),
+        );
+        assert!(!needs_check(&opted_out));
+    }
+
+    #[test]
     fn crds_namespaces_services_generic() {
         let crd = |c: Value| json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "x"}, "status": {"conditions": c}});
         assert_eq!(

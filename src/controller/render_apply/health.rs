@@ -179,3 +179,60 @@ impl<K: Rendered> Run<'_, K> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::health::Health;
+
+    fn report(items: &[(&str, Health)]) -> Vec<(String, Result<Health, apply::Error>)> {
+        items
+            .iter()
+            .map(|(n, h)| ((*n).to_owned(), Ok(h.clone())))
+            .collect()
+    }
+
+    #[test]
+    fn a_failure_wins_waiting_times_out_and_messages_name_at_most_five() {
+        let min = Duration::from_secs(60);
+        let progressing = Health::InProgress("available replicas: 0 of 1".into());
+        assert_eq!(
+            verdict_of(report(&[("a", Health::Current)]), Duration::ZERO, min),
+            Verdict::Ready
+        );
+        assert_eq!(
+            verdict_of(
+                report(&[
+                    ("a", progressing.clone()),
+                    ("b", Health::Failed("deadline".into()))
+                ]),
+                Duration::ZERO,
+                min
+            ),
+            Verdict::Failed("1 object(s) failed: b: deadline".into())
+        );
+        assert_eq!(
+            verdict_of(report(&[("a", progressing.clone()), ("c", Health::NotFound)]), Duration::from_secs(59), min),
+            Verdict::Waiting(
+                "waiting for 2 object(s) to become ready: a: available replicas: 0 of 1; c: not found"
+                    .into()
+            )
+        );
+        assert_eq!(
+            verdict_of(report(&[("a", progressing.clone())]), min, min),
+            Verdict::Failed(
+                "timed out after 1m0s waiting for 1 object(s) to become ready: a: available replicas: 0 of 1"
+                    .into()
+            )
+        );
+        let many: Vec<(String, Health)> = (0..7)
+            .map(|i| (format!("o{i}"), Health::NotFound))
+            .collect();
+        let many: Vec<(&str, Health)> = many.iter().map(|(n, h)| (n.as_str(), h.clone())).collect();
+        let Verdict::Waiting(m) = verdict_of(report(&many), Duration::ZERO, min) else {
+            panic!("not waiting")
+        };
+        assert!(m.ends_with("o4: not found; and 2 more"), "{m}");
+        assert!(!m.contains("o5"), "{m}");
+    }
+}
