@@ -856,3 +856,64 @@ async fn new_user_session(version: Version) {
         .await
         .contains("deleted"));
 }
+
+both_kubectls!(
+    kubectl_rollout_status_follows_the_workload_simulator,
+    rollout_status_with
+);
+
+/// With the workload simulator (the embedded dev cluster's), `kubectl rollout status` sees a
+/// Deployment roll out, and one annotated to fail exceed its progress deadline, as on a cluster.
+async fn rollout_status_with(version: Version) {
+    let tmp = tempfile::tempdir().unwrap();
+    let emu = kube_emu::Emulator::start(kube_emu::Options {
+        workloads: Some(kube_emu::simulate::Workloads::after(
+            std::time::Duration::from_millis(500),
+        )),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    std::fs::write(tmp.path().join("kubeconfig"), emu.kubeconfig_yaml()).unwrap();
+    let k = Kubectl {
+        bin: kubectl_bin(version),
+        dir: Path::new(tmp.path()).to_path_buf(),
+        version,
+    };
+    let f = k.file("web.yaml", &deployment_yaml("a"));
+    k.ok(&["apply", "-f", &f]).await;
+    let out = k
+        .ok(&["rollout", "status", "deployment/web", "--timeout=30s"])
+        .await;
+    assert!(out.contains("successfully rolled out"), "{out}");
+    let ready = k.json(&["get", "deployment", "web"]).await;
+    assert_eq!(ready["status"]["availableReplicas"], 1, "{ready}");
+
+    k.ok(&[
+        "annotate",
+        "deployment",
+        "web",
+        "kube-emu.opmodel.dev/simulate=fail",
+    ])
+    .await;
+    // A spec change starts a new rollout (`kubectl scale` needs the scale subresource, which
+    // kube-emu does not serve: see its README).
+    k.ok(&[
+        "patch",
+        "deployment",
+        "web",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"replicas":2}}"#,
+    ])
+    .await;
+    let o = k
+        .run(&["rollout", "status", "deployment/web", "--timeout=30s"])
+        .await;
+    assert!(!o.ok, "a failed rollout must fail: {}", o.stdout);
+    assert!(
+        o.stderr.contains("exceeded its progress deadline"),
+        "{}",
+        o.stderr
+    );
+}
