@@ -131,19 +131,15 @@ impl Emulator {
         let changes = st.tx.subscribe();
         // Objects restored from a snapshot were never seen by the simulator: they are looked
         // at once, as if just changed.
-        let restored = match opts.workloads {
-            Some(_) => simulations_due(&st),
-            None => Vec::new(),
-        };
         let delayed = match opts.workloads {
             Some(w) if w.delay.is_zero() => {
                 st.simulate_now = true;
-                for (key, ns, name, next) in restored {
+                for (key, ns, name, next) in simulations_due(&st) {
                     st.commit(&key, &ns, &name, state::Change::Put(next));
                 }
                 None
             }
-            Some(w) => Some((w.delay, st.tx.subscribe(), restored)),
+            Some(w) => Some((w.delay, st.tx.subscribe(), simulations_due(&st))),
             None => None,
         };
         let shared = Arc::new(Shared {

@@ -17,7 +17,7 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use crate::e2e::{kube_emu_binary, opm, Children};
-use crate::registry::harness::{cli_ok, DistRegistry};
+use crate::registry::harness::DistRegistry;
 
 /// The module every instance of these tests uses.
 pub const DEMO: &str = "fixtures.test/modules/demo@v0";
@@ -80,23 +80,9 @@ impl Cluster {
         let mut children = Children::default();
         let reg = DistRegistry::start();
         for m in ["core", "kube", "mini"] {
-            cli_ok(&[
-                "module",
-                "publish",
-                opm().join(m).to_str().unwrap(),
-                "v0.1.0",
-                "--registry",
-                &reg.mapping(),
-            ]);
+            reg.publish(&opm().join(m), "v0.1.0");
         }
-        cli_ok(&[
-            "module",
-            "publish",
-            per_instance_demo(dir.path()).to_str().unwrap(),
-            DEMO_VERSION,
-            "--registry",
-            &reg.mapping(),
-        ]);
+        reg.publish(&per_instance_demo(dir.path()), DEMO_VERSION);
         let kubeconfig = dir.path().join("kubeconfig");
         let emu = children.spawn(
             "kube-emu",

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use crate::child::LoggedChild;
 use crate::kubectls::{self, Version};
-use crate::registry::harness::{cli_ok, DistRegistry};
+use crate::registry::harness::DistRegistry;
 
 const DEMO: &str = "fixtures.test/modules/demo@v0";
 const MINI: &str = "fixtures.test/catalogs/mini@v0";
@@ -220,23 +220,9 @@ async fn drive(version: Version) {
     // The registry, with the fixtures published by the real CLI.
     let reg = DistRegistry::start();
     for m in ["core", "kube", "mini", "demo"] {
-        cli_ok(&[
-            "module",
-            "publish",
-            opm().join(m).to_str().unwrap(),
-            "v0.1.0",
-            "--registry",
-            &reg.mapping(),
-        ]);
+        reg.publish(&opm().join(m), "v0.1.0");
     }
-    cli_ok(&[
-        "module",
-        "publish",
-        demo_without_conf(dir.path()).to_str().unwrap(),
-        "v0.2.0",
-        "--registry",
-        &reg.mapping(),
-    ]);
+    reg.publish(&demo_without_conf(dir.path()), "v0.2.0");
 
     // The cluster.
     let kubeconfig = dir.path().join("kubeconfig");

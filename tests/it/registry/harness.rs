@@ -144,6 +144,18 @@ impl DistRegistry {
         format!("fixtures.test={}", self.host)
     }
 
+    /// Publishes the module in `dir` as `version` into this registry with the real CLI.
+    pub fn publish(&self, dir: &Path, version: &str) {
+        cli_ok(&[
+            "module",
+            "publish",
+            dir.to_str().unwrap(),
+            version,
+            "--registry",
+            &self.mapping(),
+        ]);
+    }
+
     /// A client for this registry with test time bounds.
     pub fn client(&self, cache: Option<&Path>) -> ModuleRegistry {
         self.client_for(&["fixtures.test"], cache)
