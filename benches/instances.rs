@@ -143,13 +143,31 @@ impl Operator {
         (tick(11) + tick(12)) / USER_HZ
     }
 
-    /// Peak resident set size in MiB.
-    fn peak_rss_mib(&self) -> f64 {
+    /// A `/proc/<pid>/status` memory field (`VmHWM`, `VmRSS`, `RssAnon`, `RssFile`) in MiB.
+    fn status_mib(&self, field: &str) -> f64 {
         self.proc_file("status")
             .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
             .map_or(0.0, |kb| kb / 1024.0)
+    }
+
+    /// The process's memory now: resident (anonymous, file-backed), peak, and proportional set
+    /// size (`Pss` of `/proc/<pid>/smaps_rollup`: shared pages divided among the processes
+    /// mapping them, so the binary's text counts once over all operator processes).
+    fn memory(&self) -> Memory {
+        let pss = self
+            .proc_file("smaps_rollup")
+            .lines()
+            .find_map(|l| l.strip_prefix("Pss:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0);
+        Memory {
+            peak: self.status_mib("VmHWM"),
+            anon: self.status_mib("RssAnon"),
+            file: self.status_mib("RssFile"),
+            pss,
+        }
     }
 }
 
@@ -160,6 +178,15 @@ impl Drop for Operator {
     }
 }
 
+/// One process's memory figures in MiB (`/proc/<pid>/status`).
+#[derive(Clone, Copy)]
+struct Memory {
+    peak: f64,
+    anon: f64,
+    file: f64,
+    pss: f64,
+}
+
 struct Figures {
     n: usize,
     shards: usize,
@@ -167,7 +194,8 @@ struct Figures {
     requests: usize,
     cpu_s: f64,
     /// (process, peak RSS MiB).
-    peaks: Vec<(String, f64)>,
+    /// Per process: its label, its memory before the first instance (platform built) and at the end.
+    memory: Vec<(String, Memory, Memory)>,
 }
 
 async fn ready_count(all: &Api<ModuleInstance>) -> usize {
@@ -239,6 +267,7 @@ async fn run(n: usize, shards: usize, layout: &Path, root: &Path) -> Figures {
     // The shards observe the Platform on their own: give them a moment to build it too.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let cpu_before: Vec<f64> = operators.iter().map(Operator::cpu_seconds).collect();
+    let memory_before: Vec<Memory> = operators.iter().map(Operator::memory).collect();
 
     let values: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(opm().join("values/valid.json")).unwrap())
@@ -306,9 +335,10 @@ async fn run(n: usize, shards: usize, layout: &Path, root: &Path) -> Figures {
         .zip(&cpu_before)
         .map(|(o, before)| o.cpu_seconds() - before)
         .sum();
-    let peaks = operators
+    let memory = operators
         .iter()
-        .map(|o| (o.label.clone(), o.peak_rss_mib()))
+        .zip(memory_before)
+        .map(|(o, before)| (o.label.clone(), before, o.memory()))
         .collect();
     drop(operators);
     emu.shutdown().await;
@@ -318,12 +348,16 @@ async fn run(n: usize, shards: usize, layout: &Path, root: &Path) -> Figures {
         ready,
         requests,
         cpu_s,
-        peaks,
+        memory,
     }
 }
 
 fn print(f: &Figures) {
-    let peaks: Vec<String> = f.peaks.iter().map(|(l, m)| format!("{l} {m:.0}")).collect();
+    let peaks: Vec<String> = f
+        .memory
+        .iter()
+        .map(|(l, _, m)| format!("{l} {:.0}", m.peak))
+        .collect();
     println!(
         "{:>6}  {:>6}  {:>9.1} s  {:>9.1} ms  {:>11.1}  {:>11.1} ms  {}",
         f.n,
@@ -334,6 +368,13 @@ fn print(f: &Figures) {
         f.cpu_s * 1000.0 / f.n as f64,
         peaks.join(", ")
     );
+    for (label, before, after) in &f.memory {
+        println!(
+            "        {label}: before the instances {:.1} anon + {:.1} file (peak {:.1}); \
+             at the end {:.1} anon + {:.1} file (peak {:.1}, PSS {:.1})",
+            before.anon, before.file, before.peak, after.anon, after.file, after.peak, after.pss
+        );
+    }
 }
 
 fn main() {
