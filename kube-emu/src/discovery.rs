@@ -101,6 +101,17 @@ pub fn resource_list(st: &State, group: &str, version: &str) -> Option<Value> {
                 "verbs": ["get", "patch", "update"],
             }));
         }
+        if rt.scale.is_some() {
+            res.push(json!({
+                "name": format!("{}/scale", rt.plural),
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "group": crate::scale::SCALE_GROUP,
+                "version": crate::scale::SCALE_VERSION,
+                "kind": crate::scale::SCALE_KIND,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
     }
     if res.is_empty() {
         return None;

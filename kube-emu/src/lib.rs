@@ -23,6 +23,7 @@ pub mod protobuf;
 pub mod rbac;
 mod request;
 pub mod resources;
+pub mod scale;
 pub mod schema;
 pub mod selector;
 pub mod server;

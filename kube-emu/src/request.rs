@@ -22,7 +22,7 @@ pub struct Target {
     pub ns: String,
     /// Object name (`""` for collections).
     pub name: String,
-    /// Subresource (`""` or `status`).
+    /// Subresource (`""`, `status` or `scale`).
     pub sub: String,
 }
 

@@ -27,6 +27,8 @@ pub struct ResourceType {
     pub namespaced: bool,
     /// Whether a `/status` subresource exists (status is split from the main resource).
     pub status_subresource: bool,
+    /// Where the `/scale` subresource reads and writes replicas, if the kind has one.
+    pub scale: Option<ScalePaths>,
     /// Structural schema per version (custom resources only).
     pub schemas: BTreeMap<String, Value>,
     /// True for kinds defined by a CustomResourceDefinition.
@@ -34,6 +36,36 @@ pub struct ResourceType {
     /// Verbs advertised in discovery.
     pub verbs: Vec<&'static str>,
 }
+
+/// The JSON paths (`.spec.replicas`) behind a `/scale` subresource (`crate::scale`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScalePaths {
+    /// The desired replicas.
+    pub spec_replicas: String,
+    /// The observed replicas.
+    pub status_replicas: String,
+    /// A string label selector (custom resources; built-in kinds format `spec.selector`).
+    pub label_selector: Option<String>,
+}
+
+impl ScalePaths {
+    /// The paths of the built-in workload kinds.
+    fn builtin() -> Self {
+        ScalePaths {
+            spec_replicas: ".spec.replicas".into(),
+            status_replicas: ".status.replicas".into(),
+            label_selector: None,
+        }
+    }
+}
+
+/// The built-in resources with a `/scale` subresource (of those kube-emu serves; a real apiserver
+/// adds replicationcontrollers).
+const SCALABLE: &[(&str, &str)] = &[
+    ("apps", "deployments"),
+    ("apps", "replicasets"),
+    ("apps", "statefulsets"),
+];
 
 /// Verbs of an ordinary resource.
 pub const ALL_VERBS: &[&str] = &[
@@ -335,6 +367,9 @@ pub fn builtins() -> Vec<ResourceType> {
                 },
                 namespaced: b.ns,
                 status_subresource: b.status,
+                scale: SCALABLE
+                    .contains(&(b.g, b.plural))
+                    .then(ScalePaths::builtin),
                 schemas: BTreeMap::new(),
                 custom: false,
                 verbs: if review {
@@ -394,6 +429,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<(String, String)>> {
     let mut versions: Vec<(bool, String)> = Vec::new();
     let mut schemas = BTreeMap::new();
     let mut status_subresource = false;
+    let mut scale = None;
     if let Some(vs) = spec["versions"].as_array() {
         for (i, v) in vs.iter().enumerate() {
             let vname = v["name"].as_str().unwrap_or("").to_string();
@@ -407,6 +443,24 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<(String, String)>> {
             let storage = v["storage"].as_bool().unwrap_or(false);
             if v["subresources"]["status"].is_object() {
                 status_subresource = true;
+            }
+            let sc = &v["subresources"]["scale"];
+            if sc.is_object() {
+                let path = |k: &str| sc[k].as_str().map(str::to_string);
+                match (path("specReplicasPath"), path("statusReplicasPath")) {
+                    (Some(spec_replicas), Some(status_replicas)) => {
+                        scale = Some(ScalePaths {
+                            spec_replicas,
+                            status_replicas,
+                            label_selector: path("labelSelectorPath"),
+                        })
+                    }
+                    _ => errs.push((
+                        format!("spec.versions[{i}].subresources.scale"),
+                        "Required value: specReplicasPath and statusReplicasPath are required"
+                            .into(),
+                    )),
+                }
             }
             let schema = &v["schema"]["openAPIV3Schema"];
             if schema.is_object() {
@@ -439,6 +493,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<(String, String)>> {
         categories: strs(&names["categories"]),
         namespaced: scope == "Namespaced",
         status_subresource,
+        scale,
         schemas,
         custom: true,
         verbs: ALL_VERBS.to_vec(),

@@ -307,7 +307,9 @@ async fn route(
         let st = sh.state.lock();
         return Ok(json_response(201, &review(&st, &t, &user, v)));
     }
-    let known_sub = t.sub.is_empty() || (t.sub == "status" && t.rt.status_subresource);
+    let known_sub = t.sub.is_empty()
+        || (t.sub == "status" && t.rt.status_subresource)
+        || (t.sub == "scale" && t.rt.scale.is_some());
     if !known_sub {
         return Err(ApiError::no_route(path));
     }
@@ -338,6 +340,14 @@ async fn route(
             .to_string(),
     };
     let partial = accept.contains("as=PartialObjectMetadata");
+    if t.sub == "scale" {
+        let ct = headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let (code, v) = crate::scale::serve(sh, &t, &r, verb, ct, &body).await?;
+        return Ok(json_response(code, &v));
+    }
     let (code, v) = match verb {
         "watch" => {
             let printer = table::wants_table(accept).then(|| {

@@ -510,3 +510,140 @@ async fn kube_rs_namespace_create_patch_delete_still_json() {
     );
     emu.shutdown().await;
 }
+
+/// The `scale` subresource through kube-rs (the autoscaling/v1 `Scale` client): the view of a
+/// Deployment, a patch and a replace that change only the parent's replicas, the resourceVersion
+/// precondition, a refused negative count, a kind without the subresource, and a custom resource
+/// whose CRD declares `subresources.scale`.
+#[tokio::test]
+async fn the_scale_subresource_reads_and_writes_the_parents_replicas() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::autoscaling::v1::Scale;
+    let emu = start().await;
+    let client = emu.client().unwrap();
+    let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
+    let d: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 2,
+                 "selector": {"matchLabels": {"app": "web"},
+                              "matchExpressions": [{"key": "tier", "operator": "In", "values": ["b", "a"]}]},
+                 "template": {"metadata": {"labels": {"app": "web", "tier": "a"}},
+                              "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}
+    }))
+    .unwrap();
+    let created = deployments
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    let s = deployments.get_scale("web").await.unwrap();
+    assert_eq!(s.metadata.uid, created.metadata.uid);
+    assert_eq!(
+        s.metadata.resource_version,
+        created.metadata.resource_version
+    );
+    assert_eq!(s.spec.as_ref().unwrap().replicas, Some(2));
+    let status = s.status.clone().unwrap();
+    assert_eq!(status.replicas, 0);
+    assert_eq!(status.selector.as_deref(), Some("app=web,tier in (a,b)"));
+
+    // A merge patch of the Scale changes the Deployment's replicas and nothing else.
+    let patched = deployments
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 5}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.spec.unwrap().replicas, Some(5));
+    let after = deployments.get("web").await.unwrap();
+    assert_eq!(after.spec.replicas, Some(5));
+    assert_eq!(after.metadata.generation, Some(2), "a spec change");
+    assert_eq!(after.spec.template, created.spec.template);
+
+    // A replace carrying a stale resourceVersion is a conflict; a fresh one goes through.
+    let mut stale: Scale = s.clone();
+    stale.spec.as_mut().unwrap().replicas = Some(1);
+    let e = api_status(
+        deployments
+            .replace_scale("web", &PostParams::default(), &stale)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 409, "{e:?}");
+    let mut fresh = deployments.get_scale("web").await.unwrap();
+    fresh.spec.as_mut().unwrap().replicas = Some(1);
+    let replaced = deployments
+        .replace_scale("web", &PostParams::default(), &fresh)
+        .await
+        .unwrap();
+    assert_eq!(replaced.spec.unwrap().replicas, Some(1));
+
+    let e = api_status(
+        deployments
+            .patch_scale(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": -1}})),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"), "{e:?}");
+    assert_eq!(
+        deployments.get("web").await.unwrap().spec.replicas,
+        Some(1),
+        "a refused write changes nothing"
+    );
+
+    // ConfigMaps have no scale subresource.
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    cms.create(&PostParams::default(), &cm("c", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(api_status(cms.get_scale("c").await.unwrap_err()).code, 404);
+
+    // A custom resource whose CRD declares the subresource, with its own paths.
+    let mut crd = widget_crd();
+    crd["metadata"]["name"] = json!("gadgets.example.com");
+    crd["spec"]["names"] = json!({"plural": "gadgets", "singular": "gadget", "kind": "Gadget"});
+    crd["spec"]["versions"][0]["subresources"] = json!({"status": {}, "scale": {
+        "specReplicasPath": ".spec.size", "statusReplicasPath": ".status.count"}});
+    crd["spec"]["versions"][0]["schema"] = json!({"openAPIV3Schema": {"type": "object",
+        "x-kubernetes-preserve-unknown-fields": true}});
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    crds.create(
+        &PostParams::default(),
+        &serde_json::from_value(crd).unwrap(),
+    )
+    .await
+    .unwrap();
+    let ar = kube::discovery::ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "Gadget".into(),
+        plural: "gadgets".into(),
+    };
+    let gadgets: Api<kube::api::DynamicObject> = Api::default_namespaced_with(client.clone(), &ar);
+    let g: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Gadget",
+        "metadata": {"name": "g"}, "spec": {"size": 2}
+    }))
+    .unwrap();
+    gadgets.create(&PostParams::default(), &g).await.unwrap();
+    let s = gadgets.get_scale("g").await.unwrap();
+    assert_eq!(s.spec.unwrap().replicas, Some(2));
+    gadgets
+        .patch_scale(
+            "g",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 7}})),
+        )
+        .await
+        .unwrap();
+    let g = gadgets.get("g").await.unwrap();
+    assert_eq!(g.data["spec"]["size"], 7);
+}

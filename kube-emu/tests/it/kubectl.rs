@@ -896,17 +896,8 @@ async fn rollout_status_with(version: Version) {
         "kube-emu.opmodel.dev/simulate=fail",
     ])
     .await;
-    // A spec change starts a new rollout (`kubectl scale` needs the scale subresource, which
-    // kube-emu does not serve: see its README).
-    k.ok(&[
-        "patch",
-        "deployment",
-        "web",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"replicas":2}}"#,
-    ])
-    .await;
+    // A spec change starts a new rollout.
+    k.ok(&["scale", "deployment/web", "--replicas=2"]).await;
     let o = k
         .run(&["rollout", "status", "deployment/web", "--timeout=30s"])
         .await;
@@ -916,4 +907,76 @@ async fn rollout_status_with(version: Version) {
         "{}",
         o.stderr
     );
+}
+
+both_kubectls!(kubectl_scale_goes_through_the_scale_subresource, scale_with);
+
+/// `kubectl scale` finds the subresource in discovery and writes it (a patch; with
+/// `--current-replicas`, a read and a replace), and the simulator rolls the new count out.
+async fn scale_with(version: Version) {
+    let tmp = tempfile::tempdir().unwrap();
+    let emu = kube_emu::Emulator::start(kube_emu::Options {
+        workloads: Some(kube_emu::simulate::Workloads::immediate()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    std::fs::write(tmp.path().join("kubeconfig"), emu.kubeconfig_yaml()).unwrap();
+    let k = Kubectl {
+        bin: kubectl_bin(version),
+        dir: Path::new(tmp.path()).to_path_buf(),
+        version,
+    };
+    let f = k.file("web.yaml", &deployment_yaml("a"));
+    k.ok(&["apply", "-f", &f]).await;
+    let out = k.ok(&["scale", "deployment/web", "--replicas=3"]).await;
+    assert_eq!(out.trim(), "deployment.apps/web scaled");
+    let d = k.json(&["get", "deployment", "web"]).await;
+    assert_eq!(d["spec"]["replicas"], 3, "{d}");
+    assert_eq!(
+        d["status"]["readyReplicas"], 3,
+        "the simulator rolled it out: {d}"
+    );
+    let scale: Value = serde_json::from_str(
+        &k.ok(&[
+            "get",
+            "--raw",
+            "/apis/apps/v1/namespaces/default/deployments/web/scale",
+        ])
+        .await,
+    )
+    .unwrap();
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["spec"]["replicas"], 3);
+    assert_eq!(scale["status"], json!({"replicas": 3, "selector": "app=a"}));
+
+    // A precondition that does not hold is refused and changes nothing; one that holds applies.
+    let o = k
+        .run(&[
+            "scale",
+            "deployment/web",
+            "--current-replicas=5",
+            "--replicas=1",
+        ])
+        .await;
+    assert!(!o.ok, "{}", o.stdout);
+    assert!(
+        o.stderr.contains("Expected replicas to be 5, was 3"),
+        "{}",
+        o.stderr
+    );
+    k.ok(&[
+        "scale",
+        "deployment/web",
+        "--current-replicas=3",
+        "--replicas=1",
+    ])
+    .await;
+    let d = k.json(&["get", "deployment", "web"]).await;
+    assert_eq!(d["spec"]["replicas"], 1, "{d}");
+
+    // A kind without the subresource is refused as on a cluster.
+    k.ok(&["create", "configmap", "c"]).await;
+    let o = k.run(&["scale", "configmap/c", "--replicas=2"]).await;
+    assert!(!o.ok, "{}", o.stdout);
 }
