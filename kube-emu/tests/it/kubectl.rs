@@ -140,14 +140,7 @@ async fn next_line<R: tokio::io::AsyncBufRead + Unpin>(lines: &mut tokio::io::Li
 both_kubectls!(kubectl_scripted_session, kubectl_scripted_session_with);
 
 async fn kubectl_scripted_session_with(version: Version) {
-    let tmp = tempfile::tempdir().unwrap();
-    let emu = start().await;
-    std::fs::write(tmp.path().join("kubeconfig"), emu.kubeconfig_yaml()).unwrap();
-    let k = Kubectl {
-        bin: kubectl_bin(version),
-        dir: Path::new(tmp.path()).to_path_buf(),
-        version,
-    };
+    let (emu, k, _tmp) = session(version, kube_emu::Options::default()).await;
     let client_version = k.ok(&["version", "--client", "-o", "json"]).await;
     let minor =
         serde_json::from_str::<Value>(&client_version).unwrap()["clientVersion"]["minor"].clone();
@@ -315,19 +308,14 @@ async fn kubectl_scripted_session_with(version: Version) {
 both_kubectls!(kubectl_over_https, kubectl_over_https_with);
 
 async fn kubectl_over_https_with(version: Version) {
-    let tmp = tempfile::tempdir().unwrap();
-    let emu = kube_emu::Emulator::start(kube_emu::Options {
-        tls: true,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    std::fs::write(tmp.path().join("kubeconfig"), emu.kubeconfig_yaml()).unwrap();
-    let k = Kubectl {
-        bin: kubectl_bin(version),
-        dir: Path::new(tmp.path()).to_path_buf(),
+    let (emu, k, _tmp) = session(
         version,
-    };
+        kube_emu::Options {
+            tls: true,
+            ..Default::default()
+        },
+    )
+    .await;
     let out = k.ok(&["get", "namespaces", "-o", "name"]).await;
     assert!(out.contains("namespace/default"), "{out}");
     let out = k
@@ -339,15 +327,25 @@ async fn kubectl_over_https_with(version: Version) {
 
 /// An emulator with the operator's own CRDs (`crds::all_crds()`) installed through kubectl,
 /// and a kubectl bound to it.
-async fn with_operator_crds(version: Version) -> (kube_emu::Emulator, Kubectl, tempfile::TempDir) {
+/// An emulator started with `opts` and a kubectl of `version` pointed at it (its own HOME and
+/// cache in the returned temp dir).
+async fn session(
+    version: Version,
+    opts: kube_emu::Options,
+) -> (kube_emu::Emulator, Kubectl, tempfile::TempDir) {
     let tmp = tempfile::tempdir().unwrap();
-    let emu = start().await;
+    let emu = kube_emu::Emulator::start(opts).await.unwrap();
     std::fs::write(tmp.path().join("kubeconfig"), emu.kubeconfig_yaml()).unwrap();
     let k = Kubectl {
         bin: kubectl_bin(version),
         dir: Path::new(tmp.path()).to_path_buf(),
         version,
     };
+    (emu, k, tmp)
+}
+
+async fn with_operator_crds(version: Version) -> (kube_emu::Emulator, Kubectl, tempfile::TempDir) {
+    let (emu, k, tmp) = session(version, kube_emu::Options::default()).await;
     let crds: Vec<Value> = crds::all_crds()
         .iter()
         .map(|c| serde_json::to_value(c).unwrap())
@@ -857,6 +855,18 @@ async fn new_user_session(version: Version) {
         .contains("deleted"));
 }
 
+/// A session against an emulator with the workload simulator.
+async fn with_simulator(
+    version: Version,
+    workloads: kube_emu::simulate::Workloads,
+) -> (kube_emu::Emulator, Kubectl, tempfile::TempDir) {
+    let opts = kube_emu::Options {
+        workloads: Some(workloads),
+        ..Default::default()
+    };
+    session(version, opts).await
+}
+
 both_kubectls!(
     kubectl_rollout_status_follows_the_workload_simulator,
     rollout_status_with
@@ -865,21 +875,11 @@ both_kubectls!(
 /// With the workload simulator (the embedded dev cluster's), `kubectl rollout status` sees a
 /// Deployment roll out, and one annotated to fail exceed its progress deadline, as on a cluster.
 async fn rollout_status_with(version: Version) {
-    let tmp = tempfile::tempdir().unwrap();
-    let emu = kube_emu::Emulator::start(kube_emu::Options {
-        workloads: Some(kube_emu::simulate::Workloads::after(
-            std::time::Duration::from_millis(500),
-        )),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    std::fs::write(tmp.path().join("kubeconfig"), emu.kubeconfig_yaml()).unwrap();
-    let k = Kubectl {
-        bin: kubectl_bin(version),
-        dir: Path::new(tmp.path()).to_path_buf(),
+    let (_emu, k, _tmp) = with_simulator(
         version,
-    };
+        kube_emu::simulate::Workloads::after(Duration::from_millis(500)),
+    )
+    .await;
     let f = k.file("web.yaml", &deployment_yaml("a"));
     k.ok(&["apply", "-f", &f]).await;
     let out = k
@@ -914,19 +914,7 @@ both_kubectls!(kubectl_scale_goes_through_the_scale_subresource, scale_with);
 /// `kubectl scale` finds the subresource in discovery and writes it (a patch; with
 /// `--current-replicas`, a read and a replace), and the simulator rolls the new count out.
 async fn scale_with(version: Version) {
-    let tmp = tempfile::tempdir().unwrap();
-    let emu = kube_emu::Emulator::start(kube_emu::Options {
-        workloads: Some(kube_emu::simulate::Workloads::immediate()),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    std::fs::write(tmp.path().join("kubeconfig"), emu.kubeconfig_yaml()).unwrap();
-    let k = Kubectl {
-        bin: kubectl_bin(version),
-        dir: Path::new(tmp.path()).to_path_buf(),
-        version,
-    };
+    let (_emu, k, _tmp) = with_simulator(version, kube_emu::simulate::Workloads::immediate()).await;
     let f = k.file("web.yaml", &deployment_yaml("a"));
     k.ok(&["apply", "-f", &f]).await;
     let out = k.ok(&["scale", "deployment/web", "--replicas=3"]).await;
