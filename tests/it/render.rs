@@ -65,6 +65,21 @@ fn publish(dir: &str, version: &str, target: &[&str]) {
     cli_ok(&args);
 }
 
+/// A registry holding every fixture module at v0.1.0.
+fn published() -> DistRegistry {
+    let reg = DistRegistry::start();
+    publish_all(&["--registry", &reg.mapping()]);
+    reg
+}
+
+/// The opening most render tests share: the published fixtures (keep the registry alive), a
+/// renderer reading them, and the generated fixture platform.
+fn rendering() -> (DistRegistry, Renderer, BuiltPlatform) {
+    let reg = published();
+    let r = renderer(client(&reg));
+    (reg, r, platform("platform/generated"))
+}
+
 /// A client with generous time bounds (renders run beside other builds on a small machine).
 fn client(reg: &DistRegistry) -> ModuleRegistry {
     let mut cfg = RegistryConfig::new(Mapping::parse(&reg.mapping()).unwrap());
@@ -142,10 +157,7 @@ fn expected() -> String {
 
 #[test]
 fn the_demo_module_renders_exactly_the_expected_objects() {
-    let reg = DistRegistry::start();
-    publish_all(&["--registry", &reg.mapping()]);
-    let r = renderer(client(&reg));
-    let p = platform("platform/generated");
+    let (_reg, r, p) = rendering();
     let got = ok(&r, &request("demo", Some(values("valid.json"))), &p);
     assert_eq!(without_digest(&got), expected());
     let objects: Vec<&serde_json::Value> = got.objects.iter().map(|o| &o.object).collect();
@@ -167,10 +179,7 @@ fn the_demo_module_renders_exactly_the_expected_objects() {
 
 #[test]
 fn bad_values_name_the_values_path_and_the_schema_position() {
-    let reg = DistRegistry::start();
-    publish_all(&["--registry", &reg.mapping()]);
-    let r = renderer(client(&reg));
-    let p = platform("platform/generated");
+    let (_reg, r, p) = rendering();
     // The unknown key's schema position is the `#config` literal that refuses it (line 28).
     for (file, path, schema_line) in [
         ("unknown-key.json", "values.colour", 28),
@@ -197,10 +206,7 @@ fn bad_values_name_the_values_path_and_the_schema_position() {
 
 #[test]
 fn negative_fixtures_fail_with_their_class_and_subject() {
-    let reg = DistRegistry::start();
-    publish_all(&["--registry", &reg.mapping()]);
-    let r = renderer(client(&reg));
-    let p = platform("platform/generated");
+    let (reg, r, p) = rendering();
 
     // Unmatched component.
     match err(&r, &request("unmatched", None), &p) {
@@ -376,8 +382,7 @@ fn negative_fixtures_fail_with_their_class_and_subject() {
 
 #[test]
 fn bad_artifacts_and_skew_are_typed() {
-    let reg = DistRegistry::start();
-    publish_all(&["--registry", &reg.mapping()]);
+    let reg = published();
     let raw = RawPush::new(&reg.host);
     // A zip carrying cue.mod/local-module.cue, and a manifest with a foreign config type.
     let dir = opm().join("negative/local-module");
@@ -461,10 +466,7 @@ fn bad_artifacts_and_skew_are_typed() {
 
 #[test]
 fn concurrent_renders_equal_serial_ones() {
-    let reg = DistRegistry::start();
-    publish_all(&["--registry", &reg.mapping()]);
-    let r = renderer(client(&reg));
-    let p = platform("platform/generated");
+    let (_reg, r, p) = rendering();
     let reqs: Vec<ModuleRequest> = (1..=8)
         .map(|i| {
             let mut v = values("valid.json");
@@ -498,8 +500,7 @@ fn concurrent_renders_equal_serial_ones() {
 
 #[test]
 fn the_cli_prints_the_same_bytes_from_a_registry_and_an_oci_layout() {
-    let reg = DistRegistry::start();
-    publish_all(&["--registry", &reg.mapping()]);
+    let reg = published();
     let dir = tempfile::tempdir().unwrap();
     let layout = dir.path().join("layout");
     publish_all(&["--layout", layout.to_str().unwrap()]);
@@ -563,10 +564,7 @@ fn the_cli_prints_the_same_bytes_from_a_registry_and_an_oci_layout() {
 
 #[test]
 fn an_instance_package_renders_like_the_module_request() {
-    let reg = DistRegistry::start();
-    publish_all(&["--registry", &reg.mapping()]);
-    let r = renderer(client(&reg));
-    let p = platform("platform/generated");
+    let (_reg, r, p) = rendering();
     let got = match r.render_package(&opm().join("package/shop"), &p, SkewPolicy::Warn) {
         Ok(x) => x,
         Err(e) => panic!("package/shop: {}", KernelError::from(e)),
@@ -628,8 +626,7 @@ fn a_package_error_names_the_module_not_the_directory_it_was_read_from() {
 
 #[test]
 fn an_exceeded_evaluation_limit_is_a_timeout() {
-    let reg = DistRegistry::start();
-    publish_all(&["--registry", &reg.mapping()]);
+    let reg = published();
     let p = platform("platform/generated");
     for config in [
         cue::Config {
@@ -663,8 +660,7 @@ fn a_generated_and_built_platform_renders_the_demo_exactly() {
     use opm_operator::platform::{
         Generator, Layout, PackageIdentity, PlatformKernel, RegistryShape,
     };
-    let reg = DistRegistry::start();
-    publish_all(&["--registry", &reg.mapping()]);
+    let reg = published();
     let c = Arc::new(client(&reg));
     let kernel = PlatformKernel::new(
         c.clone(),
