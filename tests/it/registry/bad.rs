@@ -41,6 +41,13 @@ fn zip_with(module_cue: &[u8], extra: impl FnOnce(&mut ZipBuilder)) -> Vec<u8> {
 }
 
 /// Pushes a module-shaped artifact (config `{}`, zip, module file) with optional tampering.
+/// Pushes module `path` at v0.1.0 whose zip holds its own `cue.mod/module.cue` plus what `extra`
+/// writes, under a well-formed manifest: the hostile-archive cases differ only in `extra`.
+fn push_entries(raw: &RawPush, path: &str, extra: impl FnOnce(&mut ZipBuilder)) {
+    let mf = module_file(&format!("{path}@v0"));
+    push_module(raw, path, "v0.1.0", zip_with(&mf, extra), mf, |_| {});
+}
+
 fn push_module(
     raw: &RawPush,
     repo: &str,
@@ -98,21 +105,11 @@ fn bad_artifacts_are_refused_naming_the_coordinate() {
     push_module(&raw, p, "v0.1.0", good(p), mf, |m| {
         m.layers.push(m.layers[1].clone());
     });
-    let p = "fixtures.test/bad/traversal";
-    let z = zip_with(&module_file(&format!("{p}@v0")), |w| {
+    push_entries(&raw, "fixtures.test/bad/traversal", |w| {
         w.start_file("../../evil.cue", zip::write::SimpleFileOptions::default())
             .unwrap();
     });
-    push_module(
-        &raw,
-        p,
-        "v0.1.0",
-        z,
-        module_file(&format!("{p}@v0")),
-        |_| {},
-    );
-    let p = "fixtures.test/bad/symlink";
-    let z = zip_with(&module_file(&format!("{p}@v0")), |w| {
+    push_entries(&raw, "fixtures.test/bad/symlink", |w| {
         w.add_symlink(
             "link.cue",
             "/etc/passwd",
@@ -120,44 +117,18 @@ fn bad_artifacts_are_refused_naming_the_coordinate() {
         )
         .unwrap();
     });
-    push_module(
-        &raw,
-        p,
-        "v0.1.0",
-        z,
-        module_file(&format!("{p}@v0")),
-        |_| {},
-    );
-    let p = "fixtures.test/bad/local";
-    let z = zip_with(&module_file(&format!("{p}@v0")), |w| {
+    push_entries(&raw, "fixtures.test/bad/local", |w| {
         w.start_file(
             "cue.mod/local-module.cue",
             zip::write::SimpleFileOptions::default(),
         )
         .unwrap();
     });
-    push_module(
-        &raw,
-        p,
-        "v0.1.0",
-        z,
-        module_file(&format!("{p}@v0")),
-        |_| {},
-    );
-    let p = "fixtures.test/bad/big";
-    let z = zip_with(&module_file(&format!("{p}@v0")), |w| {
+    push_entries(&raw, "fixtures.test/bad/big", |w| {
         w.start_file("big.cue", zip::write::SimpleFileOptions::default())
             .unwrap();
         w.write_all(&vec![b' '; 256 << 10]).unwrap();
     });
-    push_module(
-        &raw,
-        p,
-        "v0.1.0",
-        z,
-        module_file(&format!("{p}@v0")),
-        |_| {},
-    );
     let p = "fixtures.test/bad/path";
     let other = module_file("fixtures.test/other@v0");
     push_module(
