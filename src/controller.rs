@@ -20,7 +20,8 @@
 //!   `deletion` and `health`; §2.1–§2.5, §6).
 //! - [`instance`]: the ModuleInstance reconciler's own phases (§2.2, §2.4–§2.6).
 //! - [`package`]: the ModulePackage reconciler's own steps (§2.3, §2.4) and its Flux sources.
-//! - [`deadline`]: the `--reconcile-timeout` of both.
+//! - [`deadline`]: the `--reconcile-timeout` of both; [`workloads`]: the watch that re-enqueues
+//!   an instance when one of its workloads changes health after the apply.
 //!
 //! The controller flags of `opm-operator serve` and the wiring of all of this live in the
 //! composition root, `crate::cmd::serve`.
@@ -41,3 +42,4 @@ pub mod registration;
 pub mod render_apply;
 pub mod runtime;
 pub mod shard;
+pub mod workloads;

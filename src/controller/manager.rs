@@ -211,7 +211,8 @@ fn recorded(ctx: &Context) -> impl Stream<Item = ()> + Send + 'static {
 /// The controller of a kind that renders on the platform (ModuleInstance, ModulePackage), with
 /// the watches both share: For(K) in the replica's shard, its cache slimmed by `slim`, with the
 /// generation predicate (plus a newly set deletion timestamp); every Platform event and every
-/// recorded package re-enqueue every object; at most `--max-concurrent-renders` reconciles at
+/// recorded package re-enqueue every object; a workload whose health changed after the apply
+/// enqueues its instance (`super::workloads`); at most `--max-concurrent-renders` reconciles at
 /// once. Returns the controller and a reader of its cache.
 fn rendered_controller<K>(ctx: &Context, slim: fn(&mut K)) -> (Controller<K>, reflector::Store<K>)
 where
@@ -245,7 +246,8 @@ where
                     .collect::<Vec<_>>()
             },
         )
-        .reconcile_all_on(recorded(ctx));
+        .reconcile_all_on(recorded(ctx))
+        .reconcile_on(super::workloads::triggers::<K>(&ctx.client));
     (controller, reader)
 }
 

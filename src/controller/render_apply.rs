@@ -67,7 +67,12 @@
 //!   `HealthCheckFailed` naming them. Some not `Current` yet → Ready=Unknown `Progressing`
 //!   (Reconciling=True) naming them, requeued after [`Context::health_poll`] (a worker never
 //!   blocks on a rollout); once `spec.rollout.timeout` (else [`Context::health_timeout`]) has
-//!   passed since `lastAppliedAt`, Ready=False `HealthCheckFailed` “timed out …”. A health
+//!   passed since the wait began, Ready=False `HealthCheckFailed` “timed out …”. The wait begins
+//!   with the apply, or — for an instance that was Ready when its workloads degraded — when the
+//!   degradation was seen (`Progressing` keeps that start in its lastTransitionTime), so a
+//!   workload rolling again an hour after the apply is awaited, not reported timed out at once.
+//!   Degradations and recoveries after the apply reach the reconcile through the workload watch
+//!   ([`super::workloads`]). A health
 //!   failure keeps the apply's record (inventory, history, lastApplied*: the apply itself
 //!   succeeded), counts no failure, emits a Warning once per transition and is checked again
 //!   after [`HEALTH_RECHECK`] (or the kind's interval when shorter). `rollout.timeout: 0` turns

@@ -121,11 +121,28 @@ impl<K: Rendered> Run<'_, K> {
             .into_iter()
             .map(|(r, h)| (r.to_string(), h))
             .collect();
-        let elapsed = applied_at.map_or(Duration::ZERO, |t| {
-            let since = crds::k8s_openapi::jiff::Timestamp::now().duration_since(t.0);
+        let elapsed = self.waiting_since(applied_at).map_or(Duration::ZERO, |t| {
+            let since = crds::k8s_openapi::jiff::Timestamp::now().duration_since(t);
             Duration::try_from(since).unwrap_or(Duration::ZERO)
         });
         verdict_of(report, elapsed, timeout)
+    }
+    /// Since when the objects have been awaited (`None`: from now), the start of the rollout
+    /// timeout: a reconcile that applies starts it; an instance that was Ready starts it now (its
+    /// workloads degraded after the apply: the wait is counted from when that was seen, not from an
+    /// apply long ago); one already waiting (Ready=Unknown `Progressing`) keeps the start it
+    /// recorded, or the last apply if later; otherwise it is the last apply.
+    fn waiting_since(
+        &self,
+        applied_at: Option<&Time>,
+    ) -> Option<crds::k8s_openapi::jiff::Timestamp> {
+        let applied = applied_at?.0;
+        let ready = conditions::get(self.prior.conditions(), types::READY)?;
+        match (ready.status.as_str(), ready.reason.as_str()) {
+            ("True", _) => None,
+            ("Unknown", reasons::PROGRESSING) => Some(applied.max(ready.last_transition_time.0)),
+            _ => Some(applied),
+        }
     }
     /// Writes the health verdict's conditions and says when to look again (`None`: Ready).
     pub(super) fn mark_health(

@@ -230,3 +230,109 @@ async fn a_rollout_that_never_finishes_times_out_and_timeout_zero_does_not_wait(
         Some(reasons::RECONCILIATION_SUCCEEDED)
     );
 }
+
+/// Runs the ModuleInstance controller (watches included) until the returned sender says stop.
+fn controller(
+    r: &Real,
+) -> (
+    tokio::sync::watch::Sender<bool>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(opm_operator::controller::manager::run_instances(
+        std::sync::Arc::clone(&r.ctx),
+        async move {
+            let _ = stop_rx.wait_for(|s| *s).await;
+        },
+    ));
+    (stop_tx, task)
+}
+
+/// Waits (the controller reconciling on its own) until Ready is `(status, reason)`, at most
+/// `secs`; returns its message.
+async fn until_ready(r: &Real, status: &str, reason: &str, secs: u64) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some((s, why, message)) = cond(r, types::READY).await {
+            if s == status && why == reason {
+                return message;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Ready never became {status}/{reason} within {secs} s: {:?}",
+            cond(r, types::READY).await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// After Ready the instance follows its workloads with no change of its own (`controller::workloads`):
+/// a Deployment that fails (a status change at the same generation) turns it HealthCheckFailed,
+/// and its recovery Ready again. A Ready instance is not requeued and a failed health check is
+/// rechecked after 30 s, so seeing both within 10 s is the workload watch's doing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workload_that_degrades_after_ready_is_seen_and_so_is_its_recovery() {
+    let r = cluster(Duration::from_millis(300), None).await;
+    let (stop, task) = controller(&r);
+    until_ready(&r, "True", reasons::RECONCILIATION_SUCCEEDED, 30).await;
+    let generation =
+        Api::<crds::k8s_openapi::api::apps::v1::Deployment>::namespaced(r.client.clone(), NS)
+            .get(&deployment(&r).await)
+            .await
+            .unwrap()
+            .metadata
+            .generation;
+
+    simulate(&r, Some("fail")).await;
+    let message = until_ready(&r, "False", reasons::HEALTH_CHECK_FAILED, 10).await;
+    assert!(
+        message.starts_with("1 object(s) failed: Deployment/")
+            && message.contains("has timed out progressing"),
+        "{message}"
+    );
+    let (kind, _, note) = one_event(&events(&r.client, NAME, reasons::HEALTH_CHECK_FAILED).await);
+    assert_eq!((kind.as_str(), note), ("Warning", message));
+    simulate(&r, None).await;
+    until_ready(&r, "True", reasons::RECONCILIATION_SUCCEEDED, 10).await;
+    // Nothing was applied for it: the Deployment's spec is the one first applied.
+    let after =
+        Api::<crds::k8s_openapi::api::apps::v1::Deployment>::namespaced(r.client.clone(), NS)
+            .get(&deployment(&r).await)
+            .await
+            .unwrap();
+    assert_eq!(after.metadata.generation, generation);
+    stop.send_replace(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+}
+
+/// A degradation long after the apply is awaited for the rollout timeout from when it was seen,
+/// not reported as timed out at once: Progressing first, HealthCheckFailed one timeout later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rollout_timeout_of_a_degradation_counts_from_when_it_was_seen() {
+    let r = cluster(
+        Duration::from_millis(200),
+        Some(Rollout {
+            timeout: Some("3s".into()),
+            ..Default::default()
+        }),
+    )
+    .await;
+    let (stop, task) = controller(&r);
+    until_ready(&r, "True", reasons::RECONCILIATION_SUCCEEDED, 30).await;
+    // Longer ago than the timeout.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    simulate(&r, Some("hold")).await;
+    let waiting = until_ready(&r, "Unknown", reasons::PROGRESSING, 10).await;
+    assert!(
+        waiting.starts_with("waiting for 1 object(s) to become ready: Deployment/"),
+        "{waiting}"
+    );
+    let failed = until_ready(&r, "False", reasons::HEALTH_CHECK_FAILED, 15).await;
+    assert!(
+        failed.starts_with("timed out after 3s waiting for 1 object(s)"),
+        "{failed}"
+    );
+    stop.send_replace(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+}
