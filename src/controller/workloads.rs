@@ -9,13 +9,16 @@
 //!   operator applies carries it; the API server filters, so only ours are sent).
 //! - Each object's kstatus class (Current, in progress, Failed: [`crate::apply::health::assess`])
 //!   is remembered by uid with its generation. An observation enqueues the instance its
-//!   `module-instance.opmodel.dev/{namespace,name}` labels name when the class differs from the one
-//!   last seen **at the same generation**, and when the object is deleted (or vanished while the
-//!   watch was re-listing). Nothing is enqueued on the first sight of an object (the reconcile
-//!   that applied it follows its health already) nor on a generation change (a spec write: the
-//!   reconcile that wrote it follows the rollout; anyone else's write is drift, seen at the next
-//!   reconcile). Objects annotated `opm.dev/wait: disabled` are not followed (the health check
-//!   skips them too).
+//!   `module-instance.opmodel.dev/{namespace,name}` labels name when, **at the same
+//!   generation**, the object leaves `Current` (it degraded) or leaves `Failed` (it recovers, or
+//!   rolls again), and when the object is deleted (or vanished while the watch was re-listing).
+//!   Nothing is enqueued on the first sight of an object (the reconcile that applied it follows
+//!   its health already), on a generation change (a spec write: the reconcile that wrote it
+//!   follows the rollout; anyone else's write is drift, seen at the next reconcile), nor when an
+//!   object leaves the in-progress class (an instance waiting on it polls every
+//!   `--health-poll-interval` already: a trigger would only add a reconcile to every rollout).
+//!   Objects annotated `opm.dev/wait: disabled` are not followed (the health check skips them
+//!   too).
 //! - So a workload that degrades after Ready is seen at once (the instance goes `Progressing`, then
 //!   `HealthCheckFailed` if it does not recover within the rollout timeout, counted from when the
 //!   degradation was seen: `render_apply::health`), and one that recovers makes the instance Ready
@@ -110,7 +113,8 @@ impl Tracker {
             instance: instance.clone(),
         };
         let before = self.seen.insert(uid, now.clone())?;
-        (before.generation == now.generation && before.class != now.class).then_some(instance)
+        let left = before.class != now.class && before.class != Class::InProgress;
+        (before.generation == now.generation && left).then_some(instance)
     }
 
     /// An object was deleted: the instance to enqueue, if it was followed.
@@ -224,8 +228,15 @@ mod tests {
         })
     }
 
+    fn failed_at(generation: i64) -> serde_json::Value {
+        let mut d = deployment("a", generation, false);
+        d["status"]["conditions"] = json!([{"type": "Progressing", "status": "False",
+                                             "reason": "ProgressDeadlineExceeded"}]);
+        d
+    }
+
     #[test]
-    fn a_health_change_at_the_same_generation_enqueues_the_instance() {
+    fn leaving_current_or_failed_at_the_same_generation_enqueues_the_instance() {
         let shop = Some(("team".to_owned(), "shop".to_owned()));
         let mut t = Tracker::default();
         assert_eq!(t.observe(&deployment("a", 1, true)), None, "first sight");
@@ -236,21 +247,33 @@ mod tests {
             None,
             "still degraded"
         );
-        assert_eq!(t.observe(&deployment("a", 1, true)), shop, "recovered");
+        // A rollout finishing is the waiting reconcile's to see (it polls).
+        assert_eq!(
+            t.observe(&deployment("a", 1, true)),
+            None,
+            "rolled out again"
+        );
+        assert_eq!(t.observe(&failed_at(1)), shop, "failed");
+        assert_eq!(
+            t.observe(&deployment("a", 1, true)),
+            shop,
+            "recovered from the failure"
+        );
         // A spec write (new generation) is followed by the reconcile that made it.
         assert_eq!(
             t.observe(&deployment("a", 2, false)),
             None,
             "new generation"
         );
-        assert_eq!(t.observe(&deployment("a", 2, true)), shop, "rolled out");
-        assert_eq!(t.len(), 1);
-        assert_eq!(t.deleted(&deployment("a", 2, true)), shop, "deleted");
         assert_eq!(
-            t.deleted(&deployment("a", 2, true)),
+            t.observe(&deployment("a", 2, true)),
             None,
-            "not followed any more"
+            "its rollout finished"
         );
+        assert_eq!(t.observe(&failed_at(2)), shop, "then it failed");
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.deleted(&failed_at(2)), shop, "deleted");
+        assert_eq!(t.deleted(&failed_at(2)), None, "not followed any more");
         assert!(t.is_empty());
     }
 
