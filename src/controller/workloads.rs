@@ -192,13 +192,24 @@ where
             plural: (*plural).into(),
         };
         let mut tracker = Tracker::default();
+        // A watch that cannot run (say, no list permission on the kind) is retried with backoff;
+        // its first failure after running is a warning, the repeats are debug lines.
+        let mut failing = false;
         watcher(Api::<DynamicObject>::all_with(client.clone(), &ar), config.clone())
             .default_backoff()
             .filter_map(move |event| {
                 future::ready(match event {
-                    Ok(e) => Some(stream::iter(on_event(&mut tracker, e))),
+                    Ok(e) => {
+                        failing = false;
+                        Some(stream::iter(on_event(&mut tracker, e)))
+                    }
+                    Err(e) if failing => {
+                        tracing::debug!(kind = %ar.kind, error = %e, "workload health watch still failing");
+                        None
+                    }
                     Err(e) => {
-                        tracing::debug!(kind = %ar.kind, error = %e, "workload health watch failed; retrying");
+                        failing = true;
+                        tracing::warn!(kind = %ar.kind, error = %e, "workload health watch failed (retrying with backoff): until it runs, degradations after Ready are seen only at the next reconcile");
                         None
                     }
                 })
