@@ -124,6 +124,7 @@ pub enum ForbiddenBody {
     Error(super::error::ErrorBody),
 }
 
+// The schema of `kernel::RenderedObject`, which the API sends as is (this type only documents it).
 /// One rendered object with its provenance.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct RenderedObjectDoc {
@@ -136,6 +137,7 @@ pub struct RenderedObjectDoc {
     pub transformer: String,
 }
 
+// The schema of `kernel::InstanceRef`, which the API sends as is (this type only documents it).
 /// The instance identity the render used.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct InstanceDoc {
@@ -156,9 +158,11 @@ pub struct RenderResponse {
     /// The mode answered.
     pub mode: RenderMode,
     /// The instance.
-    pub instance: InstanceDoc,
+    #[schema(value_type = InstanceDoc)]
+    pub instance: crate::kernel::InstanceRef,
     /// Objects in execution order.
-    pub objects: Vec<RenderedObjectDoc>,
+    #[schema(value_type = Vec<RenderedObjectDoc>)]
+    pub objects: Vec<crate::kernel::RenderedObject>,
     /// Inventory entries (`group`, `kind`, `namespace`, `name`, `v`, `component`), same order.
     #[schema(value_type = Vec<Object>)]
     pub inventory: Vec<crds::common::InventoryEntry>,
@@ -541,21 +545,8 @@ async fn render_inner(
         mode,
         results,
         prune,
-        instance: InstanceDoc {
-            name: result.instance.name,
-            namespace: result.instance.namespace,
-            fqn: result.instance.fqn,
-            uuid: result.instance.uuid,
-        },
-        objects: result
-            .objects
-            .into_iter()
-            .map(|o| RenderedObjectDoc {
-                object: o.object,
-                component: o.component,
-                transformer: o.transformer,
-            })
-            .collect(),
+        instance: result.instance,
+        objects: result.objects,
         inventory: result.inventory,
         warnings: result.warnings,
         required_contracts: result.required_contracts,
