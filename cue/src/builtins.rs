@@ -49,12 +49,12 @@ mod crypto;
 mod csv;
 mod ed25519;
 mod hex;
+mod host;
 mod html;
 pub mod json;
 pub mod list;
 mod math;
 mod net;
-pub mod num;
 mod path;
 mod regexp;
 mod strconv;
@@ -67,10 +67,10 @@ mod testing;
 mod time;
 pub mod toml;
 mod uuid;
-mod value;
 pub mod yaml;
 
-pub use value::{BuiltinError, Host, Val};
+pub use crate::data::Val;
+pub use host::{BuiltinError, Host};
 
 /// A function of a std package.
 pub struct Builtin {

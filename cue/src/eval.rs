@@ -144,7 +144,7 @@ mod share;
 
 use crate::adt::*;
 use crate::ast::{BinaryOp, FieldConstraint, UnaryOp};
-use crate::builtins::Val as BVal;
+use crate::data::Val as BVal;
 use crate::source::Span;
 use indexmap::IndexMap;
 use std::collections::{HashMap, HashSet};
@@ -3531,7 +3531,7 @@ pub fn data_to_expr(d: &BVal, span: Span) -> Expr {
         BVal::Null => Expr::Lit(Val::Null, span),
         BVal::Bool(b) => Expr::Lit(Val::Bool(*b), span),
         BVal::Int(i) => Expr::Lit(Val::Int(Arc::new(i.clone())), span),
-        BVal::Float(f) if !ops::exponent_in_range(f) => Expr::Lit(
+        BVal::Float(f) if !crate::data::num::exponent_in_range(f) => Expr::Lit(
             Val::Bottom(Bottom::new(
                 ErrorCode::Eval,
                 "float exponent out of range",

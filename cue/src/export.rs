@@ -1,37 +1,13 @@
 //! Export of concrete data to JSON and YAML (upstream `cue export`): fields in CUE's order,
 //! ints printed as integers and floats always with a decimal point or exponent, output bounded
-//! by `max_output_bytes`. YAML is written by the one YAML encoder (`encoding/yaml`'s), floats by
-//! the one float formatter (`builtins::num::format_float`).
+//! by `max_output_bytes`. YAML is written by the one YAML encoder (`encoding/yaml`'s), strings
+//! by the one JSON string escaper ([`json_str`], `encoding/json`'s, re-exported here), floats by
+//! the one float formatter (`data::num::format_float`). Export uses the encoding packages, never
+//! the other way round.
 
-use crate::builtins::num::format_float;
-use crate::builtins::Val;
-
-/// Appends `s` as a JSON string literal escaped exactly as Go's `encoding/json` (Go ≥ 1.22)
-/// escapes it: `\b \f \n \r \t` by name, `<`, `>`, `&`, U+2028, U+2029 and the other control
-/// characters as `\u00xx`. The one string escaper of the project: export, `encoding/json`
-/// and the operator's Go-compatible digests use it.
-pub fn json_str(s: &str, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
+pub use crate::builtins::json::json_str;
+use crate::data::num::format_float;
+use crate::data::Val;
 
 /// Bytes as standard base64 with padding (as Go's `encoding/json` writes `[]byte`).
 fn b64(b: &[u8]) -> String {

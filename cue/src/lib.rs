@@ -38,6 +38,7 @@ mod adt;
 pub mod ast;
 mod builtins;
 mod compile;
+mod data;
 pub mod errors;
 mod eval;
 pub mod export;
@@ -53,7 +54,7 @@ use adt::{Expr, Label, LabelKind, VId};
 pub use adt::{
     Kinds, K_BOOL, K_BYTES, K_FLOAT, K_INT, K_LIST, K_NULL, K_NUMBER, K_STRING, K_STRUCT, K_TOP,
 };
-pub use builtins::Val as Data;
+pub use data::Val as Data;
 use errors::SourceMap;
 pub use errors::{DiagCode, Diagnostic, Limit};
 pub use eval::Config;

@@ -107,7 +107,7 @@ pub struct Num(pub BigDecimal);
 impl<'a> FromArg<'a> for Num {
     const EXPECTED: &'static str = "number";
     fn from_arg(v: &'a Val) -> Option<Result<Self, String>> {
-        super::num::to_decimal(v).map(|d| Ok(Num(d)))
+        crate::data::num::to_decimal(v).map(|d| Ok(Num(d)))
     }
 }
 

@@ -3,8 +3,9 @@
 //! Rules:
 //! - `Marshal` writes Go's `encoding/json` text for a CUE value: no spaces, struct fields in CUE
 //!   order, bytes as standard base64 strings, ints in decimal, floats as `cue export` prints them
-//!   ([`super::num::format_float`]: `1.0`, `1E+30`, as upstream's `X.Append(b, 'G')`). Strings are escaped as Go does with
-//!   HTML escaping on: `\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, other control characters as
+//!   ([`crate::data::num::format_float`]: `1.0`, `1E+30`, as upstream's `X.Append(b, 'G')`).
+//!   Strings are escaped by [`json_str`], the project's one escaper (also `cue export`'s, as
+//!   `cue::export::json_str`), as Go does with HTML escaping on: `\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, other control characters as
 //!   `\u00XX`, `<`, `>`, `&`, U+2028 and U+2029 as `\u003c`, `\u003e`, `\u0026`, `\u2028`,
 //!   `\u2029`. A non-concrete value is an incomplete error.
 //! - `Unmarshal` accepts exactly RFC 8259 JSON (Go's `json.Valid`; anything else is
@@ -17,8 +18,8 @@
 //!   unifies with `schema` (which may be non-concrete).
 
 use super::args::{builtin, fail, Bytes};
-use super::num::format_float;
 use super::{no_consts, Builtin, BuiltinError, Package, Val};
+use crate::data::num::format_float;
 use base64::Engine as _;
 use bigdecimal::BigDecimal;
 use num_bigint::BigInt;
@@ -47,9 +48,31 @@ static FUNCS: &[Builtin] = &[
 /// Maximum nesting accepted by the parser (deeper input is an error, not a stack overflow).
 const MAX_DEPTH: usize = 1_000;
 
-/// Appends `s` as a Go JSON string literal: the project's one escaper, [`crate::export::json_str`].
-pub(crate) fn write_string(out: &mut String, s: &str) {
-    crate::export::json_str(s, out);
+/// Appends `s` as a JSON string literal escaped exactly as Go's `encoding/json` (Go ≥ 1.22)
+/// escapes it: `\b \f \n \r \t` by name, `<`, `>`, `&`, U+2028, U+2029 and the other control
+/// characters as `\u00xx`. The one string escaper of the project: export, `encoding/json`
+/// and the operator's Go-compatible digests use it.
+pub fn json_str(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 fn write_json(out: &mut String, v: &Val, depth: usize) -> Result<(), BuiltinError> {
@@ -61,8 +84,8 @@ fn write_json(out: &mut String, v: &Val, depth: usize) -> Result<(), BuiltinErro
         Val::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Val::Int(i) => out.push_str(&i.to_string()),
         Val::Float(f) => out.push_str(&format_float(f)),
-        Val::String(s) => write_string(out, s),
-        Val::Bytes(b) => write_string(out, &base64::engine::general_purpose::STANDARD.encode(b)),
+        Val::String(s) => json_str(s, out),
+        Val::Bytes(b) => json_str(&base64::engine::general_purpose::STANDARD.encode(b), out),
         Val::List(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
@@ -79,7 +102,7 @@ fn write_json(out: &mut String, v: &Val, depth: usize) -> Result<(), BuiltinErro
                 if i > 0 {
                     out.push(',');
                 }
-                write_string(out, k);
+                json_str(k, out);
                 out.push(':');
                 write_json(out, v, depth + 1)?;
             }

@@ -18,8 +18,8 @@
 //!   count unifies with `n`, both through [`Host::unifies`].
 
 use super::args::{builtin, fail, ListOf, Num};
-use super::num::{from_decimal, to_decimal};
 use super::{Builtin, BuiltinError, Host, Package, Val};
+use crate::data::num::{from_decimal, to_decimal};
 use bigdecimal::BigDecimal;
 use num_traits::{Signed, Zero};
 use std::cmp::Ordering;
@@ -151,7 +151,7 @@ fn canonical(v: &Val, out: &mut String) {
     match v {
         Val::Float(f) => {
             out.push_str("f:");
-            out.push_str(&super::num::format_float(f));
+            out.push_str(&crate::data::num::format_float(f));
         }
         Val::List(items) => {
             out.push('[');

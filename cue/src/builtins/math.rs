@@ -19,9 +19,9 @@
 //!   `Gamma`, `J0`, `J1`, `Jn`, `Y0`, `Y1`, `Yn`.
 
 use super::args::{builtin, fail, Num};
-use super::num::{from_decimal, to_bigint};
 use super::strconv::float_val;
 use super::{Builtin, BuiltinError, Package, Val};
+use crate::data::num::{from_decimal, to_bigint};
 use bigdecimal::{BigDecimal, RoundingMode};
 use num_bigint::BigInt;
 use num_integer::Integer;
@@ -397,7 +397,7 @@ fn int_pow(base: &BigDecimal, y: &BigInt) -> Result<Val, BuiltinError> {
 builtin! {
     /// `Exp2(10)` → `1024`.
     fn exp2(_, "math.Exp2", x: Num) {
-        if super::num::is_integral(&x.0) {
+        if crate::data::num::is_integral(&x.0) {
             return int_pow(&BigDecimal::from(2), &to_bigint(&x.0));
         }
         exp_dec(&work(&x.0 * ln2())).map(apd_result).ok_or_else(|| BuiltinError::new("math.Exp2: result out of range"))
@@ -407,7 +407,7 @@ builtin! {
 builtin! {
     /// `Pow(2, 10)` → `1024`; `Pow(1.5, 2)` → `2.25`; `Pow(4, 0.5)` → `2`.
     fn pow(_, "math.Pow", x: Num, y: Num) {
-        if super::num::is_integral(&y.0) {
+        if crate::data::num::is_integral(&y.0) {
             return int_pow(&x.0, &to_bigint(&y.0));
         }
         if x.0.is_zero() {

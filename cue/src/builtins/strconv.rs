@@ -323,7 +323,7 @@ builtin! {
             crate::parser::literal::Number::Int(i) => bigdecimal::BigDecimal::from(i),
             crate::parser::literal::Number::Float(f) => f,
         };
-        Ok(super::num::from_decimal(if neg { -d } else { d }))
+        Ok(crate::data::num::from_decimal(if neg { -d } else { d }))
     }
 }
 

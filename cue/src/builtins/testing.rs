@@ -22,8 +22,8 @@ fn cmp_vals(x: &Val, y: &Val) -> Option<std::cmp::Ordering> {
     match (x, y) {
         (Val::String(a), Val::String(b)) => Some(a.cmp(b)),
         _ => {
-            let a = super::num::to_decimal(x)?;
-            let b = super::num::to_decimal(y)?;
+            let a = crate::data::num::to_decimal(x)?;
+            let b = crate::data::num::to_decimal(y)?;
             a.partial_cmp(&b)
         }
     }

@@ -37,8 +37,8 @@
 //! errors (CUE has no such numbers).
 
 use super::args::{builtin, fail, Bytes};
-use super::num::format_float;
 use super::{no_consts, Builtin, BuiltinError, Package, Val};
+use crate::data::num::format_float;
 use base64::Engine as _;
 use num_bigint::BigInt;
 

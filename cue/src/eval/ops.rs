@@ -7,8 +7,8 @@
 use super::Ev;
 use crate::adt::*;
 use crate::ast::{BinaryOp, UnaryOp};
-use crate::builtins::num::format_float;
-use crate::builtins::Val as BVal;
+use crate::data::num::{adjusted_exponent, exponent_in_range, format_float};
+use crate::data::Val as BVal;
 use crate::source::Span;
 use bigdecimal::{BigDecimal, RoundingMode};
 use num_bigint::{BigInt, Sign};
@@ -18,24 +18,6 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 const PREC: u64 = 34;
-
-/// The largest decimal exponent a float may have (apd's `MaxExponent`, which CUE uses); beyond
-/// it a value is an error, which also bounds the cost of aligning operands.
-pub const MAX_EXPONENT: i64 = 100_000;
-
-/// The exponent of the most significant digit (`1.5E+3` → 3; zero → 0).
-pub fn adjusted_exponent(d: &BigDecimal) -> i64 {
-    let (m, scale) = d.as_bigint_and_exponent();
-    if m.is_zero() {
-        return 0;
-    }
-    d.digits() as i64 - 1 - scale
-}
-
-/// `true` if `d`'s exponent is within ±[`MAX_EXPONENT`].
-pub fn exponent_in_range(d: &BigDecimal) -> bool {
-    (-MAX_EXPONENT..=MAX_EXPONENT).contains(&adjusted_exponent(d))
-}
 
 /// Orders decimals without aligning operands of very different magnitude.
 pub fn dec_cmp(a: &BigDecimal, b: &BigDecimal) -> std::cmp::Ordering {

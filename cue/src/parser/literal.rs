@@ -70,10 +70,10 @@ pub fn decode_number(text: &str) -> Result<Number, String> {
         let s = s.replace(".e", ".0e").replace(".E", ".0E");
         let s = s.strip_suffix('.').map(str::to_string).unwrap_or(s);
         let d = BigDecimal::from_str(&s).map_err(|_| format!("invalid number literal {text}"))?;
-        if !crate::eval::ops::exponent_in_range(&d) {
+        if !crate::data::num::exponent_in_range(&d) {
             return Err(format!(
                 "number literal {text}: exponent out of range (at most {})",
-                crate::eval::ops::MAX_EXPONENT
+                crate::data::num::MAX_EXPONENT
             ));
         }
         return Ok(Number::Float(d));

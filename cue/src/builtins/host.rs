@@ -1,31 +1,8 @@
-//! The concrete value type builtins work on, and the host callbacks they may need.
+//! What a builtin returns when it fails ([`BuiltinError`]), and the callbacks into the evaluator
+//! the few builtins that evaluate CUE values need ([`Host`]). Builtins compute on concrete data,
+//! [`Val`] (module `data`).
 
-use bigdecimal::BigDecimal;
-use num_bigint::BigInt;
-
-/// A concrete CUE value as seen by a builtin. Struct fields keep their order.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Val {
-    /// `null`
-    Null,
-    /// `true` / `false`
-    Bool(bool),
-    /// An integer.
-    Int(BigInt),
-    /// A decimal float.
-    Float(BigDecimal),
-    /// A string.
-    String(String),
-    /// Bytes.
-    Bytes(Vec<u8>),
-    /// A list.
-    List(Vec<Val>),
-    /// A struct: regular fields in CUE's order.
-    Struct(Vec<(String, Val)>),
-    /// A value the evaluator keeps (not concrete, e.g. a comparator struct or a type); the id is the
-    /// evaluator's handle, interpreted only through [`Host`].
-    Opaque(u64),
-}
+use super::Val;
 
 /// An error from a builtin; the evaluator adds the call's position and path.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

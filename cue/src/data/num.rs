@@ -1,6 +1,10 @@
-//! Number helpers shared by the packages: decimal conversion and CUE's number formatting.
+//! Number helpers shared by the parser, the evaluator, export and the packages: the exponent
+//! bound, decimal conversion and CUE's number formatting.
 //!
 //! Rules:
+//! - A float's adjusted exponent (that of its most significant digit) is within
+//!   ±[`MAX_EXPONENT`] (apd's `MaxExponent`, which CUE uses): a number literal beyond it is a
+//!   syntax error, an arithmetic result beyond it an evaluation error.
 //! - A computed decimal is returned as an int when it is integral (upstream converts an
 //!   `*apd.Decimal` result with `RoundToIntegralExact`), else as a float.
 //! - [`format_float`] is the one float formatter of the crate: export (JSON and YAML),
@@ -19,6 +23,24 @@ use super::Val;
 use bigdecimal::BigDecimal;
 use num_bigint::{BigInt, Sign};
 use num_traits::{Signed, Zero};
+
+/// The largest decimal exponent a float may have (apd's `MaxExponent`, which CUE uses); beyond
+/// it a value is an error, which also bounds the cost of aligning operands.
+pub const MAX_EXPONENT: i64 = 100_000;
+
+/// The exponent of the most significant digit (`1.5E+3` → 3; zero → 0).
+pub fn adjusted_exponent(d: &BigDecimal) -> i64 {
+    let (m, scale) = d.as_bigint_and_exponent();
+    if m.is_zero() {
+        return 0;
+    }
+    d.digits() as i64 - 1 - scale
+}
+
+/// `true` if `d`'s exponent is within ±[`MAX_EXPONENT`].
+pub fn exponent_in_range(d: &BigDecimal) -> bool {
+    (-MAX_EXPONENT..=MAX_EXPONENT).contains(&adjusted_exponent(d))
+}
 
 /// An int or float value as a decimal; `None` for other kinds.
 pub fn to_decimal(v: &Val) -> Option<BigDecimal> {
