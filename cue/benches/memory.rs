@@ -191,7 +191,7 @@ fn render(reg: &MemRegistry, main: &MemFs, n: usize) -> Result<usize, String> {
 }
 
 fn main() -> ExitCode {
-    // `CUE_MEM_STACK_MIB=N` runs the renders on a thread with an N MiB stack (64: the facade
+    // `CUE_MEM_STACK_MIB=N` runs the renders on a thread with an N MiB stack (64: the API
     // never needs to grow it; 2: a `spawn_blocking` thread, every call on a grown segment).
     match std::env::var("CUE_MEM_STACK_MIB")
         .ok()

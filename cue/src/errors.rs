@@ -10,6 +10,9 @@
 //!
 //! Rendering follows `cue`'s format: `path: message:` followed by one indented
 //! `file:line:col` line per position.
+//!
+//! A [`DiagnosticReport`] is a diagnostic with its positions resolved ([`Position`], as
+//! rendering prints them), the form a JSON API returns ([`crate::Runtime::reports`]).
 
 use crate::adt::{Bottom, ErrorCode};
 use crate::source::Span;
@@ -212,6 +215,38 @@ pub fn render(diags: &[Diagnostic], map: &SourceMap) -> String {
         }
     }
     out
+}
+
+/// A file position as `cue` prints it: `file:line:col`, 1-based, byte columns.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Position {
+    /// The file name as given to the runtime.
+    pub file: String,
+    /// The line.
+    pub line: usize,
+    /// The byte column.
+    pub column: usize,
+}
+
+impl std::fmt::Display for Position {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+/// A [`Diagnostic`] with its positions resolved, ready to serialise as JSON.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DiagnosticReport {
+    /// The class ([`DiagCode::as_str`]).
+    pub code: String,
+    /// The value path in [`Path`] syntax (indices as `[N]`); empty for the root or load errors.
+    pub path: String,
+    /// The message.
+    pub message: String,
+    /// The primary position, if known.
+    pub primary: Option<Position>,
+    /// The other positions involved (both sides of a conflict).
+    pub related: Vec<Position>,
 }
 
 #[cfg(test)]

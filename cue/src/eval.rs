@@ -220,7 +220,7 @@ pub struct Config {
     pub max_wall_time: Duration,
     /// Maximum size of exported output.
     pub max_output_bytes: usize,
-    /// Stack the evaluator may use (bytes). The facade guarantees this much at every call: it
+    /// Stack the evaluator may use (bytes). The API guarantees this much at every call: it
     /// grows the stack (a `stacker` segment) when the calling thread has less left.
     pub max_stack_bytes: usize,
 }

@@ -1,4 +1,5 @@
-//! Value paths: [`Path`] and [`Selector`], the addresses the facade takes and diagnostics print.
+//! Value paths: [`Path`] and [`Selector`], the addresses the `Value` API takes and diagnostics
+//! print.
 //!
 //! Rules (render-spec §1.3–§1.8 address values by path; CUE `doc/ref/spec.md`, "Field
 //! declarations" and "Identifiers"):

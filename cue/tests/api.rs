@@ -1,4 +1,4 @@
-//! Tests of the public facade of `cue` (render-spec §1.3–§1.8): paths, filtered field iteration,
+//! Tests of the public API of `cue` (render-spec §1.3–§1.8): paths, filtered field iteration,
 //! data in and out as `serde_json::Value`, decoding, diagnostic reports, and a render-shaped
 //! workload on 8 threads at once.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -563,7 +563,7 @@ fn depth_limits_are_typed_and_do_not_spend_the_runtime() {
 }
 
 /// A reference chain evaluated recursively, deeper than a 2 MiB stack holds (without the
-/// facade growing the stack this aborts the test process with a stack overflow).
+/// API growing the stack this aborts the test process with a stack overflow).
 #[test]
 fn deep_evaluation_on_a_2_mib_thread() {
     let n = 1500;
@@ -648,7 +648,7 @@ fn two_runtimes_share_one_parse_of_a_dependency_module() {
     assert_eq!(ParseCache::global().parses_of(coord) - before, 1);
 }
 
-/// The original `Value` API beside the path facade: text lookups, fields, defaults,
+/// The text-addressed `Value` API beside the path-addressed one: text lookups, fields, defaults,
 /// closedness, unification, the exports, expressions, and building from a loaded build.
 #[test]
 fn the_original_value_api_still_works() {
