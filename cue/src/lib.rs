@@ -14,7 +14,9 @@
 //! lookup, also by [`Path`], iteration with [`Value::fields_where`], unification, validation,
 //! [`Value::fill_path`], and export as text, [`Data`], [`Value::to_json_value`] or
 //! [`Value::decode`]). Values are `Send`: they share the evaluator through an `Arc<Mutex<_>>`
-//! (module `shared`).
+//! (module `shared`). Evaluation errors are values, reported as [`Diagnostic`]s; everything else
+//! that fails is typed where it arises and converts into the crate's one error type, [`Error`]
+//! (module `error`).
 //!
 //! Budget and stack (render-spec §2, style.md §5):
 //! - a [`Runtime`] has one budget: `Config::max_steps` steps and a deadline `Config::max_wall_time`
@@ -39,6 +41,7 @@ pub mod ast;
 mod builtins;
 mod compile;
 mod data;
+mod error;
 pub mod errors;
 mod eval;
 pub mod export;
@@ -56,8 +59,9 @@ pub use adt::{
     Kinds, K_BOOL, K_BYTES, K_FLOAT, K_INT, K_LIST, K_NULL, K_NUMBER, K_STRING, K_STRUCT, K_TOP,
 };
 pub use data::Val as Data;
+pub use error::{Error, Result};
 pub use errors::{DiagCode, Diagnostic, DiagnosticReport, Limit, Position};
 pub use eval::Config;
 pub use path::{Path, PathError, Selector};
 pub use runtime::{export_args, target_of_args, CancelHandle, Runtime};
-pub use value::{DecodeError, Field, FieldConstraint, FieldFilter, Value};
+pub use value::{Field, FieldConstraint, FieldFilter, Value};

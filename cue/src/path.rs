@@ -94,11 +94,10 @@ pub struct Path {
     selectors: Vec<Selector>,
 }
 
-/// Why a path text does not parse.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+/// Why a path text does not parse (carried by [`crate::Error::Path`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PathError {
     /// A selector is empty (`a..b`, a leading or trailing `.`).
-    #[error("path {path:?}: empty selector at byte {at}")]
     Empty {
         /// The path text.
         path: String,
@@ -106,7 +105,6 @@ pub enum PathError {
         at: usize,
     },
     /// An unquoted selector is not an identifier or an index.
-    #[error("path {path:?}: {selector:?} is neither an identifier nor an index (quote it)")]
     NotIdent {
         /// The path text.
         path: String,
@@ -114,7 +112,6 @@ pub enum PathError {
         selector: String,
     },
     /// A quoted label is not closed or has a bad escape.
-    #[error("path {path:?}: bad quoted label at byte {at}")]
     BadQuote {
         /// The path text.
         path: String,
@@ -122,13 +119,30 @@ pub enum PathError {
         at: usize,
     },
     /// A `[...]` index is not a decimal number or is not closed.
-    #[error("path {path:?}: bad index at byte {at}")]
     BadIndex {
         /// The path text.
         path: String,
         /// Byte offset.
         at: usize,
     },
+}
+
+impl std::fmt::Display for PathError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PathError::Empty { path, at } => {
+                write!(f, "path {path:?}: empty selector at byte {at}")
+            }
+            PathError::NotIdent { path, selector } => write!(
+                f,
+                "path {path:?}: {selector:?} is neither an identifier nor an index (quote it)"
+            ),
+            PathError::BadQuote { path, at } => {
+                write!(f, "path {path:?}: bad quoted label at byte {at}")
+            }
+            PathError::BadIndex { path, at } => write!(f, "path {path:?}: bad index at byte {at}"),
+        }
+    }
 }
 
 impl Path {

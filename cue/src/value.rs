@@ -14,7 +14,8 @@
 //!   taken, CUE's field order, bytes as standard base64), as a `serde_json::Value`; a number
 //!   outside what `serde_json` holds (integers beyond `i64`/`u64`, floats beyond `f64`) is a
 //!   [`DiagCode::Limit`] diagnostic at its path, never a silent rounding of an integer;
-//! - [`Value::decode`] is `to_json_value` followed by `serde_json::from_value`;
+//! - [`Value::decode`] is `to_json_value` followed by `serde_json::from_value`; its failures are
+//!   [`Error::Eval`] and [`Error::Shape`];
 //! - [`Value::check_unify`] is `unify` followed by `validate`, keeping nothing it evaluated (as
 //!   [`crate::Runtime::export_expr`]): a check whose result is only the verdict;
 //! - [`Value::fields_where`] yields the arcs the [`FieldFilter`] admits, in CUE's order, with
@@ -33,6 +34,7 @@
 use crate::adt::{self, Expr, Kinds, Label, LabelKind, VId};
 use crate::ast;
 use crate::data::Val;
+use crate::error::Error;
 use crate::errors::{DiagCode, Diagnostic};
 use crate::eval::{self, Ev};
 use crate::export;
@@ -104,17 +106,6 @@ impl FieldFilter {
             patterns: true,
         }
     }
-}
-
-/// Why [`Value::decode`] failed.
-#[derive(Debug, thiserror::Error)]
-pub enum DecodeError {
-    /// The value has errors or is not concrete.
-    #[error("value does not export: {}", .0.first().map_or("", |d| d.message.as_str()))]
-    Eval(Vec<Diagnostic>),
-    /// The data does not have the shape of the target type.
-    #[error("value does not decode: {0}")]
-    Shape(#[from] serde_json::Error),
 }
 
 /// One arc yielded by [`Value::fields_where`].
@@ -649,9 +640,9 @@ impl Value {
     }
 
     /// The exported data decoded into `T`.
-    pub fn decode<T: serde::de::DeserializeOwned>(&self) -> Result<T, DecodeError> {
-        let j = self.to_json_value().map_err(DecodeError::Eval)?;
-        Ok(serde_json::from_value(j)?)
+    pub fn decode<T: serde::de::DeserializeOwned>(&self) -> Result<T, Error> {
+        let j = self.to_json_value().map_err(Error::Eval)?;
+        serde_json::from_value(j).map_err(Error::Shape)
     }
 }
 fn parse_path(path: &str) -> Vec<String> {

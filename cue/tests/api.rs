@@ -4,8 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use cue::{
-    Config, DecodeError, DiagCode, FieldConstraint, FieldFilter, Limit, Path, Runtime, Selector,
-    Value,
+    Config, DiagCode, Error, FieldConstraint, FieldFilter, Limit, Path, Runtime, Selector, Value,
 };
 use serde_json::json;
 use std::time::Duration;
@@ -260,9 +259,9 @@ fn decode_into_types_and_report_both_failures() {
         }
     );
     let e = v.lookup_path(&p("e")).unwrap().decode::<Deployment>();
-    assert!(matches!(e, Err(DecodeError::Shape(_))), "{e:?}");
+    assert!(matches!(e, Err(Error::Shape(_))), "{e:?}");
     let i = v.lookup_path(&p("i")).unwrap().decode::<u32>();
-    assert!(matches!(i, Err(DecodeError::Eval(_))), "{i:?}");
+    assert!(matches!(i, Err(Error::Eval(_))), "{i:?}");
     let big = v
         .lookup_path(&p("big"))
         .unwrap()

@@ -46,8 +46,8 @@ pub use zipfile::ZipLimits;
 #[non_exhaustive]
 pub enum Error {
     /// A registry operation failed; the inner error names the coordinate.
-    #[error(transparent)]
-    Registry(#[from] cue::module::RegistryError),
+    #[error("{0}")]
+    Registry(cue::module::RegistryError),
     /// The registry mapping (CUE_REGISTRY / `--registry`) does not parse.
     #[error("invalid registry mapping {spec:?}: {message}")]
     Mapping {
@@ -93,4 +93,10 @@ pub enum Error {
     /// The OCI HTTP client could not be built.
     #[error("{0}")]
     Client(String),
+}
+
+impl From<cue::module::RegistryError> for Error {
+    fn from(e: cue::module::RegistryError) -> Self {
+        Error::Registry(e)
+    }
 }

@@ -1,12 +1,12 @@
-//! What a builtin returns when it fails ([`BuiltinError`]), and the callbacks into the evaluator
-//! the few builtins that evaluate CUE values need ([`Host`]). Builtins compute on concrete data,
-//! [`Val`] (module `data`).
+//! What a builtin returns when it fails ([`BuiltinError`], plain data the evaluator turns into
+//! an error value), and the callbacks into the evaluator that the few builtins evaluating CUE
+//! values need ([`Host`]). Builtins compute on concrete data, [`Val`] (module `data`).
 
 use super::Val;
 
-/// An error from a builtin; the evaluator adds the call's position and path.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
+/// How a builtin failed: a value, not a Rust error (CUE errors are values): the evaluator turns
+/// it into an error value at the call's position and path.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BuiltinError {
     /// What went wrong, e.g. `invalid argument 0: expected string, found int`.
     pub message: String,

@@ -52,14 +52,20 @@ pub struct ModuleFile {
     pub deps: BTreeMap<String, Dep>,
 }
 
-/// An error in a module file, with its position.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
+/// An error in a module file, with its position (carried by [`crate::module::LoadError`] and
+/// [`crate::Error::ModuleFile`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModuleFileError {
     /// Where the problem is.
     pub span: Span,
     /// What is wrong.
     pub message: String,
+}
+
+impl std::fmt::Display for ModuleFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 impl ModuleFile {

@@ -95,12 +95,11 @@ pub struct LoadedBuild {
     pub errors: Vec<LoadError>,
 }
 
-/// A loading problem.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+/// A loading problem (carried by [`crate::Error::Load`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LoadError {
     /// A syntax error in a source file.
-    #[error("{file}: {}", error.message)]
     Parse {
         /// The file's name.
         file: String,
@@ -108,7 +107,6 @@ pub enum LoadError {
         error: ParseError,
     },
     /// A `cue.mod/module.cue` is invalid.
-    #[error("{file}: {}", error.message)]
     ModuleFile {
         /// The file's name.
         file: String,
@@ -116,16 +114,13 @@ pub enum LoadError {
         error: ModuleFileError,
     },
     /// Reading a file or directory failed.
-    #[error("{source}")]
     Fs {
         /// The error.
-        #[source]
         source: FsError,
         /// The import that led here, if any.
         span: Option<Span>,
     },
     /// No module provides the package, or its directory has no files of that package.
-    #[error("cannot find package {path:?}: {reason}")]
     PackageNotFound {
         /// The import path.
         path: String,
@@ -135,7 +130,6 @@ pub enum LoadError {
         span: Option<Span>,
     },
     /// An import path is malformed or ambiguous.
-    #[error("invalid import path {path:?}: {reason}")]
     InvalidImport {
         /// The import path.
         path: String,
@@ -145,7 +139,6 @@ pub enum LoadError {
         span: Span,
     },
     /// Packages import each other in a cycle.
-    #[error("import cycle not allowed: {}", cycle.join(" imports "))]
     ImportCycle {
         /// The chain of import paths, first and last equal.
         cycle: Vec<String>,
@@ -153,22 +146,40 @@ pub enum LoadError {
         span: Span,
     },
     /// Fetching a dependency module failed.
-    #[error("{source}")]
     Registry {
         /// The error.
-        #[source]
         source: RegistryError,
         /// The import that needed the module, if any.
         span: Option<Span>,
     },
     /// The files of a directory or file list do not form one package.
-    #[error("{reason}")]
     Package {
         /// The directory or file list.
         dir: String,
         /// What is wrong.
         reason: String,
     },
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadError::Parse { file, error } => write!(f, "{file}: {}", error.message),
+            LoadError::ModuleFile { file, error } => write!(f, "{file}: {}", error.message),
+            LoadError::Fs { source, .. } => write!(f, "{source}"),
+            LoadError::PackageNotFound { path, reason, .. } => {
+                write!(f, "cannot find package {path:?}: {reason}")
+            }
+            LoadError::InvalidImport { path, reason, .. } => {
+                write!(f, "invalid import path {path:?}: {reason}")
+            }
+            LoadError::ImportCycle { cycle, .. } => {
+                write!(f, "import cycle not allowed: {}", cycle.join(" imports "))
+            }
+            LoadError::Registry { source, .. } => write!(f, "{source}"),
+            LoadError::Package { reason, .. } => f.write_str(reason),
+        }
+    }
 }
 
 impl LoadError {

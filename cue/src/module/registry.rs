@@ -17,24 +17,31 @@ pub struct FsEntry {
     pub is_dir: bool,
 }
 
-/// A file-system error, carrying the path it concerns.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+/// A file-system error, carrying the path it concerns (carried by [`crate::Error::Fs`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FsError {
     /// No such file or directory.
-    #[error("{0}: no such file or directory")]
     NotFound(String),
     /// The path is absolute, contains `..`, or is otherwise not acceptable.
-    #[error("{0}: invalid path")]
     InvalidPath(String),
     /// Any other I/O failure, with its message.
-    #[error("{path}: {message}")]
     Io {
         /// The path concerned.
         path: String,
         /// What went wrong.
         message: String,
     },
+}
+
+impl std::fmt::Display for FsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FsError::NotFound(p) => write!(f, "{p}: no such file or directory"),
+            FsError::InvalidPath(p) => write!(f, "{p}: invalid path"),
+            FsError::Io { path, message } => write!(f, "{path}: {message}"),
+        }
+    }
 }
 
 /// A read-only tree of source files.
@@ -116,12 +123,12 @@ impl FileSystem for MemFs {
     }
 }
 
-/// Errors from a [`Registry`]. Every variant names the module coordinate it concerns.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+/// Errors from a [`Registry`] (carried by [`crate::Error::Registry`]). Every variant names the
+/// module coordinate it concerns.
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RegistryError {
     /// The module or version does not exist; `available` lists the published versions in that major.
-    #[error("{module}: not found (available versions: {})", if available.is_empty() { "none".to_string() } else { available.join(", ") })]
     NotFound {
         /// The requested coordinate.
         module: String,
@@ -129,7 +136,6 @@ pub enum RegistryError {
         available: Vec<String>,
     },
     /// A failure that may succeed on retry (registry down, timeout, 5xx).
-    #[error("{module}: transient registry error: {message}")]
     Transient {
         /// The requested coordinate.
         module: String,
@@ -137,7 +143,6 @@ pub enum RegistryError {
         message: String,
     },
     /// The artifact exists but is not an acceptable CUE module (media type, digest, zip safety, ...).
-    #[error("{module}: invalid module artifact: {message}")]
     Invalid {
         /// The requested coordinate.
         module: String,
@@ -145,13 +150,36 @@ pub enum RegistryError {
         message: String,
     },
     /// Authentication or authorisation failed.
-    #[error("{module}: access denied: {message}")]
     Denied {
         /// The requested coordinate.
         module: String,
         /// The registry's answer.
         message: String,
     },
+}
+
+impl std::fmt::Display for RegistryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RegistryError::NotFound { module, available } => {
+                let available = if available.is_empty() {
+                    "none".to_string()
+                } else {
+                    available.join(", ")
+                };
+                write!(f, "{module}: not found (available versions: {available})")
+            }
+            RegistryError::Transient { module, message } => {
+                write!(f, "{module}: transient registry error: {message}")
+            }
+            RegistryError::Invalid { module, message } => {
+                write!(f, "{module}: invalid module artifact: {message}")
+            }
+            RegistryError::Denied { module, message } => {
+                write!(f, "{module}: access denied: {message}")
+            }
+        }
+    }
 }
 
 /// A source of versioned CUE modules. Implementations must be safe to call from several threads.

@@ -120,13 +120,12 @@ pub enum Error {
     #[error("no platform is ready")]
     PlatformNotReady,
     /// The module could not be pulled.
-    #[error("pulling {coordinate}: {source}")]
+    #[error("pulling {coordinate}: {error}")]
     Pull {
         /// `path@version`.
         coordinate: String,
-        /// The registry's typed error.
-        #[source]
-        source: RegistryError,
+        /// The registry's typed error (plain data, part of this error's text).
+        error: RegistryError,
     },
     /// The request is malformed (bad path/version, bad instance name).
     #[error("{coordinate}: {message}")]
@@ -275,7 +274,7 @@ impl Error {
     pub fn class(&self) -> ErrorClass {
         match self {
             Error::PlatformNotReady => ErrorClass::PlatformNotReady,
-            Error::Pull { source, .. } => match source {
+            Error::Pull { error, .. } => match error {
                 RegistryError::Transient { .. } => ErrorClass::TransientPull,
                 _ => ErrorClass::Resolution,
             },

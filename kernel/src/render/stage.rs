@@ -317,9 +317,9 @@ pub fn stage(
         path: req.path.clone(),
         version: req.version.clone(),
     };
-    let base = registry.fetch(&mv).map_err(|source| Error::Pull {
+    let base = registry.fetch(&mv).map_err(|error| Error::Pull {
         coordinate: coord.clone(),
-        source,
+        error,
     })?;
     let load_err = |message: String| Error::Load {
         coordinate: coord.clone(),
