@@ -1,6 +1,6 @@
 //! Architecture invariants read off the source (issue 33): no import cycle between the modules of
-//! the operator (`src/`), the kernel (`kernel/src/`), the registry client (`registry/src/`) and the
-//! API emulator (`kube-emu/src/`).
+//! the operator (`src/`), the kernel (`kernel/src/`), the registry client (`registry/src/`), the
+//! API emulator (`kube-emu/src/`) and the CUE evaluator (`cue/src/`).
 //!
 //! The graph's nodes are module files (`src/server/routes.rs` is `server::routes`). An edge is a
 //! path in code that names another module: `crate::a::b…`, `super::…`, or a child module by its
@@ -274,8 +274,14 @@ fn workspace() -> PathBuf {
 }
 
 #[test]
-fn the_operator_kernel_registry_and_emulator_have_no_import_cycle() {
-    for dir in ["src", "kernel/src", "registry/src", "kube-emu/src"] {
+fn the_operator_kernel_registry_emulator_and_evaluator_have_no_import_cycle() {
+    for dir in [
+        "src",
+        "kernel/src",
+        "registry/src",
+        "kube-emu/src",
+        "cue/src",
+    ] {
         let edges = graph(&workspace().join(dir));
         assert!(edges.len() > 5, "{dir}: the modules were read");
         assert_eq!(find_cycle(&edges), None, "{dir}: an import cycle");
