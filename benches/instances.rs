@@ -45,6 +45,13 @@
 //! | 10,000 | – | 95.6 s | 22.2 | 8.0 ms | 93 |
 //! | 10,000 | 4 | 74.1 s | 22.2 | 9.8 ms | unsharded 27; shards 46, 48, 48, 48 |
 //!
+//! Figures of 2026-12-05 evening (release, 2 cores shared with builds, load 2.4–7.2; the memory
+//! breakdown this bench now prints): 10,000 in one process 134.5 s, 22.1 requests/MI, 8.6 ms CPU/MI,
+//! peak 90.6 MiB (69.7 anonymous + 20.8 file-backed at the end, PSS 88.6); over 4 shards 86.1 s,
+//! 22.2/MI, shards 45.9–49.0 MiB peak (25–27.5 anonymous + ≈ 21 file-backed, PSS 29.0–31.8),
+//! unsharded 27.2. Every process starts at ≈ 4.4 MiB anonymous + 20.7 MiB file-backed (the
+//! binary's mapped text), which is why a shard cannot go under a third of the single process.
+//!
 //! Memory per instance: ≈ 5.9 MiB per 1,000 instances with the slimmed caches
 //! (`manager::slim_instance`), against 54 → 251 MiB (≈ 21.9 MiB per 1,000) for 1,000 → 10,000
 //! with the full objects cached (same build without the `.modify` calls).
