@@ -3,7 +3,10 @@
 //! Module map:
 //! - [`runtime`]: what every reconciler shares: the status patcher (diff against the object as
 //!   read, resourceVersion precondition), the events.k8s.io/v1 recorder, the per-reconcile span,
-//!   the error type, the stall writer and the clock.
+//!   the error type and the clock.
+//! - [`reconcile`]: the one reconcile frame of all four kinds: read, span, the kind's phases,
+//!   one commit point (conditions, one status patch, the end's events), metrics; each kind
+//!   implements [`reconcile::Kind`] and supplies only its phases (issue 33).
 //! - [`outcome`]: reconcile outcomes, their metric labels and requeue intervals, and the
 //!   classification of kernel errors into condition reasons (§2.1).
 //! - [`events`]: Warning events once per transition (scenario 64).
@@ -38,6 +41,7 @@ pub mod outcome;
 pub mod package;
 pub mod platform;
 pub mod platform_gate;
+pub mod reconcile;
 pub mod registration;
 pub mod render_apply;
 pub mod runtime;

@@ -186,6 +186,15 @@ impl Context {
             .insert(key.to_owned(), changed.to_owned());
     }
 
+    /// What the last apply of `key` changed, if remembered (kept).
+    pub fn changes(&self, key: &str) -> Option<String> {
+        self.pending_changes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .cloned()
+    }
+
     /// What the last apply of `key` changed, if remembered (forgets it).
     pub fn take_changes(&self, key: &str) -> Option<String> {
         self.pending_changes

@@ -2,21 +2,30 @@
 //! notification-controller#509).
 //!
 //! Rules implemented here:
-//! - Warning events for failures and refusals are emitted once per transition: only when the
-//!   prior `Ready` condition was not already `False` with the same reason and the same message.
-//!   A changed reason or message emits again.
+//! - An event about the `Ready` condition is emitted once per transition: only when `Ready` as
+//!   written differs from `Ready` as read in status, reason or message ([`ready_changed`]; the
+//!   reconcile frame applies it to every end, `super::reconcile`). For a failure this is: the
+//!   prior `Ready` was not already `False` with the same reason and the same message
+//!   ([`is_transition`]); a changed reason or message emits again.
 //! - Event messages are stable strings (no timings, no counters that change per attempt); the
 //!   recorder sends exactly the condition message it dedups on.
 
 use crds::conditions::{get, types};
 use crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-/// Whether a Warning with `reason`/`message` is a transition from the prior conditions.
+/// Whether `Ready` in `now` differs from `Ready` in `prior` (status, reason or message).
+pub fn ready_changed(prior: &[Condition], now: &[Condition]) -> bool {
+    ready_of(prior) != ready_of(now)
+}
+
+/// Whether writing `Ready=False` with `reason`/`message` is a transition from the prior
+/// conditions (a failure's case of [`ready_changed`]).
 pub fn is_transition(prior: &[Condition], reason: &str, message: &str) -> bool {
-    match get(prior, types::READY) {
-        Some(c) => !(c.status == "False" && c.reason == reason && c.message == message),
-        None => true,
-    }
+    ready_of(prior) != Some(("False", reason, message))
+}
+
+fn ready_of(conds: &[Condition]) -> Option<(&str, &str, &str)> {
+    get(conds, types::READY).map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()))
 }
 
 #[cfg(test)]
@@ -53,5 +62,18 @@ mod tests {
             &now(),
         );
         assert!(is_transition(&conds, "BuildFailed", "pin missing"));
+    }
+
+    #[test]
+    fn ready_changes_when_its_status_reason_or_message_does() {
+        let mut prior = Vec::new();
+        let mut after = Vec::new();
+        assert!(!ready_changed(&prior, &after), "no Ready before or after");
+        mark_stalled(&mut after, "BuildFailed", "pin missing", Some(1), &now());
+        assert!(ready_changed(&prior, &after), "first Ready");
+        mark_stalled(&mut prior, "BuildFailed", "pin missing", Some(1), &now());
+        assert!(!ready_changed(&prior, &after), "the same failure again");
+        crds::conditions::mark_ready(&mut after, "Generated", "pin missing", Some(1), &now());
+        assert!(ready_changed(&prior, &after), "False to True");
     }
 }

@@ -29,7 +29,8 @@ use crds::module_instance::{ModuleInstance, ModuleInstanceStatus, Owner};
 use serde_json::Value;
 
 use super::context::{Context, Reconciled};
-use super::render_apply::{self, Failure, Rendered, Run};
+use super::reconcile::{self, End, Halt, Kind, Mode, Note, Run, When};
+use super::render_apply::{self, Rendered};
 use super::runtime::{self, Error, EventType};
 use crate::apply::drift::{DriftOptions, DriftOutcome};
 use crate::apply::object::InstanceLabels;
@@ -56,9 +57,41 @@ pub fn is_no_op(status: &ModuleInstanceStatus, digests: &Digests) -> bool {
     is_no_op_of(&status.reconcile, digests)
 }
 
-impl Rendered for ModuleInstance {
+impl Kind for ModuleInstance {
     type Status = ModuleInstanceStatus;
     const KIND: &'static str = KIND;
+
+    reconcile::status_field!();
+
+    fn api(client: kube::Client, namespace: &str) -> kube::Api<Self> {
+        kube::Api::namespaced(client, namespace)
+    }
+
+    /// No metrics for a CLI-owned instance (§7.2).
+    fn metered(&self) -> bool {
+        !self.handed_off()
+    }
+
+    fn gone(ctx: &Context, namespace: &str, name: &str) {
+        render_apply::forget::<Self>(ctx, namespace, name);
+    }
+
+    /// Gate 2, then the shared gates 3–6, then phases 1–7 (module docs).
+    async fn phases(run: &mut Run<'_, Self>) -> Result<End, Halt> {
+        if run.obj.handed_off() {
+            if run.deleting() {
+                return Ok(End::done());
+            }
+            return Ok(managed_externally(run));
+        }
+        run.gates().await?;
+        let mut digests = Digests::default();
+        let result = reconcile_phases(run, &mut digests).await;
+        run.attempted(result, &digests)
+    }
+}
+
+impl Rendered for ModuleInstance {
     const METRICS: bool = true;
     const FORBIDDEN_STALLS: bool = true;
     const DETECTS_DRIFT: bool = true;
@@ -76,25 +109,11 @@ impl Rendered for ModuleInstance {
 
 /// Reconciles the ModuleInstance `namespace/name` (§2.2).
 pub async fn reconcile(namespace: &str, name: &str, ctx: &Context) -> Result<Reconciled, Error> {
-    render_apply::reconcile(namespace, name, ctx, run).await
+    reconcile::reconcile::<ModuleInstance>(ctx, namespace, name, Mode::Lead).await
 }
 
-async fn run(mut run: Run<'_, ModuleInstance>) -> Result<Reconciled, Error> {
-    // Gate 2: owner cli.
-    if run.obj.handed_off() {
-        if run.deleting() {
-            return Ok(Reconciled::done());
-        }
-        return managed_externally(run).await;
-    }
-    // Gates 3–6: finalizer, deletion, suspend, resume.
-    if let Some(done) = run.gates().await? {
-        return Ok(done);
-    }
-    reconcile_phases(run).await
-}
-
-async fn managed_externally(mut run: Run<'_, ModuleInstance>) -> Result<Reconciled, Error> {
+/// Gate 2 (module docs): conditions only, Normal `ManagedExternally` when written.
+fn managed_externally(run: &mut Run<'_, ModuleInstance>) -> End {
     let now = runtime::now();
     // Conditions only: leave observedGeneration and the rest of the CLI's status as is.
     let status = run.status();
@@ -106,25 +125,21 @@ async fn managed_externally(mut run: Run<'_, ModuleInstance>) -> Result<Reconcil
     {
         status.conditions = before;
     }
-    let wrote = run.patcher.patch_status(&run.obj).await?;
-    if wrote {
-        run.event(
-            EventType::Normal,
+    End::reason(reasons::MANAGED_EXTERNALLY).note(
+        Note::normal(
             reasons::MANAGED_EXTERNALLY,
             actions::RECONCILE,
             conditions::messages::MANAGED_EXTERNALLY,
         )
-        .await;
-    }
-    Ok(Reconciled {
-        requeue: None,
-        outcome: None,
-        reason: Some(reasons::MANAGED_EXTERNALLY),
-    })
+        .when(When::Written),
+    )
 }
 
-/// Phases 1–7.
-async fn reconcile_phases(mut run: Run<'_, ModuleInstance>) -> Result<Reconciled, Error> {
+/// Phases 1–7; `digests` are this reconcile's as far as they are known.
+async fn reconcile_phases(
+    run: &mut Run<'_, ModuleInstance>,
+    digests: &mut Digests,
+) -> Result<End, Halt> {
     let generation = run.generation();
     run.mark_reconciling();
     let values_bytes = match &run.obj.spec.values {
@@ -138,17 +153,11 @@ async fn reconcile_phases(mut run: Run<'_, ModuleInstance>) -> Result<Reconciled
         run.obj.spec.module.path.clone(),
         run.obj.spec.module.version.clone(),
     );
-    let mut digests = Digests {
-        source: inventory::source_digest(&path, &version),
-        config: inventory::config_digest(Some(&values_bytes)),
-        ..Default::default()
-    };
+    digests.source = inventory::source_digest(&path, &version);
+    digests.config = inventory::config_digest(Some(&values_bytes));
 
     // Phase 1: render on a leased platform.
-    let rendered = match render(&run).await? {
-        Ok(r) => r,
-        Err(f) => return run.fail(f, &digests).await,
-    };
+    let rendered = render(run).await?;
 
     // Phase 2: bookkeeping.
     let now = runtime::now();
@@ -159,10 +168,7 @@ async fn reconcile_phases(mut run: Run<'_, ModuleInstance>) -> Result<Reconciled
         generation,
         &now,
     );
-    let objects = match run.convert(&rendered, &mut digests).await {
-        Ok(o) => o,
-        Err(f) => return run.fail(f, &digests).await,
-    };
+    let objects = run.convert(&rendered, digests).await?;
     let uuid = InstanceLabels::of(&rendered).map(|l| l.uuid);
     {
         let status = run.status();
@@ -173,18 +179,18 @@ async fn reconcile_phases(mut run: Run<'_, ModuleInstance>) -> Result<Reconciled
     }
 
     // Phase 3: drift (controller identity); NoOp and phases 4–7 follow in the core.
-    drift(&mut run, &objects).await;
+    drift(run, &objects).await;
     let instance = uuid.map(|uuid| InstanceLabels {
         name: run.name.clone(),
         namespace: run.namespace.clone(),
         uuid,
     });
-    run.apply(&objects, &rendered.inventory, &digests, instance)
+    run.apply(&objects, &rendered.inventory, digests, instance)
         .await
 }
 
-/// Phase 1 (§2.2): `Ok(Err(_))` is a classified failure.
-async fn render(run: &Run<'_, ModuleInstance>) -> Result<Result<RenderResult, Failure>, Error> {
+/// Phase 1 (§2.2).
+async fn render(run: &Run<'_, ModuleInstance>) -> Result<RenderResult, Halt> {
     let req = ModuleRequest {
         name: run.name.clone(),
         namespace: run.namespace.clone(),

@@ -75,7 +75,8 @@ use tokio::task::JoinHandle;
 use super::context::{Context, Reconciled};
 use super::leader::Elector;
 use super::package::source::{self as flux, SourceFilter};
-use super::platform::{contribution, Mode};
+use super::platform::contribution;
+use super::reconcile::Mode;
 use super::runtime::Error;
 use super::{deadline, instance, package, platform, registration};
 
@@ -189,14 +190,8 @@ where
     Fut: Future<Output = Result<Reconciled, Error>>,
 {
     let (ns, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
-    let api = Api::<K>::namespaced(ctx.client.clone(), &ns);
-    deadline::bounded(
-        &ctx,
-        api,
-        &name,
-        reconcile(ns.clone(), name.clone(), ctx.clone()),
-    )
-    .await
+    let work = reconcile(ns.clone(), name.clone(), ctx.clone());
+    deadline::bounded::<K>(&ctx, &ns, &name, work).await
 }
 
 /// A stream that yields once each time a platform package is recorded (restart recovery: every

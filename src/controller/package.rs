@@ -36,13 +36,14 @@ pub mod source;
 
 use std::time::Duration;
 
-use crds::conditions::{self, reasons, types, HasConditions};
+use crds::conditions::{self, reasons, types};
 use crds::module_package::{ModulePackage, ModulePackageStatus, SourceStatus};
 use kube::api::DynamicObject;
 use kube::Api;
 
 use super::context::{Context, Reconciled};
-use super::render_apply::{self, Digests, Failure, Rendered, Run};
+use super::reconcile::{self, End, Failure, Halt, Kind, Mode, Run};
+use super::render_apply::{self, Digests, Rendered};
 use super::runtime::{self, Error, EventType};
 use crate::apply::object::InstanceLabels;
 use crate::inventory;
@@ -89,39 +90,60 @@ pub fn cross_namespace_dependency_message(namespace: &str, name: &str) -> String
     format!("dependency {namespace}/{name}: cross-namespace dependencies are not supported")
 }
 
-impl Rendered for ModulePackage {
+impl Kind for ModulePackage {
     type Status = ModulePackageStatus;
     const KIND: &'static str = KIND;
+
+    reconcile::status_field!();
+
+    fn api(client: kube::Client, namespace: &str) -> Api<Self> {
+        Api::namespaced(client, namespace)
+    }
+
+    /// ModulePackage records no §7.2 metrics (as upstream alpha.12).
+    fn metered(&self) -> bool {
+        false
+    }
+
+    fn gone(ctx: &Context, namespace: &str, name: &str) {
+        render_apply::forget::<Self>(ctx, namespace, name);
+    }
+
+    fn interval(&self) -> Option<Duration> {
+        Some(interval_of(self))
+    }
+
+    /// The shared gates, step 2, then steps 3–9 (module docs).
+    async fn phases(run: &mut Run<'_, Self>) -> Result<End, Halt> {
+        run.gates().await?;
+        if !run.obj.spec.depends_on.is_empty() {
+            depends_on(run).await?;
+        }
+        let mut digests = Digests {
+            config: inventory::config_digest(None),
+            ..Default::default()
+        };
+        let result = reconcile_steps(run, &mut digests).await;
+        run.attempted(result, &digests)
+    }
+}
+
+impl Rendered for ModulePackage {
     const METRICS: bool = false;
     const FORBIDDEN_STALLS: bool = false;
     const DETECTS_DRIFT: bool = false;
 
     render_apply::same_named_fields!();
-
-    fn interval(&self) -> Option<Duration> {
-        Some(interval_of(self))
-    }
 }
 
 /// Reconciles the ModulePackage `namespace/name` (§2.3).
 pub async fn reconcile(namespace: &str, name: &str, ctx: &Context) -> Result<Reconciled, Error> {
-    render_apply::reconcile(namespace, name, ctx, run).await
+    reconcile::reconcile::<ModulePackage>(ctx, namespace, name, Mode::Lead).await
 }
 
-async fn run(mut run: Run<'_, ModulePackage>) -> Result<Reconciled, Error> {
-    if let Some(done) = run.gates().await? {
-        return Ok(done);
-    }
-    if !run.obj.spec.depends_on.is_empty() {
-        if let Some(r) = depends_on(&mut run).await? {
-            return Ok(r);
-        }
-    }
-    reconcile_steps(run).await
-}
-
-/// Step 2: `Some` when blocked (the status is written), `None` when every dependency is Ready.
-async fn depends_on(run: &mut Run<'_, ModulePackage>) -> Result<Option<Reconciled>, Error> {
+/// Step 2: `Err` when blocked (Ready=False `DependenciesNotReady`, the event once per
+/// transition, requeued at the interval, no failure counted), `Ok` when every dependency is Ready.
+async fn depends_on(run: &mut Run<'_, ModulePackage>) -> Result<(), Halt> {
     let api: Api<ModulePackage> = Api::namespaced(run.ctx.client.clone(), &run.namespace);
     let mut blocked: Option<(EventType, String)> = None;
     for dep in run.obj.spec.depends_on.clone() {
@@ -160,51 +182,25 @@ async fn depends_on(run: &mut Run<'_, ModulePackage>) -> Result<Option<Reconcile
         }
     }
     let Some((event_type, message)) = blocked else {
-        return Ok(None);
+        return Ok(());
     };
     let generation = run.generation();
-    let now = runtime::now();
-    let status = run.status();
-    status.observed_generation = generation;
-    conditions::mark_not_ready(
-        &mut status.conditions,
+    run.status().observed_generation = generation;
+    let f = Failure::transient(
         reasons::DEPENDENCIES_NOT_READY,
-        &message,
-        generation,
-        &now,
-    );
-    run.patcher.patch_status(&run.obj).await?;
-    if super::events::is_transition(
-        run.prior.conditions(),
-        reasons::DEPENDENCIES_NOT_READY,
-        &message,
-    ) {
-        run.event(
-            event_type,
-            reasons::DEPENDENCIES_NOT_READY,
-            actions::DEPENDS_ON,
-            &message,
-        )
-        .await;
-    }
-    Ok(Some(Reconciled {
-        requeue: run.interval,
-        outcome: Some(super::outcome::Outcome::FailedTransient),
-        reason: Some(reasons::DEPENDENCIES_NOT_READY),
-    }))
+        actions::DEPENDS_ON,
+        message,
+    )
+    .after(run.interval)
+    .event_type(event_type);
+    Err(f.into())
 }
 
 /// Step 3: the source's artifact, or a classified failure.
-async fn resolve_source(
-    run: &Run<'_, ModulePackage>,
-) -> Result<Result<source::Artifact, Failure>, Error> {
+async fn resolve_source(run: &Run<'_, ModulePackage>) -> Result<source::Artifact, Halt> {
     let r = &run.obj.spec.source_ref;
     let stalled = |message: String| {
-        Ok(Err(Failure::stalled(
-            reasons::SOURCE_NOT_READY,
-            actions::RESOLVE,
-            message,
-        )))
+        Err(Failure::stalled(reasons::SOURCE_NOT_READY, actions::RESOLVE, message).into())
     };
     let ar = match source::resource(r) {
         Ok(ar) => ar,
@@ -225,9 +221,9 @@ async fn resolve_source(
         Err(e) if runtime::is_not_found(&e) => {
             return stalled(format!("source {shown} not found"));
         }
-        Err(e) => return Err(Error::kube(format!("reading source {shown}"), e)),
+        Err(e) => return Err(Error::kube(format!("reading source {shown}"), e).into()),
     };
-    Ok(source::ready_artifact(&obj).map_err(|why| {
+    source::ready_artifact(&obj).map_err(|why| {
         Failure::transient(
             reasons::SOURCE_NOT_READY,
             actions::RESOLVE,
@@ -235,22 +231,19 @@ async fn resolve_source(
         )
         .after(run.interval)
         .soft()
-    }))
+        .into()
+    })
 }
 
-/// Steps 3–9.
-async fn reconcile_steps(mut run: Run<'_, ModulePackage>) -> Result<Reconciled, Error> {
+/// Steps 3–9; `digests` are this reconcile's as far as they are known.
+async fn reconcile_steps(
+    run: &mut Run<'_, ModulePackage>,
+    digests: &mut Digests,
+) -> Result<End, Halt> {
     run.mark_reconciling();
-    let mut digests = Digests {
-        config: inventory::config_digest(None),
-        ..Default::default()
-    };
 
     // Step 3: source.
-    let art = match resolve_source(&run).await? {
-        Ok(a) => a,
-        Err(f) => return run.fail(f, &digests).await,
-    };
+    let art = resolve_source(run).await?;
     digests.source = art.digest.clone();
     let shown = source::ref_string(&run.obj.spec.source_ref, &run.namespace);
     run.status().source = Some(SourceStatus {
@@ -261,58 +254,46 @@ async fn reconcile_steps(mut run: Run<'_, ModulePackage>) -> Result<Reconciled, 
     });
 
     // Step 4: fetch.
-    let fetched = match artifact::fetch(&art.url, &art.digest, &run.ctx.artifact_limits).await {
-        Ok(f) => f,
-        Err(e) => {
-            let f = Failure::transient(
+    let fetched = artifact::fetch(&art.url, &art.digest, &run.ctx.artifact_limits)
+        .await
+        .map_err(|e| {
+            Failure::transient(
                 reasons::FETCH_FAILED,
                 actions::FETCH,
                 format!("fetching artifact {}: {e}", art.url),
             )
-            .after(run.interval);
-            return run.fail(f, &digests).await;
-        }
-    };
+            .after(run.interval)
+        })?;
 
     // Step 5: path.
-    let dir = match artifact::package_dir(fetched.root(), &run.obj.spec.path) {
-        Ok(d) => d,
-        Err(e) => {
-            let reason = match e {
-                artifact::Error::InstanceFileNotFound(_) => reasons::INSTANCE_FILE_NOT_FOUND,
-                _ => reasons::PATH_NOT_FOUND,
-            };
-            let f = Failure::stalled(reason, actions::LOAD, e.to_string());
-            return run.fail(f, &digests).await;
-        }
-    };
+    let dir = artifact::package_dir(fetched.root(), &run.obj.spec.path).map_err(|e| {
+        let reason = match e {
+            artifact::Error::InstanceFileNotFound(_) => reasons::INSTANCE_FILE_NOT_FOUND,
+            _ => reasons::PATH_NOT_FOUND,
+        };
+        Failure::stalled(reason, actions::LOAD, e.to_string())
+    })?;
 
     // Step 6: render (the extraction lives until the render is done).
-    let rendered = match render(&run, fetched, dir).await? {
-        Ok(r) => r,
-        Err(f) => return run.fail(f, &digests).await,
-    };
+    let rendered = render(run, fetched, dir).await?;
 
     // Steps 7–9: digests, NoOp, identity, apply, prune, commit.
-    let objects = match run.convert(&rendered, &mut digests).await {
-        Ok(o) => o,
-        Err(f) => return run.fail(f, &digests).await,
-    };
+    let objects = run.convert(&rendered, digests).await?;
     run.apply(
         &objects,
         &rendered.inventory,
-        &digests,
+        digests,
         InstanceLabels::of(&rendered),
     )
     .await
 }
 
-/// Step 6: `Ok(Err(_))` is a classified failure.
+/// Step 6.
 async fn render(
     run: &Run<'_, ModulePackage>,
     fetched: artifact::Fetched,
     dir: std::path::PathBuf,
-) -> Result<Result<RenderResult, Failure>, Error> {
+) -> Result<RenderResult, Halt> {
     let renderer = run.ctx.package_renderer.clone();
     run.render_on("package", renderer, move |renderer, platform, skew| {
         let r = renderer.render_package(&dir, platform, skew);

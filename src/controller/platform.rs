@@ -33,20 +33,21 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use crds::conditions::{self, reasons, types, Status};
-use crds::platform::{PackageIdentity as StatusIdentity, PinnedCatalog, Platform, RegistrySource};
+use crds::platform::{
+    PackageIdentity as StatusIdentity, PinnedCatalog, Platform, PlatformStatus, RegistrySource,
+};
 use crds::transformer_registration::TransformerRegistration;
 use crds::{FINALIZER_DEPENDENTS, PLATFORM_NAME};
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
-use tracing::Instrument;
 
 use super::context::{Context, Reconciled};
 use super::outcome::{platform_retry, Outcome};
 use super::platform_gate;
-use super::runtime::{self, Error, EventType, Patcher};
+use super::reconcile::{self, End, Failure, Halt, Kind, Mark, Mode, Note, Run};
+use super::runtime::{self, Error};
 use crate::kernel::SkewPolicy;
 use crate::kernel::{BuiltPlatform, ErrorClass, PlatformEntry, PlatformInput};
 use crate::platform::{Generated, PackageIdentity};
@@ -170,22 +171,6 @@ async fn active_claims(ctx: &Context) -> Result<Vec<ActiveClaim>, Error> {
     Ok(out)
 }
 
-/// How a reconcile acts on the cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// The leader: records the package and writes status and events.
-    Lead,
-    /// A follower: records the package in its own store (so the render API of every replica can
-    /// lease one) but writes nothing to the cluster.
-    Observe,
-}
-
-/// The status patcher, or nothing for an observer.
-struct Writer {
-    patcher: Patcher<Platform>,
-    lead: bool,
-}
-
 /// Reconciles the Platform named `name` (§3) as the leader.
 pub async fn reconcile(name: &str, ctx: &Context) -> Result<Reconciled, Error> {
     reconcile_as(name, ctx, Mode::Lead).await
@@ -193,180 +178,129 @@ pub async fn reconcile(name: &str, ctx: &Context) -> Result<Reconciled, Error> {
 
 /// Reconciles the Platform named `name` (§3) in `mode`.
 pub async fn reconcile_as(name: &str, ctx: &Context, mode: Mode) -> Result<Reconciled, Error> {
-    let started = Instant::now();
     if name != PLATFORM_NAME {
         return Ok(Reconciled::done());
     }
-    let api: Api<Platform> = Api::all(ctx.client.clone());
-    let Some(plat) = api
-        .get_opt(name)
-        .await
-        .map_err(|e| Error::kube(format!("reading Platform {name}"), e))?
-    else {
-        ctx.store.clear();
-        return Ok(Reconciled::done());
-    };
-    let generation = plat.metadata.generation.unwrap_or_default();
-    let span = runtime::reconcile_span("Platform", "", name, generation);
-    let result = run(plat, ctx, mode).instrument(span).await;
-    if let (Ok(r), Mode::Lead) = (&result, mode) {
-        ctx.observe("Platform", "", name, r.outcome, started);
-    }
-    result
+    reconcile::reconcile::<Platform>(ctx, "", name, mode).await
 }
 
-async fn run(plat: Platform, ctx: &Context, mode: Mode) -> Result<Reconciled, Error> {
-    if plat.metadata.deletion_timestamp.is_some() {
+impl Kind for Platform {
+    type Status = PlatformStatus;
+    const KIND: &'static str = "Platform";
+
+    reconcile::status_field!();
+
+    fn api(client: kube::Client, _namespace: &str) -> Api<Self> {
+        Api::all(client)
+    }
+
+    fn gone(ctx: &Context, _namespace: &str, _name: &str) {
         ctx.store.clear();
-        return Ok(Reconciled::done());
     }
-    let api: Api<Platform> = Api::all(ctx.client.clone());
-    let mut patcher = Writer {
-        patcher: Patcher::new(api, &plat, "Platform cluster")?,
-        lead: mode == Mode::Lead,
-    };
-    let generation = plat.metadata.generation.unwrap_or_default();
-    let claims = active_claims(ctx).await?;
 
-    let (entries, pinned) = match entries(&plat.spec.registry, &claims) {
-        Ok(v) => v,
-        Err(e) => {
-            return fail(
-                &mut patcher,
-                plat,
-                ctx,
-                reasons::BUILD_FAILED,
-                e.message,
-                None,
-            )
-            .await;
+    /// §3, top to bottom.
+    async fn phases(run: &mut Run<'_, Self>) -> Result<End, Halt> {
+        let ctx = run.ctx;
+        if run.deleting() {
+            ctx.store.clear();
+            return Ok(End::done());
         }
-    };
-    let identity = match PackageIdentity::new(
-        generation,
-        claims
-            .iter()
-            .map(|c| (c.catalog.as_str(), c.version.as_str())),
-    ) {
-        Ok(id) => id,
-        Err(e) => {
+        // Every end records the generation and the operator version.
+        let generation = run.generation();
+        let status = run.status();
+        status.observed_generation = generation;
+        status.operator_version = Some(ctx.operator_version.clone());
+        let plat = &run.obj;
+        let claims = active_claims(ctx).await?;
+
+        let (entries, pinned) = entries(&plat.spec.registry, &claims)
+            .map_err(|e| failure(reasons::BUILD_FAILED, e.message, None))?;
+        let identity = PackageIdentity::new(
+            generation.unwrap_or_default(),
+            claims
+                .iter()
+                .map(|c| (c.catalog.as_str(), c.version.as_str())),
+        )
+        .map_err(|e| {
             let msg = format!("generating platform module: {e}");
-            return fail(&mut patcher, plat, ctx, reasons::GENERATE_FAILED, msg, None).await;
-        }
-    };
-    let skew = SkewPolicy::from_spec(match plat.spec.skew_policy {
-        Some(crds::platform::SkewPolicy::Refuse) => Some("Refuse"),
-        _ => None,
-    });
+            failure(reasons::GENERATE_FAILED, msg, None)
+        })?;
+        let skew = SkewPolicy::from_spec(match plat.spec.skew_policy {
+            Some(crds::platform::SkewPolicy::Refuse) => Some("Refuse"),
+            _ => None,
+        });
 
-    // §3.9 skip keyed on the package identity.
-    if let Some(held) = ctx.store.generated() {
-        if held.identity == identity && held.skew == skew && held.dir.is_dir() {
-            let built = held.platform.clone();
-            return succeed(&mut patcher, plat, ctx, identity, pinned, &built, false).await;
+        // §3.9 skip keyed on the package identity.
+        if let Some(held) = ctx.store.generated() {
+            if held.identity == identity && held.skew == skew && held.dir.is_dir() {
+                let built = held.platform.clone();
+                return Ok(succeed(run, identity, pinned, &built, false));
+            }
         }
-    }
 
-    let input = PlatformInput {
-        platform_type: plat.spec.r#type.clone(),
-        entries,
-    };
-    let builder = Arc::clone(&ctx.builder);
-    let generated = runtime::blocking("generating the platform module", move || {
-        builder.generate(&input)
-    })
-    .await?;
-    let files = match generated {
-        Ok(files) => files,
-        Err(e) => {
+        let input = PlatformInput {
+            platform_type: plat.spec.r#type.clone(),
+            entries,
+        };
+        let builder = Arc::clone(&ctx.builder);
+        let files = runtime::blocking("generating the platform module", move || {
+            builder.generate(&input)
+        })
+        .await?
+        .map_err(|e| {
             // The kernel's message carries the §3.3/§3.4 prefix; the reason follows the class.
             let reason = match e.class {
                 ErrorClass::TransientPull | ErrorClass::Resolution => reasons::BUILD_FAILED,
                 _ => reasons::GENERATE_FAILED,
             };
-            return fail(
-                &mut patcher,
-                plat,
-                ctx,
-                reason,
-                e.to_string(),
-                Some(e.class),
-            )
-            .await;
-        }
-    };
-    let dir = match ctx.layout.ensure(&identity, &files) {
-        Ok((dir, _)) => dir,
-        Err(e) => {
+            failure(reason, e.to_string(), Some(e.class))
+        })?;
+        let (dir, _) = ctx.layout.ensure(&identity, &files).map_err(|e| {
             let msg = format!("writing platform module: {e}");
-            return fail(&mut patcher, plat, ctx, reasons::GENERATE_FAILED, msg, None).await;
+            failure(reasons::GENERATE_FAILED, msg, None)
+        })?;
+        let builder = Arc::clone(&ctx.builder);
+        let build_dir = dir.clone();
+        // "building platform module: …" / "reading the platform's contract inventory: …" come
+        // from the kernel.
+        let built = runtime::blocking("building the platform module", move || {
+            builder.build(&build_dir)
+        })
+        .await?
+        .map_err(|e| failure(reasons::BUILD_FAILED, e.to_string(), Some(e.class)))?;
+        if let Some(refusal) = platform_gate::gate(&built.contracts) {
+            return Err(failure(refusal.reason, refusal.message, None).into());
         }
-    };
-    let builder = Arc::clone(&ctx.builder);
-    let build_dir = dir.clone();
-    let built = runtime::blocking("building the platform module", move || {
-        builder.build(&build_dir)
-    })
-    .await?;
-    let built = match built {
-        Ok(b) => b,
-        Err(e) => {
-            // "building platform module: …" / "reading the platform's contract inventory: …"
-            // come from the kernel.
-            let msg = e.to_string();
-            return fail(
-                &mut patcher,
-                plat,
-                ctx,
-                reasons::BUILD_FAILED,
-                msg,
-                Some(e.class),
-            )
-            .await;
+        ctx.store.set_generated(Generated {
+            identity,
+            dir,
+            platform: built.clone(),
+            skew,
+        });
+        match ctx.layout.prune(&[identity], &ctx.store) {
+            Ok(removed) if !removed.is_empty() => {
+                tracing::info!(removed = ?removed, "pruned superseded platform packages");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "pruning platform packages failed"),
         }
-    };
-    if let Some(refusal) = platform_gate::gate(&built.contracts) {
-        return fail(
-            &mut patcher,
-            plat,
-            ctx,
-            refusal.reason,
-            refusal.message,
-            None,
-        )
-        .await;
+        Ok(succeed(run, identity, pinned, &built, true))
     }
-    ctx.store.set_generated(Generated {
-        identity,
-        dir,
-        platform: built.clone(),
-        skew,
-    });
-    match ctx.layout.prune(&[identity], &ctx.store) {
-        Ok(removed) if !removed.is_empty() => {
-            tracing::info!(removed = ?removed, "pruned superseded platform packages");
-        }
-        Ok(_) => {}
-        Err(e) => tracing::warn!(error = %e, "pruning platform packages failed"),
-    }
-    succeed(&mut patcher, plat, ctx, identity, pinned, &built, true).await
 }
 
-async fn succeed(
-    w: &mut Writer,
-    mut plat: Platform,
-    ctx: &Context,
+/// Ready=True `Generated` with the package's status; Normal `Generated` when the package was
+/// `recorded` by this reconcile; the claims controller is signalled on every success (after a
+/// restart the record is new even when the status is not).
+fn succeed(
+    run: &mut Run<'_, Platform>,
     identity: PackageIdentity,
     pinned: Vec<PinnedCatalog>,
     built: &BuiltPlatform,
     recorded: bool,
-) -> Result<Reconciled, Error> {
-    let generation = plat.metadata.generation;
-    let now = runtime::now();
+) -> End {
+    let generation = run.generation();
     let fulfilment = platform_gate::fulfilment(&built.contracts);
-    let status = plat.status.get_or_insert_with(Default::default);
-    status.observed_generation = generation;
-    status.operator_version = Some(ctx.operator_version.clone());
+    let status = run.status();
     status.registry = pinned;
     status.package_identity = Some(status_identity(&identity));
     conditions::set(
@@ -380,81 +314,29 @@ async fn succeed(
         fulfilment.reason,
         &fulfilment.message,
         generation,
-        &now,
+        &runtime::now(),
     );
     let msg = generated_message(generation.unwrap_or_default());
-    conditions::mark_ready(
-        &mut status.conditions,
-        reasons::GENERATED,
-        &msg,
-        generation,
-        &now,
-    );
-    if !w.lead {
-        ctx.notify_recorded();
-        return Ok(Reconciled {
-            requeue: None,
-            outcome: None,
-            reason: Some(reasons::GENERATED),
-        });
-    }
-    let wrote = w.patcher.patch_status(&plat).await?;
-    if recorded {
-        ctx.events
-            .publish(&plat, EventType::Normal, reasons::GENERATED, ACTION, &msg)
-            .await;
-    }
-    // Signal on every success: after a restart the record is new even when the status is not.
-    ctx.notify_recorded();
-    tracing::info!(identity = %identity, recorded, wrote, "platform package ready");
-    Ok(Reconciled {
-        requeue: None,
-        outcome: Some(if recorded {
+    tracing::info!(identity = %identity, recorded, "platform package ready");
+    End::marked(Mark::Ready(reasons::GENERATED, msg.clone()))
+        .outcome(if recorded {
             Outcome::Applied
         } else {
             Outcome::NoOp
-        }),
-        reason: Some(reasons::GENERATED),
-    })
+        })
+        .note_if(recorded, Note::normal(reasons::GENERATED, ACTION, msg))
+        .then(Context::notify_recorded)
 }
 
-async fn fail(
-    w: &mut Writer,
-    mut plat: Platform,
-    ctx: &Context,
-    reason: &'static str,
-    message: String,
-    class: Option<ErrorClass>,
-) -> Result<Reconciled, Error> {
-    let generation = plat.metadata.generation;
-    let (status, warn) = runtime::mark_stalled(&mut plat.status, generation, reason, &message);
-    status.observed_generation = generation;
-    status.operator_version = Some(ctx.operator_version.clone());
-    let retry = platform_retry(class);
-    if !w.lead {
-        tracing::debug!(reason, message = %message, "platform not generated (observer)");
-        return Ok(Reconciled {
-            requeue: Some(retry),
-            outcome: None,
-            reason: Some(reason),
-        });
+/// A failed step (§3.6): Stalled with `reason`/`message`, a Warning once per transition (action
+/// `Generate`), requeued by class ([`platform_retry`]); a transient pull is counted transient.
+fn failure(reason: &'static str, message: String, class: Option<ErrorClass>) -> Failure {
+    let f = Failure::stalled(reason, ACTION, message).after(Some(platform_retry(class)));
+    if class == Some(ErrorClass::TransientPull) {
+        f.counted_as(Outcome::FailedTransient)
+    } else {
+        f
     }
-    w.patcher.patch_status(&plat).await?;
-    if warn {
-        ctx.events
-            .publish(&plat, EventType::Warning, reason, ACTION, &message)
-            .await;
-    }
-    tracing::warn!(reason, message = %message, "platform not generated");
-    Ok(Reconciled {
-        requeue: Some(retry),
-        outcome: Some(if class == Some(ErrorClass::TransientPull) {
-            Outcome::FailedTransient
-        } else {
-            Outcome::FailedStalled
-        }),
-        reason: Some(reason),
-    })
 }
 
 #[cfg(test)]

@@ -35,21 +35,21 @@
 //! - Every message names the claim, catalog and version, or the provider `ns/name`.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crds::common::Inventory;
 use crds::conditions::{self, reasons, types, Status};
 use crds::module_instance::ModuleInstance;
-use crds::transformer_registration::TransformerRegistration;
+use crds::transformer_registration::{TransformerRegistration, TransformerRegistrationStatus};
 use crds::FINALIZER_DEPENDENTS;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
-use tracing::Instrument;
 
 use super::claims;
 use super::context::{Context, Reconciled};
 use super::outcome::{Outcome, STALLED_RECHECK};
-use super::runtime::{self, is_not_found, Error, EventType, Patcher};
+use super::reconcile::{self, End, Failure, Halt, Kind, Mark, Mode, Note, Run, When};
+use super::runtime::{self, is_not_found, Error};
 use crate::kernel::{AcquireError, ErrorClass};
 
 /// The shortest requeue of a transient catalog hold.
@@ -95,53 +95,48 @@ fn owns_claim(inv: &Inventory, claim: &str) -> bool {
 
 /// Reconciles the claim named `name` (§4).
 pub async fn reconcile(name: &str, ctx: &Context) -> Result<Reconciled, Error> {
-    let started = Instant::now();
-    let api: Api<TransformerRegistration> = Api::all(ctx.client.clone());
-    let Some(tr) = api
-        .get_opt(name)
-        .await
-        .map_err(|e| Error::kube(format!("reading TransformerRegistration {name}"), e))?
-    else {
-        return Ok(Reconciled::done());
-    };
-    let generation = tr.metadata.generation.unwrap_or_default();
-    let span = runtime::reconcile_span("TransformerRegistration", "", name, generation);
-    let result = async {
-        if tr.metadata.deletion_timestamp.is_some() {
-            guard_removal(tr, ctx).await
-        } else {
-            judge(tr, ctx).await
-        }
-    }
-    .instrument(span)
-    .await;
-    if let Ok(r) = &result {
-        ctx.observe("TransformerRegistration", "", name, r.outcome, started);
-    }
-    result
+    reconcile::reconcile::<TransformerRegistration>(ctx, "", name, Mode::Lead).await
 }
 
-async fn judge(tr: TransformerRegistration, ctx: &Context) -> Result<Reconciled, Error> {
-    let name = tr.name_any();
-    let what = format!("TransformerRegistration {name}");
-    let api: Api<TransformerRegistration> = Api::all(ctx.client.clone());
-    let mut patcher = Patcher::new(api.clone(), &tr, what)?;
-    let verdict = verdict(&tr, ctx, &api).await;
-    match verdict {
-        Ok(provider) => accept(&mut patcher, tr, provider, ctx).await,
-        Err(Verdict::Refuse(reason, msg)) => refuse(&mut patcher, tr, ctx, reason, msg).await,
-        Err(Verdict::Defer(reason, msg)) => defer(&mut patcher, tr, reason, msg).await,
-        Err(Verdict::Hold(msg)) => hold(&mut patcher, tr, ctx, msg).await,
+impl Kind for TransformerRegistration {
+    type Status = TransformerRegistrationStatus;
+    const KIND: &'static str = "TransformerRegistration";
+
+    reconcile::status_field!();
+
+    fn api(client: kube::Client, _namespace: &str) -> Api<Self> {
+        Api::all(client)
+    }
+
+    /// §4, top to bottom.
+    async fn phases(run: &mut Run<'_, Self>) -> Result<End, Halt> {
+        // §4.4 removal guard.
+        if run.deleting() {
+            return guard_removal(run).await;
+        }
+        // Steps 3–10 (judged on the status as read: a hold needs the verdict at this generation).
+        let judged = verdict(&run.obj, run.ctx).await;
+        // Every verdict records the generation.
+        run.status().observed_generation = run.generation();
+        let provider = match judged {
+            Ok(provider) => provider,
+            Err(Verdict::Refuse(reason, message)) => return Err(refuse(run, reason, message)),
+            Err(Verdict::Defer(reason, message)) => {
+                return Err(Failure::deferred(reason, message)
+                    .after(Some(STALLED_RECHECK))
+                    .into())
+            }
+            Err(Verdict::Hold(message)) => return Ok(hold(run, message)),
+        };
+        // Step 11.
+        accept(run, provider).await
     }
 }
 
 /// Steps 3–10; `Ok` carries the provider instance (for the activation gate).
-async fn verdict(
-    tr: &TransformerRegistration,
-    ctx: &Context,
-    api: &Api<TransformerRegistration>,
-) -> Result<ModuleInstance, Verdict> {
+async fn verdict(tr: &TransformerRegistration, ctx: &Context) -> Result<ModuleInstance, Verdict> {
     let name = tr.name_any();
+    let api: Api<TransformerRegistration> = Api::all(ctx.client.clone());
     let spec = &tr.spec;
     let (catalog, version) = (spec.catalog.clone(), spec.version.clone());
 
@@ -331,41 +326,27 @@ async fn verdict(
     Ok(provider)
 }
 
+/// Step 11 (§4.1, §4.3): the finalizer, `accepted`, Ready=True `Accepted` and the activation
+/// latch; Normal events when the claim is newly accepted and when it becomes active.
 async fn accept(
-    patcher: &mut Patcher<TransformerRegistration>,
-    tr: TransformerRegistration,
+    run: &mut Run<'_, TransformerRegistration>,
     provider: ModuleInstance,
-    ctx: &Context,
-) -> Result<Reconciled, Error> {
-    let mut tr = tr;
-    if !tr.finalizers().iter().any(|f| f == FINALIZER_DEPENDENTS) {
-        let mut fins = tr.finalizers().to_vec();
-        fins.push(FINALIZER_DEPENDENTS.to_owned());
-        let written = patcher.patch_finalizers(&fins).await?;
-        tr.metadata.finalizers = written.metadata.finalizers;
-    }
-    let generation = tr.metadata.generation;
+) -> Result<End, Halt> {
+    run.add_finalizer(FINALIZER_DEPENDENTS).await?;
+    let generation = run.generation();
     let now = runtime::now();
-    let (c, v) = (tr.spec.catalog.clone(), tr.spec.version.clone());
-    let (pns, pname) = (
-        tr.spec.provider_ref.namespace.clone(),
-        tr.spec.provider_ref.name.clone(),
-    );
-    let status = tr.status.get_or_insert_with(Default::default);
-    status.observed_generation = generation;
-    status.accepted = true;
+    let spec = &run.obj.spec;
+    let (c, v) = (&spec.catalog, &spec.version);
+    let (pns, pname) = (&spec.provider_ref.namespace, &spec.provider_ref.name);
     let accepted = format!("Claim accepted for catalog {c} at {v}");
-    let newly_accepted = !conditions::get(&status.conditions, types::READY).is_some_and(|r| {
-        r.status == "True" && r.reason == reasons::ACCEPTED && r.message == accepted
-    });
+    let ready = format!("Provider ModuleInstance {pns}/{pname} is Ready");
+    let waiting = format!("Waiting for provider ModuleInstance {pns}/{pname} to report Ready");
+    let activated_note = format!("{ready}; the claim is active");
+    // Ready before the latch's Active in a new list.
+    run.mark(&Mark::Ready(reasons::ACCEPTED, accepted.clone()));
+    let status = run.status();
+    status.accepted = true;
     let was_active = status.active;
-    conditions::mark_ready(
-        &mut status.conditions,
-        reasons::ACCEPTED,
-        &accepted,
-        generation,
-        &now,
-    );
     // §4.3 activation latch.
     if !status.active {
         if ready_true(&provider) {
@@ -375,7 +356,7 @@ async fn accept(
                 types::ACTIVE,
                 Status::True,
                 reasons::PROVIDER_READY,
-                &format!("Provider ModuleInstance {pns}/{pname} is Ready"),
+                &ready,
                 generation,
                 &now,
             );
@@ -385,96 +366,36 @@ async fn accept(
                 types::ACTIVE,
                 Status::False,
                 reasons::PROVIDER_NOT_READY,
-                &format!("Waiting for provider ModuleInstance {pns}/{pname} to report Ready"),
+                &waiting,
                 generation,
                 &now,
             );
         }
     }
-    let activated = !was_active && tr.status.as_ref().is_some_and(|s| s.active);
-    patcher.patch_status(&tr).await?;
+    let activated = !was_active && status.active;
     // Normal events on the changes a user waits for: the claim accepted, then activated.
-    if newly_accepted {
-        ctx.events
-            .publish(
-                &tr,
-                EventType::Normal,
-                reasons::ACCEPTED,
-                ACTION_ACCEPT,
-                &accepted,
-            )
-            .await;
-    }
-    if activated {
-        let note = format!("Provider ModuleInstance {pns}/{pname} is Ready; the claim is active");
-        ctx.events
-            .publish(
-                &tr,
-                EventType::Normal,
-                reasons::PROVIDER_READY,
-                ACTION_ACCEPT,
-                &note,
-            )
-            .await;
-    }
-    Ok(Reconciled {
-        requeue: None,
-        outcome: Some(Outcome::Applied),
-        reason: Some(reasons::ACCEPTED),
-    })
+    Ok(End::reason(reasons::ACCEPTED)
+        .outcome(Outcome::Applied)
+        .note(Note::normal(reasons::ACCEPTED, ACTION_ACCEPT, accepted).when(When::Transition))
+        .note_if(
+            activated,
+            Note::normal(reasons::PROVIDER_READY, ACTION_ACCEPT, activated_note),
+        ))
 }
 
-async fn refuse(
-    patcher: &mut Patcher<TransformerRegistration>,
-    mut tr: TransformerRegistration,
-    ctx: &Context,
+/// §4.2 refuse: `accepted=false`, the `Active` condition removed unless active (latch), Stalled
+/// with a Warning once per transition (action `Accept`), 30 minutes.
+fn refuse(
+    run: &mut Run<'_, TransformerRegistration>,
     reason: &'static str,
     message: String,
-) -> Result<Reconciled, Error> {
-    let generation = tr.metadata.generation;
-    let (status, warn) = runtime::mark_stalled(&mut tr.status, generation, reason, &message);
-    status.observed_generation = generation;
+) -> Halt {
+    let status = run.status();
     status.accepted = false;
     if !status.active {
         conditions::remove(&mut status.conditions, types::ACTIVE);
     }
-    patcher.patch_status(&tr).await?;
-    if warn {
-        ctx.events
-            .publish(&tr, EventType::Warning, reason, ACTION_ACCEPT, &message)
-            .await;
-    }
-    tracing::info!(reason, message = %message, "claim refused");
-    Ok(Reconciled {
-        requeue: Some(STALLED_RECHECK),
-        outcome: Some(Outcome::FailedStalled),
-        reason: Some(reason),
-    })
-}
-
-async fn defer(
-    patcher: &mut Patcher<TransformerRegistration>,
-    mut tr: TransformerRegistration,
-    reason: &'static str,
-    message: String,
-) -> Result<Reconciled, Error> {
-    let generation = tr.metadata.generation;
-    let status = tr.status.get_or_insert_with(Default::default);
-    status.observed_generation = generation;
-    conditions::mark_reconciling(
-        &mut status.conditions,
-        reason,
-        &message,
-        generation,
-        &runtime::now(),
-    );
-    patcher.patch_status(&tr).await?;
-    tracing::info!(reason, message = %message, "claim verdict deferred");
-    Ok(Reconciled {
-        requeue: Some(STALLED_RECHECK),
-        outcome: Some(Outcome::FailedTransient),
-        reason: Some(reason),
-    })
+    Failure::stalled(reason, ACTION_ACCEPT, message).into()
 }
 
 /// Whether a transient pull failure keeps `tr`'s verdict: accepted at its current generation.
@@ -491,16 +412,12 @@ pub fn hold_requeue(age: Duration) -> Duration {
     age.clamp(HOLD_MIN, HOLD_MAX)
 }
 
-/// The transient catalog hold: only Reconciling=True `CatalogUnresolved` is written.
-async fn hold(
-    patcher: &mut Patcher<TransformerRegistration>,
-    mut tr: TransformerRegistration,
-    ctx: &Context,
-    message: String,
-) -> Result<Reconciled, Error> {
-    let generation = tr.metadata.generation;
+/// The transient catalog hold: only Reconciling=True `CatalogUnresolved` is written; a Warning
+/// when the hold starts; requeue by the hold's age.
+fn hold(run: &mut Run<'_, TransformerRegistration>, message: String) -> End {
+    let generation = run.generation();
     let now = runtime::now();
-    let status = tr.status.get_or_insert_with(Default::default);
+    let status = run.status();
     let since = conditions::get(&status.conditions, types::RECONCILING)
         .filter(|c| c.status == "True" && c.reason == reasons::CATALOG_UNRESOLVED)
         .map(|c| c.last_transition_time.0);
@@ -521,36 +438,23 @@ async fn hold(
         generation,
         &now,
     );
-    patcher.patch_status(&tr).await?;
-    if started {
-        ctx.events
-            .publish(
-                &tr,
-                EventType::Warning,
-                reasons::CATALOG_UNRESOLVED,
-                ACTION_ACCEPT,
-                &message,
-            )
-            .await;
-    }
     tracing::warn!(message = %message, held_s = age.as_secs(), "claim verdict held");
-    Ok(Reconciled {
-        requeue: Some(hold_requeue(age)),
-        outcome: Some(Outcome::FailedTransient),
-        reason: Some(reasons::CATALOG_UNRESOLVED),
-    })
+    End::reason(reasons::CATALOG_UNRESOLVED)
+        .outcome(Outcome::FailedTransient)
+        .after(Some(hold_requeue(age)))
+        .note_if(
+            started,
+            Note::warning(reasons::CATALOG_UNRESOLVED, ACTION_ACCEPT, message),
+        )
 }
 
 /// §4.4: the removal guard.
-async fn guard_removal(
-    mut tr: TransformerRegistration,
-    ctx: &Context,
-) -> Result<Reconciled, Error> {
-    if !tr.finalizers().iter().any(|f| f == FINALIZER_DEPENDENTS) {
-        return Ok(Reconciled::done());
+async fn guard_removal(run: &mut Run<'_, TransformerRegistration>) -> Result<End, Halt> {
+    if !run.has_finalizer(FINALIZER_DEPENDENTS) {
+        return Ok(End::done());
     }
-    let name = tr.name_any();
-    let mis: Api<ModuleInstance> = Api::all(ctx.client.clone());
+    let name = &run.name;
+    let mis: Api<ModuleInstance> = Api::all(run.ctx.client.clone());
     let list = mis.list(&ListParams::default()).await.map_err(|e| {
         Error::kube(
             format!("listing ModuleInstances for the dependents of TransformerRegistration {name}"),
@@ -572,48 +476,18 @@ async fn guard_removal(
         })
         .collect();
     let dependents = claims::dependents(
-        &tr.spec.provides,
+        &run.obj.spec.provides,
         required
             .iter()
             .map(|(ns, n, r)| (ns.as_str(), n.as_str(), r.as_slice())),
     );
-    let api: Api<TransformerRegistration> = Api::all(ctx.client.clone());
-    let mut patcher = Patcher::new(api, &tr, format!("TransformerRegistration {name}"))?;
     if dependents.is_empty() {
-        let fins: Vec<String> = tr
-            .finalizers()
-            .iter()
-            .filter(|f| *f != FINALIZER_DEPENDENTS)
-            .cloned()
-            .collect();
-        patcher.patch_finalizers(&fins).await?;
+        run.remove_finalizer(FINALIZER_DEPENDENTS).await?;
         tracing::info!("no dependents; removal guard released");
-        return Ok(Reconciled::done());
+        return Ok(End::done());
     }
     let message = claims::dependents_message(&dependents);
-    let (_, warn) = runtime::mark_stalled(
-        &mut tr.status,
-        tr.metadata.generation,
-        reasons::DEPENDENTS_REMAIN,
-        &message,
-    );
-    patcher.patch_status(&tr).await?;
-    if warn {
-        ctx.events
-            .publish(
-                &tr,
-                EventType::Warning,
-                reasons::DEPENDENTS_REMAIN,
-                ACTION_DELETE,
-                &message,
-            )
-            .await;
-    }
-    Ok(Reconciled {
-        requeue: Some(STALLED_RECHECK),
-        outcome: Some(Outcome::FailedStalled),
-        reason: Some(reasons::DEPENDENTS_REMAIN),
-    })
+    Err(Failure::stalled(reasons::DEPENDENTS_REMAIN, ACTION_DELETE, message).into())
 }
 
 #[cfg(test)]

@@ -11,11 +11,13 @@
 //! and `package.rs` keep their own phases and call these in their order.
 //!
 //! Phases and the rules implemented here:
-//! - **Entry** (`reconcile`): one GET (missing → done; ADR-016, no mid-loop re-GET), one span per
-//!   reconcile, then the kind's phases. A kind that records metrics (§7.2: ModuleInstance, never a
-//!   CLI-owned one; ModulePackage records none, as upstream alpha.12) observes the outcome and the
-//!   duration of every reconcile, the suspend and deletion paths included, and forgets the
-//!   inventory gauge of a missing object.
+//! - **Entry**: both kinds go through the one reconcile frame (`super::reconcile`: one GET,
+//!   one span, the kind's phases, one commit point). A kind that records metrics (§7.2:
+//!   ModuleInstance, never a CLI-owned one; ModulePackage records none, as upstream alpha.12)
+//!   observes the outcome and the duration of every reconcile, the suspend and deletion paths
+//!   included, and forgets the inventory gauge of a missing object (`forget`). A kind's phases
+//!   end with [`Run::attempted`], which turns a classified failure of phases 1–7 into the
+//!   recorded attempt of “Commit” below.
 //! - **Gates** (`Run::gates`; §2.2 gates 3–6, §2.3 step 1): a missing `opmodel.dev/cleanup`
 //!   finalizer is added and the reconcile requeues at once (the generation predicate drops that
 //!   event); a deleting object without it is done. Deletion follows §2.4 and suspend never blocks
@@ -96,9 +98,8 @@
 //!   inventory size after success, forgotten when the finalizer is released.
 
 use std::fmt::Debug;
-use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crds::common::{
     FailureCounters, HistoryEntry, Inventory, InventoryEntry, ReconcileStatus, Rollout,
@@ -107,16 +108,14 @@ use crds::conditions::{self, reasons, types, HasConditions};
 use crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crds::FINALIZER_CLEANUP;
 use kube::core::NamespaceResourceScope;
-use kube::{Api, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
+use kube::{Resource, ResourceExt};
 use serde_json::Value;
-use tracing::Instrument;
 
-use super::context::{Context, Reconciled};
+use super::context::Context;
 use super::metrics::ControllerMetrics;
 use super::outcome::{self, classify_render, Outcome, STALLED_RECHECK};
-use super::runtime::{self, Error, EventType, Patcher};
+use super::reconcile::{End, Failure, Halt, Kind, Mark, Note, Run, When};
+use super::runtime::{self, Error, EventType};
 use crate::apply::deletion::{self as apply_deletion, Decision, FORCE_DELETE_ORPHAN_ANNOTATION};
 use crate::apply::object::InstanceLabels;
 use crate::apply::prune::PruneOptions;
@@ -128,6 +127,7 @@ use crate::kernel::{BuiltPlatform, KernelError, RenderResult};
 mod deletion;
 mod health;
 
+use health::health_note;
 pub use health::{verdict_of, Verdict, HEALTH_NAMES, HEALTH_RECHECK};
 
 /// Maximum history entries kept (§6.7).
@@ -268,21 +268,11 @@ pub struct Settings<'a> {
 }
 
 /// A kind whose reconcile renders, applies and records an inventory (module docs); also what
-/// [`super::deadline::bounded`] marks timed out.
+/// [`super::deadline::bounded`] marks timed out. Its [`Kind::interval`] is the requeue after a
+/// success, a NoOp and a soft failure.
 pub trait Rendered:
-    Resource<DynamicType = (), Scope = NamespaceResourceScope>
-    + Clone
-    + DeserializeOwned
-    + Serialize
-    + Debug
-    + Send
-    + Sync
-    + 'static
+    Kind<Status: RenderedStatus> + Resource<Scope = NamespaceResourceScope>
 {
-    /// The status type.
-    type Status: RenderedStatus;
-    /// The kind label of spans, metrics, logs and error texts.
-    const KIND: &'static str;
     /// Whether the kind records the §7.2 metrics.
     const METRICS: bool;
     /// Whether a 403 under a ServiceAccount during apply or prune stalls `ImpersonationFailed`
@@ -291,16 +281,8 @@ pub trait Rendered:
     /// Whether the kind detects drift (§6.5); a success then clears `Drifted`.
     const DETECTS_DRIFT: bool;
 
-    /// The status as read, if any.
-    fn status_of(&self) -> Option<&Self::Status>;
-    /// The status, created when missing.
-    fn status_mut(&mut self) -> &mut Self::Status;
     /// The spec fields the core reads.
     fn settings(&self) -> Settings<'_>;
-    /// Requeue after a success, a NoOp and a soft failure (`None`: wait for a watch event).
-    fn interval(&self) -> Option<Duration> {
-        None
-    }
     /// The owner uuid of prune's uuid guard (empty: no guard), from the status as read.
     fn owner_uuid(_prior: &Self::Status) -> String {
         String::new()
@@ -311,18 +293,10 @@ pub trait Rendered:
     }
 }
 
-/// The accessors of [`Rendered`] (`status_of`, `status_mut`, `settings`) for a kind whose status
-/// and spec name the shared fields as both CRDs do; invoked inside the kind's `impl Rendered`.
+/// [`Rendered::settings`] for a kind whose spec names the shared fields as both CRDs do; invoked
+/// inside the kind's `impl Rendered`.
 macro_rules! same_named_fields {
     () => {
-        fn status_of(&self) -> Option<&Self::Status> {
-            self.status.as_ref()
-        }
-
-        fn status_mut(&mut self) -> &mut Self::Status {
-            self.status.get_or_insert_with(Default::default)
-        }
-
         fn settings(&self) -> $crate::controller::render_apply::Settings<'_> {
             $crate::controller::render_apply::Settings {
                 suspend: self.spec.suspend,
@@ -335,108 +309,29 @@ macro_rules! same_named_fields {
 }
 pub(crate) use same_named_fields;
 
-/// Reads `namespace/name` and runs `phases` on it (the entry rules of the module docs).
-pub(crate) async fn reconcile<'a, K, F, Fut>(
-    namespace: &str,
-    name: &str,
-    ctx: &'a Context,
-    phases: F,
-) -> Result<Reconciled, Error>
-where
-    K: Rendered,
-    F: FnOnce(Run<'a, K>) -> Fut,
-    Fut: Future<Output = Result<Reconciled, Error>> + 'a,
-{
-    let started = Instant::now();
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), namespace);
-    let Some(obj) = api
-        .get_opt(name)
-        .await
-        .map_err(|e| Error::kube(format!("reading {} {namespace}/{name}", K::KIND), e))?
-    else {
-        if let Some(m) = metrics_of::<K>(ctx) {
-            m.forget_inventory(namespace, name);
-        }
-        return Ok(Reconciled::done());
-    };
-    let generation = obj.meta().generation.unwrap_or_default();
-    let span = runtime::reconcile_span(K::KIND, namespace, name, generation);
-    let metered = K::METRICS && !obj.handed_off();
-    let result = phases(Run::new(api, obj, ctx, started)?)
-        .instrument(span)
-        .await;
-    if metered {
-        let outcome = result.as_ref().ok().and_then(|r| r.outcome);
-        ctx.observe(K::KIND, namespace, name, outcome, started);
+/// Forgets what the process kept about `namespace/name`, which no longer exists: its inventory
+/// gauge ([`Kind::gone`] of both kinds).
+pub(crate) fn forget<K: Rendered>(ctx: &Context, namespace: &str, name: &str) {
+    if let Some(m) = metrics_of::<K>(ctx) {
+        m.forget_inventory(namespace, name);
     }
-    result
 }
 
-fn metrics_of<K: Rendered>(ctx: &Context) -> Option<&ControllerMetrics> {
+/// The metrics of a kind that records them.
+pub(crate) fn metrics_of<K: Rendered>(ctx: &Context) -> Option<&ControllerMetrics> {
     ctx.metrics.as_ref().filter(|_| K::METRICS)
 }
 
-/// How a failed phase is reported and committed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Failure {
-    /// The Ready (and, when stalled, Stalled) condition reason.
-    pub reason: &'static str,
-    /// The Warning event's reason (the phase's failure reason, §7.3).
-    pub event: &'static str,
-    /// The condition message, the event note and the history message.
-    pub message: String,
-    /// Transient or stalled.
-    pub outcome: Outcome,
-    /// The event action.
-    pub action: &'static str,
-    /// Requeue after this instead of the outcome's.
-    pub requeue: Option<Duration>,
-    /// A soft block (source not ready): the reconcile counter is left alone.
-    pub soft: bool,
-    /// Write a failure history entry (when there is a message).
-    pub history: bool,
-}
-
+/// The failures of the render and apply phases.
 impl Failure {
-    fn new(reason: &'static str, action: &'static str, message: String, outcome: Outcome) -> Self {
-        Failure {
-            reason,
-            event: reason,
-            message,
-            outcome,
-            action,
-            requeue: None,
-            soft: false,
-            history: true,
-        }
-    }
-
-    /// A stalled failure (30-minute recheck).
-    pub fn stalled(reason: &'static str, action: &'static str, message: String) -> Self {
-        Failure::new(reason, action, message, Outcome::FailedStalled)
-    }
-
-    /// A transient failure (backoff unless [`Failure::after`] says otherwise).
-    pub fn transient(reason: &'static str, action: &'static str, message: String) -> Self {
-        Failure::new(reason, action, message, Outcome::FailedTransient)
-    }
-
-    /// Requeue after `requeue` (the kind's interval; `None` keeps the outcome's).
-    pub fn after(mut self, requeue: Option<Duration>) -> Self {
-        self.requeue = requeue;
-        self
-    }
-
-    /// A soft block: the reconcile failure counter is not bumped.
-    pub fn soft(mut self) -> Self {
-        self.soft = true;
-        self
-    }
-
     /// A kernel error, classified by its class.
     fn render(e: &KernelError) -> Self {
         let c = classify_render(e.class);
-        Failure::new(c.reason, actions::RENDER, e.to_string(), c.outcome)
+        let f = match c.outcome {
+            Outcome::FailedStalled => Failure::stalled,
+            _ => Failure::transient,
+        };
+        f(c.reason, actions::RENDER, e.to_string())
     }
 
     /// A failed sync: `forbidden` is a 403 under a ServiceAccount of a kind with
@@ -462,61 +357,8 @@ impl Failure {
 
 pub(crate) use crate::render_lease::Lease;
 
-/// One reconcile of one object.
-pub(crate) struct Run<'a, K: Rendered> {
-    /// The shared reconciler state.
-    pub ctx: &'a Context,
-    /// The object as read, with the status this reconcile is building.
-    pub obj: K,
-    /// Commits the status (diff against the object as read).
-    pub patcher: Patcher<K>,
-    /// The status as read.
-    pub prior: K::Status,
-    /// The object's namespace.
-    pub namespace: String,
-    /// The object's name.
-    pub name: String,
-    /// [`Rendered::interval`] of the object, taken once.
-    pub interval: Option<Duration>,
-    started: Instant,
-    started_at: Time,
-}
-
+/// The phases both rendering kinds share (module docs).
 impl<'a, K: Rendered> Run<'a, K> {
-    fn new(api: Api<K>, obj: K, ctx: &'a Context, started: Instant) -> Result<Self, Error> {
-        let namespace = obj.namespace().unwrap_or_default();
-        let name = obj.name_any();
-        let patcher = Patcher::new(api, &obj, format!("{} {namespace}/{name}", K::KIND))?;
-        let prior = obj.status_of().cloned().unwrap_or_default();
-        let interval = obj.interval();
-        Ok(Run {
-            ctx,
-            obj,
-            patcher,
-            prior,
-            namespace,
-            name,
-            interval,
-            started,
-            started_at: runtime::now(),
-        })
-    }
-
-    /// The object's generation.
-    pub fn generation(&self) -> Option<i64> {
-        self.obj.meta().generation
-    }
-
-    /// Whether the object is being deleted.
-    pub fn deleting(&self) -> bool {
-        self.obj.meta().deletion_timestamp.is_some()
-    }
-
-    /// The status being built.
-    pub fn status(&mut self) -> &mut K::Status {
-        self.obj.status_mut()
-    }
-
     fn counters(&mut self) -> &mut FailureCounters {
         self.status()
             .reconcile_mut()
@@ -538,39 +380,24 @@ impl<'a, K: Rendered> Run<'a, K> {
             .unwrap_or_default()
     }
 
-    /// Publishes one event about the object.
-    pub async fn event(&self, type_: EventType, reason: &str, action: &str, note: &str) {
-        self.ctx
-            .events
-            .publish(&self.obj, type_, reason, action, note)
-            .await;
-    }
-
-    /// Gates 3–6 (module docs): `Some` ends the reconcile.
-    pub async fn gates(&mut self) -> Result<Option<Reconciled>, Error> {
+    /// Gates 3–6 (module docs): `Err` ends the reconcile.
+    pub async fn gates(&mut self) -> Result<(), Halt> {
         let deleting = self.deleting();
-        let has_finalizer = self.obj.finalizers().iter().any(|f| f == FINALIZER_CLEANUP);
-        if !has_finalizer {
+        if !self.has_finalizer(FINALIZER_CLEANUP) {
             if deleting {
-                return Ok(Some(Reconciled::done()));
+                return Err(End::done().into());
             }
-            let mut finalizers = self.obj.finalizers().to_vec();
-            finalizers.push(FINALIZER_CLEANUP.to_owned());
-            self.patcher.patch_finalizers(&finalizers).await?;
-            return Ok(Some(Reconciled {
-                requeue: Some(Duration::ZERO),
-                outcome: None,
-                reason: None,
-            }));
+            self.add_finalizer(FINALIZER_CLEANUP).await?;
+            return Err(End::requeue(Duration::ZERO).into());
         }
         if deleting {
-            return self.delete().await.map(Some);
+            return Err(self.delete().await.map_or_else(|h| h, Halt::from));
         }
         let prior_ready_reason = conditions::get(self.prior.conditions(), types::READY)
             .map(|c| c.reason.clone())
             .unwrap_or_default();
         if self.obj.settings().suspend == Some(true) {
-            return self.suspend(&prior_ready_reason).await.map(Some);
+            return Err(self.suspend(&prior_ready_reason).into());
         }
         if prior_ready_reason == reasons::SUSPENDED {
             self.event(
@@ -581,30 +408,20 @@ impl<'a, K: Rendered> Run<'a, K> {
             )
             .await;
         }
-        Ok(None)
+        Ok(())
     }
 
-    async fn suspend(&mut self, prior_ready_reason: &str) -> Result<Reconciled, Error> {
+    fn suspend(&mut self, prior_ready_reason: &str) -> End {
         let generation = self.generation();
-        let now = runtime::now();
-        let status = self.status();
-        conditions::mark_suspended(status.conditions_mut(), generation, &now);
-        *status.observed_generation_mut() = generation;
-        self.patcher.patch_status(&self.obj).await?;
-        if prior_ready_reason != reasons::SUSPENDED {
-            self.event(
-                EventType::Normal,
+        *self.status().observed_generation_mut() = generation;
+        End::marked(Mark::Suspended).note_if(
+            prior_ready_reason != reasons::SUSPENDED,
+            Note::normal(
                 reasons::SUSPENDED,
                 actions::SUSPEND,
                 conditions::messages::SUSPENDED,
-            )
-            .await;
-        }
-        Ok(Reconciled {
-            requeue: None,
-            outcome: None,
-            reason: Some(reasons::SUSPENDED),
-        })
+            ),
+        )
     }
 
     /// The identity apply and prune act as (§2.5); `None` is the controller identity.
@@ -637,15 +454,10 @@ impl<'a, K: Rendered> Run<'a, K> {
 
     /// Marks Reconciling at the start of the loop (§2.1 `Progressing`).
     pub fn mark_reconciling(&mut self) {
-        let generation = self.generation();
-        let now = runtime::now();
-        conditions::mark_reconciling(
-            self.status().conditions_mut(),
+        self.mark(&Mark::Progressing(
             reasons::PROGRESSING,
-            conditions::messages::PROGRESSING,
-            generation,
-            &now,
-        );
+            conditions::messages::PROGRESSING.to_owned(),
+        ));
     }
 
     /// A lease of the platform store, or Ready=False `PlatformNotReady` (requeue after the
@@ -665,7 +477,7 @@ impl<'a, K: Rendered> Run<'a, K> {
     /// is `PlatformNotReady` whatever else is missing; then a context without a `renderer`
     /// stalls `RenderFailed` “no `<noun>` renderer is configured”; else `render` runs on a
     /// blocking thread with the leased platform and its skew policy, the lease is released and
-    /// a kernel error is classified. `Ok(Err(_))` is a classified failure.
+    /// a kernel error is classified.
     pub async fn render_on<R: ?Sized + Send + Sync + 'static>(
         &self,
         noun: &str,
@@ -673,18 +485,16 @@ impl<'a, K: Rendered> Run<'a, K> {
         render: impl FnOnce(&R, &BuiltPlatform, SkewPolicy) -> Result<RenderResult, KernelError>
             + Send
             + 'static,
-    ) -> Result<Result<RenderResult, Failure>, Error> {
-        let lease = match self.lease() {
-            Ok(l) => l,
-            Err(f) => return Ok(Err(f)),
-        };
+    ) -> Result<RenderResult, Halt> {
+        let lease = self.lease()?;
         let Some(renderer) = renderer else {
             drop(lease);
-            return Ok(Err(Failure::stalled(
+            return Err(Failure::stalled(
                 reasons::RENDER_FAILED,
                 actions::RENDER,
                 format!("no {noun} renderer is configured"),
-            )));
+            )
+            .into());
         };
         let out = crate::render_lease::render_on_lease(lease, (), move |platform, skew| {
             render(&renderer, platform, skew)
@@ -694,7 +504,7 @@ impl<'a, K: Rendered> Run<'a, K> {
             what: format!("rendering the {noun}"),
             message: e.to_string(),
         })?;
-        Ok(out.map_err(|e| Failure::render(&e)))
+        out.map_err(|e| Failure::render(&e).into())
     }
 
     /// The render's warnings, digest and inventory entries (module docs): the objects to apply.
@@ -728,11 +538,11 @@ impl<'a, K: Rendered> Run<'a, K> {
         entries: &[InventoryEntry],
         digests: &Digests,
         instance: Option<InstanceLabels>,
-    ) -> Result<Reconciled, Error> {
+    ) -> Result<End, Halt> {
         if is_no_op_of(self.prior.reconcile(), digests) {
             let applied_at = self.prior.reconcile().last_applied_at.clone();
             let verdict = self.health(objects, applied_at.as_ref()).await;
-            return self.no_op(verdict).await;
+            return Ok(self.no_op(verdict));
         }
         let engine = match self.identity().await {
             None => self.ctx.engine.clone(),
@@ -740,7 +550,7 @@ impl<'a, K: Rendered> Run<'a, K> {
             Some((_, Err(e))) => {
                 let f =
                     Failure::stalled(reasons::IMPERSONATION_FAILED, actions::APPLY, e.to_string());
-                return self.fail(f, digests).await;
+                return Err(f.into());
             }
         };
         let settings = self.obj.settings();
@@ -808,19 +618,15 @@ impl<'a, K: Rendered> Run<'a, K> {
                     result.changes.count(apply::Action::Unchanged),
                 );
                 let verdict = self.health(objects, None).await;
-                self.succeed(result.inventory, digests, outcome, prune, &changed, verdict)
-                    .await
+                Ok(self.succeed(result.inventory, digests, outcome, prune, changed, verdict))
             }
-            Err(e) => self.sync_failed(e, impersonated, digests).await,
+            Err(e) => Err(self.sync_failed(e, impersonated).await.into()),
         }
     }
 
-    async fn sync_failed(
-        &mut self,
-        e: SyncError,
-        impersonated: bool,
-        digests: &Digests,
-    ) -> Result<Reconciled, Error> {
+    /// A failed sync (module docs): the per-phase counters, the apply half's `Applied` event, the
+    /// classified failure.
+    async fn sync_failed(&mut self, e: SyncError, impersonated: bool) -> Failure {
         let c = self.counters();
         match e.phase {
             Phase::Plan => {}
@@ -840,7 +646,7 @@ impl<'a, K: Rendered> Run<'a, K> {
             .await;
         }
         let forbidden = K::FORBIDDEN_STALLS && impersonated && e.error.is_impersonation_forbidden();
-        let f = if e.error.is_ownership_conflict() {
+        if e.error.is_ownership_conflict() {
             // Another instance owns an object of this render: not ours to write, and it resolves
             // when that instance lets go (apply/ownership.rs), so retry with backoff.
             Failure::transient(
@@ -850,12 +656,56 @@ impl<'a, K: Rendered> Run<'a, K> {
             )
         } else {
             Failure::sync(e.phase, e.error.to_string(), forbidden)
+        }
+    }
+
+    /// The end of an attempt (phases 1–7, module docs “Commit”): a failure records the attempt
+    /// (observedGeneration, lastAttempted*), counts a reconcile failure unless soft, resolves its
+    /// requeue (its own, else backoff of the counter, 30 minutes when stalled), sets
+    /// `nextRetryAt` and writes a `failed` history entry (when it has one and a message).
+    pub fn attempted(&mut self, result: Result<End, Halt>, digests: &Digests) -> Result<End, Halt> {
+        let Err(Halt::Failed(mut f)) = result else {
+            return result;
         };
-        self.fail(f, digests).await
+        self.record_attempt(digests);
+        let counter = {
+            let c = self.counters();
+            let before = c.reconcile;
+            if !f.soft {
+                c.reconcile = c.reconcile.saturating_add(1);
+            }
+            before
+        };
+        let requeue = f.requeue.unwrap_or_else(|| {
+            outcome::requeue_after(f.outcome, counter_u32(counter), None).unwrap_or(STALLED_RECHECK)
+        });
+        let now = runtime::now();
+        let started_at = self.started_at.clone();
+        let r = self.status().reconcile_mut();
+        r.next_retry_at = Some(runtime::time_after(requeue));
+        if f.history && !f.message.is_empty() {
+            push_history(
+                &mut r.history,
+                HistoryEntry {
+                    action: "reconcile".to_owned(),
+                    phase: "failed".to_owned(),
+                    started_at: Some(started_at),
+                    finished_at: Some(now),
+                    source_digest: digests.source.clone(),
+                    config_digest: digests.config.clone(),
+                    render_digest: digests.render.clone(),
+                    inventory_digest: digests.inventory.clone(),
+                    message: f.message.clone(),
+                    ..Default::default()
+                },
+            );
+        }
+        f.requeue = Some(requeue);
+        Err(Halt::Failed(f))
     }
 
     /// Records the attempt (§2.2 phase 7): observedGeneration and lastAttempted*.
-    fn attempted(&mut self, digests: &Digests) {
+    fn record_attempt(&mut self, digests: &Digests) {
         let elapsed = self.started.elapsed();
         let started_at = self.started_at.clone();
         let generation = self.generation();
@@ -872,75 +722,67 @@ impl<'a, K: Rendered> Run<'a, K> {
             (!digests.render.is_empty()).then(|| digests.render.clone());
     }
 
-    async fn no_op(&mut self, verdict: Verdict) -> Result<Reconciled, Error> {
+    /// A NoOp (module docs “Commit”): Ready, the counter and `nextRetryAt` from the health
+    /// verdict, observedGeneration; Normal `NoOp`, or the success event of a finished wait.
+    fn no_op(&mut self, verdict: Verdict) -> End {
         let generation = self.generation();
-        let now = runtime::now();
-        let status = self.status();
-        *status.observed_generation_mut() = generation;
-        let again = self.mark_health(&verdict, generation, &now);
+        *self.status().observed_generation_mut() = generation;
+        let (mark, again) = self.health_mark(&verdict);
         if verdict == Verdict::Ready {
             self.counters().reconcile = 0;
             self.status().reconcile_mut().next_retry_at = None;
         } else {
             self.status().reconcile_mut().next_retry_at = again.map(runtime::time_after);
         }
-        self.patcher.patch_status(&self.obj).await?;
         let was_waiting = conditions::get(self.prior.conditions(), types::READY).is_some_and(|c| {
             c.status != "True"
                 && (c.reason == reasons::HEALTH_CHECK_FAILED
                     || (c.reason == reasons::PROGRESSING
                         && c.message != conditions::messages::PROGRESSING))
         });
+        let end = End::marked(mark).outcome(Outcome::NoOp);
         match &verdict {
             Verdict::Ready if was_waiting => {
-                let note = match self.ctx.take_changes(&self.changes_key()) {
+                let key = self.changes_key();
+                let note = match self.ctx.changes(&key) {
                     Some(changed) => {
                         format!("{SUCCEEDED_MESSAGE}: {changed} (health check passed)")
                     }
                     None => format!("{SUCCEEDED_MESSAGE}: health check passed"),
                 };
-                self.event(
-                    EventType::Normal,
-                    reasons::RECONCILIATION_SUCCEEDED,
-                    actions::RECONCILE,
-                    &note,
-                )
-                .await;
+                end.after(self.interval)
+                    .note(Note::normal(
+                        reasons::RECONCILIATION_SUCCEEDED,
+                        actions::RECONCILE,
+                        note,
+                    ))
+                    .then(move |ctx| {
+                        ctx.take_changes(&key);
+                    })
             }
-            Verdict::Ready => {
-                self.event(
-                    EventType::Normal,
-                    reasons::NO_OP,
-                    actions::RECONCILE,
-                    NO_OP_MESSAGE,
-                )
-                .await;
-            }
-            other => self.health_event(other).await,
+            Verdict::Ready => end.after(self.interval).note(Note::normal(
+                reasons::NO_OP,
+                actions::RECONCILE,
+                NO_OP_MESSAGE,
+            )),
+            other => end.after(again).with_notes(health_note(other)),
         }
-        let (requeue, reason) = match &verdict {
-            Verdict::Ready => (self.interval, reasons::RECONCILIATION_SUCCEEDED),
-            Verdict::Waiting(_) => (again, reasons::PROGRESSING),
-            Verdict::Failed(_) => (again, reasons::HEALTH_CHECK_FAILED),
-        };
-        Ok(Reconciled {
-            requeue,
-            outcome: Some(Outcome::NoOp),
-            reason: Some(reason),
-        })
     }
 
-    async fn succeed(
+    /// A successful apply (module docs “Commit”): the attempt, lastApplied*, the inventory, a
+    /// `complete` history entry, the counters reset, Drifted removed, Ready from the health
+    /// verdict; the success event once Ready (what changed is remembered while the health check
+    /// waits); the inventory gauge.
+    fn succeed(
         &mut self,
         entries: Vec<InventoryEntry>,
         digests: &Digests,
         outcome: Outcome,
         pruned: bool,
-        changed: &str,
+        changed: String,
         verdict: Verdict,
-    ) -> Result<Reconciled, Error> {
-        self.attempted(digests);
-        let generation = self.generation();
+    ) -> End {
+        self.record_attempt(digests);
         let now = runtime::now();
         let revision = self
             .prior
@@ -990,106 +832,35 @@ impl<'a, K: Rendered> Run<'a, K> {
         if K::DETECTS_DRIFT {
             conditions::remove(status.conditions_mut(), types::DRIFTED);
         }
-        let again = self.mark_health(&verdict, generation, &now);
+        let (mark, again) = self.health_mark(&verdict);
         self.status().reconcile_mut().next_retry_at = again.map(runtime::time_after);
-        self.patcher.patch_status(&self.obj).await?;
-        if let Some(m) = self.metrics() {
-            m.set_inventory_size(&self.namespace, &self.name, size);
-        }
-        let key = self.changes_key();
-        let reason = match &verdict {
-            Verdict::Ready => {
-                self.ctx.take_changes(&key);
-                // The event says what changed; the condition keeps the stable message.
-                self.event(
-                    EventType::Normal,
-                    reasons::RECONCILIATION_SUCCEEDED,
-                    actions::RECONCILE,
-                    &format!("{SUCCEEDED_MESSAGE}: {changed}"),
-                )
-                .await;
-                reasons::RECONCILIATION_SUCCEEDED
-            }
-            Verdict::Waiting(_) => {
-                self.ctx.remember_changes(&key, changed);
-                reasons::PROGRESSING
-            }
-            Verdict::Failed(_) => {
-                self.ctx.remember_changes(&key, changed);
-                self.health_event(&verdict).await;
-                reasons::HEALTH_CHECK_FAILED
-            }
+        let end = End::marked(mark)
+            .outcome(outcome)
+            .after(again.or(self.interval));
+        let end = match &verdict {
+            // The event says what changed; the condition keeps the stable message.
+            Verdict::Ready => end.note(Note::normal(
+                reasons::RECONCILIATION_SUCCEEDED,
+                actions::RECONCILE,
+                format!("{SUCCEEDED_MESSAGE}: {changed}"),
+            )),
+            other => end.with_notes(health_note(other)),
         };
-        Ok(Reconciled {
-            requeue: again.or(self.interval),
-            outcome: Some(outcome),
-            reason: Some(reason),
-        })
-    }
-
-    /// Commits a classified failure (module docs).
-    pub async fn fail(&mut self, f: Failure, digests: &Digests) -> Result<Reconciled, Error> {
-        self.attempted(digests);
-        let generation = self.generation();
-        let now = runtime::now();
-        let counter = {
-            let c = self.counters();
-            let before = c.reconcile;
-            if !f.soft {
-                c.reconcile = c.reconcile.saturating_add(1);
+        let (key, namespace, name) = (
+            self.changes_key(),
+            self.namespace.clone(),
+            self.name.clone(),
+        );
+        let ready = verdict == Verdict::Ready;
+        end.then(move |ctx| {
+            if let Some(m) = metrics_of::<K>(ctx) {
+                m.set_inventory_size(&namespace, &name, size);
             }
-            before
-        };
-        let requeue = f.requeue.unwrap_or_else(|| {
-            outcome::requeue_after(f.outcome, counter_u32(counter), None).unwrap_or(STALLED_RECHECK)
-        });
-        let started_at = self.started_at.clone();
-        let status = self.status();
-        match f.outcome {
-            Outcome::FailedStalled => conditions::mark_stalled(
-                status.conditions_mut(),
-                f.reason,
-                &f.message,
-                generation,
-                &now,
-            ),
-            _ => conditions::mark_not_ready(
-                status.conditions_mut(),
-                f.reason,
-                &f.message,
-                generation,
-                &now,
-            ),
-        }
-        let r = status.reconcile_mut();
-        r.next_retry_at = Some(runtime::time_after(requeue));
-        if f.history && !f.message.is_empty() {
-            push_history(
-                &mut r.history,
-                HistoryEntry {
-                    action: "reconcile".to_owned(),
-                    phase: "failed".to_owned(),
-                    started_at: Some(started_at),
-                    finished_at: Some(now.clone()),
-                    source_digest: digests.source.clone(),
-                    config_digest: digests.config.clone(),
-                    render_digest: digests.render.clone(),
-                    inventory_digest: digests.inventory.clone(),
-                    message: f.message.clone(),
-                    ..Default::default()
-                },
-            );
-        }
-        self.patcher.patch_status(&self.obj).await?;
-        if super::events::is_transition(self.prior.conditions(), f.reason, &f.message) {
-            self.event(EventType::Warning, f.event, f.action, &f.message)
-                .await;
-        }
-        tracing::warn!(kind = K::KIND, reason = f.reason, message = %f.message, "not reconciled");
-        Ok(Reconciled {
-            requeue: Some(requeue),
-            outcome: Some(f.outcome),
-            reason: Some(f.reason),
+            if ready {
+                ctx.take_changes(&key);
+            } else {
+                ctx.remember_changes(&key, &changed);
+            }
         })
     }
 }

@@ -114,25 +114,6 @@ pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
-/// Marks `status` (created when absent) Stalled with `reason`/`message` at `generation`
-/// (`Ready=False`, `Stalled=True`) and returns it with whether the prior `Ready` condition makes
-/// this a transition, i.e. whether a Warning event is due ([`super::events::is_transition`]).
-/// The Platform and TransformerRegistration reconcilers write their stalled status only here.
-pub fn mark_stalled<'a, S>(
-    status: &'a mut Option<S>,
-    generation: Option<i64>,
-    reason: &str,
-    message: &str,
-) -> (&'a mut S, bool)
-where
-    S: crds::HasConditions + Default,
-{
-    let status = status.get_or_insert_with(Default::default);
-    let warn = super::events::is_transition(status.conditions(), reason, message);
-    crds::conditions::mark_stalled(status.conditions_mut(), reason, message, generation, &now());
-    (status, warn)
-}
-
 /// The current time as a Kubernetes `Time`.
 pub fn now() -> Time {
     Time(Timestamp::now())

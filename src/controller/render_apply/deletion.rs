@@ -9,7 +9,7 @@ use super::*;
 
 impl<K: Rendered> Run<'_, K> {
     /// §2.4.
-    pub(super) async fn delete(&mut self) -> Result<Reconciled, Error> {
+    pub(super) async fn delete(&mut self) -> Result<End, Halt> {
         let entries = self.previous_entries();
         let prune = self.obj.settings().prune.unwrap_or(false);
         let identity = if prune && !entries.is_empty() {
@@ -45,17 +45,17 @@ impl<K: Rendered> Run<'_, K> {
                     &msg,
                 )
                 .await;
+                // Written before the finalizer goes: the object may be gone after it.
                 self.status().reconcile_mut().inventory = None;
                 self.patcher.patch_status(&self.obj).await?;
                 self.release().await
             }
             Decision::StallSaMissing { service_account } => {
                 let msg = deletion_sa_missing_message(&service_account);
-                self.stall_deletion(reasons::DELETION_SA_MISSING, msg).await
+                Err(self.stall_deletion(reasons::DELETION_SA_MISSING, msg))
             }
             Decision::ImpersonationFailed(msg) => {
-                self.stall_deletion(reasons::IMPERSONATION_FAILED, msg)
-                    .await
+                Err(self.stall_deletion(reasons::IMPERSONATION_FAILED, msg))
             }
             Decision::Prune => {
                 let engine = match identity {
@@ -77,8 +77,7 @@ impl<K: Rendered> Run<'_, K> {
                     Some(e)
                         if engine.impersonated().is_some() && e.is_impersonation_forbidden() =>
                     {
-                        self.stall_deletion(reasons::IMPERSONATION_FAILED, e.to_string())
-                            .await
+                        Err(self.stall_deletion(reasons::IMPERSONATION_FAILED, e.to_string()))
                     }
                     Some(e) => Err(Error::Delete {
                         what: format!(
@@ -88,62 +87,36 @@ impl<K: Rendered> Run<'_, K> {
                             self.name
                         ),
                         source: Box::new(e),
-                    }),
+                    }
+                    .into()),
                     None => {
                         tracing::info!(
                             remaining = result.remaining.len(),
                             "waiting for deleted objects to go"
                         );
-                        Ok(Reconciled {
-                            requeue: Some(DELETION_RECHECK),
-                            outcome: None,
-                            reason: None,
-                        })
+                        Ok(End::requeue(DELETION_RECHECK))
                     }
                 }
             }
         }
     }
-    pub(super) async fn stall_deletion(
-        &mut self,
-        reason: &'static str,
-        message: String,
-    ) -> Result<Reconciled, Error> {
-        let now = runtime::now();
-        let generation = self.prior.observed_generation();
-        conditions::mark_stalled(
-            self.status().conditions_mut(),
-            reason,
-            &message,
-            generation,
-            &now,
-        );
-        self.patcher.patch_status(&self.obj).await?;
-        if crate::controller::events::is_transition(self.prior.conditions(), reason, &message) {
-            self.event(EventType::Warning, reason, actions::DELETE, &message)
-                .await;
-        }
-        Ok(Reconciled {
-            requeue: Some(STALLED_RECHECK),
-            outcome: Some(Outcome::FailedStalled),
-            reason: Some(reason),
-        })
+    /// A stalled deletion: Ready=False, Stalled=True at the observedGeneration as read (deletion
+    /// never sets it), a Warning (action `Delete`) once per transition, rechecked after 30
+    /// minutes.
+    fn stall_deletion(&mut self, reason: &'static str, message: String) -> Halt {
+        self.at = self.prior.observed_generation();
+        let mut f = Failure::stalled(reason, actions::DELETE, message);
+        f.history = false;
+        f.into()
     }
     /// Removes the cleanup finalizer (the object goes; its inventory gauge with it).
-    pub(super) async fn release(&mut self) -> Result<Reconciled, Error> {
-        let finalizers: Vec<String> = self
-            .obj
-            .finalizers()
-            .iter()
-            .filter(|f| f.as_str() != FINALIZER_CLEANUP)
-            .cloned()
-            .collect();
-        self.patcher.patch_finalizers(&finalizers).await?;
+    async fn release(&mut self) -> Result<End, Halt> {
+        self.remove_finalizer(FINALIZER_CLEANUP).await?;
         if let Some(m) = self.metrics() {
             m.forget_inventory(&self.namespace, &self.name);
         }
         // What a health wait remembered for the success event goes with the object.
         self.ctx.take_changes(&self.changes_key());
-        Ok(Reconciled::done())
+        Ok(End::done())
     }
 }

@@ -144,56 +144,40 @@ impl<K: Rendered> Run<'_, K> {
             _ => Some(applied),
         }
     }
-    /// Writes the health verdict's conditions and says when to look again (`None`: Ready).
-    pub(super) fn mark_health(
-        &mut self,
-        verdict: &Verdict,
-        generation: Option<i64>,
-        now: &Time,
-    ) -> Option<Duration> {
-        let conds = self.status().conditions_mut();
+    /// The conditions of the health verdict and when to look again (`None`: Ready).
+    pub(super) fn health_mark(&self, verdict: &Verdict) -> (Mark, Option<Duration>) {
         match verdict {
-            Verdict::Ready => {
-                conditions::mark_ready(
-                    conds,
+            Verdict::Ready => (
+                Mark::Ready(
                     reasons::RECONCILIATION_SUCCEEDED,
-                    SUCCEEDED_MESSAGE,
-                    generation,
-                    now,
-                );
-                None
-            }
-            Verdict::Waiting(m) => {
-                conditions::mark_reconciling(conds, reasons::PROGRESSING, m, generation, now);
-                Some(self.ctx.health_poll)
-            }
-            Verdict::Failed(m) => {
-                conditions::mark_not_ready(conds, reasons::HEALTH_CHECK_FAILED, m, generation, now);
+                    SUCCEEDED_MESSAGE.to_owned(),
+                ),
+                None,
+            ),
+            Verdict::Waiting(m) => (
+                Mark::Progressing(reasons::PROGRESSING, m.clone()),
+                Some(self.ctx.health_poll),
+            ),
+            Verdict::Failed(m) => (
+                Mark::NotReady(reasons::HEALTH_CHECK_FAILED, m.clone()),
                 Some(
                     self.interval
                         .map_or(HEALTH_RECHECK, |i| i.min(HEALTH_RECHECK)),
-                )
-            }
+                ),
+            ),
         }
     }
-    /// The event of a health verdict that is not Ready (a Warning once per transition to
-    /// HealthCheckFailed; nothing while waiting).
-    pub(super) async fn health_event(&self, verdict: &Verdict) {
-        if let Verdict::Failed(m) = verdict {
-            if crate::controller::events::is_transition(
-                self.prior.conditions(),
-                reasons::HEALTH_CHECK_FAILED,
-                m,
-            ) {
-                self.event(
-                    EventType::Warning,
-                    reasons::HEALTH_CHECK_FAILED,
-                    actions::RECONCILE,
-                    m,
-                )
-                .await;
-            }
-        }
+}
+
+/// The event of a health verdict that is not Ready: a Warning once per transition to
+/// HealthCheckFailed; nothing while waiting.
+pub(super) fn health_note(verdict: &Verdict) -> Option<Note> {
+    match verdict {
+        Verdict::Failed(m) => Some(
+            Note::warning(reasons::HEALTH_CHECK_FAILED, actions::RECONCILE, m.clone())
+                .when(When::Transition),
+        ),
+        Verdict::Ready | Verdict::Waiting(_) => None,
     }
 }
 

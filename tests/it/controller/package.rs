@@ -1065,14 +1065,10 @@ async fn a_hung_artifact_server_times_the_reconcile_out_as_a_transient_failure()
     .await;
     m.create(test_package()).await;
     let started = std::time::Instant::now();
-    let r = deadline::bounded(
-        &m.ctx,
-        m.packages(),
-        NAME,
-        package::reconcile(NS, NAME, &m.ctx),
-    )
-    .await
-    .unwrap();
+    let r =
+        deadline::bounded::<ModulePackage>(&m.ctx, NS, NAME, package::reconcile(NS, NAME, &m.ctx))
+            .await
+            .unwrap();
     assert!(started.elapsed() < Duration::from_secs(10));
     assert_eq!(r.reason, Some(deadline::REASON));
     assert_eq!(
@@ -1254,9 +1250,9 @@ async fn the_reconcile_timeout_also_bounds_module_instances() {
     let r = instance::reconcile(NS, "web", &m.ctx).await.unwrap();
     assert_eq!(r.requeue, Some(Duration::ZERO), "finalizer first");
     let started = std::time::Instant::now();
-    let r = deadline::bounded(
+    let r = deadline::bounded::<ModuleInstance>(
         &m.ctx,
-        mis.clone(),
+        NS,
         "web",
         instance::reconcile(NS, "web", &m.ctx),
     )
