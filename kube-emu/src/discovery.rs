@@ -9,15 +9,16 @@ use serde_json::{json, Value};
 
 use crate::state::State;
 
-/// `/version`.
+/// `/version`: a current minor (1.36), so kubectl 1.35–1.37 print no version-skew warning; the
+/// differences from a real 1.36 API server are listed in the crate's README.
 pub fn version() -> Value {
     json!({
-        "major": "1", "minor": "31",
-        "gitVersion": "v1.31.0-kube-emu",
+        "major": "1", "minor": "36",
+        "gitVersion": "v1.36.0-kube-emu",
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
         "buildDate": "2026-01-01T00:00:00Z",
-        "goVersion": "go1.22.0",
+        "goVersion": "go1.25.0",
         "compiler": "gc",
         "platform": "linux/amd64",
     })

@@ -170,7 +170,7 @@ pub fn v2_json(st: &State) -> Value {
         .collect();
     json!({
         "swagger": "2.0",
-        "info": {"title": "kube-emu", "version": "v1.31.0"},
+        "info": {"title": "kube-emu", "version": "v1.36.0"},
         "paths": v2_paths(st),
         "definitions": defs,
     })

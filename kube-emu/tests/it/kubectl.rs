@@ -152,6 +152,15 @@ async fn kubectl_scripted_session_with(version: Version) {
         },
         "{client_version}"
     );
+    // The server's version, and no version-skew warning (kubectl 1.37 warns beyond ±1 minor).
+    let v = k.run(&["version"]).await;
+    assert!(v.ok, "{}", v.stderr);
+    assert!(
+        v.stdout.contains("Server Version") && v.stdout.contains("v1.36.0-kube-emu"),
+        "{}",
+        v.stdout
+    );
+    assert!(!v.stderr.contains("version difference"), "{}", v.stderr);
 
     let crd = k.file("crd.json", &widget_crd().to_string());
     let out = k.ok(&["apply", "-f", &crd]).await;
