@@ -209,7 +209,11 @@ fn recorded(ctx: &Context) -> impl Stream<Item = ()> + Send + 'static {
 /// recorded package re-enqueue every object; a workload whose health changed after the apply
 /// enqueues its instance (`super::workloads`); at most `--max-concurrent-renders` reconciles at
 /// once. Returns the controller and a reader of its cache.
-fn rendered_controller<K>(ctx: &Context, slim: fn(&mut K)) -> (Controller<K>, reflector::Store<K>)
+fn rendered_controller<K>(
+    ctx: &Context,
+    slim: fn(&mut K),
+    workloads: impl Stream<Item = super::workloads::Named> + Send + 'static,
+) -> (Controller<K>, reflector::Store<K>)
 where
     K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
         + Clone
@@ -242,7 +246,7 @@ where
             },
         )
         .reconcile_all_on(recorded(ctx))
-        .reconcile_on(super::workloads::triggers::<K>(&ctx.client));
+        .reconcile_on(super::workloads::as_refs::<K>(workloads));
     (controller, reader)
 }
 
@@ -482,7 +486,18 @@ pub async fn run_instances(
     ctx: Arc<Context>,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let (controller, _) = rendered_controller(&ctx, slim_instance);
+    let workloads = super::workloads::instances(&ctx.client);
+    run_instances_on(ctx, stop, workloads).await;
+}
+
+/// [`run_instances`] with the workload triggers of `workloads` (shared with the ModulePackage
+/// controller by [`run_controllers`]).
+async fn run_instances_on(
+    ctx: Arc<Context>,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+    workloads: impl Stream<Item = super::workloads::Named> + Send + 'static,
+) {
+    let (controller, _) = rendered_controller(&ctx, slim_instance, workloads);
     drive(controller, ctx, stop, |mi: Arc<ModuleInstance>, ctx| {
         bounded(mi, ctx, |ns, name, ctx| async move {
             instance::reconcile(&ns, &name, &ctx).await
@@ -500,8 +515,19 @@ pub async fn run_packages(
     ctx: Arc<Context>,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
+    let workloads = super::workloads::instances(&ctx.client);
+    run_packages_on(ctx, stop, workloads).await;
+}
+
+/// [`run_packages`] with the workload triggers of `workloads` (shared with the ModuleInstance
+/// controller by [`run_controllers`]).
+async fn run_packages_on(
+    ctx: Arc<Context>,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+    workloads: impl Stream<Item = super::workloads::Named> + Send + 'static,
+) {
     let (tx, rx) = futures::channel::mpsc::unbounded::<ModulePackage>();
-    let (controller, reader) = rendered_controller(&ctx, slim_package);
+    let (controller, reader) = rendered_controller(&ctx, slim_package, workloads);
     let triggers = source_triggers(
         ctx.client.clone(),
         reader,
@@ -624,45 +650,59 @@ pub async fn source_triggers(
 
 /// Runs the controllers until `stop` turns true: Platform and TransformerRegistration on the
 /// unsharded replica only, ModuleInstance when a module renderer is configured, ModulePackage when
-/// a package renderer is (both over the replica's [`super::shard::Shard`]).
+/// a package renderer is (both over the replica's [`super::shard::Shard`], sharing one set of
+/// workload watches, [`super::workloads::fan_out`]).
 pub async fn run_controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
     let until = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    let (renders, packages_on) = (ctx.renderer.is_some(), ctx.package_renderer.is_some());
+    if !packages_on {
+        tracing::info!("no package renderer configured: the ModulePackage controller is off");
+    }
+    if !renders {
+        tracing::info!("no module renderer configured: the ModuleInstance controller is off");
+    }
+    let subscribers = usize::from(renders) + usize::from(packages_on);
+    let (forward, mut receivers) =
+        super::workloads::fan_out(super::workloads::instances(&ctx.client), subscribers);
+    let forward = {
+        let stop = until(stop.clone());
+        async move {
+            if subscribers > 0 {
+                future::select(Box::pin(forward), Box::pin(stop)).await;
+            }
+        }
+    };
     let packages = {
         let ctx = Arc::clone(&ctx);
         let stop = until(stop.clone());
+        let workloads = packages_on.then(|| receivers.pop()).flatten();
         async move {
-            if ctx.package_renderer.is_some() {
-                run_packages(ctx, stop).await;
-            } else {
-                tracing::info!(
-                    "no package renderer configured: the ModulePackage controller is off"
-                );
+            if let Some(workloads) = workloads {
+                run_packages_on(ctx, stop, workloads).await;
             }
         }
     };
     let instances = {
         let ctx = Arc::clone(&ctx);
         let stop = until(stop.clone());
+        let workloads = renders.then(|| receivers.pop()).flatten();
         async move {
-            if ctx.renderer.is_some() {
-                run_instances(ctx, stop).await;
-            } else {
-                tracing::info!(
-                    "no module renderer configured: the ModuleInstance controller is off"
-                );
+            if let Some(workloads) = workloads {
+                run_instances_on(ctx, stop, workloads).await;
             }
         }
     };
     if ctx.shard.name().is_some() {
         // A shard observes the Platform on its own (see `run`) and writes no Platform or claim.
-        tokio::join!(instances, packages);
+        tokio::join!(forward, instances, packages);
         return;
     }
     tokio::join!(
         run_platform(Arc::clone(&ctx), until(stop.clone()), Mode::Lead),
         run_registrations(ctx, until(stop)),
+        forward,
         instances,
         packages,
     );

@@ -23,12 +23,14 @@
 //!   `HealthCheckFailed` if it does not recover within the rollout timeout, counted from when the
 //!   degradation was seen: `render_apply::health`), and one that recovers makes the instance Ready
 //!   again without waiting for the poll or recheck interval.
-//! - Cost: three watches per controller and one small record per watched object; the objects
+//! - Cost: three watches per process, shared by the ModuleInstance and ModulePackage controllers
+//!   when both run ([`fan_out`]), and one small record per watched object; the objects
 //!   themselves are not cached. In a sharded install every shard sees every managed workload; a
 //!   trigger for another shard's instance finds nothing in the shard's cache and is dropped by the
 //!   controller runtime.
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 
 use futures::{future, stream, Stream, StreamExt};
 use kube::api::{ApiResource, DynamicObject};
@@ -176,12 +178,58 @@ fn on_event(tracker: &mut Tracker, event: watcher::Event<DynamicObject>) -> Vec<
     }
 }
 
+/// An instance a workload trigger names: `(namespace, name)`.
+pub type Named = (String, String);
+
 /// The stream of instances (as `K` references) whose workloads changed health (module rules);
 /// runs until dropped.
 pub fn triggers<K>(client: &kube::Client) -> impl Stream<Item = ObjectRef<K>> + Send + 'static
 where
     K: Resource<DynamicType = ()> + 'static,
 {
+    as_refs(instances(client))
+}
+
+/// The `K` references of the instances `named` names.
+pub fn as_refs<K>(
+    named: impl Stream<Item = Named> + Send + 'static,
+) -> impl Stream<Item = ObjectRef<K>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + 'static,
+{
+    named.map(|(ns, name)| ObjectRef::new(&name).within(&ns))
+}
+
+/// One set of watches for several controllers (module rules, “Cost”): the instances `source`
+/// names are sent to each of `n` subscribers. The returned future forwards them until the source
+/// ends or every subscriber is gone; a subscriber is an unbounded channel, so a slow controller
+/// loses no trigger.
+pub fn fan_out(
+    source: impl Stream<Item = Named> + Send + 'static,
+    n: usize,
+) -> (
+    impl Future<Output = ()> + Send + 'static,
+    Vec<futures::channel::mpsc::UnboundedReceiver<Named>>,
+) {
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..n)
+        .map(|_| futures::channel::mpsc::unbounded::<Named>())
+        .unzip();
+    let forward = async move {
+        let mut senders = senders;
+        let mut source = std::pin::pin!(source);
+        while let Some(named) = source.next().await {
+            senders.retain(|tx| tx.unbounded_send(named.clone()).is_ok());
+            if senders.is_empty() {
+                return;
+            }
+        }
+    };
+    (forward, receivers)
+}
+
+/// The instances whose workloads changed health (module rules): the three watches of
+/// [`FOLLOWED`], merged; runs until dropped.
+pub fn instances(client: &kube::Client) -> impl Stream<Item = Named> + Send + 'static {
     let config = watcher::Config::default().labels(INSTANCE_UUID_LABEL);
     let watches = FOLLOWED.iter().map(|(group, version, kind, plural)| {
         let ar = ApiResource {
@@ -217,7 +265,7 @@ where
             .flatten()
             .boxed()
     });
-    stream::select_all(watches).map(|(ns, name)| ObjectRef::new(&name).within(&ns))
+    stream::select_all(watches)
 }
 
 #[cfg(test)]
@@ -316,5 +364,31 @@ mod tests {
         );
         assert_eq!(t.len(), 1);
         assert!(t.relist_done().is_empty(), "no re-list in progress");
+    }
+
+    #[tokio::test]
+    async fn one_source_reaches_every_subscriber_until_all_are_gone() {
+        let named = |n: &str| ("team".to_owned(), n.to_owned());
+        let (tx, source) = futures::channel::mpsc::unbounded::<Named>();
+        let (forward, mut subscribers) = fan_out(source, 2);
+        let forward = tokio::spawn(forward);
+        let (mut second, mut first) = (
+            subscribers.pop().expect("two subscribers"),
+            subscribers.pop().expect("two subscribers"),
+        );
+        tx.unbounded_send(named("shop")).expect("forwarding");
+        assert_eq!(first.next().await, Some(named("shop")));
+        assert_eq!(second.next().await, Some(named("shop")));
+        // A subscriber that goes does not stop the others.
+        drop(first);
+        tx.unbounded_send(named("cart")).expect("forwarding");
+        assert_eq!(second.next().await, Some(named("cart")));
+        // When the last one goes, the forwarding ends at the next trigger.
+        drop(second);
+        tx.unbounded_send(named("web")).expect("forwarding");
+        tokio::time::timeout(std::time::Duration::from_secs(5), forward)
+            .await
+            .expect("forwarding ended")
+            .expect("no panic");
     }
 }

@@ -231,19 +231,18 @@ async fn a_rollout_that_never_finishes_times_out_and_timeout_zero_does_not_wait(
     );
 }
 
-/// Runs the ModuleInstance controller (watches included) until the returned sender says stop.
+/// Runs the controllers as `serve` does (`run_controllers`: the ModuleInstance and ModulePackage
+/// controllers sharing one set of workload watches) until the returned sender says stop.
 fn controller(
     r: &Real,
 ) -> (
     tokio::sync::watch::Sender<bool>,
     tokio::task::JoinHandle<()>,
 ) {
-    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(opm_operator::controller::manager::run_instances(
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(opm_operator::controller::manager::run_controllers(
         std::sync::Arc::clone(&r.ctx),
-        async move {
-            let _ = stop_rx.wait_for(|s| *s).await;
-        },
+        stop_rx,
     ));
     (stop_tx, task)
 }
