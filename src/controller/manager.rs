@@ -6,9 +6,10 @@
 //! (bounded by `--reconcile-timeout` for the kinds that render, [`bounded`]), then one settle
 //! (success resets the object's consecutive-error counter, keyed `Kind/namespace/name`, and
 //! requeues as the reconcile said) and one error policy (backoff by consecutive errors). The
-//! reconciles share one runtime (`super::runtime`: status patcher, events, span, stall writer);
-//! ModuleInstance and ModulePackage share one render-and-apply reconcile
-//! (`super::render_apply`) and one builder of their watches ([`rendered_controller`]).
+//! reconciles go through one frame (`super::reconcile`: read, span, the kind's phases, one
+//! commit of status and events, metrics); ModuleInstance and ModulePackage share one
+//! render-and-apply core (`super::render_apply`), one builder of their watches
+//! ([`rendered_controller`]) and one set of workload watches (`super::workloads::fan_out`).
 //!
 //! Watches and predicates:
 //! - Platform: For(Platform) passes generation changes (and a newly set deletion timestamp). A deleted Platform clears the store
