@@ -6,15 +6,16 @@
 //! - **Staged SSA** ([`Engine::apply_all_staged`]): objects are grouped into stages
 //!   ([`object::stage_of`]): CRDs/Namespaces/ClusterRoles, then class kinds, then
 //!   ServiceAccounts/Roles, then the rest. Stage 0 is waited for (CRD `Established`, Namespace
-//!   active) and followed by a discovery refresh, so a module shipping a CRD and its CRs applies
-//!   in one pass. Within a stage, every object is first read and applied with `dryRun=All`
+//!   active) and, when it applied CRDs, followed by a discovery refresh, so a module shipping a
+//!   CRD and its CRs applies in one pass (discovery is otherwise cached: [`resolve`]). Within a stage, every object is first read and applied with `dryRun=All`
 //!   (planned), and only when the whole stage planned without error are the created or
 //!   configured objects applied for real, so a conflict or an invalid object fails its stage
 //!   before any of that stage is written. Change detection compares the dry-run answer with
 //!   the live object, ignoring `managedFields`, `resourceVersion`, `generation` and `status`
 //!   (absent → created; equal → unchanged, not written; else configured). At most
 //!   [`EngineOptions::concurrency`] requests run at once. A kind still not served after the
-//!   refresh is [`Error::UnknownKind`] (no dry-run is attempted for it). Every object of a
+//!   refresh is [`Error::UnknownKind`] (no dry-run is attempted for it), and so is one whose
+//!   cached discovery went stale (its dry-run answers 404 and a fresh lookup finds it gone). Every object of a
 //!   stage is planned; the stage's errors are all reported and the later stages do not run.
 //!   Invalid objects and an object rendered twice (same group, kind, namespace, name) fail the
 //!   apply before any write.
@@ -390,9 +391,6 @@ impl Engine {
         opts: &ApplyOptions,
     ) -> Result<ChangeSet, Error> {
         let prepared = self.prepare_all(objects, opts)?;
-        // Discovery is fresh per apply (one request per group-version), so a CRD removed or
-        // changed since the last apply is never served from a stale cache.
-        self.resolver.refresh();
         let mut results: Vec<Option<Action>> = vec![None; prepared.len()];
         let mut adopted: Vec<Option<String>> = vec![None; prepared.len()];
         for stage in 0..object::STAGES {
@@ -452,7 +450,10 @@ impl Engine {
                     opts.cancel.clone(),
                 )
                 .await?;
-                self.resolver.refresh();
+                // Applied CRDs may change what discovery says (`resolve` module rules).
+                if idx.iter().any(|&i| object::defines_kinds(&prepared[i].r)) {
+                    self.resolver.refresh();
+                }
             }
         }
         if opts.wait {
@@ -486,7 +487,6 @@ impl Engine {
     /// reported as [`Error::UnknownKind`], since no dry-run can be made for them.
     pub async fn plan(&self, objects: &[Value], opts: &ApplyOptions) -> Result<ChangeSet, Error> {
         let prepared = self.prepare_all(objects, opts)?;
-        self.resolver.refresh();
         let planned: Vec<Result<Plan, Error>> = stream::iter(prepared.iter())
             .map(|p| self.plan_one(p, opts.recreate, opts.instance.as_ref()))
             .buffered(self.opts.concurrency.max(1))
@@ -524,7 +524,6 @@ impl Engine {
         opts: &ApplyOptions,
     ) -> Result<Vec<(ObjectRef, Result<Preview, Error>)>, Error> {
         let prepared = self.prepare_all(objects, opts)?;
-        self.resolver.refresh();
         let recreate = opts.recreate;
         let owner = opts.instance.as_ref();
         // Owned items (not `iter()`): the future must be `Send` for any caller, including an
@@ -582,6 +581,19 @@ impl Engine {
             .force();
         let planned = match api.patch(&p.r.name, &dry, &Patch::Apply(&p.body)).await {
             Ok(o) => comparable(&to_value(&o, &p.r)?),
+            // An apply creates a missing object, so a 404 says the kind (as cached) is not
+            // served, or the namespace is missing: look the kind up afresh (`resolve` rules).
+            Err(e) if error::is_not_found(&e) => {
+                self.resolver.forget(&p.r);
+                return match self.api_for(&p.r).await? {
+                    None => Err(Error::UnknownKind {
+                        object: p.r.to_string(),
+                        api_version: p.r.api_version(),
+                        kind: p.r.kind.clone(),
+                    }),
+                    Some(_) => Err(self.err(e, &p.r, "apply (dry-run)")),
+                };
+            }
             Err(e) => {
                 let fields = live.as_ref().and_then(|_| error::immutable_fields(&e));
                 return match (fields, live) {

@@ -205,6 +205,11 @@ fn is_crd(object: &Value) -> bool {
             .is_some_and(|a| a.starts_with("apiextensions.k8s.io/"))
 }
 
+/// Whether `r` is a CustomResourceDefinition (applying it may change what discovery serves).
+pub fn defines_kinds(r: &ObjectRef) -> bool {
+    r.group == "apiextensions.k8s.io" && r.kind == "CustomResourceDefinition"
+}
+
 /// The apply stage of a kind (see the module rules).
 pub fn stage_of(r: &ObjectRef) -> usize {
     match (r.group.as_str(), r.kind.as_str()) {

@@ -1,17 +1,24 @@
-//! Kind → API resource resolution with a refreshable discovery cache (lessons.md §5 rule 4).
+//! Kind → API resource resolution with a discovery cache (lessons.md §5 rule 4; as
+//! controller-runtime's lazy REST mapper: cache what resolved, look again on a miss).
 //!
 //! Rules:
 //! - A (group, version, kind) resolves through the API server's discovery documents
-//!   (`/api/v1`, `/apis/<g>/<v>`), one request per group-version, cached. Only successful
-//!   lookups are cached: a kind that is not served yet (a CR whose CRD is being applied in the
-//!   same pass) is looked up again next time, so it becomes resolvable as soon as the CRD is
-//!   established. `refresh` drops the cache (at the start of every apply, and at the stage
-//!   boundary after CRDs).
+//!   (`/api/v1`, `/apis/<g>/<v>`), one request per group-version, cached for [`MAX_AGE`] and
+//!   shared by every apply, drift check, health check and prune of the engine (and of its
+//!   impersonating copies). Only successful lookups are cached: a kind that is not served yet (a
+//!   CR whose CRD is being applied in the same pass) is looked up again next time, so it becomes
+//!   resolvable as soon as the CRD is established.
+//! - What the cache holds can only go stale by a CRD change (scope and plural are immutable, so
+//!   a served version going away): the engine drops the cache after applying CRDs (the stage
+//!   boundary, `Engine::apply_all_staged`), and drops one kind's entry ([`Resolver::forget`])
+//!   when a request made with it answers 404 where the kind itself must be missing (a dry-run
+//!   apply never answers 404 for a missing object), then resolves it again.
 //! - A kind the server does not serve resolves to `None` (not an error); discovery transport or
 //!   status errors (other than 404) are errors.
 //! - An inventory entry without a version resolves through the group's preferred version.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::Scope;
@@ -30,10 +37,20 @@ pub struct Resolved {
     pub namespaced: bool,
 }
 
+/// How long a resolved kind is served from the cache before discovery is asked again (a safety
+/// net: what can go stale is also dropped when it is seen to, module rules).
+pub const MAX_AGE: Duration = Duration::from_secs(300);
+
+type Key = (String, String, String);
+
+fn key_of(r: &ObjectRef) -> Key {
+    (r.group.clone(), r.version.clone(), r.kind.clone())
+}
+
 /// The discovery cache.
 #[derive(Debug, Default)]
 pub struct Resolver {
-    cache: Mutex<HashMap<(String, String, String), Resolved>>,
+    cache: Mutex<HashMap<Key, (Resolved, Instant)>>,
 }
 
 impl Resolver {
@@ -41,6 +58,13 @@ impl Resolver {
     pub fn refresh(&self) {
         if let Ok(mut c) = self.cache.lock() {
             c.clear();
+        }
+    }
+
+    /// Drops the cached lookup of `r`'s kind.
+    pub fn forget(&self, r: &ObjectRef) {
+        if let Ok(mut c) = self.cache.lock() {
+            c.remove(&key_of(r));
         }
     }
 
@@ -52,8 +76,12 @@ impl Resolver {
         r: &ObjectRef,
         impersonated: Option<&str>,
     ) -> Result<Option<Resolved>, Error> {
-        let key = (r.group.clone(), r.version.clone(), r.kind.clone());
-        let hit = self.cache.lock().ok().and_then(|c| c.get(&key).cloned());
+        let key = key_of(r);
+        let hit = self.cache.lock().ok().and_then(|c| {
+            c.get(&key)
+                .filter(|(_, at)| at.elapsed() < MAX_AGE)
+                .map(|(hit, _)| hit.clone())
+        });
         if let Some(hit) = hit {
             return Ok(Some(hit));
         }
@@ -79,7 +107,7 @@ impl Resolver {
             namespaced: scope == Scope::Namespaced,
         };
         if let Ok(mut c) = self.cache.lock() {
-            c.insert(key, resolved.clone());
+            c.insert(key, (resolved.clone(), Instant::now()));
         }
         Ok(Some(resolved))
     }

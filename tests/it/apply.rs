@@ -151,6 +151,32 @@ async fn crd_and_its_cr_apply_in_one_pass() {
     emu.shutdown().await;
 }
 
+/// Discovery is cached across applies (`apply::resolve`): re-applying two unchanged ConfigMaps
+/// is exactly one GET and one dry-run each, no discovery request; a Namespace in the first stage
+/// does not drop the cache, a CRD does (covered by `crd_and_its_cr_apply_in_one_pass`).
+#[tokio::test]
+async fn discovery_is_cached_across_applies() {
+    let emu = emu().await;
+    let eng = engine(&emu);
+    let objects = vec![
+        ns("cached"),
+        cm("cached", "a", json!({"k": "1"})),
+        cm("cached", "b", json!({"k": "1"})),
+    ];
+    eng.apply_all_staged(&objects, &ApplyOptions::default())
+        .await
+        .unwrap();
+    let before = emu.requests_served();
+    let cs = eng
+        .apply_all_staged(&objects, &ApplyOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(cs.count(Action::Unchanged), 3, "{cs:?}");
+    // Three objects: a GET and a dry-run each, and the Namespace's readiness read of stage 0.
+    assert_eq!(emu.requests_served() - before, 3 * 2 + 1);
+    emu.shutdown().await;
+}
+
 #[tokio::test]
 async fn change_set_counts_created_configured_unchanged() {
     let emu = emu().await;
