@@ -656,6 +656,10 @@ impl<'a, K: Kind> Run<'a, K> {
             Err(Halt::Ended(end)) => *end,
             Err(Halt::Failed(f)) => {
                 match self.mode {
+                    // A deferred verdict is waiting, not failing.
+                    Mode::Lead if f.standing == Standing::Deferred => {
+                        tracing::info!(reason = f.reason, message = %f.message, "verdict deferred");
+                    }
                     Mode::Lead => {
                         tracing::warn!(reason = f.reason, message = %f.message, "not reconciled");
                     }
