@@ -17,7 +17,10 @@
 //!   value).
 //! - **Phase 3 drift** on every reconcile, no-ops included, with the controller identity (§6.5):
 //!   Drifted=True `DriftDetected` when objects differ or are missing; a failed check counts a drift
-//!   failure and leaves Drifted as it was. A success clears Drifted.
+//!   failure and leaves Drifted as it was. A success clears Drifted. A Warning `DriftDetected`
+//!   (action `Reconcile`) is sent when Drifted appears or its message changes on a reconcile
+//!   whose render is the one last applied (a NoOp); after a change of the render the objects
+//!   differ because of that change, which the apply that follows brings in, so no Warning.
 //! - **Phases 4–6**: the instance labels stamped carry the instance's own name and namespace; prune
 //!   (also on deletion) guards on the owner uuid `status.instanceUUID`; a 403 under a
 //!   ServiceAccount stalls `ImpersonationFailed` (`Rendered::FORBIDDEN_STALLS`).
@@ -179,7 +182,8 @@ async fn reconcile_phases(
     }
 
     // Phase 3: drift (controller identity); NoOp and phases 4–7 follow in the core.
-    drift(run, &objects).await;
+    let unchanged = render_apply::is_no_op_of(&run.prior.reconcile, digests);
+    drift(run, &objects, unchanged).await;
     let instance = uuid.map(|uuid| InstanceLabels {
         name: run.name.clone(),
         namespace: run.namespace.clone(),
@@ -205,8 +209,9 @@ async fn render(run: &Run<'_, ModuleInstance>) -> Result<RenderResult, Halt> {
     .await
 }
 
-/// Phase 3 drift (§6.5): Drifted and the drift failure counter.
-async fn drift(run: &mut Run<'_, ModuleInstance>, objects: &[Value]) {
+/// Phase 3 drift (§6.5): Drifted and the drift failure counter;
+/// `unchanged`: the render is the one last applied (a NoOp), so a difference is someone else's.
+async fn drift(run: &mut Run<'_, ModuleInstance>, objects: &[Value], unchanged: bool) {
     let report = run
         .ctx
         .engine
@@ -238,16 +243,13 @@ async fn drift(run: &mut Run<'_, ModuleInstance>, objects: &[Value]) {
         .get_or_insert_with(FailureCounters::default);
     c.drift = if failed { c.drift.saturating_add(1) } else { 0 };
     // A Warning when drift appears or its extent changes, not on every reconcile that sees it,
-    // and only once something was applied (before that, every object is "missing").
+    // and only when the render is the one last applied: after a change of spec, values or
+    // platform, the objects differ from the new render because of that change (the apply that
+    // follows clears Drifted), which is not drift (before a first apply every object is
+    // "missing" for the same reason).
     let now_drifted =
         conditions::get(&status.conditions, types::DRIFTED).map(|c| c.message.clone());
-    let applied_before = run
-        .prior
-        .reconcile
-        .inventory
-        .as_ref()
-        .is_some_and(|i| !i.entries.is_empty());
-    if let Some(message) = now_drifted.filter(|m| applied_before && prior.as_ref() != Some(m)) {
+    if let Some(message) = now_drifted.filter(|m| unchanged && prior.as_ref() != Some(m)) {
         run.event(
             EventType::Warning,
             reasons::DRIFT_DETECTED,

@@ -922,6 +922,21 @@ async fn scenarios_35_46_suspend_preserves_the_record_and_resume_renders_the_new
     assert_eq!(status(&r).await.reconcile.inventory.unwrap().revision, 2);
 }
 
+/// A change of values makes the live objects differ from the new render; that is the change
+/// being applied, not drift: no `DriftDetected` Warning (Drifted, set by the check, is cleared
+/// by the apply).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_values_change_is_not_reported_as_drift() {
+    let r = shop(true).await;
+    ready(&r).await;
+    set_values(&r, valid_with(json!({"logLevel": "debug"}))).await;
+    let out = reconcile(&r).await;
+    assert_eq!(out.outcome, Some(Outcome::Applied), "{out:?}");
+    assert!(condition(&status(&r).await.conditions, types::DRIFTED).is_none());
+    let evs = events(&r.client, NAME, "DriftDetected").await;
+    assert!(evs.is_empty(), "{evs:#?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_36_a_hand_edit_is_drift_a_failed_dry_run_is_counted_and_an_apply_clears_it() {
     let r = shop(true).await;
