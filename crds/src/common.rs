@@ -188,6 +188,11 @@ pub struct ReconcileStatus {
     /// When the next retry is scheduled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_retry_at: Option<Time>,
+    /// The value of the [`crate::RECONCILE_REQUEST_ANNOTATION`] annotation the last reconcile
+    /// handled (Flux's `lastHandledReconcileAt`): a client that set a new value sees its request
+    /// was acted on when this equals it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_reconcile_at: Option<String>,
     /// Post-seed: version of the last applied module.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_version: Option<String>,

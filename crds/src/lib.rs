@@ -55,6 +55,11 @@ pub const VERSION: &str = "v1alpha1";
 pub const API_VERSION: &str = "opmodel.dev/v1alpha1";
 /// The only permitted Platform name (operator-spec §1.3).
 pub const PLATFORM_NAME: &str = "cluster";
+/// Annotation asking for a reconcile now (Flux's convention, so `kubectl annotate …
+/// reconcile.fluxcd.io/requestedAt="$(date +%s)" --overwrite` works as for Flux's kinds): any
+/// change of its value wakes the object's controller; the value handled is recorded in
+/// `status.lastHandledReconcileAt` (ModuleInstance, ModulePackage).
+pub const RECONCILE_REQUEST_ANNOTATION: &str = "reconcile.fluxcd.io/requestedAt";
 /// Finalizer of ModuleInstance and ModulePackage: prune on deletion (§2.4).
 pub const FINALIZER_CLEANUP: &str = "opmodel.dev/cleanup";
 /// Finalizer guarding a TransformerRegistration's removal while dependents remain (§4.4).

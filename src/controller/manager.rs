@@ -415,14 +415,21 @@ pub async fn run_platform(
     .await;
 }
 
-/// The For predicate of both controllers: the generation, and whether a deletion timestamp is
-/// set (a deletion held by a finalizer must wake the reconciler even where the API server does not
-/// bump the generation; our own finalizer and status patches change neither).
+/// The For predicate of the controllers: the generation, whether a deletion timestamp is set (a
+/// deletion held by a finalizer must wake the reconciler even where the API server does not bump
+/// the generation; our own finalizer and status patches change neither), and the value of the
+/// reconcile-request annotation ([`crds::RECONCILE_REQUEST_ANNOTATION`]: a new value asks for a
+/// reconcile now).
 fn claim_predicate_of<K: kube::Resource>(obj: &K) -> Option<u64> {
     let meta = obj.meta();
+    let requested = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crds::RECONCILE_REQUEST_ANNOTATION));
     Some(hash_of(&(
         meta.generation,
         meta.deletion_timestamp.is_some(),
+        requested,
     )))
 }
 

@@ -23,7 +23,9 @@
 //!   event); a deleting object without it is done. Deletion follows §2.4 and suspend never blocks
 //!   it. `suspend` marks Suspended with observedGeneration, one patch, Normal `Suspended` (action
 //!   `Suspend`) on the transition, no requeue, nothing else touched. A prior Ready reason
-//!   `Suspended` emits Normal `Resumed` (action `Resume`).
+//!   `Suspended` emits Normal `Resumed` (action `Resume`). Past the gates, the value of the
+//!   reconcile-request annotation ([`crds::RECONCILE_REQUEST_ANNOTATION`], whose change wakes the
+//!   controller) is recorded as `status.lastHandledReconcileAt`, whatever the reconcile's end.
 //! - **Deletion** (§2.4, [`crate::apply::deletion::decide`]): `!prune` or an empty inventory
 //!   releases the finalizer (orphan). A missing ServiceAccount with the `opm.dev/force-delete-orphan`
 //!   annotation exactly `"true"` orphans: Warning `OrphanedOnDeletion`, inventory dropped, finalizer
@@ -398,6 +400,16 @@ impl<'a, K: Rendered> Run<'a, K> {
             .unwrap_or_default();
         if self.obj.settings().suspend == Some(true) {
             return Err(self.suspend(&prior_ready_reason).into());
+        }
+        // A reconcile request (`crds::RECONCILE_REQUEST_ANNOTATION`) is handled by this
+        // reconcile, whatever its end.
+        if let Some(token) = self
+            .obj
+            .annotations()
+            .get(crds::RECONCILE_REQUEST_ANNOTATION)
+            .cloned()
+        {
+            self.status().reconcile_mut().last_handled_reconcile_at = Some(token);
         }
         if prior_ready_reason == reasons::SUSPENDED {
             self.event(

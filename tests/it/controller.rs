@@ -17,5 +17,6 @@ mod platform_real;
 mod platform_serve;
 mod real;
 mod registration;
+mod requested;
 mod serve;
 mod shard;

@@ -21,8 +21,8 @@ use serde_json::{json, Value};
 use super::common::*;
 use super::real::*;
 
-const NS: &str = "rollout";
-const NAME: &str = "web";
+pub(super) const NS: &str = "rollout";
+pub(super) const NAME: &str = "web";
 const POLL: Duration = Duration::from_millis(200);
 
 fn values() -> Value {
@@ -34,7 +34,7 @@ fn values() -> Value {
 
 /// A cluster whose Deployments become available `delay` after each change, the platform
 /// recorded, and one demo instance with `rollout`.
-async fn cluster(delay: Duration, rollout: Option<Rollout>) -> Real {
+pub(super) async fn cluster(delay: Duration, rollout: Option<Rollout>) -> Real {
     let r = rendering_with(Workloads::after(delay), |c| c.health_poll = POLL).await;
     namespace(&r.client, NS).await;
     record(&r, &[(MINI, None)]).await;
@@ -233,7 +233,7 @@ async fn a_rollout_that_never_finishes_times_out_and_timeout_zero_does_not_wait(
 
 /// Runs the controllers as `serve` does (`run_controllers`: the ModuleInstance and ModulePackage
 /// controllers sharing one set of workload watches) until the returned sender says stop.
-fn controller(
+pub(super) fn controller(
     r: &Real,
 ) -> (
     tokio::sync::watch::Sender<bool>,
@@ -249,7 +249,7 @@ fn controller(
 
 /// Waits (the controller reconciling on its own) until Ready is `(status, reason)`, at most
 /// `secs`; returns its message.
-async fn until_ready(r: &Real, status: &str, reason: &str, secs: u64) -> String {
+pub(super) async fn until_ready(r: &Real, status: &str, reason: &str, secs: u64) -> String {
     let deadline = std::time::Instant::now() + Duration::from_secs(secs);
     loop {
         if let Some((s, why, message)) = cond(r, types::READY).await {
