@@ -58,7 +58,7 @@ pub const PLATFORM_NAME: &str = "cluster";
 /// Annotation asking for a reconcile now (Flux's convention, so `kubectl annotate …
 /// reconcile.fluxcd.io/requestedAt="$(date +%s)" --overwrite` works as for Flux's kinds): any
 /// change of its value wakes the object's controller; the value handled is recorded in
-/// `status.lastHandledReconcileAt` (ModuleInstance, ModulePackage).
+/// `status.lastHandledReconcileAt` of every kind.
 pub const RECONCILE_REQUEST_ANNOTATION: &str = "reconcile.fluxcd.io/requestedAt";
 /// Finalizer of ModuleInstance and ModulePackage: prune on deletion (§2.4).
 pub const FINALIZER_CLEANUP: &str = "opmodel.dev/cleanup";

@@ -156,6 +156,10 @@ pub struct PlatformStatus {
     /// Post-seed: identity of the recorded package.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub package_identity: Option<PackageIdentity>,
+    /// The value of the [`crate::RECONCILE_REQUEST_ANNOTATION`] annotation the last reconcile
+    /// handled (Flux's `lastHandledReconcileAt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_reconcile_at: Option<String>,
 }
 
 impl HasConditions for PlatformStatus {

@@ -73,6 +73,10 @@ pub struct TransformerRegistrationStatus {
     /// The activation latch: once true, only deletion ends it.
     #[serde(default)]
     pub active: bool,
+    /// The value of the [`crate::RECONCILE_REQUEST_ANNOTATION`] annotation the last reconcile
+    /// handled (Flux's `lastHandledReconcileAt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_reconcile_at: Option<String>,
 }
 
 impl HasConditions for TransformerRegistrationStatus {

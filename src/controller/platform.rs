@@ -205,11 +205,16 @@ impl Kind for Platform {
             ctx.store.clear();
             return Ok(End::done());
         }
-        // Every end records the generation and the operator version.
+        // Every end records the generation, the operator version and the reconcile request
+        // handled.
         let generation = run.generation();
+        let requested = run.requested();
         let status = run.status();
         status.observed_generation = generation;
         status.operator_version = Some(ctx.operator_version.clone());
+        if requested.is_some() {
+            status.last_handled_reconcile_at = requested;
+        }
         let plat = &run.obj;
         let claims = active_claims(ctx).await?;
 

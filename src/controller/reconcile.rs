@@ -616,6 +616,16 @@ impl<'a, K: Kind> Run<'a, K> {
         }
     }
 
+    /// The value of the reconcile-request annotation ([`crds::RECONCILE_REQUEST_ANNOTATION`]),
+    /// which this reconcile handles; each kind records it in `status.lastHandledReconcileAt`
+    /// once it is past its deletion (and suspend) gates.
+    pub fn requested(&self) -> Option<String> {
+        self.obj
+            .annotations()
+            .get(crds::RECONCILE_REQUEST_ANNOTATION)
+            .cloned()
+    }
+
     /// Whether the object holds `finalizer`.
     pub fn has_finalizer(&self, finalizer: &str) -> bool {
         self.obj.finalizers().iter().any(|f| f == finalizer)

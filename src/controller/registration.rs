@@ -116,8 +116,13 @@ impl Kind for TransformerRegistration {
         }
         // Steps 3–10 (judged on the status as read: a hold needs the verdict at this generation).
         let judged = verdict(&run.obj, run.ctx).await;
-        // Every verdict records the generation.
-        run.status().observed_generation = run.generation();
+        // Every verdict records the generation and the reconcile request handled.
+        let (generation, requested) = (run.generation(), run.requested());
+        let status = run.status();
+        status.observed_generation = generation;
+        if requested.is_some() {
+            status.last_handled_reconcile_at = requested;
+        }
         let provider = match judged {
             Ok(provider) => provider,
             Err(Verdict::Refuse(reason, message)) => return Err(refuse(run, reason, message)),

@@ -403,12 +403,7 @@ impl<'a, K: Rendered> Run<'a, K> {
         }
         // A reconcile request (`crds::RECONCILE_REQUEST_ANNOTATION`) is handled by this
         // reconcile, whatever its end.
-        if let Some(token) = self
-            .obj
-            .annotations()
-            .get(crds::RECONCILE_REQUEST_ANNOTATION)
-            .cloned()
-        {
+        if let Some(token) = self.requested() {
             self.status().reconcile_mut().last_handled_reconcile_at = Some(token);
         }
         if prior_ready_reason == reasons::SUSPENDED {

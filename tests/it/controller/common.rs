@@ -364,6 +364,20 @@ where
     .unwrap()
 }
 
+/// Merge-patches the metadata (labels, annotations).
+pub async fn patch_meta<K>(api: &Api<K>, name: &str, metadata: serde_json::Value) -> K
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({ "metadata": metadata })),
+    )
+    .await
+    .unwrap()
+}
+
 /// The events about `name` with `reason` (events of cluster-scoped objects land in `default`).
 pub async fn events(client: &kube::Client, name: &str, reason: &str) -> Vec<K8sEvent> {
     let api: Api<K8sEvent> = Api::all(client.clone());

@@ -394,6 +394,42 @@ async fn scenario_23_network_failures_retry_after_a_minute() {
     );
 }
 
+/// A reconcile request (`reconcile.fluxcd.io/requestedAt`) is recorded whatever the end: a
+/// failed build (which otherwise waits 30 minutes) and a success each record the value handled.
+#[tokio::test]
+async fn a_reconcile_request_is_recorded_on_failure_and_success() {
+    let env = env().await;
+    let mut p = plat();
+    p.metadata.annotations = Some(
+        [(
+            crds::RECONCILE_REQUEST_ANNOTATION.to_owned(),
+            "1".to_owned(),
+        )]
+        .into_iter()
+        .collect(),
+    );
+    create(&platforms(&env.client), p).await;
+    *env.builder.generate_error.lock().unwrap() = Some(KernelError::new(
+        ErrorClass::Other,
+        "generating platform module: generation failed",
+    ));
+    reconcile("cluster", &env.ctx).await.unwrap();
+    let s = status(&env).await;
+    assert_eq!(s.last_handled_reconcile_at.as_deref(), Some("1"));
+    assert!(condition(&s.conditions, types::READY).is_some_and(|c| c.0 == "False"));
+    *env.builder.generate_error.lock().unwrap() = None;
+    patch_meta(
+        &platforms(&env.client),
+        "cluster",
+        serde_json::json!({"annotations": {crds::RECONCILE_REQUEST_ANNOTATION: "2"}}),
+    )
+    .await;
+    reconcile("cluster", &env.ctx).await.unwrap();
+    let s = status(&env).await;
+    assert_eq!(s.last_handled_reconcile_at.as_deref(), Some("2"));
+    assert!(condition(&s.conditions, types::READY).is_some_and(|c| c.0 == "True"));
+}
+
 #[tokio::test]
 async fn scenario_24_skew_policy() {
     for (policy, want) in [

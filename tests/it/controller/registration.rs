@@ -107,6 +107,27 @@ async fn scenario_52_no_platform_defers() {
     assert_eq!(*env.acquirer.calls.lock().unwrap(), 0);
 }
 
+/// A reconcile request is recorded with the verdict (here a deferral: no platform yet).
+#[tokio::test]
+async fn a_reconcile_request_is_recorded_with_the_verdict() {
+    let env = env().await;
+    let trs = claims(&env.client);
+    create(&trs, claim("team-a", "k8up", CATALOG, &[CONTRACT])).await;
+    patch_meta(
+        &trs,
+        "team-a.k8up",
+        serde_json::json!({"annotations": {crds::RECONCILE_REQUEST_ANNOTATION: "now"}}),
+    )
+    .await;
+    reconcile("team-a.k8up", &env.ctx).await.unwrap();
+    let s = get(&env, "team-a.k8up").await.status.unwrap();
+    assert_eq!(s.last_handled_reconcile_at.as_deref(), Some("now"));
+    assert_eq!(
+        condition(&s.conditions, types::READY).unwrap().1,
+        "PlatformNotReady"
+    );
+}
+
 #[tokio::test]
 async fn scenario_53_wrong_kind_by_type_and_unresolved() {
     let env = judged_env().await;
