@@ -32,8 +32,17 @@ enum Scope {
         /// The value alias of this struct literal (`a: X={...}`), naming the struct itself
         /// inside it.
         self_alias: Option<String>,
+        /// The `let`s and aliases declared in this scope, with whether a reference used them:
+        /// an unused one is a compile error.
+        aliases: HashMap<String, AliasUse>,
     },
     Bind(HashMap<String, u32>),
+}
+
+/// A `let` or alias declared in a struct scope: where, and whether a reference used it.
+struct AliasUse {
+    span: Span,
+    used: bool,
 }
 
 /// Compiles the files of one package into one struct literal per file.
@@ -57,7 +66,7 @@ pub struct Compiler {
     value_scope: bool,
     /// The value alias of the field whose struct literal is compiled next (see
     /// `Scope::Struct::self_alias`).
-    pending_self_alias: Option<String>,
+    pending_self_alias: Option<ast::Ident>,
 }
 
 /// The local name an import path binds by default (`encoding/json` → `json`, `a/b@v1:c` → `c`).
@@ -286,6 +295,7 @@ impl Compiler {
             fields: pkg_fields,
             lets: HashMap::new(),
             self_alias: None,
+            aliases: HashMap::new(),
         }];
         self.value_scope = true;
         let r = self.expr(e);
@@ -300,7 +310,8 @@ impl Compiler {
         span: Span,
         fields_override: Option<HashMap<String, Label>>,
     ) -> StructLit {
-        let self_alias = self.pending_self_alias.take();
+        let self_alias_id = self.pending_self_alias.take();
+        let self_alias = self_alias_id.as_ref().map(|a| a.name.clone());
         let mut fields = HashMap::new();
         match fields_override {
             Some(f) => fields = f,
@@ -312,19 +323,29 @@ impl Compiler {
         }
         let mut lets = HashMap::new();
         let mut let_list: Vec<(&str, &ast::Expr)> = Vec::new();
+        let mut aliases = HashMap::new();
+        if let Some(a) = &self_alias_id {
+            aliases.insert(
+                a.name.clone(),
+                AliasUse {
+                    span: a.span,
+                    used: false,
+                },
+            );
+        }
         for d in decls {
             if let ast::Decl::Let(l) = d {
+                self.declare_alias(&mut aliases, &l.name);
                 lets.insert(l.name.name.clone(), let_list.len() as u32);
                 let_list.push((l.name.name.as_str(), &l.expr));
             }
             if let ast::Decl::Field(f) = d {
-                // Label and value aliases name the field itself.
+                // A label alias names the field itself in the enclosing struct; a value alias
+                // (`a: X=v`) is visible only inside `v` (see `field`).
                 if let Some((name, is_ident)) = label_name_of(&f.label) {
                     let lab = fixed_label(&name, is_ident, self.hidden_scope);
                     if let Some(a) = &f.label_alias {
-                        fields.insert(a.name.clone(), lab.clone());
-                    }
-                    if let Some(a) = &f.value_alias {
+                        self.declare_alias(&mut aliases, a);
                         fields.insert(a.name.clone(), lab);
                     }
                 } else if !matches!(f.label, ast::Label::Pattern { .. }) {
@@ -332,6 +353,7 @@ impl Compiler {
                     // bound to the field's own value, like a `let` (conjuncts the field gets
                     // from elsewhere are not seen through the alias).
                     for a in [&f.label_alias, &f.value_alias].into_iter().flatten() {
+                        self.declare_alias(&mut aliases, a);
                         lets.insert(a.name.clone(), let_list.len() as u32);
                         let_list.push((a.name.as_str(), &f.value));
                     }
@@ -342,6 +364,7 @@ impl Compiler {
             fields,
             lets,
             self_alias,
+            aliases,
         });
         let mut lit = StructLit {
             span,
@@ -374,16 +397,111 @@ impl Compiler {
                 }
             }
         }
-        self.scopes.pop();
+        if let Some(Scope::Struct { aliases, .. }) = self.scopes.pop() {
+            self.report_unused(aliases);
+        }
         lit
+    }
+
+    /// Records a `let` or alias declared in a struct scope; a name declared twice in one scope
+    /// is a compile error (spec "Aliases", "Let declarations": the name must be unique within
+    /// its scope).
+    fn declare_alias(&mut self, aliases: &mut HashMap<String, AliasUse>, id: &ast::Ident) {
+        if aliases.contains_key(&id.name) {
+            self.fatal.push(Bottom::new(
+                ErrorCode::Eval,
+                format!("alias {:?} redeclared in same scope", id.name),
+                id.span,
+            ));
+            return;
+        }
+        aliases.insert(
+            id.name.clone(),
+            AliasUse {
+                span: id.span,
+                used: false,
+            },
+        );
+    }
+
+    /// An alias or `let` that no reference uses is a compile error (upstream
+    /// `internal/core/compile`: "unreferenced alias or let clause").
+    fn report_unused(&mut self, aliases: HashMap<String, AliasUse>) {
+        let mut unused: Vec<_> = aliases.into_iter().filter(|(_, a)| !a.used).collect();
+        unused.sort_by_key(|(_, a)| (a.span.start, a.span.end));
+        for (name, a) in unused {
+            self.fatal.push(Bottom::new(
+                ErrorCode::Eval,
+                format!("unreferenced alias or let clause {name}"),
+                a.span,
+            ));
+        }
     }
 
     fn field(&mut self, f: &ast::Field, lit: &mut StructLit) {
         // `a: X={...}`: inside the literal, `X` is the struct itself as unified where the
         // literal is processed (`#O: X={s: _, o: X.s}` used as `#O & {s: 1}` reads `s: 1`);
         // outside it, `X` names the field as before.
+        // `a: X=v` with `v` not a struct literal: `X` names the field, visible only inside `v`.
+        let value_alias = match (&f.value_alias, &f.value, &f.label) {
+            (Some(a), v, ast::Label::Ident(_) | ast::Label::String { .. })
+                if !matches!(v, ast::Expr::Struct(_)) =>
+            {
+                label_name_of(&f.label).map(|(name, is_ident)| {
+                    (a.clone(), fixed_label(&name, is_ident, self.hidden_scope))
+                })
+            }
+            _ => None,
+        };
+        if let Some((a, lab)) = &value_alias {
+            if let Some(Scope::Struct {
+                fields, aliases, ..
+            }) = self.scopes.last_mut()
+            {
+                let saved = fields.insert(a.name.clone(), lab.clone());
+                let saved_use = aliases.insert(
+                    a.name.clone(),
+                    AliasUse {
+                        span: a.span,
+                        used: false,
+                    },
+                );
+                self.field_value_in_alias_scope(f, lit);
+                if let Some(Scope::Struct {
+                    fields, aliases, ..
+                }) = self.scopes.last_mut()
+                {
+                    match saved {
+                        Some(l) => fields.insert(a.name.clone(), l),
+                        None => fields.remove(&a.name),
+                    };
+                    let used = match saved_use {
+                        Some(u) => aliases.insert(a.name.clone(), u),
+                        None => aliases.remove(&a.name),
+                    }
+                    .is_some_and(|u| u.used);
+                    if !used {
+                        let mut m = HashMap::new();
+                        m.insert(
+                            a.name.clone(),
+                            AliasUse {
+                                span: a.span,
+                                used: false,
+                            },
+                        );
+                        self.report_unused(m);
+                    }
+                }
+                return;
+            }
+        }
+        self.field_value_in_alias_scope(f, lit);
+    }
+
+    /// Compiles field `f` into `lit` (its value alias, if any, already in scope).
+    fn field_value_in_alias_scope(&mut self, f: &ast::Field, lit: &mut StructLit) {
         let self_alias = match (&f.value_alias, &f.value) {
-            (Some(a), ast::Expr::Struct(_)) => Some(a.name.clone()),
+            (Some(a), ast::Expr::Struct(_)) => Some(a.clone()),
             _ => None,
         };
         match &f.label {
@@ -488,48 +606,49 @@ impl Compiler {
     }
 
     fn resolve(&mut self, name: &str, span: Span) -> Expr {
-        for (depth, scope) in self.scopes.iter().rev().enumerate() {
+        let n = self.scopes.len();
+        for depth in 0..n {
             let up = depth as u32;
-            match scope {
+            let found = match &self.scopes[n - 1 - depth] {
                 Scope::Struct {
                     fields,
                     lets,
                     self_alias,
+                    ..
                 } => {
                     if self_alias.as_deref() == Some(name) {
-                        return Expr::SelfRef { up, span };
-                    }
-                    if let Some(idx) = lets.get(name) {
-                        return Expr::LetRef {
+                        Some(Expr::SelfRef { up, span })
+                    } else if let Some(idx) = lets.get(name) {
+                        Some(Expr::LetRef {
                             up,
                             idx: *idx,
                             name: name.into(),
                             span,
-                        };
-                    }
-                    if depth + 1 == self.scopes.len() {
-                        if let Some(path) = self.imports.get(name) {
-                            self.used_imports.insert(name.to_string());
-                            return self.import_expr(path, span);
-                        }
-                    }
-                    if let Some(l) = fields.get(name) {
-                        return Expr::FieldRef {
+                        })
+                    } else if depth + 1 == n && self.imports.contains_key(name) {
+                        // Imports shadow package fields in the file scope.
+                        None
+                    } else {
+                        fields.get(name).map(|l| Expr::FieldRef {
                             up,
                             label: l.clone(),
                             span,
-                        };
+                        })
                     }
                 }
-                Scope::Bind(names) => {
-                    if let Some(idx) = names.get(name) {
-                        return Expr::BindRef {
-                            up,
-                            idx: *idx,
-                            span,
-                        };
+                Scope::Bind(names) => names.get(name).map(|idx| Expr::BindRef {
+                    up,
+                    idx: *idx,
+                    span,
+                }),
+            };
+            if let Some(e) = found {
+                if let Some(Scope::Struct { aliases, .. }) = self.scopes.get_mut(n - 1 - depth) {
+                    if let Some(a) = aliases.get_mut(name) {
+                        a.used = true;
                     }
                 }
+                return e;
             }
         }
         if let Some(path) = self.imports.get(name) {
