@@ -577,7 +577,7 @@ pub fn interp_text(v: &Val) -> Result<Vec<u8>, Arc<Bottom>> {
     }
 }
 
-/// `x[lo:hi]` on lists, strings and bytes.
+/// `x[lo:hi]` on lists and bytes (upstream slices nothing else: a string is not sliceable).
 pub fn slice(ev: &mut Ev, b: Val, lo: Option<Val>, hi: Option<Val>, span: Span) -> Val {
     let idx = |v: &Option<Val>| -> Result<Option<usize>, Val> {
         match v {
@@ -610,13 +610,6 @@ pub fn slice(ev: &mut Ev, b: Val, lo: Option<Val>, hi: Option<Val>, span: Span) 
             }
             Val::Bytes(bs[lo..hi].to_vec().into())
         }
-        Val::Str(s) => {
-            let hi = hi.unwrap_or(s.len());
-            match s.get(lo..hi) {
-                Some(x) => Val::Str(x.into()),
-                None => err(ErrorCode::Eval, "slice bounds out of range", span),
-            }
-        }
         Val::Vertex(w) => {
             ev.eval(w);
             let w = ev.deref(w);
@@ -641,7 +634,11 @@ pub fn slice(ev: &mut Ev, b: Val, lo: Option<Val>, hi: Option<Val>, span: Span) 
         }
         Val::Bottom(e) => Val::Bottom(e),
         other => err(
-            ErrorCode::Incomplete,
+            if other.is_concrete_scalar() {
+                ErrorCode::Eval
+            } else {
+                ErrorCode::Incomplete
+            },
             format!("cannot slice {}", show(&other)),
             span,
         ),

@@ -207,31 +207,26 @@ impl Ev {
                     Res::V(w) => w,
                     Res::A(Val::Vertex(w)) => w,
                     Res::A(Val::Bottom(b)) => return Res::A(Val::Bottom(b)),
-                    Res::A(Val::Str(s)) => {
-                        // Indexing a string is not allowed; bytes return a byte.
-                        let _ = s;
+                    // Only lists and structs can be indexed (spec "Index expressions"): a
+                    // string or bytes value cannot.
+                    Res::A(v @ (Val::Str(_) | Val::Bytes(_))) => {
                         return Res::A(Val::Bottom(Bottom::new(
                             ErrorCode::Eval,
-                            "invalid operation: index of string",
-                            *span,
-                        )));
-                    }
-                    Res::A(Val::Bytes(bs)) => {
-                        if let Val::Int(i) = &iv {
-                            let i: Option<usize> = num_traits::ToPrimitive::to_usize(&**i);
-                            if let Some(b) = i.and_then(|i| bs.get(i)) {
-                                return Res::A(Val::int(*b));
-                            }
-                        }
-                        return Res::A(Val::Bottom(Bottom::new(
-                            ErrorCode::Eval,
-                            "index out of range",
+                            format!(
+                                "invalid operand {} (found {}, want list or struct)",
+                                ops::show(&v),
+                                if matches!(v, Val::Str(_)) { "string" } else { "bytes" }
+                            ),
                             *span,
                         )));
                     }
                     Res::A(other) => {
                         return Res::A(Val::Bottom(Bottom::new(
-                            ErrorCode::Incomplete,
+                            if other.is_concrete_scalar() {
+                                ErrorCode::Eval
+                            } else {
+                                ErrorCode::Incomplete
+                            },
                             format!("invalid index of {}", ops::show(&other)),
                             *span,
                         )))
