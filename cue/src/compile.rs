@@ -667,12 +667,15 @@ impl Compiler {
                 span,
             };
         }
+        // An identifier no scope declares is a compile error of the whole package (upstream
+        // `internal/core/compile`), even where nothing evaluates it (`x == _|_`, unused fields).
         let b = Bottom::new(
             ErrorCode::Eval,
             format!("reference {name:?} not found"),
             span,
         );
         self.errors.push(b.clone());
+        self.fatal.push(b.clone());
         Expr::Bad(b)
     }
 

@@ -833,7 +833,7 @@ mod tests {
             ..Config::default()
         });
         let src = "f: [g, g, g, g, g, g, g]\ng: [h, h, h, h, h, h, h]\n\
-                   h: [i, i, i, i, l, i, i]\ni: [j, g, g, g, g, j, j]\nj: 1\n";
+                   h: [i, i, i, i, j, i, i]\ni: [j, g, g, g, g, j, j]\nj: 1\n";
         let v = rt.build_files(&[("in.cue".into(), src.into())]).unwrap();
         let errs = v.validate(true).unwrap_err();
         assert!(errs.len() <= eval::MAX_ERRORS + 1, "{} errors", errs.len());
@@ -851,7 +851,7 @@ mod tests {
             ..Config::default()
         });
         let src = "f: [g, g, g, g, g, g, g]\ng: [h, h, h, h, h, h, h]\n\
-                   h: [i, i, i, i, l, i, i]\ni: [j, g, g, g, g, j, j]\nj: 1\n";
+                   h: [i, i, i, i, j, i, i]\ni: [j, g, g, g, g, j, j]\nj: 1\n";
         let v = rt.build_files(&[("in.cue".into(), src.into())]).unwrap();
         let text = v.to_cue();
         // What passes the limit: the brackets closing the levels being printed, one indented
