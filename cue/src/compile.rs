@@ -511,8 +511,9 @@ impl Compiler {
                 if let Some(a) = alias {
                     names.insert(a.name.clone(), 0);
                 }
-                // `[string]: X={...}`: the value alias names the matched field (binding 1).
-                if let Some(a) = &f.value_alias {
+                // `[string]: X={...}` and `X=[string]: ...`: the alias names the matched field
+                // (binding 1) within the pattern's value (spec "Aliases").
+                for a in [&f.value_alias, &f.label_alias].into_iter().flatten() {
                     names.insert(a.name.clone(), 1);
                 }
                 self.scopes.push(Scope::Bind(names));
