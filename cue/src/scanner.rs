@@ -529,26 +529,24 @@ impl<'a> Scanner<'a> {
                         return self.token(TokenKind::Attribute, start);
                     }
                 }
-                b'"' | b'\'' => {
-                    self.pos += 1;
-                    while let Some(&c) = bytes.get(self.pos) {
-                        if c == b || c == b'\n' {
-                            break;
+                b'"' | b'\'' | b'#' => {
+                    let Some(end) = quoted_end(bytes, self.pos) else {
+                        if b == b'#' {
+                            self.pos += 1;
+                            continue;
                         }
-                        if c == b'\\' {
+                        self.error(start, self.pos, "string literal not terminated");
+                        // Resume after the line, as a one-line string would end there.
+                        while let Some(&c) = bytes.get(self.pos) {
+                            if c == b'\n' {
+                                break;
+                            }
                             self.pos += 1;
                         }
-                        // Whole characters only: an escape may precede a multi-byte one, and
-                        // a trailing `\` must not step past the end.
-                        match self.char_at(self.pos) {
-                            Some(ch) => self.pos += ch.len_utf8(),
-                            None => break,
-                        }
-                    }
-                    if bytes.get(self.pos) != Some(&b) {
-                        self.error(start, self.pos, "string literal not terminated");
                         continue;
-                    }
+                    };
+                    self.pos = end;
+                    continue;
                 }
                 b'\n' => {}
                 _ => {}
@@ -673,6 +671,17 @@ mod tests {
     }
 
     #[test]
+    fn attribute_bodies_hold_every_string_form() {
+        let attr = "@test(eq, \"\"\"\n\t)x\n\t\"\"\"\n, #\"a\"b)\"#, '''\n)\n''', 'q)')";
+        let k = kinds(&format!("{attr} x"));
+        assert_eq!(k[0], (TokenKind::Attribute, attr.into()));
+        assert_eq!(k[1].1, "x");
+        let mut s = Scanner::new(FileId(0), "@a(\"open) x");
+        while s.next_token().kind != TokenKind::Eof {}
+        assert!(!s.take_errors().is_empty());
+    }
+
+    #[test]
     fn unterminated_string_reports_error() {
         let mut s = Scanner::new(FileId(0), "\"abc\nx");
         let t = s.next_token();
@@ -689,4 +698,44 @@ mod tests {
             .message
             .starts_with("illegal character U+005E"));
     }
+}
+
+/// The end (one past the closing quote and `#` marks) of the string literal starting at `at` in
+/// an attribute body: `"..."`, `'...'`, `"""..."""`, `'''...'''`, each optionally wrapped in `#`
+/// marks (upstream scans attribute bodies as tokens, so every string form may appear). A
+/// one-line string ends at its line; `None` when there is no closing quote.
+fn quoted_end(bytes: &[u8], at: usize) -> Option<usize> {
+    let mut i = at;
+    while bytes.get(i) == Some(&b'#') {
+        i += 1;
+    }
+    let hashes = i - at;
+    let q = *bytes.get(i)?;
+    if q != b'"' && q != b'\'' {
+        return None;
+    }
+    let multi = bytes.get(i + 1) == Some(&q) && bytes.get(i + 2) == Some(&q);
+    let quote_len = if multi { 3 } else { 1 };
+    i += quote_len;
+    let closes = |j: usize| -> bool {
+        (0..quote_len).all(|k| bytes.get(j + k) == Some(&q))
+            && (0..hashes).all(|k| bytes.get(j + quote_len + k) == Some(&b'#'))
+    };
+    while let Some(&c) = bytes.get(i) {
+        if c == b'\n' && !multi {
+            return None;
+        }
+        if c == b'\\' {
+            // An escape (`\` followed by the string's `#` marks) skips the next byte.
+            if (0..hashes).all(|k| bytes.get(i + 1 + k) == Some(&b'#')) {
+                i += 2 + hashes;
+                continue;
+            }
+        }
+        if closes(i) {
+            return Some(i + quote_len + hashes);
+        }
+        i += 1;
+    }
+    None
 }
