@@ -1123,6 +1123,13 @@ pub struct Ev {
     /// Loaded non-std packages by import path (without version/qualifier).
     pub packages: HashMap<String, VId>,
     in_progress: Vec<VId>,
+    /// The vertices whose structure-sharing check (`shareable`) is under way: it evaluates the
+    /// referenced vertex before its own expansion starts, so a reference cycle (`b: c, c: b`)
+    /// must be stopped here, not by the expansion's cycle detection.
+    sharing_probes: Vec<VId>,
+    /// The vertices of `sharing_probes` that were expanded (through a reference cycle) while
+    /// their sharing check was under way: their outer expansion has nothing left to do.
+    probe_expanded: Vec<VId>,
     /// `(vertex, disjunct)` pairs being decided by `resolve_disjunctions`, innermost last: a
     /// reference to the vertex from inside its own disjunct means that disjunct.
     disj_ctx: Vec<(VId, VId)>,
@@ -1343,6 +1350,8 @@ impl Ev {
             call_list_cache: LogMap::default(),
             packages: HashMap::new(),
             in_progress: Vec::new(),
+            sharing_probes: Vec::new(),
+            probe_expanded: Vec::new(),
             disj_ctx: Vec::new(),
             inlining: Vec::new(),
             tainted: Vec::new(),
@@ -1820,6 +1829,11 @@ impl Ev {
 
     fn expand(&mut self, v: VId) {
         self.stats.expansions += 1;
+        // Expanded while its own sharing check is under way (see `probe_expanded`).
+        let in_probe = self.sharing_probes.contains(&v);
+        if in_probe && !self.probe_expanded.contains(&v) {
+            self.probe_expanded.push(v);
+        }
         // A field refused by a closed struct stays refused, with the positions found when it
         // was refused (`finish` of its parent).
         let refused = if self.vx(v).not_allowed {
@@ -1831,7 +1845,16 @@ impl Ev {
         if refused.is_some() {
             self.vm(v).err = refused;
         }
-        if let Some(w) = self.shareable(v) {
+        let shared = self.shareable(v);
+        // The sharing check evaluates the target first; through a reference cycle
+        // (`b: c, c: b & 1`) that may have expanded `v` itself, which is then done.
+        if let Some(i) = self.probe_expanded.iter().position(|&x| x == v) {
+            if !in_probe {
+                self.probe_expanded.swap_remove(i);
+                return;
+            }
+        }
+        if let Some(w) = shared {
             self.share(v, w);
             return;
         }

@@ -29,6 +29,14 @@ impl Ev {
     /// This is what keeps `components: {for n, c in m.#components {(n): c}}` and
     /// `#transform & {#component: comp}` linear in the size of the shared value.
     pub(super) fn shareable(&mut self, v: VId) -> Option<VId> {
+        self.sharing_probes.push(v);
+        let r = self.shareable_probe(v);
+        self.sharing_probes.pop();
+        r
+    }
+
+    /// [`Ev::shareable`] while `v` is on the probe stack.
+    fn shareable_probe(&mut self, v: VId) -> Option<VId> {
         let vx = self.vx(v);
         if vx.not_allowed || !vx.scr().choice.is_empty() || vx.nosplit || vx.clone_of.is_some() {
             return None;
@@ -73,7 +81,10 @@ impl Ev {
         {
             return None;
         }
-        if self.vx(w).status == Status::Expanding {
+        // A target being expanded, or being checked for sharing further up (a reference cycle
+        // through sharing candidates, `b: c, c: b`), is not shared: the expansion of `v` then
+        // meets the cycle and treats it as one.
+        if self.vx(w).status == Status::Expanding || self.sharing_probes.contains(&w) {
             return None;
         }
         self.eval(w);
