@@ -556,6 +556,46 @@ impl<'a> Scanner<'a> {
     }
 }
 
+/// The end (one past the closing quote and `#` marks) of the string literal starting at `at` in
+/// an attribute body: `"..."`, `'...'`, `"""..."""`, `'''...'''`, each optionally wrapped in `#`
+/// marks (upstream scans attribute bodies as tokens, so every string form may appear). A
+/// one-line string ends at its line; `None` when there is no closing quote.
+fn quoted_end(bytes: &[u8], at: usize) -> Option<usize> {
+    let mut i = at;
+    while bytes.get(i) == Some(&b'#') {
+        i += 1;
+    }
+    let hashes = i - at;
+    let q = *bytes.get(i)?;
+    if q != b'"' && q != b'\'' {
+        return None;
+    }
+    let multi = bytes.get(i + 1) == Some(&q) && bytes.get(i + 2) == Some(&q);
+    let quote_len = if multi { 3 } else { 1 };
+    i += quote_len;
+    let closes = |j: usize| -> bool {
+        (0..quote_len).all(|k| bytes.get(j + k) == Some(&q))
+            && (0..hashes).all(|k| bytes.get(j + quote_len + k) == Some(&b'#'))
+    };
+    while let Some(&c) = bytes.get(i) {
+        if c == b'\n' && !multi {
+            return None;
+        }
+        if c == b'\\' {
+            // An escape (`\` followed by the string's `#` marks) skips the next byte.
+            if (0..hashes).all(|k| bytes.get(i + 1 + k) == Some(&b'#')) {
+                i += 2 + hashes;
+                continue;
+            }
+        }
+        if closes(i) {
+            return Some(i + quote_len + hashes);
+        }
+        i += 1;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -698,44 +738,4 @@ mod tests {
             .message
             .starts_with("illegal character U+005E"));
     }
-}
-
-/// The end (one past the closing quote and `#` marks) of the string literal starting at `at` in
-/// an attribute body: `"..."`, `'...'`, `"""..."""`, `'''...'''`, each optionally wrapped in `#`
-/// marks (upstream scans attribute bodies as tokens, so every string form may appear). A
-/// one-line string ends at its line; `None` when there is no closing quote.
-fn quoted_end(bytes: &[u8], at: usize) -> Option<usize> {
-    let mut i = at;
-    while bytes.get(i) == Some(&b'#') {
-        i += 1;
-    }
-    let hashes = i - at;
-    let q = *bytes.get(i)?;
-    if q != b'"' && q != b'\'' {
-        return None;
-    }
-    let multi = bytes.get(i + 1) == Some(&q) && bytes.get(i + 2) == Some(&q);
-    let quote_len = if multi { 3 } else { 1 };
-    i += quote_len;
-    let closes = |j: usize| -> bool {
-        (0..quote_len).all(|k| bytes.get(j + k) == Some(&q))
-            && (0..hashes).all(|k| bytes.get(j + quote_len + k) == Some(&b'#'))
-    };
-    while let Some(&c) = bytes.get(i) {
-        if c == b'\n' && !multi {
-            return None;
-        }
-        if c == b'\\' {
-            // An escape (`\` followed by the string's `#` marks) skips the next byte.
-            if (0..hashes).all(|k| bytes.get(i + 1 + k) == Some(&b'#')) {
-                i += 2 + hashes;
-                continue;
-            }
-        }
-        if closes(i) {
-            return Some(i + quote_len + hashes);
-        }
-        i += 1;
-    }
-    None
 }
