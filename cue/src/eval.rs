@@ -1127,6 +1127,9 @@ pub struct Ev {
     /// referenced vertex before its own expansion starts, so a reference cycle (`b: c, c: b`)
     /// must be stopped here, not by the expansion's cycle detection.
     sharing_probes: Vec<VId>,
+    /// The lets (environment id, index) being resolved as references (`let X = a`), to stop a
+    /// let cycle (`let X = Y, let Y = X`).
+    let_resolving: Vec<(u64, u32)>,
     /// The vertices of `sharing_probes` that were expanded (through a reference cycle) while
     /// their sharing check was under way: their outer expansion has nothing left to do.
     probe_expanded: Vec<VId>,
@@ -1351,6 +1354,7 @@ impl Ev {
             packages: HashMap::new(),
             in_progress: Vec::new(),
             sharing_probes: Vec::new(),
+            let_resolving: Vec::new(),
             probe_expanded: Vec::new(),
             disj_ctx: Vec::new(),
             inlining: Vec::new(),

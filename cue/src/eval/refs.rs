@@ -136,6 +136,25 @@ impl Ev {
                     EnvKind::Bind(_) => None,
                 };
                 match expr {
+                    // A let naming another value by reference (`let X = a`) is that value, as
+                    // the reference itself would be: `X.b` inside `a` selects `a.b` instead
+                    // of copying `a` under itself, which would be a structural cycle.
+                    Some(
+                        x @ (Expr::FieldRef { .. }
+                        | Expr::Selector(..)
+                        | Expr::LetRef { .. }
+                        | Expr::SelfRef { .. }),
+                    ) if !self.let_resolving.contains(&(en.id, *idx)) => {
+                        // A let referring to itself (`let X = Y, let Y = X`) takes the let
+                        // vertex below, where the cycle is met as one.
+                        self.let_resolving.push((en.id, *idx));
+                        let r = self.resolve(&Some(en.clone()), &x);
+                        self.let_resolving.pop();
+                        match r {
+                            Res::V(w) => Res::V(w),
+                            _ => Res::V(self.let_vertex(&en, *idx, &x, Some(en.clone()))),
+                        }
+                    }
                     Some(x) => Res::V(self.let_vertex(&en, *idx, &x, Some(en.clone()))),
                     None => Res::A(Val::Bottom(Bottom::new(
                         ErrorCode::Eval,
@@ -215,7 +234,11 @@ impl Ev {
                             format!(
                                 "invalid operand {} (found {}, want list or struct)",
                                 ops::show(&v),
-                                if matches!(v, Val::Str(_)) { "string" } else { "bytes" }
+                                if matches!(v, Val::Str(_)) {
+                                    "string"
+                                } else {
+                                    "bytes"
+                                }
                             ),
                             *span,
                         )));
