@@ -2270,6 +2270,9 @@ impl Ev {
                                 outer: outer_with(&c),
                             },
                         );
+                        // `close` takes and returns a struct (upstream's parameter is a
+                        // struct): `close(1)` or `close([1])` is a conflict.
+                        self.add_atom(v, Val::Kind(K_STRUCT), *span);
                         return false;
                     }
                     if &**name == "and" && args.len() == 1 {
