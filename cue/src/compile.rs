@@ -35,8 +35,16 @@ enum Scope {
         /// The `let`s and aliases declared in this scope, with whether a reference used them:
         /// an unused one is a compile error.
         aliases: HashMap<String, AliasUse>,
+        /// Label aliases of dynamic fields: the index of the let holding the label expression.
+        dyn_aliases: HashMap<String, u32>,
     },
     Bind(HashMap<String, u32>),
+}
+
+/// The source of a struct scope's let: an expression, or an interpolated label.
+enum LetSrc<'a> {
+    Expr(&'a ast::Expr),
+    Interp(&'a [ast::StrPart], Span),
 }
 
 /// A `let` or alias declared in a struct scope: where, and whether a reference used it.
@@ -296,6 +304,7 @@ impl Compiler {
             lets: HashMap::new(),
             self_alias: None,
             aliases: HashMap::new(),
+            dyn_aliases: HashMap::new(),
         }];
         self.value_scope = true;
         let r = self.expr(e);
@@ -322,7 +331,8 @@ impl Compiler {
             }
         }
         let mut lets = HashMap::new();
-        let mut let_list: Vec<(&str, &ast::Expr)> = Vec::new();
+        let mut let_list: Vec<(&str, LetSrc)> = Vec::new();
+        let mut dyn_aliases = HashMap::new();
         let mut aliases = HashMap::new();
         if let Some(a) = &self_alias_id {
             aliases.insert(
@@ -337,7 +347,7 @@ impl Compiler {
             if let ast::Decl::Let(l) = d {
                 self.declare_alias(&mut aliases, &l.name);
                 lets.insert(l.name.name.clone(), let_list.len() as u32);
-                let_list.push((l.name.name.as_str(), &l.expr));
+                let_list.push((l.name.name.as_str(), LetSrc::Expr(&l.expr)));
             }
             if let ast::Decl::Field(f) = d {
                 // A label alias names the field itself in the enclosing struct; a value alias
@@ -349,13 +359,29 @@ impl Compiler {
                         fields.insert(a.name.clone(), lab);
                     }
                 } else if !matches!(f.label, ast::Label::Pattern { .. }) {
-                    // A dynamic field's label is known only at evaluation time: its alias is
-                    // bound to the field's own value, like a `let` (conjuncts the field gets
-                    // from elsewhere are not seen through the alias).
-                    for a in [&f.label_alias, &f.value_alias].into_iter().flatten() {
+                    // A dynamic field's label is known only at evaluation time: its label alias
+                    // (`X=(k): v`, `X="\(k)": v`) names the field of this struct whose label the
+                    // label expression gives (a hidden let holds that expression), with every
+                    // conjunct the field gets; a value alias is bound to the field's own value,
+                    // like a `let`.
+                    if let Some(a) = &f.label_alias {
+                        let src = match &f.label {
+                            ast::Label::Dynamic { expr, .. } => Some(LetSrc::Expr(expr)),
+                            ast::Label::String { parts, span } => {
+                                Some(LetSrc::Interp(parts, *span))
+                            }
+                            _ => None,
+                        };
+                        if let Some(src) = src {
+                            self.declare_alias(&mut aliases, a);
+                            dyn_aliases.insert(a.name.clone(), let_list.len() as u32);
+                            let_list.push((a.name.as_str(), src));
+                        }
+                    }
+                    if let Some(a) = &f.value_alias {
                         self.declare_alias(&mut aliases, a);
                         lets.insert(a.name.clone(), let_list.len() as u32);
-                        let_list.push((a.name.as_str(), &f.value));
+                        let_list.push((a.name.as_str(), LetSrc::Expr(&f.value)));
                     }
                 }
             }
@@ -365,13 +391,17 @@ impl Compiler {
             lets,
             self_alias,
             aliases,
+            dyn_aliases,
         });
         let mut lit = StructLit {
             span,
             ..Default::default()
         };
-        for (name, expr) in &let_list {
-            let e = self.expr(expr);
+        for (name, src) in &let_list {
+            let e = match src {
+                LetSrc::Expr(e) => self.expr(e),
+                LetSrc::Interp(parts, span) => self.interp(parts, false, *span),
+            };
             lit.lets.push((Arc::from(*name), e));
         }
         for d in decls {
@@ -615,10 +645,23 @@ impl Compiler {
                     fields,
                     lets,
                     self_alias,
+                    dyn_aliases,
                     ..
                 } => {
                     if self_alias.as_deref() == Some(name) {
                         Some(Expr::SelfRef { up, span })
+                    } else if let Some(idx) = dyn_aliases.get(name) {
+                        // The struct's field whose label the (let-held) label expression gives.
+                        Some(Expr::Index(
+                            Arc::new(Expr::SelfRef { up, span }),
+                            Arc::new(Expr::LetRef {
+                                up,
+                                idx: *idx,
+                                name: name.into(),
+                                span,
+                            }),
+                            span,
+                        ))
                     } else if let Some(idx) = lets.get(name) {
                         Some(Expr::LetRef {
                             up,
