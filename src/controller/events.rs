@@ -5,8 +5,8 @@
 //! - An event about the `Ready` condition is emitted once per transition: only when `Ready` as
 //!   written differs from `Ready` as read in status, reason or message ([`ready_changed`]; the
 //!   reconcile frame applies it to every end, `super::reconcile`). For a failure this is: the
-//!   prior `Ready` was not already `False` with the same reason and the same message
-//!   ([`is_transition`]); a changed reason or message emits again.
+//!   prior `Ready` was not already `False` with the same reason and the same message; a changed
+//!   reason or message emits again.
 //! - Event messages are stable strings (no timings, no counters that change per attempt); the
 //!   recorder sends exactly the condition message it dedups on.
 
@@ -16,12 +16,6 @@ use crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 /// Whether `Ready` in `now` differs from `Ready` in `prior` (status, reason or message).
 pub fn ready_changed(prior: &[Condition], now: &[Condition]) -> bool {
     ready_of(prior) != ready_of(now)
-}
-
-/// Whether writing `Ready=False` with `reason`/`message` is a transition from the prior
-/// conditions (a failure's case of [`ready_changed`]).
-pub fn is_transition(prior: &[Condition], reason: &str, message: &str) -> bool {
-    ready_of(prior) != Some(("False", reason, message))
 }
 
 fn ready_of(conds: &[Condition]) -> Option<(&str, &str, &str)> {
@@ -36,6 +30,14 @@ mod tests {
 
     fn now() -> Time {
         Time(Default::default())
+    }
+
+    /// Whether marking a failure `reason`/`message` over `prior` changes Ready (the frame's rule
+    /// for a failure's Warning).
+    fn is_transition(prior: &[Condition], reason: &str, message: &str) -> bool {
+        let mut after = prior.to_vec();
+        mark_stalled(&mut after, reason, message, Some(1), &now());
+        ready_changed(prior, &after)
     }
 
     #[test]

@@ -91,7 +91,7 @@
 //!   `ReconciliationSucceeded` and its Normal event. Failure: Ready=False (with Stalled=True when
 //!   stalled) with the phase's reason, the reconcile counter + 1 (not for a soft block, ADR-005),
 //!   `nextRetryAt` = now + requeue, a `failed` history entry when there is a message (unless the
-//!   failure says otherwise), a Warning once per transition ([`super::events::is_transition`]).
+//!   failure says otherwise), a Warning once per transition ([`super::events::ready_changed`]).
 //!   History holds at most [`HISTORY_LIMIT`] entries, newest first, sequence monotonic (§6.7).
 //! - **Requeue** (§2.1): success and NoOp after the kind's interval (ModulePackage) or never
 //!   (ModuleInstance); a transient failure after its own requeue (the interval of a soft block),

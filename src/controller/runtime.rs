@@ -11,7 +11,7 @@
 //! - **Metadata patches** (finalizers) go through the same patcher with the same precondition, so
 //!   the status patch that follows them uses the resourceVersion they returned.
 //! - **Events** are `events.k8s.io/v1`, one object per emission, each with an action verb; a
-//!   Warning is sent only on a transition ([`super::events::is_transition`], scenario 64), and its
+//!   Warning is sent only on a transition ([`super::events::ready_changed`], scenario 64), and its
 //!   note is exactly the condition message (a stable string).
 //! - **Tracing**: one span per reconcile ([`reconcile_span`]) with kind, namespace, name and
 //!   generation.
