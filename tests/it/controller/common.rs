@@ -350,18 +350,22 @@ where
     .unwrap()
 }
 
+/// Merge-patches the object with `body`.
+async fn merge<K>(api: &Api<K>, name: &str, body: serde_json::Value) -> K
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .unwrap()
+}
+
 /// Merge-patches the spec.
 pub async fn patch_spec<K>(api: &Api<K>, name: &str, spec: serde_json::Value) -> K
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(&serde_json::json!({ "spec": spec })),
-    )
-    .await
-    .unwrap()
+    merge(api, name, serde_json::json!({ "spec": spec })).await
 }
 
 /// Merge-patches the metadata (labels, annotations).
@@ -369,13 +373,7 @@ pub async fn patch_meta<K>(api: &Api<K>, name: &str, metadata: serde_json::Value
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(&serde_json::json!({ "metadata": metadata })),
-    )
-    .await
-    .unwrap()
+    merge(api, name, serde_json::json!({ "metadata": metadata })).await
 }
 
 /// The events about `name` with `reason` (events of cluster-scoped objects land in `default`).
