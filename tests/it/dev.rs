@@ -28,12 +28,12 @@ use crate::child::LoggedChild;
 use crate::kubectls::{self, Version};
 
 /// The running `opm-operator dev`; killed on drop (a failing test leaves no process behind).
-struct Dev {
+pub(crate) struct Dev {
     proc: LoggedChild,
 }
 
 impl Dev {
-    fn start(state: &Path) -> Dev {
+    pub(crate) fn start(state: &Path) -> Dev {
         Dev::start_with(state, &[])
     }
 
@@ -55,7 +55,7 @@ impl Dev {
     }
 
     /// Waits for the summary (printed once the server listens) and returns it.
-    fn summary(&mut self) -> String {
+    pub(crate) fn summary(&mut self) -> String {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let out = self.output();
@@ -93,7 +93,7 @@ impl Dev {
 }
 
 /// The summary line that contains all of `needles`.
-fn line<'a>(summary: &'a str, needles: &[&str]) -> &'a str {
+pub(crate) fn line<'a>(summary: &'a str, needles: &[&str]) -> &'a str {
     summary
         .lines()
         .find(|l| needles.iter().all(|n| l.contains(n)))
@@ -109,7 +109,7 @@ fn sh(path: &OsStr, line: &str) -> Output {
         .unwrap()
 }
 
-fn ok(path: &OsStr, line: &str) -> String {
+pub(crate) fn ok(path: &OsStr, line: &str) -> String {
     let out = sh(path, line);
     assert!(
         out.status.success(),

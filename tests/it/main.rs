@@ -11,6 +11,7 @@ mod controller;
 mod dev;
 mod e2e;
 mod kubectls;
+mod monitoring;
 mod platform;
 mod registry;
 mod render;
