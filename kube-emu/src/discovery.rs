@@ -102,6 +102,17 @@ pub fn resource_list(st: &State, group: &str, version: &str) -> Option<Value> {
                 "verbs": ["get", "patch", "update"],
             }));
         }
+        if rt.group.is_empty() && rt.plural == "serviceaccounts" {
+            res.push(json!({
+                "name": "serviceaccounts/token",
+                "singularName": "",
+                "namespaced": true,
+                "group": "authentication.k8s.io",
+                "version": "v1",
+                "kind": "TokenRequest",
+                "verbs": ["create"],
+            }));
+        }
         if rt.scale.is_some() {
             res.push(json!({
                 "name": format!("{}/scale", rt.plural),

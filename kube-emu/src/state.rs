@@ -87,6 +87,8 @@ pub struct State {
     pub tx: broadcast::Sender<Arc<Event>>,
     /// Registered bearer tokens.
     pub tokens: HashMap<String, UserInfo>,
+    /// Tokens issued by TokenRequest ([`crate::authn`]).
+    pub sa_tokens: HashMap<String, crate::authn::ServiceAccountToken>,
     /// Write simulated workload statuses in the committing transaction ([`crate::simulate`]
     /// with a zero delay).
     pub simulate_now: bool,
@@ -109,6 +111,7 @@ impl State {
             evicted_upto: 0,
             tx,
             tokens: HashMap::new(),
+            sa_tokens: HashMap::new(),
             simulate_now: false,
         };
         for rt in resources::builtins() {

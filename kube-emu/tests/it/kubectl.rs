@@ -977,3 +977,59 @@ async fn scale_with(version: Version) {
     let o = k.run(&["scale", "configmap/c", "--replicas=2"]).await;
     assert!(!o.ok, "{}", o.stdout);
 }
+
+/// `kubectl create token` (kubectl ≥ 1.24, so 1.37 only; it sends the TokenRequest as
+/// protobuf): the token authenticates as the service account, and RBAC applies to it. Over
+/// HTTPS: kubectl sends no bearer token to a plain-HTTP server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_token_v1_37() {
+    let opts = kube_emu::Options {
+        tls: true,
+        ..Default::default()
+    };
+    let (emu, k, _tmp) = session(Version::V1_37, opts).await;
+    k.ok(&["create", "serviceaccount", "op"]).await;
+    let o = k.run(&["create", "token", "nope"]).await;
+    assert!(!o.ok);
+    assert!(
+        o.stderr.contains("serviceaccounts \"nope\" not found"),
+        "{}",
+        o.stderr
+    );
+    let token = k
+        .ok(&["create", "token", "op", "--duration=20m", "--audience=a,b"])
+        .await;
+    let token = token.trim();
+    assert_eq!(token.split('.').count(), 3, "{token}");
+    let as_op = |args: &[&str]| {
+        let mut a = vec!["--token", token];
+        a.extend_from_slice(args);
+        a.into_iter().map(str::to_string).collect::<Vec<_>>()
+    };
+    let args = as_op(&["auth", "can-i", "list", "configmaps"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = k.run(&args).await;
+    assert_eq!(o.stdout.trim(), "no", "{}", o.stderr);
+    k.ok(&[
+        "create",
+        "rolebinding",
+        "op-view",
+        "--clusterrole=view-cm",
+        "--serviceaccount=default:op",
+    ])
+    .await;
+    k.ok(&[
+        "create",
+        "clusterrole",
+        "view-cm",
+        "--verb=list",
+        "--resource=configmaps",
+    ])
+    .await;
+    let o = k.run(&args).await;
+    assert_eq!(o.stdout.trim(), "yes", "{}", o.stderr);
+    let args = as_op(&["get", "configmaps", "-o", "name"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    k.ok(&args).await;
+    emu.shutdown().await;
+}

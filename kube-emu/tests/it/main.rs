@@ -4,6 +4,8 @@
 // Test helpers outside #[test] functions fail loudly by design.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod authn;
+mod binary;
 mod common;
 mod controller;
 mod crud;
