@@ -63,7 +63,11 @@ async fn validate(State(seen): State<Seen>, Json(review): Json<Value>) -> Json<V
 
 /// Starts the webhook; returns its base URL, the base64 CA bundle and the received requests.
 pub async fn serve_webhook() -> (String, String, Seen) {
-    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let ck = rcgen::generate_simple_self_signed(vec![
+        "127.0.0.1".to_string(),
+        "hook.sys.svc".to_string(),
+    ])
+    .unwrap();
     let ca = base64::engine::general_purpose::STANDARD.encode(ck.cert.pem());
     let key = rustls_pki_types::PrivateKeyDer::Pkcs8(ck.signing_key.serialize_der().into());
     let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
