@@ -10,6 +10,7 @@ mod cluster;
 mod controller;
 mod dev;
 mod e2e;
+mod install;
 mod kubectls;
 mod monitoring;
 mod platform;
