@@ -793,6 +793,7 @@ mod kubectl_apply_k_deploy_installs_a_working_least_privilege_operator_from_its_
 }
 
 fn install(version: Version) {
+    let t0 = Instant::now();
     let archive = image_archive();
     let dir = tempfile::tempdir().unwrap();
     let ns = Netns::new(match version {
@@ -818,13 +819,14 @@ fn install(version: Version) {
         assert!(image.labels.contains_key(label), "label {label} missing");
     }
 
+    stage(t0, "registry");
     // The registry with the fixture modules.
     let reg_dir = dir.path().join("registry");
     std::fs::create_dir_all(&reg_dir).unwrap();
     std::fs::write(
         reg_dir.join("config.yml"),
         format!(
-            "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  \
+            "version: 0.1\nlog:\n  level: fatal\n  accesslog:\n    disabled: true\nstorage:\n  \
              filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {REGISTRY}\n",
             reg_dir.join("storage").display()
         ),
@@ -859,6 +861,7 @@ fn install(version: Version) {
         );
     }
 
+    stage(t0, "cluster");
     // The cluster: HTTPS, audited, the webhook Service resolving to the pod's port.
     let kubeconfig = dir.path().join("kubeconfig");
     let kube_ca = dir.path().join("kube-ca.crt");
@@ -888,6 +891,7 @@ fn install(version: Version) {
         kubeconfig: kubeconfig.clone(),
     };
 
+    stage(t0, "apply -k deploy/");
     // kubectl apply -k deploy/, server-side, after the cert-manager kinds it uses.
     let cm_crds =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/install/cert-manager-crds.yaml");
@@ -934,6 +938,7 @@ fn install(version: Version) {
         .map(|d| serde_yaml::from_str(d).unwrap())
         .collect();
 
+    stage(t0, "certificates");
     // cert-manager's part: the serving certificate for the Service's DNS names, and its CA as
     // the webhooks' caBundle.
     // Exactly the names deploy/certificate.yaml asks for: the API server verifies the Service's
@@ -1027,6 +1032,7 @@ fn install(version: Version) {
         &children,
     );
 
+    stage(t0, "kubelet");
     // The kubelet: the pod template as stored, a token for its ServiceAccount, the container.
     let deploy = k.json(
         &["get", "deployment", "opm-operator", "-n", "opm-system"],
@@ -1050,6 +1056,7 @@ fn install(version: Version) {
         &std::fs::read_to_string(&kube_ca).unwrap(),
     );
 
+    stage(t0, "startup probe");
     // The startup probe, as the kubelet runs it.
     let probe = &deploy["spec"]["template"]["spec"]["containers"][0]["startupProbe"]["httpGet"];
     let probe_url = format!(
@@ -1061,6 +1068,7 @@ fn install(version: Version) {
     children.assert_running();
     assert!(ready, "{probe_url} never answered\n{}", children.logs());
 
+    stage(t0, "admission review");
     // An AdmissionReview to the path the webhook configuration names, by the Service's DNS
     // name, verified against the caBundle the API server uses.
     let hook = &vwc["webhooks"][1];
@@ -1120,6 +1128,7 @@ fn install(version: Version) {
     );
     assert_eq!(answer["response"]["allowed"], false, "{answer}");
 
+    stage(t0, "platform and instances");
     // The Platform (through the API server, so through the webhook) and two instances: one
     // applying as a tenant ServiceAccount (impersonated), one as the operator.
     let platform = json!({
@@ -1187,6 +1196,7 @@ fn install(version: Version) {
         );
     }
 
+    stage(t0, "render API");
     // A tenant renders through the REST API: a token of a ServiceAccount bound to opm-render.
     let render_user = "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: alice\n  namespace: team-b\n---\n\
          apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: alice-render\n  namespace: team-b\n\
@@ -1237,6 +1247,7 @@ fn install(version: Version) {
         "{rendered}"
     );
 
+    stage(t0, "deletion");
     // Deleting the instances prunes what they applied.
     for team in ["team-a", "team-b"] {
         k.ok(
@@ -1269,6 +1280,7 @@ fn install(version: Version) {
         );
     }
 
+    stage(t0, "stop");
     // A clean stop (SIGTERM, as the kubelet stops a container).
     let pid = children.pid(operator);
     let _ = Command::new("kill")
@@ -1281,6 +1293,7 @@ fn install(version: Version) {
         children.logs()
     );
 
+    stage(t0, "audit");
     // Least privilege: nothing refused, nothing granted and unused but the documented.
     let log = std::fs::read_to_string(&audit).unwrap();
     let (used, refused) = audited(&log);
@@ -1336,6 +1349,11 @@ fn install(version: Version) {
         grants.len(),
         documented.len()
     );
+}
+
+/// Prints the stage reached (a hang or a failure in CI says where it happened).
+fn stage(t0: Instant, name: &str) {
+    eprintln!("install: {:>6.1} s  {name}", t0.elapsed().as_secs_f64());
 }
 
 /// What every authenticated identity may do without a role of ours (the API server's defaults):
