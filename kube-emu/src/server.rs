@@ -29,7 +29,7 @@ use serde_json::{json, Value};
 
 use crate::api_error::{ApiError, ApiResult};
 use crate::audit;
-use crate::authn;
+use crate::authn::{self, authorize};
 use crate::discovery;
 use crate::events;
 use crate::openapi;
@@ -94,35 +94,6 @@ fn is_dry_run(method: &Method, q: &Query, body: &Bytes) -> bool {
             && serde_json::from_slice::<Value>(body)
                 .ok()
                 .is_some_and(|v| v.get("dryRun").is_some()))
-}
-
-/// Evaluates RBAC against the stored roles and bindings.
-pub fn authorize(st: &State, user: &UserInfo, a: &Attributes<'_>) -> bool {
-    if user.is_admin() {
-        return true;
-    }
-    let g = "rbac.authorization.k8s.io".to_string();
-    let crbs = st.list(&(g.clone(), "clusterrolebindings".into()), None);
-    let rbs = if a.namespace.is_empty() {
-        Vec::new()
-    } else {
-        st.list(&(g.clone(), "rolebindings".into()), Some(a.namespace))
-    };
-    rbac::allowed(
-        user,
-        a,
-        crbs.iter().map(|v| &**v),
-        rbs.iter().map(|v| &**v),
-        |kind, ns, name| {
-            let plural = if kind == "Role" {
-                "roles"
-            } else {
-                "clusterroles"
-            };
-            st.get(&(g.clone(), plural.into()), ns, name)
-                .map(|v| (*v).clone())
-        },
-    )
 }
 
 /// The JSON of a request body: JSON or YAML, Kubernetes protobuf (see `protobuf`); other
