@@ -5,13 +5,13 @@
 //! What it emulates, and every known difference from a real apiserver, is listed in the crate's
 //! README.md. Module map: `server` (HTTP, auth, watch), `ops` (verbs), `state` (store, history,
 //! store controllers), `ssa`/`fieldset` (managedFields), `patch`, `schema` (CRD structural
-//! schemas), `authn` (tokens, TokenRequest, impersonation), `audit` (the audit log), `cel` (CRD validation rules), `immutable` (fields updates may not change), `selector`, `rbac`, `admission`, `discovery`, `openapi` (CRD schemas for `kubectl explain`), `resources`, `table` (server-side printing), `protobuf` (Kubernetes protobuf request bodies), `events` (one store for core and `events.k8s.io` Events), `fault` (request-fault injection for tests), `snapshot` (store persistence for the dev cluster), `simulate` (opt-in workload statuses).
+//! schemas), `authn` (tokens, TokenRequest, impersonation), `audit` (the audit log), `validation_rules` (CRD validation rules on the `cel` crate), `immutable` (fields updates may not change), `selector`, `rbac`, `admission`, `discovery`, `openapi` (CRD schemas for `kubectl explain`), `resources` (the resource registry; built-ins from `builtin`, computed from `k8s-openapi`'s types), `table` (server-side printing), `protobuf` (Kubernetes protobuf request bodies), `events` (one store for core and `events.k8s.io` Events), `fault` (request-fault injection for tests), `snapshot` (store persistence for the dev cluster), `simulate` (opt-in workload statuses).
 
 pub mod admission;
 pub mod api_error;
 pub mod audit;
 pub mod authn;
-pub mod cel;
+pub mod builtin;
 pub mod discovery;
 pub mod error;
 pub mod events;
@@ -36,6 +36,7 @@ pub mod state;
 pub mod table;
 pub mod timefmt;
 mod tls;
+pub mod validation_rules;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -23,8 +23,8 @@ struct Cli {
     /// on Ctrl-C; a corrupt file fails the start).
     #[arg(long, value_name = "FILE")]
     snapshot: Option<std::path::PathBuf>,
-    /// Give Deployments, StatefulSets, DaemonSets, Jobs, PVCs and LoadBalancer Services the status
-    /// a controller would, this long after each change (`0s`: at once); the annotation
+    /// Give Deployments, StatefulSets, DaemonSets, Jobs, HPAs, PDBs, PVCs and LoadBalancer
+    /// Services the status a controller would, this long after each change (`0s`: at once); the annotation
     /// `kube-emu.opmodel.dev/simulate: fail|hold` asks for a failed or a never-ending rollout.
     #[arg(long, value_name = "DELAY", value_parser = parse_delay)]
     simulate_workloads: Option<std::time::Duration>,

@@ -29,7 +29,7 @@ use serde_json::{json, Value};
 
 use crate::api_error::{ApiError, ApiResult};
 use crate::audit;
-use crate::authn;
+use crate::authn::{self, authorize};
 use crate::discovery;
 use crate::events;
 use crate::openapi;
@@ -94,35 +94,6 @@ fn is_dry_run(method: &Method, q: &Query, body: &Bytes) -> bool {
             && serde_json::from_slice::<Value>(body)
                 .ok()
                 .is_some_and(|v| v.get("dryRun").is_some()))
-}
-
-/// Evaluates RBAC against the stored roles and bindings.
-pub fn authorize(st: &State, user: &UserInfo, a: &Attributes<'_>) -> bool {
-    if user.is_admin() {
-        return true;
-    }
-    let g = "rbac.authorization.k8s.io".to_string();
-    let crbs = st.list(&(g.clone(), "clusterrolebindings".into()), None);
-    let rbs = if a.namespace.is_empty() {
-        Vec::new()
-    } else {
-        st.list(&(g.clone(), "rolebindings".into()), Some(a.namespace))
-    };
-    rbac::allowed(
-        user,
-        a,
-        crbs.iter().map(|v| &**v),
-        rbs.iter().map(|v| &**v),
-        |kind, ns, name| {
-            let plural = if kind == "Role" {
-                "roles"
-            } else {
-                "clusterroles"
-            };
-            st.get(&(g.clone(), plural.into()), ns, name)
-                .map(|v| (*v).clone())
-        },
-    )
 }
 
 /// The JSON of a request body: JSON or YAML, Kubernetes protobuf (see `protobuf`); other
@@ -208,6 +179,12 @@ async fn route(
             let st = sh.state.lock();
             return Ok(json_response(200, &openapi::v3_root(&st)));
         }
+        ["openapi", "v3", "api", v] => {
+            let st = sh.state.lock();
+            return openapi::v3_group_version(&st, "", v)
+                .map(|d| json_response(200, &d))
+                .ok_or_else(|| ApiError::no_route(path));
+        }
         ["openapi", "v3", "apis", g, v] => {
             let st = sh.state.lock();
             return openapi::v3_group_version(&st, g, v)
@@ -280,6 +257,21 @@ async fn route(
         }
         let v = parse_body(headers, &body)?;
         let st = sh.state.lock();
+        // The self-reviews are open to every user (upstream's `system:basic-user` role, which
+        // kube-emu has no bootstrap copy of); the others need `create` like any write.
+        if !t.rt.plural.starts_with("self") {
+            let attrs = Attributes {
+                verb,
+                group: &t.rt.group,
+                resource: &t.rt.plural,
+                subresource: "",
+                namespace: &t.ns,
+                name: "",
+            };
+            if !authorize(&st, &user, &attrs) {
+                return Err(ApiError::forbidden(rbac::forbidden_message(&user, &attrs)));
+            }
+        }
         return Ok(json_response(201, &review(&st, &t, &user, v)));
     }
     let known_sub = t.sub.is_empty()
@@ -442,6 +434,17 @@ fn review(st: &State, t: &Target, user: &UserInfo, mut v: Value) -> Value {
         v = json!({});
     }
     match t.rt.plural.as_str() {
+        "selfsubjectreviews" => {
+            v["status"] = json!({"userInfo": user.to_json()});
+        }
+        "selfsubjectrulesreviews" => {
+            // Rule listing is not evaluated: the answer says so, as an incomplete one may.
+            v["status"] = json!({"resourceRules": [], "nonResourceRules": [], "incomplete": true,
+                                 "evaluationError": "kube-emu does not list rules"});
+        }
+        "bindings" => {
+            // No scheduler: a Binding is accepted and changes nothing.
+        }
         "tokenreviews" => {
             let tok = v["spec"]["token"].as_str().unwrap_or("");
             v["status"] = match authn::token_user(st, tok) {
@@ -452,6 +455,9 @@ fn review(st: &State, t: &Target, user: &UserInfo, mut v: Value) -> Value {
             };
         }
         _ => {
+            if t.rt.plural == "localsubjectaccessreviews" {
+                v["spec"]["resourceAttributes"]["namespace"] = json!(t.ns);
+            }
             let subject = if t.rt.plural == "selfsubjectaccessreviews" {
                 user.clone()
             } else {

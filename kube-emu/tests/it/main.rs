@@ -6,6 +6,7 @@
 
 mod authn;
 mod binary;
+mod builtin;
 mod common;
 mod controller;
 mod crud;
