@@ -15,7 +15,9 @@
 # is built on that base with Debian's buildah (as root: --storage-driver vfs --isolation chroot).
 #
 # Idempotent: each run rebuilds the release binary (incremental), replaces the archive, and removes
-# the images it created from buildah's storage. Set OPM_IMAGE_DIR to write elsewhere.
+# the images it created from buildah's storage. Set OPM_IMAGE_DIR to write elsewhere, and
+# OPM_IMAGE_BINARY=target/debug/opm-operator to package an already built binary instead of the
+# release build (for iterating on the install test; CI and releases use the release build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
@@ -45,8 +47,12 @@ target_dir=$(cargo metadata --no-deps --format-version 1 | python3 -c 'import js
 out=${OPM_IMAGE_DIR:-$target_dir/image}
 mkdir -p "$out"
 
-cargo build --release --locked --bin opm-operator
-bin="$target_dir/release/opm-operator"
+if [ -n "${OPM_IMAGE_BINARY:-}" ]; then
+  bin=$(realpath "$OPM_IMAGE_BINARY")
+else
+  cargo build --release --locked --bin opm-operator
+  bin="$target_dir/release/opm-operator"
+fi
 
 # Version, commit and date as the binary reports them, so labels and --version agree.
 ver_line=$("$bin" --version)             # opm-operator 0.1.0 (commit <sha>, built <date>)

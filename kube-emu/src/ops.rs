@@ -13,7 +13,8 @@
 //! an update that removes the last finalizer of such an object deletes it; no finalizer may be
 //! added once deleting. Deleting a namespace makes it Terminating and cascades (see state.rs).
 //! Custom resources are pruned, defaulted and validated against their structural schema and
-//! their `x-kubernetes-validations` rules (see `schema` and `validation_rules`).
+//! their `x-kubernetes-validations` rules (see `schema` and `validation_rules`). An apply patch
+//! that creates its object is authorized as `create` as well as `patch`, as the apiserver does.
 
 use std::sync::Arc;
 
@@ -762,6 +763,21 @@ pub async fn patch(
                 None => {
                     if t.sub == "status" {
                         return Err(t.not_found());
+                    }
+                    // An apply that creates is authorized as `create` too (the apiserver's
+                    // patch handler, "Patch and Apply" in the API concepts).
+                    let attrs = crate::rbac::Attributes {
+                        verb: "create",
+                        group: &t.rt.group,
+                        resource: &t.rt.plural,
+                        subresource: "",
+                        namespace: &t.ns,
+                        name: &t.name,
+                    };
+                    if !crate::authn::authorize(st, &r.user, &attrs) {
+                        return Err(ApiError::forbidden(crate::rbac::forbidden_message(
+                            &r.user, &attrs,
+                        )));
                     }
                     json!({"metadata": {"name": t.name}})
                 }

@@ -570,9 +570,8 @@ fn engine_for(cluster: &Cluster, caller: Option<&Caller>) -> Result<Engine, ApiE
     let Some(caller) = caller else {
         return Ok(base);
     };
-    let mut config = cluster.config.clone();
-    config.auth_info.impersonate = Some(caller.username.clone());
-    config.auth_info.impersonate_groups = Some(caller.groups.clone());
+    let config =
+        crate::apply::impersonate::impersonate(&cluster.config, &caller.username, &caller.groups);
     let client = kube::Client::try_from(config)
         .map_err(|e| ApiError::internal(format!("building the impersonating client: {e}")))?;
     Ok(base.with_identity(client, caller.username.clone()))
