@@ -25,6 +25,8 @@ pub mod module_package;
 #[cfg(feature = "kinds")]
 pub mod platform;
 #[cfg(feature = "kinds")]
+pub mod reference;
+#[cfg(feature = "kinds")]
 pub mod transformer_registration;
 
 #[cfg(feature = "kinds")]
