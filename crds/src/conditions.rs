@@ -94,6 +94,8 @@ pub mod reasons {
     pub const DEPENDENCIES_NOT_READY: &str = "DependenciesNotReady";
     /// ModulePackage: the package is not a `#ModuleInstance`.
     pub const UNSUPPORTED_KIND: &str = "UnsupportedKind";
+    /// Ready=False: the reconcile passed `--reconcile-timeout` (retried with backoff).
+    pub const RECONCILE_TIMED_OUT: &str = "ReconcileTimedOut";
 
     // Platform.
     /// Ready=True: the platform module was generated and built.
@@ -106,6 +108,8 @@ pub mod reasons {
     pub const OVER_SUBSCRIBED_CONTRACTS: &str = "OverSubscribedContracts";
     /// The contract inventory is not discriminated.
     pub const COMPARABLE_PREDICATES: &str = "ComparablePredicates";
+    /// A contract is defined by more than one enabled catalog.
+    pub const CONTRACT_COLLISIONS: &str = "ContractCollisions";
     /// ContractsFulfilled=True: no contract defined.
     pub const NO_CONTRACTS_DEFINED: &str = "NoContractsDefined";
     /// ContractsFulfilled=False.

@@ -9,4 +9,6 @@
 )]
 
 mod drift;
+mod reasons;
+mod reference;
 mod schema;
