@@ -1,4 +1,4 @@
-//! Conditions and reasons (operator-spec.md §2.1, §3.6, §4.2, §7.3, ADR-005).
+//! Conditions and reasons (docs/design/operator.md §2.1, §3.6, §4.2, §7.3; docs/design/decisions.md §1).
 //!
 //! Rules:
 //! - Conditions are a list-map keyed by `type` (`x-kubernetes-list-type: map`, `x-kubernetes-list-map-keys:
@@ -31,7 +31,7 @@ pub mod types {
     pub const ACTIVE: &str = "Active";
 }
 
-/// Condition (and event) reasons of operator-spec §2–§4 and §7.3.
+/// Condition (and event) reasons of docs/design/operator.md §2–§4 and §7.3.
 pub mod reasons {
     // kstatus / generic.
     /// Ready=True after a successful reconcile.

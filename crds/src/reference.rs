@@ -93,7 +93,9 @@ fn write_crd(out: &mut String, crd: &CustomResourceDefinition) {
         .as_ref()
         .filter(|c| !c.is_empty())
     {
-        out.push_str("`kubectl get` columns:\n\n| Column | Type | JSONPath | Shown |\n|---|---|---|---|\n");
+        out.push_str(
+            "`kubectl get` columns:\n\n| Column | Type | JSONPath | Shown |\n|---|---|---|---|\n",
+        );
         for c in cols {
             let shown = match c.priority {
                 Some(p) if p > 0 => "with `-o wide`",
@@ -115,7 +117,11 @@ fn write_crd(out: &mut String, crd: &CustomResourceDefinition) {
     if !rules.is_empty() {
         out.push_str("Validation rules (CEL, checked by the API server):\n\n");
         for (path, rule, message) in rules {
-            let at = if path.is_empty() { "the object".to_owned() } else { format!("`{path}`") };
+            let at = if path.is_empty() {
+                "the object".to_owned()
+            } else {
+                format!("`{path}`")
+            };
             let _ = writeln!(out, "- on {at}: `{}` ({})", cell(&rule), cell(&message));
         }
         out.push('\n');
@@ -139,7 +145,9 @@ fn write_crd(out: &mut String, crd: &CustomResourceDefinition) {
         if required.iter().any(|r| r == top) {
             let _ = writeln!(out, "`{top}` is required.\n");
         }
-        out.push_str("| Field | Type | Required | Default | Description |\n|---|---|---|---|---|\n");
+        out.push_str(
+            "| Field | Type | Required | Default | Description |\n|---|---|---|---|---|\n",
+        );
         for r in rows {
             let _ = writeln!(
                 out,
@@ -225,7 +233,11 @@ fn type_of(node: &Value) -> String {
     {
         return "any (JSON)".to_owned();
     }
-    if node.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true) {
+    if node
+        .get("x-kubernetes-int-or-string")
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
         return "integer or string".to_owned();
     }
     let base = node.get("type").and_then(Value::as_str).unwrap_or("any");
@@ -278,7 +290,12 @@ fn constraints(node: &Value) -> Vec<String> {
             let keys: Vec<String> = node
                 .get("x-kubernetes-list-map-keys")
                 .and_then(Value::as_array)
-                .map(|k| k.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .map(|k| {
+                    k.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
                 .unwrap_or_default();
             out.push(format!("list-map keyed by {}", code_list(&keys)));
         }
@@ -291,7 +308,10 @@ fn constraints(node: &Value) -> Vec<String> {
 
 /// Every `x-kubernetes-validations` rule under `node`, with the path it sits on.
 fn collect_rules(node: &Value, path: &str, out: &mut Vec<(String, String, String)>) {
-    if let Some(rules) = node.get("x-kubernetes-validations").and_then(Value::as_array) {
+    if let Some(rules) = node
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array)
+    {
         for r in rules {
             let rule = r.get("rule").and_then(Value::as_str).unwrap_or_default();
             let message = r.get("message").and_then(Value::as_str).unwrap_or_default();
@@ -300,7 +320,11 @@ fn collect_rules(node: &Value, path: &str, out: &mut Vec<(String, String, String
     }
     if let Some(props) = node.get("properties").and_then(Value::as_object) {
         for (name, child) in props {
-            let p = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
+            let p = if path.is_empty() {
+                name.clone()
+            } else {
+                format!("{path}.{name}")
+            };
             collect_rules(child, &p, out);
         }
     }
@@ -315,7 +339,12 @@ fn collect_rules(node: &Value, path: &str, out: &mut Vec<(String, String, String
 fn required_of(node: &Value) -> Vec<String> {
     node.get("required")
         .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .map(|r| {
+            r.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -338,7 +367,10 @@ fn code_list(items: &[String]) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, reason = "test code: a failed unwrap is a failed test")]
+#[allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test"
+)]
 mod tests {
     use super::*;
 
@@ -348,9 +380,15 @@ mod tests {
         let doc = crd_reference(&crds);
         for crd in &crds {
             let v = crd.spec.versions.first().unwrap();
-            let schema =
-                serde_json::to_value(v.schema.as_ref().unwrap().open_api_v3_schema.as_ref().unwrap())
-                    .unwrap();
+            let schema = serde_json::to_value(
+                v.schema
+                    .as_ref()
+                    .unwrap()
+                    .open_api_v3_schema
+                    .as_ref()
+                    .unwrap(),
+            )
+            .unwrap();
             let mut rows = Vec::new();
             for top in ["spec", "status"] {
                 if let Some(node) = schema["properties"].get(top) {
@@ -372,7 +410,10 @@ mod tests {
     #[test]
     fn types_defaults_and_constraints_come_from_the_schema() {
         let doc = crd_reference(&crate::all_crds());
-        assert!(doc.contains("| `spec.module.path` | string | yes |"), "{doc}");
+        assert!(
+            doc.contains("| `spec.module.path` | string | yes |"),
+            "{doc}"
+        );
         assert!(doc.contains("| `spec.values` | any (JSON) |"));
         assert!(doc.contains("| `spec.registry.<key>.version` | string | yes |"));
         assert!(doc.contains("one of `Warn`, `Refuse`"));

@@ -1,5 +1,5 @@
 //! Flux source artifacts for ModulePackage: download, verify, extract, locate the package
-//! (operator-spec §2.3 steps 4–5; lessons.md §5 on hostile input).
+//! (docs/design/operator.md §2.3 steps 4–5; artifacts are hostile input: docs/design/principles.md rule 21).
 //!
 //! Rules:
 //! - Download: `GET` the artifact URL (plain HTTP or HTTPS is the source-controller's choice; we
@@ -493,7 +493,7 @@ fn check_links(root: &Path, links: &[PathBuf]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Locates the instance package `path` (operator-spec §2.3 step 5) inside `root`.
+/// Locates the instance package `path` (docs/design/operator.md §2.3 step 5) inside `root`.
 pub fn package_dir(root: &Path, path: &str) -> Result<PathBuf, Error> {
     let mut rel = PathBuf::new();
     for part in path.split('/') {

@@ -1,5 +1,5 @@
 //! The per-reconcile deadline of the ModuleInstance and ModulePackage controllers
-//! (`--reconcile-timeout`; operator-spec.md §2.1 classification, §2.6, issue 17 "a hung registry
+//! (`--reconcile-timeout`; docs/design/operator.md §2.1 classification, §2.6, issue 17 "a hung registry
 //! cannot pin a worker").
 //!
 //! Rules:

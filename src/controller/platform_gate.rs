@@ -1,5 +1,5 @@
-//! The Platform contract-inventory gate and the ContractsFulfilled condition (operator-spec.md
-//! §3.5 step 4, §3.6; E0015 D5/D18).
+//! The Platform contract-inventory gate and the ContractsFulfilled condition (docs/design/operator.md
+//! §3.5 step 4, §3.6; docs/design/decisions.md §9).
 //!
 //! Rules implemented here, as pure functions of a [`ContractInventory`]:
 //! - *(post-seed)* A contract defined by more than one enabled entry (`collisions` non-empty)

@@ -22,7 +22,9 @@ fn root() -> PathBuf {
 /// The values of the `pub const` items of `pub mod reasons` in `crds/src/conditions.rs`.
 fn reasons() -> BTreeSet<String> {
     let src = std::fs::read_to_string(root().join("crds/src/conditions.rs")).unwrap();
-    let start = src.find("pub mod reasons {").expect("conditions.rs has `pub mod reasons`");
+    let start = src
+        .find("pub mod reasons {")
+        .expect("conditions.rs has `pub mod reasons`");
     let body = &src[start..];
     let end = body.find("\n}").expect("the reasons module ends");
     let mut out = BTreeSet::new();
@@ -128,12 +130,24 @@ const NOT_REASONS: &[(&str, &str)] = &[
     ("ModulePackageStatus", "schema name"),
     ("PlatformStatus", "schema name"),
     // Kubernetes API vocabulary the operator reads or answers with.
-    ("NamesAccepted", "a CRD's condition type, read by the health check"),
-    ("ProgressDeadlineExceeded", "a Deployment's condition reason, read by the health check"),
-    ("RollingUpdate", "a StatefulSet strategy, read by the health check"),
+    (
+        "NamesAccepted",
+        "a CRD's condition type, read by the health check",
+    ),
+    (
+        "ProgressDeadlineExceeded",
+        "a Deployment's condition reason, read by the health check",
+    ),
+    (
+        "RollingUpdate",
+        "a StatefulSet strategy, read by the health check",
+    ),
     ("LoadBalancer", "a Service type, read by the health check"),
     ("FieldValueInvalid", "an admission denial's cause type"),
-    ("FieldValueForbidden", "an API Status cause type, read to spot immutable fields"),
+    (
+        "FieldValueForbidden",
+        "an API Status cause type, read to spot immutable fields",
+    ),
     // Event actions (what a controller did), not reasons.
     ("DependsOn", "event action"),
     // Rust type names printed in Debug output.
@@ -158,7 +172,13 @@ const ELSEWHERE: &[(&str, &str, &str)] = &[
 ];
 
 /// The directories whose non-test code may set reasons.
-const SCANNED: &[&str] = &["src", "kernel/src", "crds/src", "registry/src", "webhooks/src"];
+const SCANNED: &[&str] = &[
+    "src",
+    "kernel/src",
+    "crds/src",
+    "registry/src",
+    "webhooks/src",
+];
 
 #[test]
 fn reasons_are_spelled_only_in_the_reasons_module() {
@@ -215,7 +235,12 @@ fn the_scanner_finds_what_it_must() {
     let lits: Vec<String> = non_test_literals(src).into_iter().map(|(_, l)| l).collect();
     assert_eq!(
         lits,
-        ["ValuesFromNotFound", "Raw\"Inner", "esc\\\"aped", "AfterTests"],
+        [
+            "ValuesFromNotFound",
+            "Raw\"Inner",
+            "esc\\\"aped",
+            "AfterTests"
+        ],
         "{lits:?}"
     );
     assert!(reason_shaped("ValuesFromNotFound"));
@@ -235,7 +260,9 @@ fn reason_shaped(s: &str) -> bool {
         return false;
     }
     let rest: Vec<char> = chars.collect();
-    let starts_lower = rest.first().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let starts_lower = rest
+        .first()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     let humps = rest.iter().filter(|c| c.is_ascii_uppercase()).count();
     starts_lower && humps >= 1
 }
@@ -247,7 +274,10 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
     entries.sort();
     for path in entries {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
         if path.is_dir() {
             if name != "tests" {
                 rust_files(&path, out);
@@ -382,11 +412,7 @@ fn non_test_literals(src: &str) -> Vec<(usize, String)> {
                     skip_until = None;
                 }
             }
-            b';' => {
-                if pending_test && skip_until.is_none() {
-                    pending_test = false;
-                }
-            }
+            b';' if skip_until.is_none() => pending_test = false,
             _ => {}
         }
         i += 1;

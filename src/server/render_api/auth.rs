@@ -1,4 +1,4 @@
-//! Authentication and authorisation of render requests (issue 16 item 2, DESIGN.md §3 "HTTP").
+//! Authentication and authorisation of render requests (issue 16 item 2, docs/design/architecture.md §3 "HTTP").
 //!
 //! Rules:
 //! - A request carries `Authorization: Bearer <token>`. The token is checked with a
