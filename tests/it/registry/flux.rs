@@ -147,7 +147,6 @@ async fn download_failures_are_typed_fetch_failures() {
     for (url, d, limits, check) in cases {
         let err = artifact::fetch(&url, &d, &limits).await.unwrap_err();
         assert!(check(&err), "{url}: {err:?}");
-        assert_eq!(err.reason(), "FetchFailed");
         assert!(!err.to_string().is_empty());
     }
 }
