@@ -23,6 +23,20 @@ pub mod controller;
 pub mod render_lease;
 pub mod server;
 
+/// `--version`: the package version, the git commit and the build date (`build.rs`: the commit's
+/// date unless `OPM_BUILD_DATE` says otherwise). The image's OCI labels carry the same values.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("OPM_GIT_COMMIT"),
+    ", built ",
+    env!("OPM_BUILD_DATE"),
+    ")"
+);
+
+/// The git commit this binary was built from (`unknown` outside a checkout).
+pub const GIT_COMMIT: &str = env!("OPM_GIT_COMMIT");
+
 pub use opm_kernel as kernel;
 pub use opm_kernel::{inventory, platform, render};
 pub use opm_registry as registry;

@@ -180,6 +180,8 @@ pub struct RenderParts {
     pub renderer: Arc<dyn crate::kernel::ModuleRenderer>,
     /// The cluster, published when connected.
     pub cluster: render_api::auth::ClusterRx,
+    /// The render series the reconcilers count into too.
+    pub metrics: crate::render_lease::RenderMetrics,
 }
 
 impl std::fmt::Debug for RenderParts {
@@ -496,6 +498,7 @@ async fn serve(args: ServeArgs, sidecar: Option<Sidecar>) -> Result<(), Error> {
                     .unwrap_or_else(default_concurrent_renders),
             ),
         )
+        .with_metrics(parts.metrics)
     });
     let running = start_with(settings, store, |r| {
         if let Some(register) = register {

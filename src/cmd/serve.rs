@@ -426,6 +426,8 @@ pub fn sidecar(
     let kernel = kernel(&registry).map_err(ServeError::Kernel)?;
     // The render API shares the store and learns the cluster client once `run` has connected.
     let (connected, client_rx) = watch::channel(None);
+    // One set of controller series; the render API counts its renders into the same families.
+    let controller_metrics = ControllerMetrics::default();
     let render = kernel
         .renderer
         .clone()
@@ -433,14 +435,15 @@ pub fn sidecar(
             store: store.clone(),
             renderer,
             cluster: client_rx,
+            metrics: controller_metrics.render.clone(),
         });
     let metrics: Arc<Mutex<Option<ControllerMetrics>>> = Arc::default();
     let registered = Arc::clone(&metrics);
     let layout = Arc::new(layout);
     Ok(Sidecar {
         register: Box::new(move |r| {
-            let m = ControllerMetrics::register(r);
-            *registered.lock().unwrap_or_else(PoisonError::into_inner) = Some(m);
+            controller_metrics.register_into(r);
+            *registered.lock().unwrap_or_else(PoisonError::into_inner) = Some(controller_metrics);
         }),
         run: Box::new(move |stop| {
             let metrics = metrics
@@ -590,12 +593,20 @@ async fn run(
         lease = %shard.lease_name(),
         "ModuleInstance and ModulePackage watches select their shard"
     );
+    let lease = shard.lease_name();
     ctx.shard = shard;
     let (role, mut role_rx) = watch::channel(Role::Follower);
+    let leader_metrics = ctx.metrics.clone();
+    if let Some(m) = &leader_metrics {
+        m.set_leader(&lease, false);
+    }
     let watcher = tokio::spawn(async move {
         while role_rx.changed().await.is_ok() {
             let r = *role_rx.borrow();
             tracing::info!(role = ?r, "leadership changed");
+            if let Some(m) = &leader_metrics {
+                m.set_leader(&lease, r == Role::Leader);
+            }
         }
     });
     manager::run(Arc::new(ctx), elector, stop, role).await;

@@ -136,6 +136,9 @@ pub async fn frame<K: Kind>(
         .map_err(|e| Error::kube(format!("reading {what}"), e))?
     else {
         K::gone(ctx, namespace, name);
+        if let Some(m) = &ctx.metrics {
+            m.forget_ready(K::KIND, namespace, name);
+        }
         return Ok(Reconciled::done());
     };
     let generation = obj.meta().generation.unwrap_or_default();
@@ -151,6 +154,9 @@ pub async fn frame<K: Kind>(
     if metered {
         let outcome = result.as_ref().ok().and_then(|r| r.outcome);
         ctx.observe(K::KIND, namespace, name, outcome, started);
+        if let (Some(m), Ok(r)) = (&ctx.metrics, &result) {
+            m.set_ready(K::KIND, namespace, name, r.ready);
+        }
     }
     result
 }
@@ -712,10 +718,20 @@ impl<'a, K: Kind> Run<'a, K> {
         if let Some(then) = end.then {
             then(self.ctx);
         }
+        let ready = self
+            .obj
+            .status_of()
+            .and_then(|s| crds::conditions::get(s.conditions(), crds::conditions::types::READY))
+            .map(|c| match c.status.as_str() {
+                "True" => "True",
+                "False" => "False",
+                _ => "Unknown",
+            });
         Ok(Reconciled {
             requeue: end.requeue,
             outcome: end.outcome.filter(|_| lead),
             reason: end.reason,
+            ready,
         })
     }
 }

@@ -125,6 +125,7 @@ use crate::apply::{self, ApplyOptions, Engine, Phase, SyncError, SyncOptions};
 use crate::inventory;
 use crate::kernel::SkewPolicy;
 use crate::kernel::{BuiltPlatform, KernelError, RenderResult};
+use crate::render_lease::{Origin, RenderEnd};
 
 mod deletion;
 mod health;
@@ -503,8 +504,14 @@ impl<'a, K: Rendered> Run<'a, K> {
             )
             .into());
         };
+        let metrics = self.ctx.metrics.as_ref().map(|m| m.render.clone());
         let out = crate::render_lease::render_on_lease(lease, (), move |platform, skew| {
-            render(&renderer, platform, skew)
+            let started = std::time::Instant::now();
+            let out = render(&renderer, platform, skew);
+            if let Some(m) = metrics {
+                m.record(Origin::Reconcile, RenderEnd::of(&out), started.elapsed());
+            }
+            out
         })
         .await
         .map_err(|e| Error::Join {

@@ -49,6 +49,7 @@ use super::error::{json_response, ApiError, ErrorCode, ErrorProblem};
 use super::state::AppState;
 use crate::apply::{Action, ApplyOptions, Engine, EngineOptions};
 use crate::kernel::{ErrorClass, KernelError, ModuleRequest};
+use crate::render_lease::{Origin, RenderEnd};
 
 /// Route of the render API.
 pub const RENDER_PATH: &str = "/v1/namespaces/{ns}/render";
@@ -508,6 +509,7 @@ async fn render_inner(
     let timeout = backend.timeout;
     let semaphore = backend.semaphore.clone();
     let renderer = backend.renderer.clone();
+    let metrics = backend.metrics.clone();
     let render_span = span.clone();
     let work = async move {
         let permit = semaphore
@@ -515,7 +517,10 @@ async fn render_inner(
             .await
             .map_err(|e| ApiError::internal(format!("render semaphore: {e}")))?;
         crate::render_lease::render_on_lease((record, lease), permit, move |platform, skew| {
-            render_span.in_scope(|| renderer.render_module(&request, platform, skew))
+            let started = std::time::Instant::now();
+            let out = render_span.in_scope(|| renderer.render_module(&request, platform, skew));
+            metrics.record(Origin::Api, RenderEnd::of(&out), started.elapsed());
+            out
         })
         .await
         .map_err(|e| ApiError::internal(format!("the render task failed: {e}")))
@@ -525,13 +530,18 @@ async fn render_inner(
         Ok(Ok(Err(e))) => return Err(kernel_error(e)),
         Ok(Err(e)) => return Err(e),
         Err(_) => {
+            // The render may still be running (it is counted when it ends); the caller's
+            // deadline is a time-out of its own.
+            backend
+                .metrics
+                .record(Origin::Api, RenderEnd::Timeout, timeout);
             return Err(ApiError::new(
                 ErrorCode::RenderTimeout,
                 format!(
                     "the render did not finish within {} ms (--render-timeout)",
                     timeout.as_millis()
                 ),
-            ))
+            ));
         }
     };
     let (results, prune) = match cluster {

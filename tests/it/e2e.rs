@@ -52,6 +52,16 @@ impl Children {
         self.procs[i].1.log()
     }
 
+    /// The process id of the child `i`.
+    pub(crate) fn pid(&self, i: usize) -> u32 {
+        self.procs[i].1.child.id()
+    }
+
+    /// Whether the child `i` has exited (reaped).
+    pub(crate) fn exited(&mut self, i: usize) -> bool {
+        matches!(self.procs[i].1.child.try_wait(), Ok(Some(_)))
+    }
+
     /// The tail of every child's output (for assertion messages).
     pub(crate) fn logs(&self) -> String {
         let mut s = String::new();
