@@ -1,4 +1,4 @@
-//! ModuleInstance scale benchmark (issue 17 "Done when", issue 32; operator-spec §2.2, §2.6): N
+//! ModuleInstance scale benchmark (issue 17 "Done when", issue 32; docs/design/operator.md §2.2, §2.6): N
 //! instances of the fixture `demo` module (values `fixtures/opm/values/valid.json`, one namespace
 //! each: the module's ConfigMap name `settings` is fixed) against one kube-emu in this process,
 //! reconciled by real `opm-operator serve` processes (this build's binary; real platform kernel

@@ -1,6 +1,6 @@
 //! The apply engine: staged server-side apply, change sets, safe prune, deletion, drift, health
-//! and impersonation (operator-spec.md §2.2 phases 3–6, §2.4, §2.5, §6; lessons.md §1.2–§1.4 and
-//! §5 rules 1–7, 12, 13, 21).
+//! and impersonation (docs/design/operator.md §2.2 phases 3–6, §2.4, §2.5, §6; docs/design/principles.md §1.2–§1.4 and
+//! rules 1–7, 12, 13, 21).
 //!
 //! Rules implemented by the [`Engine`] (details in each submodule):
 //! - **Staged SSA** ([`Engine::apply_all_staged`]): objects are grouped into stages
@@ -19,7 +19,7 @@
 //!   stage is planned; the stage's errors are all reported and the later stages do not run.
 //!   Invalid objects and an object rendered twice (same group, kind, namespace, name) fail the
 //!   apply before any write.
-//! - **Conflict semantics** (lessons §1.9 item 5, rule 5; operator-spec §2.2 phase 5, read as
+//! - **Conflict semantics** (docs/design/principles.md §1.9 item 5, rule 5; docs/design/operator.md §2.2 phase 5, read as
 //!   Flux's `force`): field manager `opm-controller`, and every SSA of the engine (apply stages,
 //!   their dry-runs, drift checks and corrections, render previews) forces field ownership, so a
 //!   field another manager took (`kubectl edit`) is taken back by the next apply: drift is
@@ -95,7 +95,7 @@ use resolve::{Resolved, Resolver};
 pub const FIELD_MANAGER: &str = "opm-controller";
 
 /// Per-object wait opt-out: an object annotated `opm.dev/wait: "disabled"` is not waited for
-/// by the final health wait (lessons rule 7). Stage-0 waits (CRDs, Namespaces) always run.
+/// by the final health wait (docs/design/principles.md rule 7). Stage-0 waits (CRDs, Namespaces) always run.
 pub const WAIT_ANNOTATION: &str = "opm.dev/wait";
 
 /// Engine-wide settings.
@@ -105,7 +105,7 @@ pub struct EngineOptions {
     pub field_manager: String,
     /// Runtime name stamped as `app.kubernetes.io/managed-by`.
     pub runtime_name: String,
-    /// Requests in flight per stage (lessons rule 20: ~4; more is not faster).
+    /// Requests in flight per stage (docs/design/principles.md rule 20: ~4; more is not faster).
     pub concurrency: usize,
     /// Poll interval of waits.
     pub wait_interval: Duration,
@@ -192,8 +192,8 @@ impl ChangeSet {
         self.changes.iter().filter(|c| c.action == action).count()
     }
 
-    /// The `Applied` event text (operator-spec §2.2 phase 5). A recreated object counts as
-    /// created: the message shape is the spec's, and the object is new (new uid).
+    /// The `Applied` event text (docs/design/operator.md §2.2 phase 5). A recreated object counts as
+    /// created: the message shape is the design's, and the object is new (new uid).
     pub fn applied_message(&self) -> String {
         format!(
             "Applied {} resources ({} created, {} updated, {} unchanged)",

@@ -1,4 +1,4 @@
-//! The reconcilers and the runtime they share (operator-spec.md §2–§4, §7).
+//! The reconcilers and the runtime they share (docs/design/operator.md §2–§4, §7).
 //!
 //! Module map:
 //! - [`runtime`]: what every reconciler shares: the status patcher (diff against the object as

@@ -1,6 +1,6 @@
 //! opm-operator: the Open Platform Model operator.
 //!
-//! Architecture invariants (DESIGN.md §2–3):
+//! Architecture invariants (docs/design/architecture.md §2–§3):
 //! - Crates by dependency weight: `cue` (the evaluator), `crds` (types), `webhooks` (pure admission
 //!   logic), `certs`, `opm-kernel` (the synchronous render kernel: seam, render, platform
 //!   generation/build/store/layout, inventory; no tokio, kube or axum), `opm-registry` (the OCI module

@@ -1,5 +1,5 @@
-//! HTTP server: admission webhooks over rustls, probes and metrics (DESIGN.md §3 "HTTP",
-//! lessons.md §1.8 and rules 17–18, style.md §1.3 and §6 conventions 7–9).
+//! HTTP server: admission webhooks over rustls, probes and metrics (docs/design/architecture.md §3 "HTTP",
+//! docs/design/principles.md §1.8 and rules 17–18, docs/design/conventions.md §1.3 and §6.7–§6.9).
 //!
 //! Rules:
 //! - The webhooks are served over HTTPS on `--webhook-addr` ([`WebhookService`]: [`router`] with the
@@ -55,7 +55,7 @@ pub enum LogFormat {
     Text,
 }
 
-/// Flags of `opm-operator serve` (operator-spec.md §7, the ones that apply to the HTTP server).
+/// Flags of `opm-operator serve` (docs/design/operator.md §7, the ones that apply to the HTTP server).
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeArgs {
     /// Address of the HTTPS listener serving the admission webhooks.
@@ -155,7 +155,7 @@ pub struct ServeArgs {
 }
 
 /// The default `--max-concurrent-renders`: min(CPUs, 8) (memory is the real bound: each
-/// concurrent render holds one evaluation, operator-spec §2.6).
+/// concurrent render holds one evaluation, docs/design/operator.md §2.6).
 pub fn default_concurrent_renders() -> u16 {
     u16::try_from(default_concurrency().min(8)).unwrap_or(1)
 }

@@ -1,4 +1,4 @@
-//! Conditions and reasons (operator-spec.md §2.1, §3.6, §4.2, §7.3, ADR-005).
+//! Conditions and reasons (docs/design/operator.md §2.1, §3.6, §4.2, §7.3; docs/design/decisions.md §1).
 //!
 //! Rules:
 //! - Conditions are a list-map keyed by `type` (`x-kubernetes-list-type: map`, `x-kubernetes-list-map-keys:
@@ -31,7 +31,7 @@ pub mod types {
     pub const ACTIVE: &str = "Active";
 }
 
-/// Condition (and event) reasons of operator-spec §2–§4 and §7.3.
+/// Condition (and event) reasons of docs/design/operator.md §2–§4 and §7.3.
 pub mod reasons {
     // kstatus / generic.
     /// Ready=True after a successful reconcile.
@@ -94,6 +94,8 @@ pub mod reasons {
     pub const DEPENDENCIES_NOT_READY: &str = "DependenciesNotReady";
     /// ModulePackage: the package is not a `#ModuleInstance`.
     pub const UNSUPPORTED_KIND: &str = "UnsupportedKind";
+    /// Ready=False: the reconcile passed `--reconcile-timeout` (retried with backoff).
+    pub const RECONCILE_TIMED_OUT: &str = "ReconcileTimedOut";
 
     // Platform.
     /// Ready=True: the platform module was generated and built.
@@ -106,6 +108,8 @@ pub mod reasons {
     pub const OVER_SUBSCRIBED_CONTRACTS: &str = "OverSubscribedContracts";
     /// The contract inventory is not discriminated.
     pub const COMPARABLE_PREDICATES: &str = "ComparablePredicates";
+    /// A contract is defined by more than one enabled catalog.
+    pub const CONTRACT_COLLISIONS: &str = "ContractCollisions";
     /// ContractsFulfilled=True: no contract defined.
     pub const NO_CONTRACTS_DEFINED: &str = "NoContractsDefined";
     /// ContractsFulfilled=False.

@@ -256,7 +256,7 @@ impl ModuleInstance {
         self
     }
 
-    /// Adds to the inventory the entry a provider's rendered TransformerRegistration has (§4.1 step 6).
+    /// Adds to the inventory the entry a provider's rendered TransformerRegistration has (docs/design/operator.md §4.1 step 6).
     #[must_use]
     pub fn owning_claim(self) -> Self {
         let ns = self.metadata.namespace.clone().unwrap_or_default();

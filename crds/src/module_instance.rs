@@ -1,4 +1,4 @@
-//! `ModuleInstance` (operator-spec.md §1.1): an instance of a published module (path@version +
+//! `ModuleInstance` (docs/design/operator.md §1.1): an instance of a published module (path@version +
 //! values), rendered on the leased platform and applied with server-side apply. Namespaced, short
 //! name `mi`, finalizer `opmodel.dev/cleanup`.
 

@@ -1,4 +1,4 @@
-//! `ModulePackage` (operator-spec.md §1.2): an authored instance package (`instance.cue`) from a Flux
+//! `ModulePackage` (docs/design/operator.md §1.2): an authored instance package (`instance.cue`) from a Flux
 //! source artifact (OCIRepository, GitRepository, Bucket). Namespaced, short name `mpkg`, finalizer
 //! `opmodel.dev/cleanup`.
 

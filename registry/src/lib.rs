@@ -1,4 +1,4 @@
-//! CUE module registry client over OCI (render-spec.md §2; DESIGN.md "Registry").
+//! CUE module registry client over OCI (docs/design/render.md §2; docs/design/architecture.md §3 "Registry").
 //!
 //! [`ModuleRegistry`] implements [`cue::module::Registry`]: it maps module paths to locations with
 //! a CUE_REGISTRY-style [`Mapping`] (remote OCI registries over HTTPS or plain HTTP, OCI image-layout

@@ -1,4 +1,4 @@
-//! Drift detection (operator-spec.md §6.5, ADR-012; lessons.md §5 rule 6, §1.4).
+//! Drift detection (docs/design/operator.md §6.5, docs/design/decisions.md §6; docs/design/principles.md rule 6 and §1.4).
 //!
 //! Rules:
 //! - Per rendered object, a server-side apply dry-run (with the engine's identity: build the

@@ -1,4 +1,4 @@
-//! The apply engine's one error type (operator-spec.md §2.2 phases 5–6, §2.4, §2.5, §6.3).
+//! The apply engine's one error type (docs/design/operator.md §2.2 phases 5–6, §2.4, §2.5, §6.3).
 //!
 //! Rules:
 //! - Every error is classified where it arises, from the API `Status` (`code`, `reason`, cause
@@ -95,10 +95,10 @@ pub enum Error {
         /// Name of the SA.
         name: String,
     },
-    /// The desired inventory exceeds the size budget (lessons rule 1).
+    /// The desired inventory exceeds the size budget (docs/design/principles.md rule 1).
     #[error("inventory too large: {0}")]
     InventoryTooLarge(#[source] crate::inventory::Error),
-    /// An empty render would prune a non-empty inventory and `allow_empty` is off (lessons rule 3).
+    /// An empty render would prune a non-empty inventory and `allow_empty` is off (docs/design/principles.md rule 3).
     #[error("refusing to apply an empty render over an inventory of {previous} resources (allow empty renders to prune everything)")]
     EmptyRenderRefused {
         /// Entries of the previous inventory.

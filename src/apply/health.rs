@@ -1,4 +1,4 @@
-//! Health in kstatus terms, and the stage-boundary wait (lessons.md §5 rule 7, §1.3–§1.4).
+//! Health in kstatus terms, and the stage-boundary wait (docs/design/principles.md rule 7, §1.3–§1.4).
 //!
 //! Rules ([`assess`], a pure function of the live object):
 //! - Any object with `metadata.deletionTimestamp` is `InProgress` (terminating).

@@ -1,4 +1,4 @@
-//! Impersonation of a tenant ServiceAccount (operator-spec.md §2.5; lessons.md §5 rule 12).
+//! Impersonation of a tenant ServiceAccount (docs/design/operator.md §2.5; docs/design/principles.md rule 12).
 //!
 //! Rules:
 //! - The user is `system:serviceaccount:<ns>:<sa>`, sent as `Impersonate-User` alone: the API

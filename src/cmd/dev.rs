@@ -1,4 +1,4 @@
-//! `opm-operator dev`: the whole product on one machine with no cluster (DESIGN.md §4, the
+//! `opm-operator dev`: the whole product on one machine with no cluster (docs/design/architecture.md §4, the
 //! embedded default; issue 18).
 //!
 //! Rules implemented here:

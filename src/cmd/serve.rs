@@ -1,4 +1,4 @@
-//! `opm-operator serve`: the controller side (operator-spec.md §7.1 flags and startup order).
+//! `opm-operator serve`: the controller side (docs/design/operator.md §7.1 flags and startup order).
 //!
 //! Rules implemented here:
 //! - Webhooks (and later the render endpoint) run on every replica; the controllers run only on
@@ -85,7 +85,7 @@ pub struct ControllerArgs {
     pub platform_dir: Option<PathBuf>,
 
     /// ServiceAccount (in each instance's own namespace) ModuleInstances apply and prune as when
-    /// their spec names none (operator-spec §2.5); empty: the controller identity.
+    /// their spec names none (docs/design/operator.md §2.5); empty: the controller identity.
     #[arg(long, default_value = "", value_name = "NAME")]
     pub default_service_account: String,
 
@@ -94,7 +94,7 @@ pub struct ControllerArgs {
     #[arg(long, value_name = "MAPPING")]
     pub registry: Option<String>,
 
-    /// Module cache directory of the registry client (operator-spec §7.1) [default:
+    /// Module cache directory of the registry client (docs/design/operator.md §7.1) [default:
     /// <temp dir>/cue-cache].
     #[arg(long, env = "CUE_CACHE_DIR", value_name = "DIR")]
     pub cue_cache_dir: Option<PathBuf>,
@@ -103,7 +103,7 @@ pub struct ControllerArgs {
     #[command(flatten)]
     pub generator: GeneratorArgs,
 
-    /// Let a ModulePackage name a Flux source in another namespace (operator-spec §2.3; default
+    /// Let a ModulePackage name a Flux source in another namespace (docs/design/operator.md §2.3; default
     /// deny).
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub allow_cross_namespace_refs: bool,
@@ -149,7 +149,7 @@ pub const DEFAULT_CORE_VERSION: &str = "v2.0.0-alpha.4";
 /// and `render --platform` (which generates and builds a Platform CR the same way).
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
 pub struct GeneratorArgs {
-    /// The OPM core module every generated platform pins (operator-spec §3.3 roots).
+    /// The OPM core module every generated platform pins (docs/design/operator.md §3.3 roots).
     #[arg(long, default_value = DEFAULT_CORE_MODULE, value_name = "PATH@MAJOR")]
     pub core_module: String,
 
@@ -157,7 +157,7 @@ pub struct GeneratorArgs {
     #[arg(long, default_value = DEFAULT_CORE_VERSION, value_name = "VERSION")]
     pub core_version: String,
 
-    /// Shape of the generated `#registry`: `catalog-entry` (operator-spec §3.4, with the
+    /// Shape of the generated `#registry`: `catalog-entry` (docs/design/operator.md §3.4, with the
     /// expected-version tripwire) or `subscription` (cores up to 2.0.0-alpha.4).
     #[arg(
         long,

@@ -1,4 +1,4 @@
-//! What the Platform and TransformerRegistration reconcilers share (operator-spec.md §2.0, §5,
+//! What the Platform and TransformerRegistration reconcilers share (docs/design/operator.md §2.0, §5,
 //! §7.1 startup order).
 //!
 //! Rules:
@@ -61,12 +61,12 @@ pub struct Context {
     /// Package rendering for the ModulePackage reconciler (`None`: its controller does not run).
     pub package_renderer: Option<Arc<dyn PackageRenderer>>,
     /// `--allow-cross-namespace-refs`: a ModulePackage may name a source in another namespace
-    /// (default deny, operator-spec §2.3).
+    /// (default deny, docs/design/operator.md §2.3).
     pub allow_cross_namespace_refs: bool,
     /// `--reconcile-timeout`: the deadline of one ModuleInstance or ModulePackage reconcile run
     /// by the manager (a hung registry or artifact server cannot pin a worker).
     pub reconcile_timeout: Duration,
-    /// Limits of one ModulePackage artifact (operator-spec §2.3 step 4).
+    /// Limits of one ModulePackage artifact (docs/design/operator.md §2.3 step 4).
     pub artifact_limits: crate::registry::flux::Limits,
     /// How often the ModulePackage controller looks for Flux source CRDs that were absent.
     pub source_discovery_interval: Duration,

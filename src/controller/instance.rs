@@ -1,5 +1,5 @@
-//! The ModuleInstance reconciler (operator-spec.md §2.1, §2.2, §2.4–§2.6, §6, §7.2–§7.3;
-//! lessons.md §5 rules 1–3, 8, 9, 12).
+//! The ModuleInstance reconciler (docs/design/operator.md §2.1, §2.2, §2.4–§2.6, §6, §7.2–§7.3;
+//! docs/design/principles.md rules 1–3, 8, 9, 12).
 //!
 //! The phases ModuleInstance shares with ModulePackage (gates, deletion, identity, render on a
 //! lease, digests, apply/prune, the deferred commit, metrics) live in [`super::render_apply`]; this

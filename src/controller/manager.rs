@@ -1,5 +1,5 @@
 //! The manager: the kube-runtime controllers of the Platform and TransformerRegistration
-//! reconcilers, run on the elected leader only (operator-spec.md §3.7, §4.6, §7.1).
+//! reconcilers, run on the elected leader only (docs/design/operator.md §3.7, §4.6, §7.1).
 //!
 //! One reconciler shape (issue 33; Flux's controllers share one runtime the same way): every
 //! controller is its kind's watches plus its kind's reconcile, run by [`drive`]: the reconcile
@@ -568,7 +568,7 @@ async fn source_served(client: &kube::Client, kind: &str) -> Result<bool, kube::
 }
 
 /// Watches the Flux sources and sends the packages a passing source event concerns (§2.3
-/// watches, lessons rule 11): each of OCIRepository, GitRepository and Bucket is looked for at
+/// watches, docs/design/principles.md rule 11): each of OCIRepository, GitRepository and Bucket is looked for at
 /// start and then every `poll` while absent; the absent kinds are logged once, and each kind's
 /// watch starts when its CRD appears, so a cluster without Flux never crashloops and one that
 /// installs Flux later gets the watches without a restart. Runs until dropped.

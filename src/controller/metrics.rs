@@ -1,4 +1,4 @@
-//! The controller metrics of operator-spec.md §7.2 and lessons.md §5 rule 19.
+//! The controller metrics of docs/design/operator.md §7.2 and docs/design/principles.md rule 19.
 //!
 //! Rules implemented:
 //! - `opm_controller_reconcile_total{kind,name,namespace,outcome}` counts every reconcile that
@@ -6,8 +6,8 @@
 //!   `applied_and_pruned`, `failed_transient`, `failed_stalled`).
 //! - `opm_controller_reconcile_duration_seconds{kind,name,namespace}` observes every reconcile,
 //!   including the suspend and deletion paths, which have no outcome: that is why the histogram
-//!   carries no `outcome` label (§7.2 "also suspend/deletion paths").
-//! - Buckets: §7.2 says "default buckets" (controller-runtime's 5 ms–10 s) but lessons rule 19
+//!   carries no `outcome` label (§7.2).
+//! - Buckets: the baseline used controller-runtime's defaults (5 ms–10 s); docs/design/principles.md rule 19
 //!   asks for 10 ms–30 min. We follow rule 19 ([`RECONCILE_BUCKETS`]): a reconcile that renders,
 //!   applies with server-side apply and waits on the API server routinely exceeds 10 s, and with
 //!   a 10 s top bucket every slow reconcile collapses into `+Inf`, so the histogram cannot tell a
@@ -25,7 +25,7 @@
 //!   replica exports its own; `max by (lease)` is 0 when nobody leads).
 //! - `opm_render_total{caller,result}` and `opm_render_duration_seconds{caller}` count and time
 //!   every render on a leased platform (see [`crate::render_lease::RenderMetrics`]).
-//! - Callers record for ModuleInstances only and never for CLI-owned ones (§7.2); this module
+//! - Callers record for ModuleInstances (never CLI-owned ones), Platforms and claims (§7.2); this module
 //!   does not know ownership, so that filter is the caller's.
 //!
 //! The families are registered into a `prometheus_client` [`Registry`] the caller owns (the
@@ -42,7 +42,7 @@ use prometheus_client::registry::Registry;
 
 use crate::controller::outcome::Outcome;
 
-/// Reconcile-duration buckets in seconds: 10 ms to 30 min (lessons.md §5 rule 19).
+/// Reconcile-duration buckets in seconds: 10 ms to 30 min (docs/design/principles.md rule 19).
 pub const RECONCILE_BUCKETS: [f64; 16] = [
     0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
 ];

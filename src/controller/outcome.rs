@@ -1,5 +1,5 @@
-//! Reconcile outcomes, backoff and failure classification (operator-spec.md §2.1, §2.2 phase 1,
-//! §3.6; ADR-005).
+//! Reconcile outcomes, backoff and failure classification (docs/design/operator.md §2.1, §2.2 phase 1,
+//! §3.6; docs/design/decisions.md §1).
 //!
 //! Rules implemented here:
 //! - Five outcomes with stable metric labels: `no_op`, `applied`, `applied_and_pruned`,
@@ -32,7 +32,7 @@ pub const BACKOFF_BASE: Duration = Duration::from_secs(5);
 /// Transient backoff ceiling.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(5 * 60);
 
-/// How one reconcile ended (operator-spec §2.1).
+/// How one reconcile ended (docs/design/operator.md §2.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Outcome {
     /// Nothing changed.
@@ -91,7 +91,7 @@ pub fn requeue_after(
     }
 }
 
-/// How a render failure is reported (operator-spec §2.2 phase 1 table).
+/// How a render failure is reported (docs/design/operator.md §2.2 phase 1 table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RenderFailure {
     /// The Ready (and, when stalled, Stalled) condition reason; also the Warning event reason.

@@ -1,4 +1,4 @@
-//! The ModulePackage reconciler (operator-spec.md §2.1, §2.3, §2.4, §2.5, §6, §7.3; lessons.md §5
+//! The ModulePackage reconciler (docs/design/operator.md §2.1, §2.3, §2.4, §2.5, §6, §7.3; docs/design/principles.md
 //! rules 1–3, 11).
 //!
 //! The phases ModulePackage shares with ModuleInstance (gates, deletion, identity, render on a

@@ -1,4 +1,4 @@
-//! The Platform reconciler (operator-spec.md §3, keyed on the package identity of §5.4).
+//! The Platform reconciler (docs/design/operator.md §3, keyed on the package identity of §5.4).
 //!
 //! Rules implemented here, in order:
 //! - §3.1 guards: a request for any name but `cluster` is ignored (store untouched); a missing
@@ -23,7 +23,7 @@
 //!   while the cluster sees only the leader.
 //! - Success: Ready=True `Generated` “Platform module generated and built for generation N”,
 //!   Normal event `Generated`, no requeue; the TransformerRegistration controller is signalled.
-//! - Messages: the kernel's errors already carry the spec's prefixes (`resolving platform
+//! - Messages: the kernel's errors already carry the prefixes of §3.3–§3.5 (`resolving platform
 //!   dependencies: …`, `generating platform module: …`, `building platform module: …`, `reading
 //!   the platform's contract inventory: …`) and name the path, version or field; they are written
 //!   verbatim (with their structured problems). The reason is chosen by step and class, never by

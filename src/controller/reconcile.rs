@@ -1,9 +1,9 @@
 //! The one reconcile every kind goes through (issue 33 “one reconciler shape”; Flux's
 //! `pkg/runtime` with each controller's sub-reconcilers): a kind supplies its phases, this module
-//! does everything around them (operator-spec.md §2.1, §3.6, §4.2, §7.2, §7.3).
+//! does everything around them (docs/design/operator.md §2.1, §3.6, §4.2, §7.2, §7.3).
 //!
 //! The frame, for every [`Kind`]:
-//! 1. **Read**: one GET of the object (ADR-016: no mid-loop re-GET). A missing object is done:
+//! 1. **Read**: one GET of the object (docs/design/decisions.md §2: no mid-loop re-GET). A missing object is done:
 //!    [`Kind::gone`] forgets what the process kept about it.
 //! 2. **Prepare**: one span ([`super::runtime::reconcile_span`]), one status [`Patcher`] whose
 //!    diff base is the object as read, the status as read (`prior`).

@@ -1,10 +1,10 @@
-//! The reconcile core the ModuleInstance and ModulePackage reconcilers share (operator-spec.md
-//! §2.1–§2.5, §6.1, §6.6, §6.7, §7.2, §7.3; ADR-005, ADR-016; lessons.md §5 rules 1–3, 8, 9, 11,
+//! The reconcile core the ModuleInstance and ModulePackage reconcilers share (docs/design/operator.md
+//! §2.1–§2.5, §6.1, §6.6, §6.7, §7.2, §7.3; docs/design/decisions.md §1–§2; docs/design/principles.md rules 1–3, 8, 9, 11,
 //! 12).
 //!
 //! Both kinds render a module on a leased platform, apply its objects, prune what the render no
 //! longer holds and record an inventory. They differ in where the render comes from (a module
-//! reference; a Flux artifact) and in a few rules the spec states per kind. This module owns every
+//! reference; a Flux artifact) and in a few rules the design states per kind. This module owns every
 //! phase they share, once, generic over `Rendered`: the object's status, the spec fields the core
 //! reads and the per-kind rules (`Rendered::METRICS`, `Rendered::FORBIDDEN_STALLS`,
 //! `Rendered::DETECTS_DRIFT`, `Rendered::interval`, `Rendered::owner_uuid`). `instance.rs`
@@ -62,7 +62,7 @@
 //!   and prune errors are Ready=False `ApplyFailed`/`PruneFailed` with backoff, except that a kind
 //!   with `Rendered::FORBIDDEN_STALLS` (ModuleInstance) stalls `ImpersonationFailed` on a 403
 //!   under a ServiceAccount (the Warning keeps the phase's reason; the prune stall writes no
-//!   history entry, the spec's quirk). Per-phase failure counters (§6.6): an apply error counts
+//!   history entry, the baseline's quirk). Per-phase failure counters (§6.6): an apply error counts
 //!   apply; a prune error resets apply and counts prune.
 //! - **Health** (issue 29, “Ready means healthy”; [`crate::apply::health`]): after a successful
 //!   apply and on a NoOp, every applied object the health check reads
@@ -89,7 +89,7 @@
 //!   revision one more than before, 1 first; §6.1), a `complete` history entry, counters reset
 //!   (reconcile, apply, prune when it ran), `nextRetryAt: null`, Drifted removed (kinds that detect drift, §6.5), Ready
 //!   `ReconciliationSucceeded` and its Normal event. Failure: Ready=False (with Stalled=True when
-//!   stalled) with the phase's reason, the reconcile counter + 1 (not for a soft block, ADR-005),
+//!   stalled) with the phase's reason, the reconcile counter + 1 (not for a soft block, docs/design/decisions.md §1),
 //!   `nextRetryAt` = now + requeue, a `failed` history entry when there is a message (unless the
 //!   failure says otherwise), a Warning once per transition ([`super::events::ready_changed`]).
 //!   History holds at most [`HISTORY_LIMIT`] entries, newest first, sequence monotonic (§6.7).
@@ -347,7 +347,7 @@ impl Failure {
                 ..Failure::stalled(reasons::IMPERSONATION_FAILED, actions::APPLY, message)
             },
             Phase::Apply => Failure::transient(reasons::APPLY_FAILED, actions::APPLY, message),
-            // The spec's quirk: the SA-403 prune stall records no history entry.
+            // The baseline's quirk: the SA-403 prune stall records no history entry.
             Phase::Prune if forbidden => Failure {
                 event: reasons::PRUNE_FAILED,
                 history: false,
@@ -991,7 +991,7 @@ mod tests {
                 )
             );
         }
-        // The spec's quirk: only the forbidden prune stall skips the history entry.
+        // The baseline's quirk: only the forbidden prune stall skips the history entry.
         assert!(f(Phase::Apply, true).history);
         assert!(!f(Phase::Prune, true).history);
     }

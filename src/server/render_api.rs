@@ -1,5 +1,5 @@
-//! The REST render API: `POST /v1/namespaces/{ns}/render` (issue 16, DESIGN.md §3 "HTTP",
-//! lessons.md §1.6 and rule 16).
+//! The REST render API: `POST /v1/namespaces/{ns}/render` (issue 16, docs/design/architecture.md §3 "HTTP",
+//! docs/design/principles.md §1.6 and rule 16).
 //!
 //! Rules:
 //! - The body names a module either as `module` (`path`, `version`) + `values` + `name`, or as a

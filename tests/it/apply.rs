@@ -3,7 +3,7 @@
 //! only with rollout.forceConflicts, never for PVCs/CRDs/Namespaces or objects not ours), label stamping, impersonation
 //! (scenario 41), drift (scenario 36) and health waits.
 //!
-//! Operator-spec §8 scenarios → tests:
+//! docs/design/operator.md §8 scenarios → tests:
 //! - 36 (drift, dry-run error counted): `apply::scenario_36_drift_detected_ignored_counted_and_cleared`
 //! - 37 (prune + guards): `apply::prune::scenario_37_prune_deletes_stale_and_honours_every_guard`
 //! - 38 (component move / API version change not stale):

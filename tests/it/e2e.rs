@@ -1,4 +1,4 @@
-//! End to end with the real binaries (issue 17, operator-spec §2.2, §2.4, §6): the `kube-emu`
+//! End to end with the real binaries (issue 17, docs/design/operator.md §2.2, §2.4, §6): the `kube-emu`
 //! binary as the cluster, Debian's `docker-registry` holding the fixture modules published by
 //! `opm-operator module publish`, `opm-operator serve` as the operator, and the real `kubectl`
 //! as the user, once with each tested kubectl version (v1.20 and v1.37, see `kubectls`).

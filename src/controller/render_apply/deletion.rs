@@ -1,4 +1,4 @@
-//! Deletion of a ModuleInstance or ModulePackage (§2.4; the “Deletion” rules of the parent
+//! Deletion of a ModuleInstance or ModulePackage (docs/design/operator.md §2.4; the “Deletion” rules of the parent
 //! module): orphan, stall or delete the inventory, then release the finalizer.
 
 #[allow(

@@ -1,4 +1,4 @@
-//! ModulePackage reconciler scenarios 47–51, 64–66 (operator-spec §8, §2.3, §2.4) against kube-emu,
+//! ModulePackage reconciler scenarios 47–51, 64–66 (docs/design/operator.md §8, §2.3, §2.4) against kube-emu,
 //! with a test stand-in for Flux's source-controller: the OCIRepository CRD
 //! (`source.toolkit.fluxcd.io/v1`) installed into kube-emu, whose status artifact points at a
 //! tar.gz served over HTTP on 127.0.0.1 by the test (built from `fixtures/opm/package/shop`).
@@ -909,7 +909,7 @@ async fn the_platform_not_ready_waits_for_the_interval() {
     assert_eq!(m.reconcile().await.reason, Some("ReconciliationSucceeded"));
 }
 
-/// The platform lease comes before the renderer (operator-spec §2.3 step 6, as §2.2 phase 1 for
+/// The platform lease comes before the renderer (docs/design/operator.md §2.3 step 6, as §2.2 phase 1 for
 /// ModuleInstance in `instance.rs`): without a renderer and without a platform the package waits
 /// on PlatformNotReady, and only a recorded platform reveals the missing renderer as Stalled
 /// RenderFailed.
@@ -1086,7 +1086,7 @@ async fn a_hung_artifact_server_times_the_reconcile_out_as_a_transient_failure()
     assert_eq!(events(&m.env.client, NAME, deadline::REASON).await.len(), 1);
 }
 
-/// Scenarios 65/66 and lessons rule 11 through the running controller: without the Flux CRDs the
+/// Scenarios 65/66 and docs/design/principles.md rule 11 through the running controller: without the Flux CRDs the
 /// controller runs (the package waits on a missing source); when the OCIRepository CRD appears
 /// its watch starts and a source with an artifact enqueues the package; a new artifact revision
 /// re-renders; a status-only source update does not enqueue.
