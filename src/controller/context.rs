@@ -218,9 +218,6 @@ pub struct Reconciled {
     pub outcome: Option<Outcome>,
     /// The condition reason the reconcile ended with, if it wrote one (for logs and tests).
     pub reason: Option<&'static str>,
-    /// The status of the Ready condition after the reconcile (`True`, `False`, `Unknown`), when
-    /// the object has one.
-    pub ready: Option<&'static str>,
 }
 
 impl Reconciled {
@@ -230,7 +227,6 @@ impl Reconciled {
             requeue: None,
             outcome: None,
             reason: None,
-            ready: None,
         }
     }
 }

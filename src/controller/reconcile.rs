@@ -147,18 +147,19 @@ pub async fn frame<K: Kind>(
     let result = async {
         let mut run = Run::new(api, obj, ctx, mode, started)?;
         let end = phases(&mut run).await;
-        run.conclude(end).await
+        let reconciled = run.conclude(end).await?;
+        Ok::<_, Error>((reconciled, run.ready_status()))
     }
     .instrument(span)
     .await;
     if metered {
-        let outcome = result.as_ref().ok().and_then(|r| r.outcome);
+        let outcome = result.as_ref().ok().and_then(|(r, _)| r.outcome);
         ctx.observe(K::KIND, namespace, name, outcome, started);
-        if let (Some(m), Ok(r)) = (&ctx.metrics, &result) {
-            m.set_ready(K::KIND, namespace, name, r.ready);
+        if let (Some(m), Ok((_, ready))) = (&ctx.metrics, &result) {
+            m.set_ready(K::KIND, namespace, name, *ready);
         }
     }
-    result
+    result.map(|(r, _)| r)
 }
 
 /// `Kind ns/name`, or `Kind name` for a cluster-scoped object.
@@ -665,6 +666,19 @@ impl<'a, K: Kind> Run<'a, K> {
         Ok(())
     }
 
+    /// The status of the object's Ready condition as it stands (`True`, `False`, `Unknown`), for
+    /// the `opm_controller_ready` series; `None` without one.
+    fn ready_status(&self) -> Option<&'static str> {
+        self.obj
+            .status_of()
+            .and_then(|s| crds::conditions::get(s.conditions(), crds::conditions::types::READY))
+            .map(|c| match c.status.as_str() {
+                "True" => "True",
+                "False" => "False",
+                _ => "Unknown",
+            })
+    }
+
     /// Commits how the phases ended (the commit of the module docs).
     pub async fn conclude(&mut self, ended: Result<End, Halt>) -> Result<Reconciled, Error> {
         let end = match ended {
@@ -718,20 +732,10 @@ impl<'a, K: Kind> Run<'a, K> {
         if let Some(then) = end.then {
             then(self.ctx);
         }
-        let ready = self
-            .obj
-            .status_of()
-            .and_then(|s| crds::conditions::get(s.conditions(), crds::conditions::types::READY))
-            .map(|c| match c.status.as_str() {
-                "True" => "True",
-                "False" => "False",
-                _ => "Unknown",
-            });
         Ok(Reconciled {
             requeue: end.requeue,
             outcome: end.outcome.filter(|_| lead),
             reason: end.reason,
-            ready,
         })
     }
 }
