@@ -24,6 +24,13 @@ pub struct SecretKeyReference {
     pub key: Option<String>,
 }
 
+/// The schema of an optional `kubeConfig` field: the object's own, not `nullable` (an absent
+/// field is unset), so `kubectl explain` descends into it with every kubectl version (the v2
+/// OpenAPI an apiserver serves drops the properties of a `nullable` object).
+pub fn optional_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    <KubeConfigReference as JsonSchema>::json_schema(g)
+}
+
 /// Where to apply: the cluster a kubeconfig names instead of the operator's own.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

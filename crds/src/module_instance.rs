@@ -86,6 +86,7 @@ pub struct ModuleInstanceSpec {
     /// the instance's namespace) instead of the operator's own; the render happens here, the
     /// ServiceAccount is impersonated there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::kube_config::optional_schema")]
     pub kube_config: Option<KubeConfigReference>,
 }
 

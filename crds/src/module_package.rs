@@ -90,6 +90,7 @@ pub struct ModulePackageSpec {
     pub health_check_exprs: Vec<HealthCheckExpr>,
     /// The cluster to apply to (as ModuleInstance's `kubeConfig`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::kube_config::optional_schema")]
     pub kube_config: Option<KubeConfigReference>,
 }
 

@@ -281,17 +281,28 @@ impl Clusters {
 /// The client configuration of a kubeconfig (module rules: what is refused).
 pub async fn config_of(bytes: &[u8]) -> Result<kube::Config, String> {
     let text = std::str::from_utf8(bytes).map_err(|_| "the kubeconfig is not UTF-8".to_owned())?;
-    let kubeconfig =
-        Kubeconfig::from_yaml(text).map_err(|e| format!("the kubeconfig does not parse: {e}"))?;
+    let kubeconfig = Kubeconfig::from_yaml(text)
+        .map_err(|e| format!("the kubeconfig does not parse: {}", first_line(&e)))?;
     refuse_unsafe(&kubeconfig)?;
     let mut config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
-            .map_err(|e| format!("the kubeconfig is not usable: {e}"))?;
+            .map_err(|e| format!("the kubeconfig is not usable: {}", first_line(&e)))?;
     config.connect_timeout = Some(CONNECT_TIMEOUT);
     config.read_timeout = Some(REQUEST_TIMEOUT);
     config.write_timeout = Some(REQUEST_TIMEOUT);
     Ok(config)
+}
+
+/// The first line of an error's text (a YAML error goes on with a caret excerpt of the
+/// input, which a condition message does not need and which could hold a credential).
+fn first_line(e: &dyn std::fmt::Display) -> String {
+    e.to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
 }
 
 /// Refuses plugins, file paths and disabled TLS verification (module rules).

@@ -27,6 +27,7 @@
 //!   `HealthCheckExprInvalid`). Objects with no entries cost nothing (no lock, no allocation).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use ::cel::{Context, Env, Program, Value as CelValue};
@@ -294,6 +295,8 @@ type Compiled = (Option<i64>, Arc<HealthRules>);
 #[derive(Debug, Default)]
 pub struct RulesCache {
     rules: Mutex<HashMap<String, Compiled>>,
+    /// How many objects have rules (read without the lock: an empty cache costs nothing).
+    count: AtomicUsize,
 }
 
 impl RulesCache {
@@ -317,23 +320,24 @@ impl RulesCache {
         }
         let rules = Arc::new(HealthRules::compile(exprs)?);
         map.insert(key.to_owned(), (generation, rules.clone()));
+        self.count.store(map.len(), Ordering::Relaxed);
         Ok(Some(rules))
     }
 
-    /// Forgets what was compiled for `key` (the object is gone or has no expressions).
+    /// Forgets what was compiled for `key` (the object is gone or has no expressions); no lock
+    /// is taken while the cache is empty.
     pub fn forget(&self, key: &str) {
-        let mut map = self.rules.lock().unwrap_or_else(PoisonError::into_inner);
-        if !map.is_empty() {
-            map.remove(key);
+        if self.count.load(Ordering::Relaxed) == 0 {
+            return;
         }
+        let mut map = self.rules.lock().unwrap_or_else(PoisonError::into_inner);
+        map.remove(key);
+        self.count.store(map.len(), Ordering::Relaxed);
     }
 
     /// How many objects have compiled rules.
     pub fn len(&self) -> usize {
-        self.rules
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.count.load(Ordering::Relaxed)
     }
 
     /// Whether no object has compiled rules.

@@ -103,6 +103,10 @@ impl<K: Rendered> Run<'_, K> {
     ) -> Result<Option<Arc<crate::apply::health::cel::HealthRules>>, Failure> {
         let exprs = self.obj.settings().health_check_exprs;
         if exprs.is_empty() {
+            // Rules compiled for an earlier generation go (no cost while none are cached).
+            if !self.ctx.health_rules.is_empty() {
+                self.ctx.health_rules.forget(&self.changes_key());
+            }
             return Ok(None);
         }
         self.ctx

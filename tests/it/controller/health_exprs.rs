@@ -123,7 +123,10 @@ async fn a_certificate_is_judged_by_its_expressions_where_kstatus_calls_it_healt
         m.reconcile("web").await.reason,
         Some(reasons::RECONCILIATION_SUCCEEDED)
     );
-    assert!(m.ctx.health_rules.is_empty(), "the compiled rules are dropped");
+    assert!(
+        m.ctx.health_rules.is_empty(),
+        "the compiled rules are dropped"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

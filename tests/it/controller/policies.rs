@@ -56,7 +56,11 @@ async fn if_not_present_creates_once_never_updates_and_is_pruned_on_deletion() {
     let cm = live(&m.env.client, CONFIG_MAP, "settings").await.unwrap();
     assert_eq!(cm["data"]["msg"], "second");
     let kept = live(&m.env.client, SECRET, "db-password").await.unwrap();
-    assert_eq!(data_of(&kept, "password"), first, "IfNotPresent: not updated");
+    assert_eq!(
+        data_of(&kept, "password"),
+        first,
+        "IfNotPresent: not updated"
+    );
     assert_eq!(kept["metadata"]["uid"], created["metadata"]["uid"]);
 
     // A hand edit of the Secret is not drift (its fields are not ours to keep) ...
@@ -134,8 +138,10 @@ async fn ignore_is_never_applied_and_never_pruned() {
         Api::namespaced(m.env.client.clone(), NS);
     cms.create(
         &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": "theirs"}, "data": {"msg": "by hand"}}))
-            .unwrap(),
+        &serde_json::from_value(
+            json!({"metadata": {"name": "theirs"}, "data": {"msg": "by hand"}}),
+        )
+        .unwrap(),
     )
     .await
     .unwrap();

@@ -103,7 +103,9 @@ async fn everything_after_the_render_happens_on_the_remote_cluster_as_its_servic
         NS,
         "deployer",
         &[("", "configmaps"), ("apps", "deployments")],
-        &["get", "list", "watch", "create", "update", "patch", "delete"],
+        &[
+            "get", "list", "watch", "create", "update", "patch", "delete",
+        ],
     )
     .await;
     bind(
@@ -243,7 +245,8 @@ async fn a_missing_or_invalid_kubeconfig_is_reported_and_recovers() {
         reasons::KUBE_CONFIG_INVALID,
     );
     assert!(
-        message.starts_with("the kubeConfig Secret team-a/remote-kc: the kubeconfig does not parse"),
+        message
+            .starts_with("the kubeConfig Secret team-a/remote-kc: the kubeconfig does not parse"),
         "{message}"
     );
     let exec = kubeconfig_for(remote.url()).replace(
@@ -257,7 +260,10 @@ async fn a_missing_or_invalid_kubeconfig_is_reported_and_recovers() {
         &m.status("web").await.conditions,
         reasons::KUBE_CONFIG_INVALID,
     );
-    assert!(message.contains("exec credential plugins are not allowed"), "{message}");
+    assert!(
+        message.contains("exec credential plugins are not allowed"),
+        "{message}"
+    );
     assert!(live(&rc, CONFIG_MAP, "settings").await.is_none());
 
     // A usable one: applied there.
@@ -291,7 +297,10 @@ async fn a_missing_or_invalid_kubeconfig_is_reported_and_recovers() {
     )
     .await;
     let c = resolve().await.unwrap();
-    assert!(!Arc::ptr_eq(&a, &c), "a new Secret version builds a new client");
+    assert!(
+        !Arc::ptr_eq(&a, &c),
+        "a new Secret version builds a new client"
+    );
     assert_eq!(m.ctx.clusters.len(), 1, "the old client is dropped");
 }
 
@@ -324,13 +333,18 @@ async fn a_new_target_orphans_the_old_inventory_and_prunes_nothing_anywhere() {
     )
     .await;
     let out = m.reconcile("web").await;
-    assert_eq!(out.reason, Some(reasons::RECONCILIATION_SUCCEEDED), "{out:?}");
+    assert_eq!(
+        out.reason,
+        Some(reasons::RECONCILIATION_SUCCEEDED),
+        "{out:?}"
+    );
     assert!(live(&sc, CONFIG_MAP, "settings").await.is_some());
     assert!(
         live(&fc, CONFIG_MAP, "settings").await.is_some(),
         "left on the first cluster"
     );
-    let (kind, _, note) = one_event(&events(&m.env.client, "web", reasons::INVENTORY_ORPHANED).await);
+    let (kind, _, note) =
+        one_event(&events(&m.env.client, "web", reasons::INVENTORY_ORPHANED).await);
     assert_eq!(kind, "Warning");
     assert_eq!(
         note,

@@ -75,7 +75,10 @@ async fn a_remote_cluster_that_stops_answering_prunes_nothing_and_recovers() {
     namespace(&rc, NS).await;
 
     let m = mi_env(
-        vec![config_map("settings", json!({})), config_map("extra", json!({}))],
+        vec![
+            config_map("settings", json!({})),
+            config_map("extra", json!({})),
+        ],
         |_| {},
     )
     .await;
@@ -83,8 +86,10 @@ async fn a_remote_cluster_that_stops_answering_prunes_nothing_and_recovers() {
     Api::<ConfigMap>::namespaced(m.env.client.clone(), NS)
         .create(
             &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "extra"}, "data": {"here": "yes"}}))
-                .unwrap(),
+            &serde_json::from_value(
+                json!({"metadata": {"name": "extra"}, "data": {"here": "yes"}}),
+            )
+            .unwrap(),
         )
         .await
         .unwrap();
@@ -110,7 +115,11 @@ async fn a_remote_cluster_that_stops_answering_prunes_nothing_and_recovers() {
     let mut backoff = Vec::new();
     for _ in 0..3 {
         let out = m.reconcile("web").await;
-        assert_eq!(out.reason, Some(reasons::REMOTE_CLUSTER_UNREACHABLE), "{out:?}");
+        assert_eq!(
+            out.reason,
+            Some(reasons::REMOTE_CLUSTER_UNREACHABLE),
+            "{out:?}"
+        );
         backoff.push(out.requeue.unwrap());
     }
     assert!(
@@ -118,9 +127,14 @@ async fn a_remote_cluster_that_stops_answering_prunes_nothing_and_recovers() {
         "retried with backoff: {backoff:?}"
     );
     let (st, reason, message) = m.ready("web").await;
-    assert_eq!((st.as_str(), reason.as_str()), ("False", reasons::REMOTE_CLUSTER_UNREACHABLE));
+    assert_eq!(
+        (st.as_str(), reason.as_str()),
+        ("False", reasons::REMOTE_CLUSTER_UNREACHABLE)
+    );
     assert!(
-        message.starts_with(&format!("cluster http://127.0.0.1:{port}/ is not reachable: ")),
+        message.starts_with(&format!(
+            "cluster http://127.0.0.1:{port}/ is not reachable: "
+        )),
         "{message}"
     );
     assert!(condition(&m.status("web").await.conditions, types::STALLED).is_none());
@@ -138,7 +152,10 @@ async fn a_remote_cluster_that_stops_answering_prunes_nothing_and_recovers() {
     );
     m.until_reason("web", reasons::RECONCILIATION_SUCCEEDED, 30)
         .await;
-    assert!(live(&rc, CONFIG_MAP, "extra").await.is_none(), "pruned on recovery");
+    assert!(
+        live(&rc, CONFIG_MAP, "extra").await.is_none(),
+        "pruned on recovery"
+    );
     let settings = live(&rc, CONFIG_MAP, "settings").await.unwrap();
     assert_eq!(settings["data"]["msg"], "while-down");
     assert!(live(&m.env.client, CONFIG_MAP, "extra").await.is_some());
@@ -154,7 +171,11 @@ async fn a_remote_cluster_that_stops_answering_prunes_nothing_and_recovers() {
     let out = opm_operator::controller::instance::reconcile(NS, "web", &m.ctx)
         .await
         .unwrap();
-    assert_eq!(out.reason, Some(reasons::REMOTE_CLUSTER_UNREACHABLE), "{out:?}");
+    assert_eq!(
+        out.reason,
+        Some(reasons::REMOTE_CLUSTER_UNREACHABLE),
+        "{out:?}"
+    );
     assert!(m.instances().get_opt("web").await.unwrap().is_some());
     let remote = start_remote(&bin, dir.path(), port).await;
     tokio::time::sleep(Duration::from_millis(100)).await;

@@ -80,7 +80,10 @@ impl ModuleRenderer for ObjectsRenderer {
                 for (k, v) in [
                     ("app.kubernetes.io/managed-by", "opm-controller"),
                     ("module-instance.opmodel.dev/name", req.name.as_str()),
-                    ("module-instance.opmodel.dev/namespace", req.namespace.as_str()),
+                    (
+                        "module-instance.opmodel.dev/namespace",
+                        req.namespace.as_str(),
+                    ),
                     ("module-instance.opmodel.dev/uuid", UUID),
                     ("component.opmodel.dev/name", "app"),
                 ] {
