@@ -5,7 +5,7 @@
 //! | annotation | values (default first) | apply | inventory | prune (stale, and on deletion) | drift | health |
 //! |---|---|---|---|---|---|---|
 //! | `opm.dev/apply` | `Always` | server-side apply, every reconcile that applies | recorded | pruned when stale (with `spec.prune`) and on deletion | checked | checked |
-//! | `opm.dev/apply` | `IfNotPresent` | created when absent (so re-created at the next apply after a deletion); an existing object is never read for a plan, dry-run, updated or ownership-checked | recorded | pruned as any object (Flux's rule: only `opm.dev/prune: disabled` keeps it) | only a missing object counts | checked |
+//! | `opm.dev/apply` | `IfNotPresent` | created when absent (so re-created at the next apply after a deletion); an existing object is read, then left as it is: no dry-run, no update, no ownership check | recorded | pruned as any object (Flux's rule: only `opm.dev/prune: disabled` keeps it) | only a missing object counts | checked |
 //! | `opm.dev/apply` | `Ignore` | never applied, nor previewed by the render API | not recorded | never: an entry recorded before it was ignored is not stale and is dropped from the inventory | not checked | not checked |
 //! | `opm.dev/force` | `disabled`, `enabled` | `enabled`: an update refused for immutable fields deletes and re-creates the object (`spec.rollout.forceConflicts` for this object alone); a Namespace, CRD or PersistentVolumeClaim, and a live object the prune guard keeps, are still never re-created | – | – | – | – |
 //! | `opm.dev/prune` | `enabled`, `disabled` | – | recorded | `disabled`: never deleted, when stale nor on deletion (read on the live object) | – | – |
