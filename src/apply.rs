@@ -74,6 +74,7 @@ pub mod health;
 pub mod impersonate;
 pub mod object;
 pub mod ownership;
+pub mod policy;
 pub mod prune;
 pub mod resolve;
 
@@ -272,6 +273,8 @@ pub struct Preview {
 struct Prepared {
     r: ObjectRef,
     body: Value,
+    /// Its `opm.dev/*` policy ([`policy`]).
+    policy: policy::Policy,
 }
 
 impl Engine {
@@ -293,6 +296,19 @@ impl Engine {
             resolver: self.resolver.clone(),
             opts: self.opts.clone(),
             impersonated: Some(user),
+            controller: self.controller.clone(),
+        }
+    }
+
+    /// An engine acting on another cluster with `client` (`spec.kubeConfig`), sharing this
+    /// engine's options but with a discovery cache of its own; owner lookups ([`ownership`])
+    /// still use this engine's controller client: the instances live on this cluster.
+    pub fn on_cluster(&self, client: Client) -> Engine {
+        Engine {
+            client,
+            resolver: Arc::new(Resolver::default()),
+            opts: self.opts.clone(),
+            impersonated: None,
             controller: self.controller.clone(),
         }
     }
@@ -370,9 +386,18 @@ impl Engine {
                         });
                         continue;
                     }
+                    let policy = match policy::Policy::of(o) {
+                        Ok(p) if p.ignored() => continue,
+                        Ok(p) => p,
+                        Err(e) => {
+                            errors.push(e);
+                            continue;
+                        }
+                    };
                     out.push(Prepared {
                         body: object::prepare(o, &self.opts.runtime_name, opts.instance.as_ref()),
                         r,
+                        policy,
                     })
                 }
                 Err(e) => errors.push(e),
@@ -572,6 +597,23 @@ impl Engine {
             Ok(o) => o.map(|o| to_value(&o, &p.r)).transpose()?,
             Err(e) => return Err(self.err(e, &p.r, "get")),
         };
+        // `opm.dev/apply: IfNotPresent` ([`policy`]): an existing object is left as it is.
+        if p.policy.apply == policy::ApplyMode::IfNotPresent {
+            if let Some(live) = live {
+                let live = comparable(&live);
+                return Ok(Plan {
+                    action: Action::Unchanged,
+                    api,
+                    live: Some(live.clone()),
+                    planned: live,
+                    recreate: None,
+                    adopted: None,
+                });
+            }
+        }
+        // `opm.dev/force: enabled` ([`policy`]): this object is re-created as with
+        // `rollout.forceConflicts`.
+        let recreate = recreate || p.policy.force;
         let adopted = match self.ownership(&p.r, live.as_ref(), me).await? {
             ownership::Ownership::Ours => None,
             ownership::Ownership::Adopted(from) => Some(from),
@@ -749,15 +791,36 @@ impl Engine {
         &self,
         objects: &[Value],
     ) -> Vec<(ObjectRef, Result<health::Health, Error>)> {
+        self.health_of_with(objects, None).await
+    }
+
+    /// [`Engine::health_of`] with the custom health checks `rules` ([`health::cel`]): the objects
+    /// of a kind they judge are read even when [`health::needs_check`] would skip the kind (not
+    /// when `opm.dev/wait: disabled`), and judged by the rules instead of kstatus; objects
+    /// `opm.dev/apply: Ignore` ([`policy`]) are not read.
+    pub async fn health_of_with(
+        &self,
+        objects: &[Value],
+        rules: Option<&health::cel::HealthRules>,
+    ) -> Vec<(ObjectRef, Result<health::Health, Error>)> {
+        let judged = |o: &Value| {
+            rules.is_some_and(|rules| {
+                let s = |k: &str| o.get(k).and_then(Value::as_str).unwrap_or_default();
+                rules.judges(s("apiVersion"), s("kind")) && !health::wait_disabled(o)
+            })
+        };
         let refs: Vec<ObjectRef> = objects
             .iter()
-            .filter(|o| health::needs_check(o))
+            .filter(|o| health::needs_check(o) || judged(o))
+            .filter(|o| !policy::Policy::of(o).is_ok_and(|p| p.ignored()))
             .filter_map(|o| ObjectRef::of(o).ok())
             .collect();
         stream::iter(refs)
             .map(|r| async move {
                 let h = match self.get_live(&r).await {
-                    Ok(Some(live)) => Ok(health::assess(&live)),
+                    Ok(Some(live)) => Ok(rules
+                        .and_then(|rules| rules.assess(&live))
+                        .unwrap_or_else(|| health::assess(&live))),
                     Ok(None) => Ok(health::Health::NotFound),
                     Err(e) => Err(e),
                 };
@@ -833,6 +896,9 @@ impl Engine {
         };
         crate::inventory::check_size(&desired, opts.size_budget)
             .map_err(|e| fail(Phase::Plan, Error::InventoryTooLarge(e)))?;
+        // `opm.dev/*` policies ([`policy`]): an unknown value refuses the whole apply; an ignored
+        // object is not recorded, and what was recorded of it is never stale.
+        let ignored = policy::ignored(objects).map_err(|e| fail(Phase::Plan, e))?;
         if desired.is_empty() && !previous.is_empty() && !opts.allow_empty {
             return Err(fail(
                 Phase::Plan,
@@ -862,7 +928,7 @@ impl Engine {
         Ok(SyncResult {
             changes,
             pruned,
-            inventory: desired,
+            inventory: policy::recorded(&desired, &ignored),
         })
     }
 }

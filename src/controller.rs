@@ -25,6 +25,8 @@
 //! - [`package`]: the ModulePackage reconciler's own steps (§2.3, §2.4) and its Flux sources.
 //! - [`deadline`]: the `--reconcile-timeout` of both; [`workloads`]: the watch that re-enqueues
 //!   an instance when one of its workloads changes health after the apply.
+//! - [`remote`]: `spec.kubeConfig`, the remote cluster both apply to (its client cache, what a
+//!   kubeconfig may hold, reachability).
 //!
 //! The controller flags of `opm-operator serve` and the wiring of all of this live in the
 //! composition root, `crate::cmd::serve`.
@@ -43,6 +45,7 @@ pub mod platform;
 pub mod platform_gate;
 pub mod reconcile;
 pub mod registration;
+pub mod remote;
 pub mod render_apply;
 pub mod runtime;
 pub mod shard;

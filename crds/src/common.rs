@@ -88,6 +88,11 @@ pub struct Inventory {
     /// The entries.
     #[serde(default)]
     pub entries: Vec<InventoryEntry>,
+    /// The API server URL of the remote cluster the entries live on (`spec.kubeConfig`);
+    /// absent: the operator's own cluster. Entries of another cluster than the current target
+    /// are never pruned on the current one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
 }
 
 /// One reconcile attempt in the history (at most 10, newest first).

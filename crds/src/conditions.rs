@@ -97,6 +97,22 @@ pub mod reasons {
     /// Ready=False: the reconcile passed `--reconcile-timeout` (retried with backoff).
     pub const RECONCILE_TIMED_OUT: &str = "ReconcileTimedOut";
 
+    // Custom health and remote clusters (ModuleInstance and ModulePackage).
+    /// Stalled: an expression of `spec.healthCheckExprs` does not compile, or two entries judge
+    /// the same kind (the message names the entry and the expression).
+    pub const HEALTH_CHECK_EXPR_INVALID: &str = "HealthCheckExprInvalid";
+    /// Ready=False, retried with backoff: the `spec.kubeConfig` Secret or its key is missing.
+    pub const KUBE_CONFIG_NOT_FOUND: &str = "KubeConfigNotFound";
+    /// Stalled: the `spec.kubeConfig` kubeconfig does not parse, names no usable cluster, or
+    /// asks for what the operator refuses (exec or auth-provider plugins, file paths).
+    pub const KUBE_CONFIG_INVALID: &str = "KubeConfigInvalid";
+    /// Ready=False, retried with backoff: the `spec.kubeConfig` cluster does not answer; nothing
+    /// is applied or pruned anywhere until it does.
+    pub const REMOTE_CLUSTER_UNREACHABLE: &str = "RemoteClusterUnreachable";
+    /// Event only (Warning): the recorded inventory lives on another cluster than the one
+    /// `spec.kubeConfig` now targets; its objects are left there (orphaned), not pruned.
+    pub const INVENTORY_ORPHANED: &str = "InventoryOrphaned";
+
     // Platform.
     /// Ready=True: the platform module was generated and built.
     pub const GENERATED: &str = "Generated";

@@ -252,6 +252,7 @@ impl ModuleInstance {
             digest: String::new(),
             count,
             entries,
+            cluster: None,
         });
         self
     }

@@ -15,9 +15,11 @@
 
 pub mod common;
 pub mod conditions;
+pub mod custom_health;
 pub mod duration;
 #[cfg(feature = "kinds")]
 pub mod fixtures;
+pub mod kube_config;
 #[cfg(feature = "kinds")]
 pub mod module_instance;
 #[cfg(feature = "kinds")]

@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{ReconcileStatus, Rollout};
 use crate::conditions::HasConditions;
+use crate::custom_health::HealthCheckExpr;
+use crate::kube_config::KubeConfigReference;
 
 /// Who manages the instance. Only the literal `cli` makes the operator hands-off.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
@@ -74,6 +76,18 @@ pub struct ModuleInstanceSpec {
     /// Rollout options.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,
+    /// Custom health checks: per kind, CEL expressions over the live object (`self`, and its
+    /// top-level fields by name as in Flux) judging it in progress, failed or current, used
+    /// instead of the built-in kstatus rules for that kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub health_check_exprs: Vec<HealthCheckExpr>,
+    /// Apply, prune, drift-check and health-check on the cluster of this kubeconfig (a Secret in
+    /// the instance's namespace) instead of the operator's own; the render happens here, the
+    /// ServiceAccount is impersonated there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::kube_config::optional_schema")]
+    pub kube_config: Option<KubeConfigReference>,
 }
 
 /// Observed state of a ModuleInstance.

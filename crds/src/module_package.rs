@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{ReconcileStatus, Rollout};
 use crate::conditions::HasConditions;
+use crate::custom_health::HealthCheckExpr;
+use crate::kube_config::KubeConfigReference;
 
 /// The Flux source holding the artifact (kind checked by the reconciler).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -82,6 +84,14 @@ pub struct ModulePackageSpec {
     /// Rollout options.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,
+    /// Custom health checks (as ModuleInstance's `healthCheckExprs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub health_check_exprs: Vec<HealthCheckExpr>,
+    /// The cluster to apply to (as ModuleInstance's `kubeConfig`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::kube_config::optional_schema")]
+    pub kube_config: Option<KubeConfigReference>,
 }
 
 /// The artifact last fetched.

@@ -13,6 +13,9 @@
 //! - A dry-run (or read) error is recorded in `errors`; [`DriftReport::outcome`] is then
 //!   [`DriftOutcome::Unknown`], never "in sync".
 //! - Correction is opt-in ([`DriftOptions::correct`]): drifted objects are re-applied.
+//! - Per-object policies ([`super::policy`]): an `opm.dev/apply: Ignore` object is not checked
+//!   (nor counted); for an `opm.dev/apply: IfNotPresent` object only its absence is drift (its
+//!   fields are not ours to keep), and correction re-creates it.
 
 use futures::stream::{self, StreamExt};
 use kube::api::{Patch, PatchParams};
@@ -261,8 +264,30 @@ impl Engine {
                 }
             }
         };
+        let policy = match super::policy::Policy::of(o) {
+            Ok(p) if p.ignored() => {
+                return Check {
+                    r,
+                    valid: false,
+                    verdict: Ok(None),
+                    corrected: None,
+                }
+            }
+            Ok(p) => p,
+            Err(e) => {
+                return Check {
+                    r,
+                    valid: true,
+                    verdict: Err(e),
+                    corrected: None,
+                }
+            }
+        };
         let body = object::prepare(o, &self.opts.runtime_name, None);
-        let verdict = self.drift_one(&r, &body, opts).await;
+        let verdict = match policy.apply {
+            super::policy::ApplyMode::IfNotPresent => self.missing(&r).await,
+            _ => self.drift_one(&r, &body, opts).await,
+        };
         let corrected = match verdict {
             Ok(Some(_)) if opts.correct => Some(self.correct(&r, &body).await),
             _ => None,
@@ -303,6 +328,11 @@ impl Engine {
             .map_err(|e| self.err(e, r, "apply (dry-run)"))?;
         let planned = super::to_value(&planned, r)?;
         Ok(differs(&planned, &live, &self.opts.field_manager, &opts.ignore, r).then_some(false))
+    }
+
+    /// `Some(true)` when the object is missing, else `None` (module rules, `IfNotPresent`).
+    async fn missing(&self, r: &ObjectRef) -> Result<Option<bool>, Error> {
+        Ok(self.get_live(r).await?.is_none().then_some(true))
     }
 
     async fn correct(&self, r: &ObjectRef, body: &Value) -> Result<(), Error> {

@@ -79,6 +79,10 @@ pub struct Context {
     /// The default rollout timeout (`--health-timeout`; `spec.rollout.timeout` overrides it;
     /// zero: no health check).
     pub health_timeout: Duration,
+    /// The compiled `spec.healthCheckExprs` of the rendering kinds, per object and generation.
+    pub health_rules: crate::apply::health::cel::RulesCache,
+    /// The remote clusters of `spec.kubeConfig` in use (clients cached per Secret version).
+    pub clusters: super::remote::Clusters,
     /// Consecutive reconcile errors per object key (`Kind/name`), for the error backoff.
     failures: FailureCounts,
     /// What the last apply of an object changed (`Kind/namespace/name` → “1 created, …”), kept
@@ -145,6 +149,8 @@ impl Context {
             shard: super::shard::Shard::default(),
             health_poll: DEFAULT_HEALTH_POLL,
             health_timeout: DEFAULT_HEALTH_TIMEOUT,
+            health_rules: Default::default(),
+            clusters: Default::default(),
             failures: FailureCounts::default(),
             pending_changes: Mutex::new(HashMap::new()),
         }

@@ -24,7 +24,10 @@
 //! - **Phases 4–6**: the instance labels stamped carry the instance's own name and namespace; prune
 //!   (also on deletion) guards on the owner uuid `status.instanceUUID`; a 403 under a
 //!   ServiceAccount stalls `ImpersonationFailed` (`Rendered::FORBIDDEN_STALLS`).
-//! - **Success** does not requeue; metrics (§7.2) are recorded.
+//! - **Success** does not requeue (a Ready instance on a remote cluster is polled,
+//!   [`super::remote`]); metrics (§7.2) are recorded.
+//! - **Target**: the cluster of `spec.kubeConfig` is resolved once per reconcile, before the
+//!   render (an unusable one costs no render), and phase 3 drift and phases 4–6 act on it.
 
 use crds::common::FailureCounters;
 use crds::conditions::{self, reasons, types, HasConditions};
@@ -33,6 +36,7 @@ use serde_json::Value;
 
 use super::context::{Context, Reconciled};
 use super::reconcile::{self, End, Halt, Kind, Mode, Note, Run, When};
+use super::remote::Target;
 use super::render_apply::{self, Rendered};
 use super::runtime::{self, Error, EventType};
 use crate::apply::drift::{DriftOptions, DriftOutcome};
@@ -158,6 +162,9 @@ async fn reconcile_phases(
     );
     digests.source = inventory::source_digest(&path, &version);
     digests.config = inventory::config_digest(Some(&values_bytes));
+    // The cluster applied to (`spec.kubeConfig`, `super::remote`): resolved once, before the
+    // render, so an unusable one costs no render.
+    let target = run.target().await?;
 
     // Phase 1: render on a leased platform.
     let rendered = render(run).await?;
@@ -182,14 +189,15 @@ async fn reconcile_phases(
     }
 
     // Phase 3: drift (controller identity); NoOp and phases 4–7 follow in the core.
-    let unchanged = render_apply::is_no_op_of(&run.prior.reconcile, digests);
-    drift(run, &objects, unchanged).await;
+    let unchanged =
+        run.same_cluster(&target) && render_apply::is_no_op_of(&run.prior.reconcile, digests);
+    drift(run, &target, &objects, unchanged).await;
     let instance = uuid.map(|uuid| InstanceLabels {
         name: run.name.clone(),
         namespace: run.namespace.clone(),
         uuid,
     });
-    run.apply(&objects, &rendered.inventory, digests, instance)
+    run.apply_to(&target, &objects, &rendered.inventory, digests, instance)
         .await
 }
 
@@ -211,10 +219,14 @@ async fn render(run: &Run<'_, ModuleInstance>) -> Result<RenderResult, Halt> {
 
 /// Phase 3 drift (§6.5): Drifted and the drift failure counter;
 /// `unchanged`: the render is the one last applied (a NoOp), so a difference is someone else's.
-async fn drift(run: &mut Run<'_, ModuleInstance>, objects: &[Value], unchanged: bool) {
-    let report = run
-        .ctx
-        .engine
+async fn drift(
+    run: &mut Run<'_, ModuleInstance>,
+    target: &Target,
+    objects: &[Value],
+    unchanged: bool,
+) {
+    let report = target
+        .engine(&run.ctx.engine)
         .drift(objects, &DriftOptions::default())
         .await;
     let generation = run.generation();

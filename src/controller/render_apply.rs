@@ -98,6 +98,16 @@
 //!   else backoff of the reconcile counter; a stalled one after 30 minutes.
 //! - **Metrics** (§7.2, kinds that record them): apply counts and pruned count per phase, the
 //!   inventory size after success, forgotten when the finalizer is released.
+//! - **Target cluster** (`target`, [`super::remote`]): `spec.kubeConfig` makes apply, prune,
+//!   drift, health and deletion act on a remote cluster (its ServiceAccount impersonated there);
+//!   unset, the operator's own cluster at no cost. An unusable one is `KubeConfigNotFound`,
+//!   `KubeConfigInvalid` or `RemoteClusterUnreachable`; the inventory records its cluster, and an
+//!   inventory of another cluster is never pruned on the current one nor a NoOp.
+//! - **Custom health** (`health`, [`crate::apply::health::cel`]): `spec.healthCheckExprs`,
+//!   compiled once per generation, judge the kinds they name instead of kstatus; a bad one stalls
+//!   `HealthCheckExprInvalid` before anything is applied.
+//! - **Per-object policies** ([`crate::apply::policy`]): `opm.dev/apply: Ignore` objects are not
+//!   recorded, so the inventory digest is that of the recorded entries.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -129,8 +139,10 @@ use crate::render_lease::{Origin, RenderEnd};
 
 mod deletion;
 mod health;
+mod target;
 
-use health::health_note;
+use super::remote::Target;
+use health::{health_note, Checks};
 pub use health::{verdict_of, Verdict, HEALTH_NAMES, HEALTH_RECHECK};
 
 /// Maximum history entries kept (§6.7).
@@ -268,6 +280,10 @@ pub struct Settings<'a> {
     pub service_account_name: Option<&'a str>,
     /// `spec.rollout`.
     pub rollout: Option<&'a Rollout>,
+    /// `spec.healthCheckExprs` (`health`).
+    pub health_check_exprs: &'a [crds::custom_health::HealthCheckExpr],
+    /// `spec.kubeConfig` (`target`, [`super::remote`]).
+    pub kube_config: Option<&'a crds::kube_config::KubeConfigReference>,
 }
 
 /// A kind whose reconcile renders, applies and records an inventory (module docs); also what
@@ -306,6 +322,8 @@ macro_rules! same_named_fields {
                 prune: self.spec.prune,
                 service_account_name: self.spec.service_account_name.as_deref(),
                 rollout: self.spec.rollout.as_ref(),
+                health_check_exprs: &self.spec.health_check_exprs,
+                kube_config: self.spec.kube_config.as_ref(),
             }
         }
     };
@@ -318,6 +336,8 @@ pub(crate) fn forget<K: Rendered>(ctx: &Context, namespace: &str, name: &str) {
     if let Some(m) = metrics_of::<K>(ctx) {
         m.forget_inventory(namespace, name);
     }
+    ctx.health_rules
+        .forget(&format!("{}/{namespace}/{name}", K::KIND));
 }
 
 /// The metrics of a kind that records them.
@@ -432,30 +452,25 @@ impl<'a, K: Rendered> Run<'a, K> {
         )
     }
 
-    /// The identity apply and prune act as (§2.5); `None` is the controller identity.
-    async fn identity(&self) -> Option<(String, Result<Engine, apply::Error>)> {
+    /// The identity apply and prune act as on `target` (§2.5; on a remote cluster, the
+    /// ServiceAccount there); `None` is the target's base identity (the controller's here).
+    async fn identity(&self, target: &Target) -> Option<(String, Result<Engine, apply::Error>)> {
         let sa = service_account(
             self.obj.settings().service_account_name,
             self.ctx.default_service_account.as_deref(),
         )?;
-        let engine = match &self.ctx.kube_config {
-            Some(config) => {
-                self.ctx
-                    .engine
-                    .impersonating(config, &self.namespace, &sa)
-                    .await
-            }
+        let on = target.engine(&self.ctx.engine);
+        let engine = match target.base_config(self.ctx.kube_config.as_ref()) {
+            Some(config) => on.impersonating(config, &self.namespace, &sa).await,
             // Without a configuration to copy, the SA's existence is still checked first, so a
             // missing SA keeps its typed NotFound (§2.4 DeletionSAMissing).
-            None => {
-                match apply::impersonate::check_sa(&self.ctx.client, &self.namespace, &sa).await {
-                    Err(e) => Err(e),
-                    Ok(()) => Err(apply::Error::InvalidObject {
-                        object: format!("ServiceAccount/{}/{sa}", self.namespace),
-                        reason: "no client configuration to impersonate with".to_owned(),
-                    }),
-                }
-            }
+            None => match apply::impersonate::check_sa(&on.client(), &self.namespace, &sa).await {
+                Err(e) => Err(e),
+                Ok(()) => Err(apply::Error::InvalidObject {
+                    object: format!("ServiceAccount/{}/{sa}", self.namespace),
+                    reason: "no client configuration to impersonate with".to_owned(),
+                }),
+            },
         };
         Some((sa, engine))
     }
@@ -540,12 +555,18 @@ impl<'a, K: Rendered> Run<'a, K> {
         // (`RenderResult::new`); they are read here, not computed again.
         let objects: Vec<Value> = rendered.objects.iter().map(|o| o.object.clone()).collect();
         digests.render = rendered.digest.clone();
-        digests.inventory = inventory::inventory_digest(&rendered.inventory);
+        // Objects `opm.dev/apply: Ignore` are not recorded (`crate::apply::policy`): the digest
+        // is that of the entries recorded. An unknown policy value fails the apply that follows.
+        digests.inventory = match apply::policy::ignored(&objects) {
+            Ok(ignored) if !ignored.is_empty() => {
+                inventory::inventory_digest(&apply::policy::recorded(&rendered.inventory, &ignored))
+            }
+            _ => inventory::inventory_digest(&rendered.inventory),
+        };
         Ok(objects)
     }
 
-    /// NoOp, or identity, apply and prune, then the commit (module docs); `entries` are the
-    /// render's inventory entries of `objects`, `instance` the identity stamped on the objects.
+    /// [`Run::apply_to`] on the target `spec.kubeConfig` names (`target`).
     pub async fn apply(
         &mut self,
         objects: &[Value],
@@ -553,13 +574,38 @@ impl<'a, K: Rendered> Run<'a, K> {
         digests: &Digests,
         instance: Option<InstanceLabels>,
     ) -> Result<End, Halt> {
-        if is_no_op_of(self.prior.reconcile(), digests) {
+        let target = self.target().await?;
+        self.apply_to(&target, objects, entries, digests, instance)
+            .await
+    }
+
+    /// NoOp, or identity, apply and prune on `target`, then the commit (module docs); `entries`
+    /// are the render's inventory entries of `objects`, `instance` the identity stamped on the
+    /// objects. The custom health checks are compiled first (`health`), and an inventory of
+    /// another cluster is never pruned here nor a NoOp (`target`).
+    pub async fn apply_to(
+        &mut self,
+        target: &Target,
+        objects: &[Value],
+        entries: &[InventoryEntry],
+        digests: &Digests,
+        instance: Option<InstanceLabels>,
+    ) -> Result<End, Halt> {
+        let rules = self.health_rules()?;
+        let ctx = self.ctx;
+        let checks = Checks {
+            engine: target.engine(&ctx.engine),
+            rules: rules.as_deref(),
+        };
+        let same_cluster = self.same_cluster(target);
+        if same_cluster && is_no_op_of(self.prior.reconcile(), digests) {
             let applied_at = self.prior.reconcile().last_applied_at.clone();
-            let verdict = self.health(objects, applied_at.as_ref()).await;
-            return Ok(self.no_op(verdict));
+            let verdict = self.health(&checks, objects, applied_at.as_ref()).await;
+            let end = self.no_op(verdict);
+            return Ok(target.polled(end, self.interval));
         }
-        let engine = match self.identity().await {
-            None => self.ctx.engine.clone(),
+        let engine = match self.identity(target).await {
+            None => target.engine(&ctx.engine).clone(),
             Some((_, Ok(e))) => e,
             Some((_, Err(e))) => {
                 let f =
@@ -584,13 +630,21 @@ impl<'a, K: Rendered> Run<'a, K> {
             },
             ..Default::default()
         };
-        let previous = self.previous_entries();
+        // An inventory of another cluster is nothing to prune here (`target`).
+        let previous = if same_cluster {
+            self.previous_entries()
+        } else {
+            Vec::new()
+        };
         let impersonated = engine.impersonated().is_some();
         match engine
             .sync_entries(objects, entries.to_vec(), &previous, &opts)
             .await
         {
             Ok(result) => {
+                if !same_cluster {
+                    self.orphan_other_cluster(target).await;
+                }
                 self.event(
                     EventType::Normal,
                     reasons::APPLIED,
@@ -631,8 +685,16 @@ impl<'a, K: Rendered> Run<'a, K> {
                     result.changes.count(apply::Action::Configured),
                     result.changes.count(apply::Action::Unchanged),
                 );
-                let verdict = self.health(objects, None).await;
-                Ok(self.succeed(result.inventory, digests, outcome, prune, changed, verdict))
+                let verdict = self.health(&checks, objects, None).await;
+                let end = self.succeed(result.inventory, digests, outcome, prune, changed, verdict);
+                // The inventory records the cluster it lives on (`target`).
+                if let Some(i) = self.status().reconcile_mut().inventory.as_mut() {
+                    i.cluster = target.cluster();
+                }
+                Ok(target.polled(end, self.interval))
+            }
+            Err(e) if target.is_remote() && e.error.is_unreachable() => {
+                Err(self.unreachable_during_sync(target, e).into())
             }
             Err(e) => Err(self.sync_failed(e, impersonated).await.into()),
         }
@@ -818,6 +880,7 @@ impl<'a, K: Rendered> Run<'a, K> {
             digest: digests.inventory.clone(),
             count,
             entries,
+            cluster: None,
         });
         push_history(
             &mut r.history,

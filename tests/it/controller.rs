@@ -4,6 +4,7 @@
 
 pub(crate) mod common;
 mod health;
+mod health_exprs;
 mod instance;
 mod instance_real;
 mod instance_scenarios;
@@ -15,8 +16,12 @@ mod package_serve;
 mod platform;
 mod platform_real;
 mod platform_serve;
+mod policies;
 mod real;
 mod registration;
+mod remote;
+mod remote_real;
+mod rendered;
 mod requested;
 mod serve;
 mod shard;
