@@ -103,6 +103,10 @@ fn every_troubleshooting_row_is_a_reason() {
 
 /// `UpperCamelCase` literals of the scanned crates that are not condition reasons, with why.
 const NOT_REASONS: &[(&str, &str)] = &[
+    // Values of the `opm.dev/apply` per-object policy annotation (src/apply/policy.rs).
+    ("IfNotPresent", "a value of the opm.dev/apply annotation"),
+    // Type names in Debug output.
+    ("RemoteCluster", "a type name in Debug output"),
     // Kinds (ours, Kubernetes', Flux's), which are written as literals to build and match objects.
     ("ModuleInstance", "kind"),
     ("ModulePackage", "kind"),
