@@ -15,6 +15,8 @@
 
 pub mod common;
 pub mod conditions;
+pub mod depends_on;
+pub mod drift;
 pub mod duration;
 #[cfg(feature = "kinds")]
 pub mod fixtures;
@@ -26,6 +28,7 @@ pub mod module_package;
 pub mod platform;
 #[cfg(feature = "kinds")]
 pub mod transformer_registration;
+pub mod values_from;
 
 #[cfg(feature = "kinds")]
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -546,7 +546,35 @@ impl<'a, K: Rendered> Run<'a, K> {
         digests: &Digests,
         instance: Option<InstanceLabels>,
     ) -> Result<End, Halt> {
-        if is_no_op_of(self.prior.reconcile(), digests) {
+        self.apply_unless_no_op(objects, entries, digests, instance, false)
+            .await
+    }
+
+    /// The client of the identity apply acts as (module docs, “Identity”): what `valuesFrom`
+    /// reads with; a failure to build it stalls `ImpersonationFailed` as the apply's does.
+    pub async fn apply_client(&self) -> Result<kube::Client, Failure> {
+        match self.identity().await {
+            None => Ok(self.ctx.client.clone()),
+            Some((_, Ok(e))) => Ok(e.client()),
+            Some((_, Err(e))) => Err(Failure::stalled(
+                reasons::IMPERSONATION_FAILED,
+                actions::RENDER,
+                e.to_string(),
+            )),
+        }
+    }
+
+    /// [`Run::apply`], or with `reapply` the apply even when the digests say NoOp (drift
+    /// correction, issue 40).
+    pub async fn apply_unless_no_op(
+        &mut self,
+        objects: &[Value],
+        entries: &[InventoryEntry],
+        digests: &Digests,
+        instance: Option<InstanceLabels>,
+        reapply: bool,
+    ) -> Result<End, Halt> {
+        if !reapply && is_no_op_of(self.prior.reconcile(), digests) {
             let applied_at = self.prior.reconcile().last_applied_at.clone();
             let verdict = self.health(objects, applied_at.as_ref()).await;
             return Ok(self.no_op(verdict));

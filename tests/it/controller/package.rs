@@ -445,6 +445,7 @@ pub fn depending_on_base() -> ModulePackage {
     mp.spec.depends_on = vec![DependsOn {
         name: "base".into(),
         namespace: None,
+        ready_expr: None,
     }];
     mp
 }
