@@ -386,7 +386,7 @@ fn init_logging(format: LogFormat) -> Result<(), Error> {
     // line, whatever its level or origin (`crate::values_from`).
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(crate::values_from::LogWriter)
+        .with_writer(crate::values_from::log_writer())
         .with_ansi(ansi);
     let result = match format {
         LogFormat::Json => builder.json().with_current_span(true).try_init(),

@@ -28,7 +28,7 @@
 //!   forms, is replaced by [`REDACTED`] in every message the caller writes: conditions, events,
 //!   history, render API errors and diffs. A value shorter than [`MIN_REDACTED`] characters is not
 //!   searched for (it cannot be told from ordinary words; such a value is no secret anyway).
-//!   Logs are redacted where they are written ([`LogWriter`]): a process-wide set of the values
+//!   Logs are redacted where they are written ([`Redacting`], [`LogWriter`]): a process-wide set of the values
 //!   in use ([`register`], [`forget`]) is removed from every formatted log line, whatever its
 //!   level or origin (the Kubernetes client's debug lines echo server error messages).
 //!   ConfigMap content is not secret and is not redacted.
@@ -537,7 +537,7 @@ impl Redactor {
 }
 
 /// The values in use in this process, by owner (`Kind/ns/name`, a request id), removed from
-/// every log line ([`LogWriter`]). Logs are written process-wide, so this set is process-wide.
+/// every log line ([`Redacting`]). Logs are written process-wide, so this set is process-wide.
 static IN_USE: LazyLock<RwLock<HashMap<String, Redactor>>> =
     LazyLock::new(|| RwLock::new(HashMap::new()));
 
@@ -575,37 +575,47 @@ pub fn redact_in_use(text: &str) -> String {
     out
 }
 
-/// The log writer of the process: standard output, each formatted line without the values in
-/// use (module rules). A `tracing_subscriber` fmt layer writes one event per `write`.
+/// The log writer of the process: `inner` (standard output in `serve`), each formatted line
+/// without the values in use (module rules). A `tracing_subscriber` fmt layer writes one event
+/// per `write`.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct LogWriter;
+pub struct Redacting<M>(pub M);
 
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
-    type Writer = LogWriter;
+/// The process's log writer: standard output, redacted.
+pub type LogWriter = Redacting<fn() -> std::io::Stdout>;
+
+/// [`LogWriter`] itself.
+pub fn log_writer() -> LogWriter {
+    Redacting(std::io::stdout)
+}
+
+impl<'a, M: tracing_subscriber::fmt::MakeWriter<'a>> tracing_subscriber::fmt::MakeWriter<'a>
+    for Redacting<M>
+{
+    type Writer = Redacting<M::Writer>;
 
     fn make_writer(&'a self) -> Self::Writer {
-        LogWriter
+        Redacting(self.0.make_writer())
     }
 }
 
-impl Write for LogWriter {
+impl<W: Write> Write for Redacting<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let empty = IN_USE
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .is_empty();
-        let mut out = std::io::stdout().lock();
         if empty {
-            out.write_all(buf)?;
+            self.0.write_all(buf)?;
         } else {
             let text = String::from_utf8_lossy(buf);
-            out.write_all(redact_in_use(&text).as_bytes())?;
+            self.0.write_all(redact_in_use(&text).as_bytes())?;
         }
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        std::io::stdout().flush()
+        self.0.flush()
     }
 }
 
