@@ -11,7 +11,7 @@
 //! - **Source identity**: the Source digest is sha256 of `path@version`, the Config digest that of
 //!   `spec.values` (§6.1).
 //! - **Phase 1 render** of `spec.module` with `spec.values` on the leased platform; no recorded
-//!   platform is `PlatformNotReady` with backoff (an instance has no interval).
+//!   platform is `PlatformNotReady` with backoff (at `spec.interval` when the instance has one).
 //! - **Phase 2 bookkeeping**: ModuleResolved=True; `instanceUUID` from the first uuid label;
 //!   `requiredContracts` from the render (persisted by no-ops too; earlier failures keep the old
 //!   value).

@@ -93,9 +93,12 @@
 //!   `nextRetryAt` = now + requeue, a `failed` history entry when there is a message (unless the
 //!   failure says otherwise), a Warning once per transition ([`super::events::ready_changed`]).
 //!   History holds at most [`HISTORY_LIMIT`] entries, newest first, sequence monotonic (§6.7).
-//! - **Requeue** (§2.1): success and NoOp after the kind's interval (ModulePackage) or never
-//!   (ModuleInstance); a transient failure after its own requeue (the interval of a soft block),
+//! - **Requeue** (§2.1): success and NoOp after the kind's interval (ModulePackage; a
+//!   ModuleInstance with `spec.interval`) or never (a ModuleInstance without); a transient failure after its own requeue (the interval of a soft block),
 //!   else backoff of the reconcile counter; a stalled one after 30 minutes.
+//! - **Issue 40**: [`Run::apply_client`] is the client of the apply identity (what `valuesFrom`
+//!   reads with); [`Run::apply_unless_no_op`] with `reapply` applies even on a NoOp (drift
+//!   correction of `drift.mode: Enabled`).
 //! - **Metrics** (§7.2, kinds that record them): apply counts and pruned count per phase, the
 //!   inventory size after success, forgotten when the finalizer is released.
 
