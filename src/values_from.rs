@@ -181,7 +181,11 @@ pub async fn read(
     refs: &[ValuesReference],
 ) -> Result<Read, Error> {
     for r in refs {
-        if let Some(ns) = r.namespace.as_deref().filter(|n| !n.is_empty() && *n != namespace) {
+        if let Some(ns) = r
+            .namespace
+            .as_deref()
+            .filter(|n| !n.is_empty() && *n != namespace)
+        {
             return Err(Error::OtherNamespace {
                 kind: r.kind.as_str(),
                 namespace: ns.to_owned(),
@@ -257,17 +261,15 @@ pub fn parse_mapping(text: &str) -> Result<Value, String> {
         return Ok(Value::Object(Map::new()));
     }
     let v: Value = serde_yaml::from_str(text).map_err(|e| match e.location() {
-        Some(l) => format!(
-            "not valid YAML (line {}, column {})",
-            l.line(),
-            l.column()
-        ),
+        Some(l) => format!("not valid YAML (line {}, column {})", l.line(), l.column()),
         None => "not valid YAML".to_owned(),
     })?;
     match v {
         Value::Object(_) => Ok(v),
         Value::Null => Ok(Value::Object(Map::new())),
-        _ => Err("the content is not a YAML mapping (set targetPath to use it as one value)".to_owned()),
+        _ => Err(
+            "the content is not a YAML mapping (set targetPath to use it as one value)".to_owned(),
+        ),
     }
 }
 
@@ -628,7 +630,10 @@ mod tests {
     #[test]
     fn a_later_source_wins_per_key_and_maps_merge_deeply() {
         let mut base = json!({"a": {"b": 1, "c": [1, 2]}, "d": "x"});
-        merge(&mut base, json!({"a": {"c": [3], "e": true}, "d": {"f": 1}}));
+        merge(
+            &mut base,
+            json!({"a": {"c": [3], "e": true}, "d": {"f": 1}}),
+        );
         assert_eq!(
             base,
             json!({"a": {"b": 1, "c": [3], "e": true}, "d": {"f": 1}})
@@ -693,10 +698,7 @@ mod tests {
         let mut r = Redactor::default();
         r.add("log-canary-0042");
         register("test/a", &r);
-        assert_eq!(
-            redact_in_use("x log-canary-0042 y"),
-            "x [redacted] y"
-        );
+        assert_eq!(redact_in_use("x log-canary-0042 y"), "x [redacted] y");
         forget("test/a");
         assert_eq!(redact_in_use("log-canary-0042"), "log-canary-0042");
     }

@@ -56,7 +56,10 @@ pub struct ValuesReference {
     /// Set the key's content as the one value at this path (Helm's `--set` syntax: `a.b`,
     /// `a[0].b`, `a\.b`) instead of merging it as a mapping.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 250), regex(pattern = r"^([a-zA-Z0-9_\-.\\/]|\[[0-9]{1,5}\])+$"))]
+    #[schemars(
+        length(max = 250),
+        regex(pattern = r"^([a-zA-Z0-9_\-.\\/]|\[[0-9]{1,5}\])+$")
+    )]
     pub target_path: Option<String>,
     /// Tolerate a missing object or key (default false: it is an error).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -101,7 +101,10 @@ pub trait Dependent: Rendered {
 
 /// The namespace of an entry (empty: `own`).
 fn namespace_of<'a>(d: &'a DependsOn, own: &'a str) -> &'a str {
-    d.namespace.as_deref().filter(|n| !n.is_empty()).unwrap_or(own)
+    d.namespace
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .unwrap_or(own)
 }
 
 /// Reads objects of `K` once each.
@@ -225,8 +228,7 @@ pub fn ready<K: Rendered>(dep: &K) -> bool {
         return false;
     };
     let observed = c.observed_generation.or(status.observed_generation());
-    c.status == "True"
-        && observed.is_none_or(|g| Some(g) == dep.meta().generation)
+    c.status == "True" && observed.is_none_or(|g| Some(g) == dep.meta().generation)
 }
 
 /// Why a `readyExpr` gave no boolean.
@@ -401,16 +403,17 @@ mod tests {
         let mut mi = ModuleInstance::new("db", Default::default());
         mi.metadata.generation = Some(3);
         assert!(!ready(&mi), "no status");
-        let cond = |gen: Option<i64>| crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
-            type_: "Ready".into(),
-            status: "True".into(),
-            reason: "ReconciliationSucceeded".into(),
-            message: String::new(),
-            observed_generation: gen,
-            last_transition_time: crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                crds::k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-            ),
-        };
+        let cond =
+            |gen: Option<i64>| crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                reason: "ReconciliationSucceeded".into(),
+                message: String::new(),
+                observed_generation: gen,
+                last_transition_time: crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    crds::k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                ),
+            };
         mi.status = Some(Default::default());
         mi.status.as_mut().unwrap().conditions = vec![cond(Some(3))];
         assert!(ready(&mi));

@@ -59,12 +59,12 @@ use super::render_apply::{self, Rendered};
 use super::runtime::{self, Error, EventType};
 use super::values_from;
 use crate::apply::drift::{DriftOptions, DriftOutcome, IgnoreRule};
-use crate::values_from::Redactor;
-use crds::drift::DriftMode;
-use std::time::Duration;
 use crate::apply::object::InstanceLabels;
 use crate::inventory;
 use crate::kernel::{ModuleRequest, RenderResult};
+use crate::values_from::Redactor;
+use crds::drift::DriftMode;
+use std::time::Duration;
 
 pub use super::render_apply::{
     actions, deletion_sa_missing_message, is_no_op_of, push_history, Digests, DELETION_RECHECK,
@@ -197,7 +197,10 @@ pub fn interval_of(mi: &ModuleInstance) -> Option<Duration> {
         Some(d) if !d.is_zero() => Some(d),
         Some(_) => None,
         None => {
-            tracing::warn!(interval = s, "spec.interval is not a duration; no periodic reconcile");
+            tracing::warn!(
+                interval = s,
+                "spec.interval is not a duration; no periodic reconcile"
+            );
             None
         }
     }
@@ -353,7 +356,10 @@ fn strip_ignored(
             continue;
         };
         let before = applied.iter().any(|a| {
-            a.group == me.group && a.kind == me.kind && a.namespace == me.namespace && a.name == me.name
+            a.group == me.group
+                && a.kind == me.kind
+                && a.namespace == me.namespace
+                && a.name == me.name
         });
         if before {
             crate::apply::drift::strip_ignored(o, rules);

@@ -315,9 +315,8 @@ pub fn triggers(
 ) -> impl Stream<Item = ObjectRef<ModuleInstance>> + Send + 'static {
     let secrets = changes::<Secret>(client, selector, observe_secret).boxed();
     let config_maps = changes::<ConfigMap>(client, selector, observe_config_map).boxed();
-    stream::select(secrets, config_maps).flat_map(move |o| {
-        stream::iter(readers(&instances.state(), o.kind, &o.namespace, &o.name))
-    })
+    stream::select(secrets, config_maps)
+        .flat_map(move |o| stream::iter(readers(&instances.state(), o.kind, &o.namespace, &o.name)))
 }
 
 #[cfg(test)]

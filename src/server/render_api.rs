@@ -58,8 +58,8 @@ use self::auth::{AuthError, Caller, Cluster, KubeStatus};
 use super::error::{json_response, ApiError, ErrorCode, ErrorProblem};
 use super::state::AppState;
 use crate::apply::{Action, ApplyOptions, Engine, EngineOptions};
-use crate::values_from::Redactor;
 use crate::kernel::{ErrorClass, KernelError, ModuleRequest};
+use crate::values_from::Redactor;
 
 /// Route of the render API.
 pub const RENDER_PATH: &str = "/v1/namespaces/{ns}/render";
@@ -301,7 +301,12 @@ pub fn parse_request_with_sources(
                 field: "name",
                 message: "required with `module` (the instance name)".to_string(),
             })?;
-            (name, module, req.values, req.values_from.unwrap_or_default())
+            (
+                name,
+                module,
+                req.values,
+                req.values_from.unwrap_or_default(),
+            )
         }
         (None, Some(instance)) => {
             if req.values.is_some() {
@@ -359,7 +364,10 @@ type FromManifest = (
     Vec<crds::values_from::ValuesReference>,
 );
 
-fn from_manifest(instance: serde_json::Value, namespace: &str) -> Result<FromManifest, RequestError> {
+fn from_manifest(
+    instance: serde_json::Value,
+    namespace: &str,
+) -> Result<FromManifest, RequestError> {
     let api_version = instance.get("apiVersion").and_then(|v| v.as_str());
     let kind = instance.get("kind").and_then(|v| v.as_str());
     if api_version != Some("opmodel.dev/v1alpha1") || kind != Some("ModuleInstance") {
@@ -790,16 +798,16 @@ async fn preview(
                     Action::Recreated => ("recreate", None),
                     Action::Configured => {
                         let patch = match (&p.live, diff) {
-                            (Some(live), true) => serde_json::to_value(json_patch::diff(
-                                live, &p.planned,
-                            ))
-                            .ok()
-                            .map(|mut patch| {
-                                if r.kind == "Secret" && r.group.is_empty() {
-                                    mask_secret_patch(&mut patch);
-                                }
-                                patch
-                            }),
+                            (Some(live), true) => {
+                                serde_json::to_value(json_patch::diff(live, &p.planned))
+                                    .ok()
+                                    .map(|mut patch| {
+                                        if r.kind == "Secret" && r.group.is_empty() {
+                                            mask_secret_patch(&mut patch);
+                                        }
+                                        patch
+                                    })
+                            }
                             _ => None,
                         };
                         ("update", patch)

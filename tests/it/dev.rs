@@ -478,7 +478,10 @@ fn readme_gitops_lines(path: &OsStr, kubeconfig: &Path) {
         assert!(explained.contains(field), "{field}: {explained}");
     }
     ok(path, &line("kubectl create secret generic hello-values"));
-    ok(path, &line(r#""valuesFrom":[{"kind":"Secret","name":"hello-values"}]"#));
+    ok(
+        path,
+        &line(r#""valuesFrom":[{"kind":"Secret","name":"hello-values"}]"#),
+    );
     let cm = line("# warn: from the Secret");
     until_output(path, &cm, "warn", 60);
     ok(path, &line("kubectl patch secret hello-values"));
@@ -489,10 +492,21 @@ fn readme_gitops_lines(path: &OsStr, kubeconfig: &Path) {
         kubeconfig.display()
     );
     until_output(path, &ready, "Suspended", 30);
-    ok(path, &line(r#""dependsOn":[{"name":"hello","namespace":"demo"}]"#));
-    until_output(path, &line("# DependencyNotReady"), "DependencyNotReady", 30);
+    ok(
+        path,
+        &line(r#""dependsOn":[{"name":"hello","namespace":"demo"}]"#),
+    );
+    until_output(
+        path,
+        &line("# DependencyNotReady"),
+        "DependencyNotReady",
+        30,
+    );
     ok(path, &line(r#"{"spec":{"suspend":false}}"#));
-    ok(path, &line("kubectl wait --for=condition=Ready mi/web -n prod"));
+    ok(
+        path,
+        &line("kubectl wait --for=condition=Ready mi/web -n prod"),
+    );
 }
 
 /// A corrupt snapshot stops `dev` at start with an error naming the file, and the file is kept.

@@ -173,9 +173,13 @@ impl G {
                 api.create(&PostParams::default(), &s).await.unwrap();
             }
             Some(_) => {
-                api.patch(name, &PatchParams::default(), &Patch::Merge(&json!({"stringData": s.string_data})))
-                    .await
-                    .unwrap();
+                api.patch(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&json!({"stringData": s.string_data})),
+                )
+                .await
+                .unwrap();
             }
         }
     }
@@ -192,12 +196,7 @@ impl G {
         Api::namespaced(self.env.client.clone(), NS)
     }
     async fn replicas(&self, name: &str) -> Option<i32> {
-        self.deployments()
-            .get(name)
-            .await
-            .unwrap()
-            .spec
-            .replicas
+        self.deployments().get(name).await.unwrap().spec.replicas
     }
     /// Scales `name` by hand (an Update by another field manager, as `kubectl scale` or an HPA).
     async fn scale_by_hand(&self, name: &str, replicas: i32) {
@@ -237,10 +236,20 @@ fn five_s() -> Option<Duration> {
 #[tokio::test]
 async fn values_from_merges_in_order_under_spec_values_and_a_secret_change_reapplies() {
     let g = g_env(|_| {}).await;
-    g.secret("base", &[("values.yaml", "a: {x: 1, y: 1}\nlist: [1, 2]\nkeep: s\n")], false)
-        .await;
-    g.config_map("over", &[("values.yaml", "a: {y: 2}\nlist: [3]\n"), ("tag", "\"007\"")])
-        .await;
+    g.secret(
+        "base",
+        &[("values.yaml", "a: {x: 1, y: 1}\nlist: [1, 2]\nkeep: s\n")],
+        false,
+    )
+    .await;
+    g.config_map(
+        "over",
+        &[
+            ("values.yaml", "a: {y: 2}\nlist: [3]\n"),
+            ("tag", "\"007\""),
+        ],
+    )
+    .await;
     g.create(
         "web",
         json!({
@@ -259,20 +268,41 @@ async fn values_from_merges_in_order_under_spec_values_and_a_secret_change_reapp
     assert_eq!(r.reason, Some("ReconciliationSucceeded"), "{r:?}");
     assert_eq!(
         g.renderer.last(),
-        Some(json!({"a": {"x": 1, "y": 2, "z": 3}, "list": [3], "keep": "spec",
-                    "image": {"tag": "007"}}))
+        Some(
+            json!({"a": {"x": 1, "y": 2, "z": 3}, "list": [3], "keep": "spec",
+                    "image": {"tag": "007"}})
+        )
     );
-    let digest = g.get("web").await.status.unwrap().reconcile.last_applied_config_digest;
+    let digest = g
+        .get("web")
+        .await
+        .status
+        .unwrap()
+        .reconcile
+        .last_applied_config_digest;
     // Unchanged sources: a NoOp.
-    assert_eq!(g.reconcile("web").await.reason, Some("ReconciliationSucceeded"));
     assert_eq!(
-        g.get("web").await.status.unwrap().reconcile.last_applied_config_digest,
+        g.reconcile("web").await.reason,
+        Some("ReconciliationSucceeded")
+    );
+    assert_eq!(
+        g.get("web")
+            .await
+            .status
+            .unwrap()
+            .reconcile
+            .last_applied_config_digest,
         digest
     );
     // A changed Secret re-renders and re-applies (the digest covers the values).
-    g.secret("base", &[("values.yaml", "a: {x: 9}\n")], false).await;
+    g.secret("base", &[("values.yaml", "a: {x: 9}\n")], false)
+        .await;
     let r = g.reconcile("web").await;
-    assert_eq!(r.outcome, Some(opm_operator::controller::outcome::Outcome::Applied), "{r:?}");
+    assert_eq!(
+        r.outcome,
+        Some(opm_operator::controller::outcome::Outcome::Applied),
+        "{r:?}"
+    );
     let cm: Api<ConfigMap> = Api::namespaced(g.env.client.clone(), NS);
     let data = cm.get("web-values").await.unwrap().data.unwrap();
     assert!(data["values"].contains("\"x\":9"), "{data:?}");
@@ -291,9 +321,16 @@ async fn a_missing_required_source_is_not_ready_until_it_appears() {
     )
     .await;
     let r = g.reconcile("web").await;
-    assert_eq!((r.reason, r.requeue), (Some("ValuesFromNotFound"), five_s()), "{r:?}");
+    assert_eq!(
+        (r.reason, r.requeue),
+        (Some("ValuesFromNotFound"), five_s()),
+        "{r:?}"
+    );
     let (st, _, msg) = g.ready("web").await;
-    assert_eq!((st.as_str(), msg.as_str()), ("False", "valuesFrom Secret team-a/creds not found"));
+    assert_eq!(
+        (st.as_str(), msg.as_str()),
+        ("False", "valuesFrom Secret team-a/creds not found")
+    );
     assert_eq!(g.renderer.renders(), 0, "nothing rendered");
     // The object without the key is still missing what is required.
     g.secret("creds", &[("other", "x")], false).await;
@@ -303,16 +340,24 @@ async fn a_missing_required_source_is_not_ready_until_it_appears() {
         g.ready("web").await.2,
         "valuesFrom key values.yaml of Secret team-a/creds not found"
     );
-    g.secret("creds", &[("values.yaml", "msg: hi\n")], false).await;
-    assert_eq!(g.reconcile("web").await.reason, Some("ReconciliationSucceeded"));
+    g.secret("creds", &[("values.yaml", "msg: hi\n")], false)
+        .await;
+    assert_eq!(
+        g.reconcile("web").await.reason,
+        Some("ReconciliationSucceeded")
+    );
     assert_eq!(g.renderer.last(), Some(json!({"msg": "hi"})));
 }
 
 #[tokio::test]
 async fn another_namespace_and_unusable_content_stall_without_showing_the_content() {
     let g = g_env(|_| {}).await;
-    g.secret("creds", &[("values.yaml", "- not-a-mapping-s3cr3t\n")], false)
-        .await;
+    g.secret(
+        "creds",
+        &[("values.yaml", "- not-a-mapping-s3cr3t\n")],
+        false,
+    )
+    .await;
     g.create(
         "web",
         json!({"valuesFrom": [{"kind": "Secret", "name": "creds", "namespace": "other"}]}),
@@ -321,7 +366,10 @@ async fn another_namespace_and_unusable_content_stall_without_showing_the_conten
     let r = g.reconcile("web").await;
     let ready = g.get("web").await.status.unwrap().conditions;
     let msg = assert_stalled(&r, &ready, "ValuesFromInvalid");
-    assert!(msg.contains("another namespace than the instance's (team-a) is refused"), "{msg}");
+    assert!(
+        msg.contains("another namespace than the instance's (team-a) is refused"),
+        "{msg}"
+    );
     patch_spec(
         &g.instances(),
         "web",
@@ -331,7 +379,10 @@ async fn another_namespace_and_unusable_content_stall_without_showing_the_conten
     let r = g.reconcile("web").await;
     let ready = g.get("web").await.status.unwrap().conditions;
     let msg = assert_stalled(&r, &ready, "ValuesFromInvalid");
-    assert!(msg.contains("not a YAML mapping") && !msg.contains("s3cr3t"), "{msg}");
+    assert!(
+        msg.contains("not a YAML mapping") && !msg.contains("s3cr3t"),
+        "{msg}"
+    );
 }
 
 #[tokio::test]
@@ -346,9 +397,17 @@ async fn values_are_read_as_the_service_account_the_instance_applies_as() {
         &["get", "list", "create", "patch", "update", "delete"],
     )
     .await;
-    bind(&g.env.client, NS, "deploy", "deploy", "User", "system:serviceaccount:team-a:deploy")
+    bind(
+        &g.env.client,
+        NS,
+        "deploy",
+        "deploy",
+        "User",
+        "system:serviceaccount:team-a:deploy",
+    )
+    .await;
+    g.secret("creds", &[("values.yaml", "msg: from-secret\n")], false)
         .await;
-    g.secret("creds", &[("values.yaml", "msg: from-secret\n")], false).await;
     g.create(
         "web",
         json!({"serviceAccountName": "deploy",
@@ -363,9 +422,19 @@ async fn values_are_read_as_the_service_account_the_instance_applies_as() {
         "{msg}"
     );
     role(&g.env.client, NS, "secrets", &[("", "secrets")], &["get"]).await;
-    bind(&g.env.client, NS, "secrets", "secrets", "User", "system:serviceaccount:team-a:deploy")
-        .await;
-    assert_eq!(g.reconcile("web").await.reason, Some("ReconciliationSucceeded"));
+    bind(
+        &g.env.client,
+        NS,
+        "secrets",
+        "secrets",
+        "User",
+        "system:serviceaccount:team-a:deploy",
+    )
+    .await;
+    assert_eq!(
+        g.reconcile("web").await.reason,
+        Some("ReconciliationSucceeded")
+    );
     assert_eq!(g.renderer.last(), Some(json!({"msg": "from-secret"})));
 }
 
@@ -406,8 +475,12 @@ async fn the_canary_never_reaches_status_events_history_metrics_or_the_log() {
     // A Secret whose value the module rejects (CUE quotes a conflicting value in its error), as
     // a mapping, and the same value set by targetPath.
     let yaml = format!("explode: {CANARY}\n");
-    g.secret("creds", &[("values.yaml", yaml.as_str()), ("raw", CANARY)], false)
-        .await;
+    g.secret(
+        "creds",
+        &[("values.yaml", yaml.as_str()), ("raw", CANARY)],
+        false,
+    )
+    .await;
     g.create(
         "web",
         json!({"valuesFrom": [{"kind": "Secret", "name": "creds"}]}),
@@ -432,7 +505,10 @@ async fn the_canary_never_reaches_status_events_history_metrics_or_the_log() {
         json!({"valuesFrom": [{"kind": "Secret", "name": "creds", "valuesKey": "raw", "targetPath": "password"}]}),
     )
     .await;
-    assert_eq!(g.reconcile("web").await.reason, Some("ReconciliationSucceeded"));
+    assert_eq!(
+        g.reconcile("web").await.reason,
+        Some("ReconciliationSucceeded")
+    );
     assert_eq!(g.renderer.last(), Some(json!({"password": CANARY})));
 
     let status = serde_json::to_string(&g.get("web").await.status).unwrap();
@@ -465,7 +541,10 @@ async fn the_interval_requeues_and_without_it_nothing_does() {
     let r = g.reconcile("api").await;
     assert_eq!(
         (r.reason, r.requeue),
-        (Some("ReconciliationSucceeded"), Some(Duration::from_secs(600)))
+        (
+            Some("ReconciliationSucceeded"),
+            Some(Duration::from_secs(600))
+        )
     );
 }
 
@@ -480,9 +559,10 @@ async fn enabled_drift_is_put_back_within_one_interval() {
     let stop = g.run_controller();
     assert!(
         eventually(30, || async {
-            g.get("web").await.status.is_some_and(|s| {
-                crds::conditions::is_true(&s.conditions, types::READY)
-            })
+            g.get("web")
+                .await
+                .status
+                .is_some_and(|s| crds::conditions::is_true(&s.conditions, types::READY))
         })
         .await
     );
@@ -496,7 +576,9 @@ async fn enabled_drift_is_put_back_within_one_interval() {
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     assert!(
         eventually(10, || async {
-            !events(&g.env.client, "web", "DriftCorrected").await.is_empty()
+            !events(&g.env.client, "web", "DriftCorrected")
+                .await
+                .is_empty()
         })
         .await
     );
@@ -507,19 +589,33 @@ async fn enabled_drift_is_put_back_within_one_interval() {
 async fn warn_reports_drift_and_leaves_it_and_disabled_checks_nothing() {
     let g = g_env(|_| {}).await;
     g.create("web", json!({"drift": {"mode": "Warn"}})).await;
-    assert_eq!(g.reconcile("web").await.reason, Some("ReconciliationSucceeded"));
+    assert_eq!(
+        g.reconcile("web").await.reason,
+        Some("ReconciliationSucceeded")
+    );
     g.scale_by_hand("web", 5).await;
     g.reconcile("web").await;
     let conds = g.get("web").await.status.unwrap().conditions;
     assert_eq!(
         condition(&conds, types::DRIFTED),
-        Some(("True".into(), "DriftDetected".into(), "1 resource(s) drifted from desired state".into()))
+        Some((
+            "True".into(),
+            "DriftDetected".into(),
+            "1 resource(s) drifted from desired state".into()
+        ))
     );
     assert_eq!(events(&g.env.client, "web", "DriftDetected").await.len(), 1);
     assert_eq!(g.replicas("web").await, Some(5), "left alone");
-    assert!(events(&g.env.client, "web", "DriftCorrected").await.is_empty());
+    assert!(events(&g.env.client, "web", "DriftCorrected")
+        .await
+        .is_empty());
     // Disabled: no check, Drifted removed, still left alone.
-    patch_spec(&g.instances(), "web", json!({"drift": {"mode": "Disabled"}})).await;
+    patch_spec(
+        &g.instances(),
+        "web",
+        json!({"drift": {"mode": "Disabled"}}),
+    )
+    .await;
     g.reconcile("web").await;
     let conds = g.get("web").await.status.unwrap().conditions;
     assert_eq!(condition(&conds, types::DRIFTED), None);
@@ -542,8 +638,15 @@ async fn ignored_fields_are_neither_drift_nor_applied_again() {
             {"paths": ["/spec/replicas"], "target": {"kind": "Deployment", "group": "apps"}}]}}),
     )
     .await;
-    assert_eq!(g.reconcile("web").await.reason, Some("ReconciliationSucceeded"));
-    assert_eq!(g.replicas("web").await, Some(2), "created with the rendered value");
+    assert_eq!(
+        g.reconcile("web").await.reason,
+        Some("ReconciliationSucceeded")
+    );
+    assert_eq!(
+        g.replicas("web").await,
+        Some(2),
+        "created with the rendered value"
+    );
     g.scale_by_hand("web", 5).await;
     g.reconcile("web").await;
     let conds = g.get("web").await.status.unwrap().conditions;
@@ -552,17 +655,36 @@ async fn ignored_fields_are_neither_drift_nor_applied_again() {
     // A new render applies again, without the ignored field: the hand's value stays.
     patch_spec(&g.instances(), "web", json!({"values": {"msg": "v2"}})).await;
     let r = g.reconcile("web").await;
-    assert_eq!(r.outcome, Some(opm_operator::controller::outcome::Outcome::Applied), "{r:?}");
+    assert_eq!(
+        r.outcome,
+        Some(opm_operator::controller::outcome::Outcome::Applied),
+        "{r:?}"
+    );
     assert_eq!(g.replicas("web").await, Some(5), "not applied again");
-    let managed = g.deployments().get("web").await.unwrap().metadata.managed_fields.unwrap();
+    let managed = g
+        .deployments()
+        .get("web")
+        .await
+        .unwrap()
+        .metadata
+        .managed_fields
+        .unwrap();
     let ours = managed
         .iter()
-        .find(|m| m.manager.as_deref() == Some("opm-controller") && m.operation.as_deref() == Some("Apply"))
+        .find(|m| {
+            m.manager.as_deref() == Some("opm-controller")
+                && m.operation.as_deref() == Some("Apply")
+        })
         .unwrap();
     let fields = serde_json::to_string(&ours.fields_v1).unwrap();
     assert!(!fields.contains("f:replicas"), "released: {fields}");
     // Without the rule the same edit is drift, and Enabled puts it back.
-    patch_spec(&g.instances(), "web", json!({"drift": {"mode": "Enabled", "ignore": null}})).await;
+    patch_spec(
+        &g.instances(),
+        "web",
+        json!({"drift": {"mode": "Enabled", "ignore": null}}),
+    )
+    .await;
     g.reconcile("web").await;
     g.reconcile("web").await;
     assert_eq!(g.replicas("web").await, Some(2));
@@ -588,12 +710,21 @@ async fn mark_ready(g: &G, name: &str) {
 #[tokio::test]
 async fn depends_on_blocks_until_ready_and_ready_expr_replaces_the_check() {
     let g = g_env(|_| {}).await;
-    g.create("web", json!({"dependsOn": [{"name": "db"}]})).await;
+    g.create("web", json!({"dependsOn": [{"name": "db"}]}))
+        .await;
     let r = g.reconcile("web").await;
-    assert_eq!((r.reason, r.requeue), (Some("DependencyNotReady"), five_s()), "{r:?}");
+    assert_eq!(
+        (r.reason, r.requeue),
+        (Some("DependencyNotReady"), five_s()),
+        "{r:?}"
+    );
     assert_eq!(
         g.ready("web").await,
-        ("False".into(), "DependencyNotReady".into(), "waiting for dependency team-a/db (not found)".into())
+        (
+            "False".into(),
+            "DependencyNotReady".into(),
+            "waiting for dependency team-a/db (not found)".into()
+        )
     );
     let ev = events(&g.env.client, "web", "DependencyNotReady").await;
     assert_eq!(one_event(&ev).0, "Normal");
@@ -603,7 +734,10 @@ async fn depends_on_blocks_until_ready_and_ready_expr_replaces_the_check() {
     assert_eq!(g.reconcile("web").await.reason, Some("DependencyNotReady"));
     assert_eq!(g.ready("web").await.2, "waiting for dependency team-a/db");
     mark_ready(&g, "db").await;
-    assert_eq!(g.reconcile("web").await.reason, Some("ReconciliationSucceeded"));
+    assert_eq!(
+        g.reconcile("web").await.reason,
+        Some("ReconciliationSucceeded")
+    );
     // readyExpr replaces the Ready check: false blocks, true passes, an error names itself.
     patch_spec(
         &g.instances(),
@@ -612,14 +746,20 @@ async fn depends_on_blocks_until_ready_and_ready_expr_replaces_the_check() {
     )
     .await;
     assert_eq!(g.reconcile("web").await.reason, Some("DependencyNotReady"));
-    assert_eq!(g.ready("web").await.2, "waiting for dependency team-a/db (readyExpr is false)");
+    assert_eq!(
+        g.ready("web").await.2,
+        "waiting for dependency team-a/db (readyExpr is false)"
+    );
     patch_spec(
         &g.instances(),
         "web",
         json!({"dependsOn": [{"name": "db", "readyExpr": "dep.spec.suspend && self.metadata.name == 'web'"}]}),
     )
     .await;
-    assert_eq!(g.reconcile("web").await.reason, Some("ReconciliationSucceeded"));
+    assert_eq!(
+        g.reconcile("web").await.reason,
+        Some("ReconciliationSucceeded")
+    );
     patch_spec(
         &g.instances(),
         "web",
@@ -627,7 +767,11 @@ async fn depends_on_blocks_until_ready_and_ready_expr_replaces_the_check() {
     )
     .await;
     assert_eq!(g.reconcile("web").await.reason, Some("DependencyNotReady"));
-    assert!(g.ready("web").await.2.contains("(readyExpr: "), "{:?}", g.ready("web").await);
+    assert!(
+        g.ready("web").await.2.contains("(readyExpr: "),
+        "{:?}",
+        g.ready("web").await
+    );
     // An expression that does not compile, or is no boolean, stalls.
     for expr in ["dep.spec ==", "dep.metadata.name"] {
         patch_spec(
@@ -662,11 +806,15 @@ async fn a_dependency_cycle_stalls_naming_it() {
     let r = g.reconcile("a").await;
     let conds = g.get("a").await.status.unwrap().conditions;
     let msg = assert_stalled(&r, &conds, "DependencyCycle");
-    assert_eq!(msg, "dependency cycle: team-a/a -> team-a/b -> team-a/c -> team-a/a");
+    assert_eq!(
+        msg,
+        "dependency cycle: team-a/a -> team-a/b -> team-a/c -> team-a/a"
+    );
     // Breaking it: c depends on nothing, a waits for b (not ready), not a cycle any more.
     patch_spec(&g.instances(), "c", json!({"dependsOn": null})).await;
     assert_eq!(g.reconcile("a").await.reason, Some("DependencyNotReady"));
-    g.create("self", json!({"dependsOn": [{"name": "self"}]})).await;
+    g.create("self", json!({"dependsOn": [{"name": "self"}]}))
+        .await;
     let r = g.reconcile("self").await;
     let conds = g.get("self").await.status.unwrap().conditions;
     assert_eq!(
@@ -679,7 +827,8 @@ async fn a_dependency_cycle_stalls_naming_it() {
 async fn a_dependency_becoming_ready_wakes_its_dependent() {
     // A long --requeue-dependency: only the wake-up can be fast.
     let g = g_env(|ctx| ctx.gitops.requeue_dependency = Duration::from_secs(300)).await;
-    g.create("web", json!({"dependsOn": [{"name": "db"}]})).await;
+    g.create("web", json!({"dependsOn": [{"name": "db"}]}))
+        .await;
     g.create("db", json!({"suspend": true})).await;
     let stop = g.run_controller();
     assert!(
@@ -695,15 +844,19 @@ async fn a_dependency_becoming_ready_wakes_its_dependent() {
     patch_spec(&g.instances(), "db", json!({"suspend": false})).await;
     assert!(
         eventually(20, || async {
-            g.get("web").await.status.is_some_and(|s| {
-                crds::conditions::is_true(&s.conditions, types::READY)
-            })
+            g.get("web")
+                .await
+                .status
+                .is_some_and(|s| crds::conditions::is_true(&s.conditions, types::READY))
         })
         .await,
         "{:?}",
         g.get("web").await.status
     );
-    println!("dependent Ready {:?} after its dependency was resumed", t.elapsed());
+    println!(
+        "dependent Ready {:?} after its dependency was resumed",
+        t.elapsed()
+    );
     assert!(t.elapsed() < Duration::from_secs(60));
     stop.send_replace(true);
 }
@@ -712,11 +865,21 @@ async fn a_dependency_becoming_ready_wakes_its_dependent() {
 async fn deletion_waits_for_dependents_being_deleted_and_not_for_others() {
     let g = g_env(|_| {}).await;
     g.create("db", json!({"prune": true})).await;
-    assert_eq!(g.reconcile("db").await.reason, Some("ReconciliationSucceeded"));
-    g.create("web", json!({"prune": true, "dependsOn": [{"name": "db"}]})).await;
-    assert_eq!(g.reconcile("web").await.reason, Some("ReconciliationSucceeded"));
+    assert_eq!(
+        g.reconcile("db").await.reason,
+        Some("ReconciliationSucceeded")
+    );
+    g.create("web", json!({"prune": true, "dependsOn": [{"name": "db"}]}))
+        .await;
+    assert_eq!(
+        g.reconcile("web").await.reason,
+        Some("ReconciliationSucceeded")
+    );
     for name in ["web", "db"] {
-        g.instances().delete(name, &DeleteParams::default()).await.unwrap();
+        g.instances()
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
     }
     let r = g.reconcile("db").await;
     assert_eq!(
@@ -729,17 +892,30 @@ async fn deletion_waits_for_dependents_being_deleted_and_not_for_others() {
         "waiting for dependents being deleted first: team-a/web"
     );
     let cm: Api<ConfigMap> = Api::namespaced(g.env.client.clone(), NS);
-    assert!(cm.get_opt("db-values").await.unwrap().is_some(), "the dependency's objects stay");
+    assert!(
+        cm.get_opt("db-values").await.unwrap().is_some(),
+        "the dependency's objects stay"
+    );
     g.reconcile("web").await;
-    assert!(g.instances().get_opt("web").await.unwrap().is_none(), "the dependent is gone");
+    assert!(
+        g.instances().get_opt("web").await.unwrap().is_none(),
+        "the dependent is gone"
+    );
     g.reconcile("db").await;
     assert!(g.instances().get_opt("db").await.unwrap().is_none());
-    assert!(cm.get_opt("db-values").await.unwrap().is_none(), "pruned after");
+    assert!(
+        cm.get_opt("db-values").await.unwrap().is_none(),
+        "pruned after"
+    );
     // A dependent that is not being deleted does not hold a deletion up.
     g.create("db2", json!({"prune": true})).await;
     g.reconcile("db2").await;
-    g.create("web2", json!({"dependsOn": [{"name": "db2"}]})).await;
-    g.instances().delete("db2", &DeleteParams::default()).await.unwrap();
+    g.create("web2", json!({"dependsOn": [{"name": "db2"}]}))
+        .await;
+    g.instances()
+        .delete("db2", &DeleteParams::default())
+        .await
+        .unwrap();
     g.reconcile("db2").await;
     assert!(g.instances().get_opt("db2").await.unwrap().is_none());
 }
@@ -747,8 +923,10 @@ async fn deletion_waits_for_dependents_being_deleted_and_not_for_others() {
 #[tokio::test]
 async fn a_labelled_secret_change_rerenders_at_once_and_an_unlabelled_one_waits() {
     let g = g_env(|_| {}).await;
-    g.secret("watched", &[("values.yaml", "msg: one\n")], true).await;
-    g.secret("quiet", &[("values.yaml", "other: one\n")], false).await;
+    g.secret("watched", &[("values.yaml", "msg: one\n")], true)
+        .await;
+    g.secret("quiet", &[("values.yaml", "other: one\n")], false)
+        .await;
     g.create(
         "web",
         json!({"valuesFrom": [{"kind": "Secret", "name": "watched"}, {"kind": "Secret", "name": "quiet"}]}),
@@ -765,15 +943,23 @@ async fn a_labelled_secret_change_rerenders_at_once_and_an_unlabelled_one_waits(
             .unwrap_or_default()
     };
     assert!(eventually(30, || async { values().await.contains("\"msg\":\"one\"") }).await);
-    g.secret("quiet", &[("values.yaml", "other: two\n")], false).await;
+    g.secret("quiet", &[("values.yaml", "other: two\n")], false)
+        .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(values().await.contains("\"other\":\"one\""), "not watched: waits");
-    g.secret("watched", &[("values.yaml", "msg: two\n")], true).await;
+    assert!(
+        values().await.contains("\"other\":\"one\""),
+        "not watched: waits"
+    );
+    g.secret("watched", &[("values.yaml", "msg: two\n")], true)
+        .await;
     assert!(
         eventually(20, || async { values().await.contains("\"msg\":\"two\"") }).await,
         "{}",
         values().await
     );
-    assert!(values().await.contains("\"other\":\"two\""), "read at that reconcile");
+    assert!(
+        values().await.contains("\"other\":\"two\""),
+        "read at that reconcile"
+    );
     stop.send_replace(true);
 }
