@@ -27,6 +27,9 @@
 //!   an instance when one of its workloads changes health after the apply.
 //! - [`remote`]: `spec.kubeConfig`, the remote cluster both apply to (its client cache, what a
 //!   kubeconfig may hold, reachability).
+//! - [`values_from`]: values read from Secrets and ConfigMaps, and the watch that re-renders on
+//!   their change; [`depends_on`]: the `dependsOn` gate both rendering kinds share, and
+//!   [`waiters`]: the wake-ups of dependents when a dependency changes (issue 40).
 //!
 //! The controller flags of `opm-operator serve` and the wiring of all of this live in the
 //! composition root, `crate::cmd::serve`.
@@ -50,3 +53,7 @@ pub mod render_apply;
 pub mod runtime;
 pub mod shard;
 pub mod workloads;
+// issue 40 (valuesFrom, interval and drift, dependsOn):
+pub mod depends_on;
+pub mod values_from;
+pub mod waiters;

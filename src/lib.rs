@@ -14,6 +14,8 @@
 //! - `controller` holds the reconcilers and the runtime they share.
 //! - `render_lease` is the one "render on a leased platform" entry (render API and reconcilers).
 //! - `apply` is the apply engine: staged SSA, safe prune, deletion, drift, health, impersonation.
+//! - `values_from` reads, merges and redacts the values of Secrets and ConfigMaps (reconciler and
+//!   render API).
 //! - `cmd` is the composition root: `serve`, `dev` (kube-emu plus the `serve` wiring on one
 //!   machine), `render`, `module`.
 
@@ -22,6 +24,7 @@ pub mod cmd;
 pub mod controller;
 pub mod render_lease;
 pub mod server;
+pub mod values_from;
 
 /// `--version`: the package version, the git commit and the build date (`build.rs`: the commit's
 /// date unless `OPM_BUILD_DATE` says otherwise). The image's OCI labels carry the same values.

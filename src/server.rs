@@ -384,8 +384,11 @@ fn init_logging(format: LogFormat) -> Result<(), Error> {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    // Every line goes through the redacting writer: no `valuesFrom` Secret value in any log
+    // line, whatever its level or origin (`crate::values_from`).
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_writer(crate::values_from::log_writer())
         .with_ansi(ansi);
     let result = match format {
         LogFormat::Json => builder.json().with_current_span(true).try_init(),

@@ -160,6 +160,28 @@ pub mod reasons {
     pub const PROVIDER_NOT_READY: &str = "ProviderNotReady";
     /// Deletion blocked by dependents.
     pub const DEPENDENTS_REMAIN: &str = "DependentsRemain";
+
+    // ModuleInstance `valuesFrom`, `drift`, `dependsOn` (issue 40).
+    /// Ready=False: a required `valuesFrom` Secret, ConfigMap or key is missing (retried with
+    /// backoff; a labelled object's creation retries at once).
+    pub const VALUES_FROM_NOT_FOUND: &str = "ValuesFromNotFound";
+    /// Stalled: a `valuesFrom` reference is refused (another namespace) or its content is not
+    /// usable (not a YAML mapping, a bad `targetPath`).
+    pub const VALUES_FROM_INVALID: &str = "ValuesFromInvalid";
+    /// Stalled: the identity the instance applies as may not read a `valuesFrom` object.
+    pub const VALUES_FROM_FORBIDDEN: &str = "ValuesFromForbidden";
+    /// Event only: drifted objects were re-applied (`drift.mode: Enabled`).
+    pub const DRIFT_CORRECTED: &str = "DriftCorrected";
+    /// Ready=False: a `dependsOn` entry is missing or not ready (the message names the first);
+    /// requeued at `--requeue-dependency` and woken when the dependency changes.
+    pub const DEPENDENCY_NOT_READY: &str = "DependencyNotReady";
+    /// Stalled: the `dependsOn` entries form a cycle (the message names it).
+    pub const DEPENDENCY_CYCLE: &str = "DependencyCycle";
+    /// Stalled: a `dependsOn` entry cannot be judged: its `readyExpr` does not compile or is not
+    /// a boolean, or it names another namespace without `--allow-cross-namespace-refs`.
+    pub const DEPENDENCY_INVALID: &str = "DependencyInvalid";
+    /// Deletion waits: an instance depending on this one is being deleted too (reverse order).
+    pub const DEPENDENTS_DELETING: &str = "DependentsDeleting";
 }
 
 /// Standard messages of §2.1.

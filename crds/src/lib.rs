@@ -16,6 +16,8 @@
 pub mod common;
 pub mod conditions;
 pub mod custom_health;
+pub mod depends_on;
+pub mod drift;
 pub mod duration;
 #[cfg(feature = "kinds")]
 pub mod fixtures;
@@ -30,6 +32,7 @@ pub mod platform;
 pub mod reference;
 #[cfg(feature = "kinds")]
 pub mod transformer_registration;
+pub mod values_from;
 
 #[cfg(feature = "kinds")]
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

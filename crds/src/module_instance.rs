@@ -10,7 +10,10 @@ use serde::{Deserialize, Serialize};
 use crate::common::{ReconcileStatus, Rollout};
 use crate::conditions::HasConditions;
 use crate::custom_health::HealthCheckExpr;
+use crate::depends_on::DependsOn;
+use crate::drift::Drift;
 use crate::kube_config::KubeConfigReference;
+use crate::values_from::ValuesReference;
 
 /// Who manages the instance. Only the literal `cli` makes the operator hands-off.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
@@ -88,6 +91,25 @@ pub struct ModuleInstanceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::kube_config::optional_schema")]
     pub kube_config: Option<KubeConfigReference>,
+    /// Values read from Secrets and ConfigMaps of the instance's namespace (as the identity the
+    /// instance applies as), merged in order, with `spec.values` merged on top (a later source
+    /// wins per key; maps merge deeply).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values_from: Vec<ValuesReference>,
+    /// Reconcile fully (render, drift check, health) every interval, with the operator's
+    /// `--interval-jitter-percentage` (Go duration, e.g. `10m`; unset or `0s`: only when something
+    /// changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"))]
+    pub interval: Option<String>,
+    /// Drift detection and correction (unset: the operator's `--default-drift-mode`, nothing
+    /// ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<Drift>,
+    /// ModuleInstances that must be ready before this one is rendered (Ready=True at their
+    /// generation, or their `readyExpr`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<DependsOn>,
 }
 
 /// Observed state of a ModuleInstance.

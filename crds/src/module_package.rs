@@ -28,16 +28,8 @@ pub struct SourceRef {
     pub namespace: Option<String>,
 }
 
-/// A ModulePackage this one waits for (same namespace only).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DependsOn {
-    /// Name of the ModulePackage.
-    pub name: String,
-    /// Namespace (must be the package's own).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-}
+/// A ModulePackage this one waits for (same namespace only; the type both kinds share).
+pub use crate::depends_on::DependsOn;
 
 /// Desired state of a ModulePackage.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

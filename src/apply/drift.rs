@@ -9,7 +9,10 @@
 //!   `resourceVersion`, `generation`, `status`) is compared.
 //! - A missing live object is drift (`missing`).
 //! - Ignore rules: JSON pointers (RFC 6901) removed from both sides before the comparison,
-//!   optionally restricted to a kind and/or name.
+//!   optionally restricted to a group, version, kind, namespace and/or name
+//!   ([`IgnoreRule::selects`]). [`strip_ignored`] removes them from an object before it is
+//!   applied: under server-side apply a field the manager stops sending is released (and removed
+//!   by the API server unless another manager owns it).
 //! - A dry-run (or read) error is recorded in `errors`; [`DriftReport::outcome`] is then
 //!   [`DriftOutcome::Unknown`], never "in sync".
 //! - Correction is opt-in ([`DriftOptions::correct`]): drifted objects are re-applied.
@@ -42,6 +45,39 @@ pub struct IgnoreRule {
     pub kind: Option<String>,
     /// Only objects with this name (any when `None`).
     pub name: Option<String>,
+    /// Only objects of this API group (`""`: the core group; any when `None`).
+    pub group: Option<String>,
+    /// Only objects of this API version (any when `None`).
+    pub version: Option<String>,
+    /// Only objects in this namespace (any when `None`).
+    pub namespace: Option<String>,
+}
+
+impl IgnoreRule {
+    /// Whether the rule applies to `r` (every field it sets matches).
+    pub fn selects(&self, r: &ObjectRef) -> bool {
+        self.kind.as_deref().is_none_or(|k| k == r.kind)
+            && self.name.as_deref().is_none_or(|n| n == r.name)
+            && self.group.as_deref().is_none_or(|g| g == r.group)
+            && self.version.as_deref().is_none_or(|v| v == r.version)
+            && self
+                .namespace
+                .as_deref()
+                .is_none_or(|n| Some(n) == r.namespace.as_deref())
+    }
+}
+
+/// Removes the paths of the `rules` that select `object` from it (what the operator stops
+/// applying, so it stops owning those fields; see the module rules).
+pub fn strip_ignored(object: &mut Value, rules: &[IgnoreRule]) {
+    let Ok(r) = ObjectRef::of(object) else {
+        return;
+    };
+    for rule in rules.iter().filter(|rule| rule.selects(&r)) {
+        for p in &rule.paths {
+            remove_pointer(object, p);
+        }
+    }
 }
 
 /// Drift settings.
@@ -202,9 +238,7 @@ pub fn differs(
     strip_volatile(&mut a);
     strip_volatile(&mut b);
     for rule in ignore {
-        if rule.kind.as_deref().is_some_and(|k| k != r.kind)
-            || rule.name.as_deref().is_some_and(|n| n != r.name)
-        {
+        if !rule.selects(r) {
             continue;
         }
         for p in &rule.paths {
@@ -382,13 +416,13 @@ mod tests {
         let ignore = vec![IgnoreRule {
             paths: vec!["/spec/replicas".into()],
             kind: Some("Deployment".into()),
-            name: None,
+            ..IgnoreRule::default()
         }];
         assert!(!differs(&planned, &live, "opm-controller", &ignore, &r));
         let other_kind = vec![IgnoreRule {
             paths: vec!["/spec/replicas".into()],
             kind: Some("StatefulSet".into()),
-            name: None,
+            ..IgnoreRule::default()
         }];
         assert!(differs(&planned, &live, "opm-controller", &other_kind, &r));
     }

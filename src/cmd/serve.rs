@@ -134,10 +134,52 @@ pub struct ControllerArgs {
     #[arg(long, default_value = crate::controller::shard::DEFAULT_SHARD_LABEL, value_name = "KEY")]
     pub shard_label: String,
 
+    /// Percentage of jitter applied to `spec.interval` requeues: a value of 10 requeues after the
+    /// interval ± up to 10 %, uniformly (Flux's semantics; below 100; 0: none).
+    #[arg(long, default_value_t = crate::controller::context::DEFAULT_INTERVAL_JITTER_PERCENTAGE, value_parser = clap::value_parser!(u8).range(0..100), value_name = "PERCENT")]
+    pub interval_jitter_percentage: u8,
+
+    /// The drift mode of a ModuleInstance whose `spec.drift.mode` is unset: `warn` (report
+    /// drift: Drifted condition, Warning event), `enabled` (also re-apply drifted objects) or
+    /// `disabled` (no drift check).
+    #[arg(long, value_enum, default_value = "warn", value_name = "MODE")]
+    pub default_drift_mode: DriftModeArg,
+
+    /// How soon a ModuleInstance waiting for a `dependsOn` dependency looks again (it is also
+    /// woken when the dependency changes in this process).
+    #[arg(long, default_value = "5s", value_parser = crds::duration::parse_flag, value_name = "DURATION")]
+    pub requeue_dependency: std::time::Duration,
+
+    /// Label selector of the Secrets and ConfigMaps watched for `valuesFrom`: a change of one
+    /// re-renders the ModuleInstances reading it (others are read at each reconcile).
+    #[arg(long, default_value = crate::controller::context::DEFAULT_WATCH_CONFIGS_LABEL_SELECTOR, value_name = "SELECTOR")]
+    pub watch_configs_label_selector: String,
+
     /// The server's `--max-concurrent-renders` (not a flag of its own: `main` copies it here so
     /// the ModuleInstance controller and the render API share one setting).
     #[arg(skip)]
     pub max_concurrent_renders: Option<u16>,
+}
+
+/// `--default-drift-mode`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DriftModeArg {
+    /// Detect and re-apply.
+    Enabled,
+    /// Detect and report.
+    Warn,
+    /// No drift check.
+    Disabled,
+}
+
+impl From<DriftModeArg> for crds::drift::DriftMode {
+    fn from(m: DriftModeArg) -> Self {
+        match m {
+            DriftModeArg::Enabled => Self::Enabled,
+            DriftModeArg::Warn => Self::Warn,
+            DriftModeArg::Disabled => Self::Disabled,
+        }
+    }
 }
 
 /// The default `--core-module`.
@@ -571,6 +613,12 @@ async fn run(
     ctx.reconcile_timeout = args.reconcile_timeout;
     ctx.health_poll = args.health_poll_interval;
     ctx.health_timeout = args.health_timeout;
+    ctx.gitops = crate::controller::context::GitOps {
+        interval_jitter_percentage: args.interval_jitter_percentage,
+        default_drift_mode: args.default_drift_mode.into(),
+        requeue_dependency: args.requeue_dependency,
+        watch_configs_label_selector: args.watch_configs_label_selector.clone(),
+    };
     ctx.kube_config = Some(config);
     ctx.default_service_account =
         (!args.default_service_account.is_empty()).then(|| args.default_service_account.clone());

@@ -83,6 +83,10 @@ pub struct Context {
     pub health_rules: crate::apply::health::cel::RulesCache,
     /// The remote clusters of `spec.kubeConfig` in use (clients cached per Secret version).
     pub clusters: super::remote::Clusters,
+    /// Settings of issue 40 (interval jitter, drift default, dependency requeue).
+    pub gitops: GitOps,
+    /// Who waits for whom (`dependsOn`): woken by the frame's commits.
+    pub waiters: super::waiters::Waiters,
     /// Consecutive reconcile errors per object key (`Kind/name`), for the error backoff.
     failures: FailureCounts,
     /// What the last apply of an object changed (`Kind/namespace/name` → “1 created, …”), kept
@@ -151,6 +155,8 @@ impl Context {
             health_timeout: DEFAULT_HEALTH_TIMEOUT,
             health_rules: Default::default(),
             clusters: Default::default(),
+            gitops: GitOps::default(),
+            waiters: super::waiters::Waiters::default(),
             failures: FailureCounts::default(),
             pending_changes: Mutex::new(HashMap::new()),
         }
@@ -215,6 +221,58 @@ impl Context {
     }
 }
 
+/// The operator-wide settings of `spec.interval`, `spec.drift` and `spec.dependsOn` (issue 40).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitOps {
+    /// `--interval-jitter-percentage`: each interval requeue is the interval ± up to this
+    /// percentage, uniformly (Flux's semantics; below 100; 0: none). [`Context::new`] sets 0,
+    /// `serve` the flag (default 10).
+    pub interval_jitter_percentage: u8,
+    /// `--default-drift-mode`: the drift mode of an instance whose `spec.drift.mode` is unset.
+    pub default_drift_mode: crds::drift::DriftMode,
+    /// `--requeue-dependency`: how soon an instance waiting for a dependency looks again.
+    pub requeue_dependency: Duration,
+    /// `--watch-configs-label-selector`: the Secrets and ConfigMaps watched for `valuesFrom`.
+    pub watch_configs_label_selector: String,
+}
+
+/// The default `--requeue-dependency` (Flux's).
+pub const DEFAULT_REQUEUE_DEPENDENCY: Duration = Duration::from_secs(5);
+/// The default `--interval-jitter-percentage` (Flux's).
+pub const DEFAULT_INTERVAL_JITTER_PERCENTAGE: u8 = 10;
+/// The default `--watch-configs-label-selector` (Flux's).
+pub const DEFAULT_WATCH_CONFIGS_LABEL_SELECTOR: &str = "reconcile.fluxcd.io/watch=Enabled";
+
+impl Default for GitOps {
+    fn default() -> Self {
+        GitOps {
+            interval_jitter_percentage: 0,
+            default_drift_mode: crds::drift::DriftMode::Warn,
+            requeue_dependency: DEFAULT_REQUEUE_DEPENDENCY,
+            watch_configs_label_selector: DEFAULT_WATCH_CONFIGS_LABEL_SELECTOR.to_owned(),
+        }
+    }
+}
+
+impl GitOps {
+    /// `interval` with the jitter (module docs of [`GitOps::interval_jitter_percentage`]).
+    pub fn jittered(&self, interval: Duration) -> Duration {
+        let p = u64::from(self.interval_jitter_percentage.min(99));
+        if p == 0 || interval.is_zero() {
+            return interval;
+        }
+        use std::hash::{BuildHasher, Hasher};
+        // A random draw without a generator of our own: the std hasher is seeded randomly.
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(interval.as_nanos());
+        let draw = h.finish() % 2001; // 0..=2000 → −1.000..=+1.000
+        let span = interval.as_nanos().saturating_mul(u128::from(p)) / 100;
+        let offset = span.saturating_mul(u128::from(draw)) / 1000;
+        let nanos = (interval.as_nanos() + offset).saturating_sub(span);
+        Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+}
+
 /// What one reconcile decided: when to run again and the outcome for the metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reconciled {
@@ -264,6 +322,19 @@ impl FailureCounts {
 mod tests {
     use super::*;
     use crate::controller::outcome::backoff;
+
+    #[test]
+    fn jitter_stays_within_the_percentage_and_varies() {
+        let mut g = GitOps::default();
+        let min = Duration::from_secs(60);
+        assert_eq!(g.jittered(min), min, "0 %: none");
+        g.interval_jitter_percentage = 10;
+        let draws: Vec<Duration> = (0..200).map(|_| g.jittered(min)).collect();
+        assert!(draws
+            .iter()
+            .all(|d| *d >= Duration::from_secs(54) && *d <= Duration::from_secs(66)));
+        assert!(draws.iter().any(|d| *d < min) && draws.iter().any(|d| *d > min));
+    }
 
     #[test]
     fn consecutive_errors_back_off_and_a_success_resets() {

@@ -6,7 +6,8 @@
 //!   `failed_transient`, `failed_stalled`.
 //! - Transient failures requeue with backoff `min(5s · 2^(n−1), 5m)` where `n` is the reconcile
 //!   failure counter plus one (`n ≤ 1` gives 5 s); stalled failures recheck after 30 minutes;
-//!   successes of a ModuleInstance do not requeue (a ModulePackage requeues at its interval).
+//!   successes of a ModuleInstance requeue at its `spec.interval` when set and otherwise not (a
+//!   ModulePackage requeues at its interval).
 //! - Classified failures return a requeue interval, never an error to the controller runtime.
 //! - A render error maps to its condition reason by its [`ErrorClass`], never by message text:
 //!   PlatformNotReady and transient pulls are `Ready=False` with backoff; skew refusals,
@@ -77,8 +78,8 @@ pub fn backoff(counter: u32) -> Duration {
     Duration::from_secs(secs).min(BACKOFF_MAX)
 }
 
-/// The requeue interval after `outcome`; `interval` is the object's own interval (ModulePackage
-/// `spec.interval`), `None` for a ModuleInstance (no requeue on success).
+/// The requeue interval after `outcome`; `interval` is the object's own interval (`spec.interval`;
+/// `None` for a ModuleInstance without one: no requeue on success).
 pub fn requeue_after(
     outcome: Outcome,
     counter: u32,

@@ -36,6 +36,10 @@
 //! - Process-local effects that must follow a committed status (signals, gauges, remembered
 //!   notes) are the end's [`End::then`]: a failed patch leaves the process as it was.
 //!
+//! Waiting (issue 40): a committed status write, a finalizer change and a missing object wake
+//! the reconciles registered as waiting for the object ([`super::waiters`]); [`Kind::interval`]
+//! is jittered by `--interval-jitter-percentage` once per reconcile.
+//!
 //! Modes ([`Mode`]): the leader writes; an observer ([`Mode::Observe`], the Platform follower)
 //! runs the same phases but writes no status and no event, and records no outcome or metric.
 
@@ -139,6 +143,7 @@ pub async fn frame<K: Kind>(
         if let Some(m) = &ctx.metrics {
             m.forget_ready(K::KIND, namespace, name);
         }
+        ctx.waiters.wake(K::KIND, namespace, name);
         return Ok(Reconciled::done());
     };
     let generation = obj.meta().generation.unwrap_or_default();
@@ -574,7 +579,7 @@ impl<'a, K: Kind> Run<'a, K> {
         let name = obj.name_any();
         let patcher = Patcher::new(api, &obj, what(K::KIND, &namespace, &name))?;
         let prior = obj.status_of().cloned().unwrap_or_default();
-        let interval = obj.interval();
+        let interval = obj.interval().map(|d| ctx.gitops.jittered(d));
         let at = obj.meta().generation;
         Ok(Run {
             ctx,
@@ -663,6 +668,7 @@ impl<'a, K: Kind> Run<'a, K> {
     async fn set_finalizers(&mut self, finalizers: Vec<String>) -> Result<(), Error> {
         let written = self.patcher.patch_finalizers(&finalizers).await?;
         self.obj.meta_mut().finalizers = written.meta().finalizers.clone();
+        self.ctx.waiters.wake(K::KIND, &self.namespace, &self.name);
         Ok(())
     }
 
@@ -711,6 +717,10 @@ impl<'a, K: Kind> Run<'a, K> {
         let lead = self.mode == Mode::Lead;
         if lead {
             let wrote = self.patcher.patch_status(&self.obj).await?;
+            if wrote {
+                // Dependents blocked on this object look again (`super::waiters`).
+                self.ctx.waiters.wake(K::KIND, &self.namespace, &self.name);
+            }
             let changed = super::events::ready_changed(
                 self.prior.conditions(),
                 self.obj

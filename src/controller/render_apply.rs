@@ -93,9 +93,12 @@
 //!   `nextRetryAt` = now + requeue, a `failed` history entry when there is a message (unless the
 //!   failure says otherwise), a Warning once per transition ([`super::events::ready_changed`]).
 //!   History holds at most [`HISTORY_LIMIT`] entries, newest first, sequence monotonic (§6.7).
-//! - **Requeue** (§2.1): success and NoOp after the kind's interval (ModulePackage) or never
-//!   (ModuleInstance); a transient failure after its own requeue (the interval of a soft block),
+//! - **Requeue** (§2.1): success and NoOp after the kind's interval (ModulePackage; a
+//!   ModuleInstance with `spec.interval`) or never (a ModuleInstance without); a transient failure after its own requeue (the interval of a soft block),
 //!   else backoff of the reconcile counter; a stalled one after 30 minutes.
+//! - **Issue 40**: [`Run::apply_client`] is the client of the apply identity on the operator's
+//!   own cluster (what `valuesFrom` reads with); [`Run::apply_to`] with `reapply` applies even on
+//!   a NoOp (drift correction of `drift.mode: Enabled`).
 //! - **Metrics** (§7.2, kinds that record them): apply counts and pruned count per phase, the
 //!   inventory size after success, forgotten when the finalizer is released.
 //! - **Target cluster** (`target`, [`super::remote`]): `spec.kubeConfig` makes apply, prune,
@@ -575,14 +578,31 @@ impl<'a, K: Rendered> Run<'a, K> {
         instance: Option<InstanceLabels>,
     ) -> Result<End, Halt> {
         let target = self.target().await?;
-        self.apply_to(&target, objects, entries, digests, instance)
+        self.apply_to(&target, objects, entries, digests, instance, false)
             .await
+    }
+
+    /// The client of the identity apply acts as on the operator's own cluster (module docs,
+    /// “Identity”): what `valuesFrom` reads the instance's Secrets and ConfigMaps with (they live
+    /// beside the instance, whatever `spec.kubeConfig` names); a failure to build it stalls
+    /// `ImpersonationFailed` as the apply's does.
+    pub async fn apply_client(&self) -> Result<kube::Client, Failure> {
+        match self.identity(&Target::local()).await {
+            None => Ok(self.ctx.client.clone()),
+            Some((_, Ok(e))) => Ok(e.client()),
+            Some((_, Err(e))) => Err(Failure::stalled(
+                reasons::IMPERSONATION_FAILED,
+                actions::RENDER,
+                e.to_string(),
+            )),
+        }
     }
 
     /// NoOp, or identity, apply and prune on `target`, then the commit (module docs); `entries`
     /// are the render's inventory entries of `objects`, `instance` the identity stamped on the
     /// objects. The custom health checks are compiled first (`health`), and an inventory of
-    /// another cluster is never pruned here nor a NoOp (`target`).
+    /// another cluster is never pruned here nor a NoOp (`target`). With `reapply` the apply runs
+    /// even when the digests say NoOp (drift correction of `drift.mode: Enabled`).
     pub async fn apply_to(
         &mut self,
         target: &Target,
@@ -590,6 +610,7 @@ impl<'a, K: Rendered> Run<'a, K> {
         entries: &[InventoryEntry],
         digests: &Digests,
         instance: Option<InstanceLabels>,
+        reapply: bool,
     ) -> Result<End, Halt> {
         let rules = self.health_rules()?;
         let ctx = self.ctx;
@@ -598,7 +619,7 @@ impl<'a, K: Rendered> Run<'a, K> {
             rules: rules.as_deref(),
         };
         let same_cluster = self.same_cluster(target);
-        if same_cluster && is_no_op_of(self.prior.reconcile(), digests) {
+        if !reapply && same_cluster && is_no_op_of(self.prior.reconcile(), digests) {
             let applied_at = self.prior.reconcile().last_applied_at.clone();
             let verdict = self.health(&checks, objects, applied_at.as_ref()).await;
             let end = self.no_op(verdict);

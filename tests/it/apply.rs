@@ -686,6 +686,7 @@ async fn scenario_36_drift_detected_ignored_counted_and_cleared() {
             paths: vec!["/data/k".into()],
             kind: Some("ConfigMap".into()),
             name: Some("a".into()),
+            ..IgnoreRule::default()
         }],
         ..DriftOptions::default()
     };

@@ -3,6 +3,7 @@
 //! against kube-emu with fake kernel seams; sharded replicas (issue 32).
 
 pub(crate) mod common;
+mod gitops;
 mod health;
 mod health_exprs;
 mod instance;

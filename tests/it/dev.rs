@@ -367,6 +367,9 @@ fn dev_loop(version: Version) {
         "{opm}"
     );
 
+    // Issue 40: the README's valuesFrom and dependsOn lines, run as written there.
+    readme_gitops_lines(&path, &kubeconfig);
+
     dev.stop("TERM");
     assert!(state.join("cluster.json").is_file());
 
@@ -451,6 +454,59 @@ fn dev_loop(version: Version) {
     assert_eq!(String::from_utf8(plat.stdout).unwrap(), "True");
     // Ctrl-C stops it as cleanly as SIGTERM.
     dev.stop("INT");
+}
+
+/// The README line of the dev session containing `fragment`, as a user pastes it after
+/// `export KUBECONFIG=…` (the session's first line).
+fn readme_line(kubeconfig: &Path, fragment: &str) -> String {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let line = readme
+        .lines()
+        .find(|l| l.contains(fragment))
+        .unwrap_or_else(|| panic!("no README line with {fragment:?}"));
+    format!("export KUBECONFIG={}; {line}", kubeconfig.display())
+}
+
+/// Issue 40's README lines: `kubectl explain` of the new fields, `logLevel` moved into a
+/// watched Secret (its change re-renders at once), and the `dependsOn` pair (`prod/web` waits
+/// for `demo/hello`, then follows it to Ready).
+fn readme_gitops_lines(path: &OsStr, kubeconfig: &Path) {
+    let line = |fragment: &str| readme_line(kubeconfig, fragment);
+    let explained = ok(path, &line("kubectl explain mi.spec.valuesFrom"));
+    for field in ["targetPath", "valuesKey", "readyExpr", "ignore", "mode"] {
+        assert!(explained.contains(field), "{field}: {explained}");
+    }
+    ok(path, &line("kubectl create secret generic hello-values"));
+    ok(
+        path,
+        &line(r#""valuesFrom":[{"kind":"Secret","name":"hello-values"}]"#),
+    );
+    let cm = line("# warn: from the Secret");
+    until_output(path, &cm, "warn", 60);
+    ok(path, &line("kubectl patch secret hello-values"));
+    until_output(path, &cm, "debug", 30);
+    ok(path, &line(r#"{"spec":{"suspend":true}}"#));
+    let ready = format!(
+        "export KUBECONFIG={}; kubectl get mi hello -n demo -o jsonpath='{{.status.conditions[?(@.type==\"Ready\")].reason}}'",
+        kubeconfig.display()
+    );
+    until_output(path, &ready, "Suspended", 30);
+    ok(
+        path,
+        &line(r#""dependsOn":[{"name":"hello","namespace":"demo"}]"#),
+    );
+    until_output(
+        path,
+        &line("# DependencyNotReady"),
+        "DependencyNotReady",
+        30,
+    );
+    ok(path, &line(r#"{"spec":{"suspend":false}}"#));
+    ok(
+        path,
+        &line("kubectl wait --for=condition=Ready mi/web -n prod"),
+    );
 }
 
 /// A corrupt snapshot stops `dev` at start with an error naming the file, and the file is kept.

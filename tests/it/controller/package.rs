@@ -445,6 +445,7 @@ pub fn depending_on_base() -> ModulePackage {
     mp.spec.depends_on = vec![DependsOn {
         name: "base".into(),
         namespace: None,
+        ready_expr: None,
     }];
     mp
 }
@@ -1370,4 +1371,44 @@ async fn git_repository_and_bucket_sources_are_supported() {
         assert_eq!(src.r#ref, Some(format!("{kind}/team-a/repo")));
         assert_eq!(m.msg_of("shop-a").await.as_deref(), Some("from-source"));
     }
+}
+
+/// Issue 40: the `dependsOn` gate ModulePackage shares with ModuleInstance: a cycle stalls
+/// `DependencyCycle` naming it, and a `readyExpr` replaces the Ready check.
+#[tokio::test]
+async fn a_package_dependency_cycle_stalls_and_ready_expr_replaces_the_ready_check() {
+    let m = mp_env().await;
+    m.record_platform().await;
+    m.publish("r1", shop_tgz(&[])).await;
+    m.create(depending_on_base()).await;
+    let mut base = ModulePackage::test();
+    base.metadata.name = Some("base".into());
+    base.spec.depends_on = vec![DependsOn {
+        name: NAME.into(),
+        namespace: None,
+        ready_expr: None,
+    }];
+    create(&m.packages(), base).await;
+    let r = m.reconcile().await;
+    assert_eq!(r.reason, Some("DependencyCycle"), "{r:?}");
+    let (_, _, msg) = m.ready_condition().await;
+    assert_eq!(
+        msg,
+        "dependency cycle: team-a/pkg -> team-a/base -> team-a/pkg"
+    );
+    assert_eq!(m.renderer.renders(), 0);
+    // No cycle; base is not Ready, but the expression holds.
+    patch_spec(
+        &m.packages(),
+        "base",
+        serde_json::json!({"dependsOn": null}),
+    )
+    .await;
+    patch_spec(
+        &m.packages(),
+        NAME,
+        serde_json::json!({"dependsOn": [{"name": "base", "readyExpr": "dep.metadata.name == 'base'"}]}),
+    )
+    .await;
+    assert_eq!(m.reconcile().await.reason, Some("ReconciliationSucceeded"));
 }
