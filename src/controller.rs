@@ -46,4 +46,5 @@ pub mod registration;
 pub mod render_apply;
 pub mod runtime;
 pub mod shard;
+pub mod verify;
 pub mod workloads;

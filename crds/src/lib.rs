@@ -26,6 +26,7 @@ pub mod module_package;
 pub mod platform;
 #[cfg(feature = "kinds")]
 pub mod transformer_registration;
+pub mod verify;
 
 #[cfg(feature = "kinds")]
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -74,6 +74,9 @@ pub struct ModuleInstanceSpec {
     /// Rollout options.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,
+    /// Require the module to be signed (cosign, public keys from a Secret of this namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<crate::verify::Verify>,
 }
 
 /// Observed state of a ModuleInstance.

@@ -79,6 +79,11 @@ pub struct Context {
     /// The default rollout timeout (`--health-timeout`; `spec.rollout.timeout` overrides it;
     /// zero: no health check).
     pub health_timeout: Duration,
+    /// Signature policies (`spec.verify`, [`super::verify`]); `None`: `spec.verify` stalls
+    /// `VerificationFailed` (no verifying kernel).
+    pub signatures: Option<Arc<super::verify::Signatures>>,
+    /// The operator's own namespace (the Platform's `spec.verify` Secret lives there).
+    pub operator_namespace: String,
     /// Consecutive reconcile errors per object key (`Kind/name`), for the error backoff.
     failures: FailureCounts,
     /// What the last apply of an object changed (`Kind/namespace/name` → “1 created, …”), kept
@@ -145,6 +150,8 @@ impl Context {
             shard: super::shard::Shard::default(),
             health_poll: DEFAULT_HEALTH_POLL,
             health_timeout: DEFAULT_HEALTH_TIMEOUT,
+            signatures: None,
+            operator_namespace: "opm-system".to_owned(),
             failures: FailureCounts::default(),
             pending_changes: Mutex::new(HashMap::new()),
         }

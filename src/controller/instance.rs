@@ -11,7 +11,10 @@
 //! - **Source identity**: the Source digest is sha256 of `path@version`, the Config digest that of
 //!   `spec.values` (§6.1).
 //! - **Phase 1 render** of `spec.module` with `spec.values` on the leased platform; no recorded
-//!   platform is `PlatformNotReady` with backoff (an instance has no interval).
+//!   platform is `PlatformNotReady` with backoff (an instance has no interval). With
+//!   `spec.verify`, or the Platform's policy in force, the render fetches through a verifying
+//!   view (`super::verify`): an unsigned, wrongly signed or tampered module (or dependency) is
+//!   Ready=False `VerificationFailed` naming it and why, before anything is evaluated or applied.
 //! - **Phase 2 bookkeeping**: ModuleResolved=True; `instanceUUID` from the first uuid label;
 //!   `requiredContracts` from the render (persisted by no-ops too; earlier failures keep the old
 //!   value).
@@ -32,7 +35,7 @@ use crds::module_instance::{ModuleInstance, ModuleInstanceStatus, Owner};
 use serde_json::Value;
 
 use super::context::{Context, Reconciled};
-use super::reconcile::{self, End, Halt, Kind, Mode, Note, Run, When};
+use super::reconcile::{self, End, Failure, Halt, Kind, Mode, Note, Run, When};
 use super::render_apply::{self, Rendered};
 use super::runtime::{self, Error, EventType};
 use crate::apply::drift::{DriftOptions, DriftOutcome};
@@ -202,6 +205,30 @@ async fn render(run: &Run<'_, ModuleInstance>) -> Result<RenderResult, Halt> {
         version: run.obj.spec.module.version.clone(),
         values: run.obj.spec.values.clone(),
     };
+    // Signed modules (`spec.verify`, the Platform's policy): `super::verify`.
+    let keys = match &run.obj.spec.verify {
+        Some(v) => Some(
+            super::verify::trusted_keys(&run.ctx.client, &run.namespace, v, actions::RENDER)
+                .await?,
+        ),
+        None => None,
+    };
+    let signatures = run.ctx.signatures.clone();
+    if keys.is_some() || signatures.as_ref().is_some_and(|s| s.required().is_some()) {
+        if signatures.is_none() {
+            return Err(Failure::stalled(
+                reasons::VERIFICATION_FAILED,
+                actions::RENDER,
+                "spec.verify: this operator has no verifying registry client".to_owned(),
+            )
+            .into());
+        }
+        return run
+            .render_on("module", signatures, move |s, platform, skew| {
+                s.render(&req, platform, skew, keys)
+            })
+            .await;
+    }
     let renderer = run.ctx.renderer.clone();
     run.render_on("module", renderer, move |renderer, platform, skew| {
         renderer.render_module(&req, platform, skew)
