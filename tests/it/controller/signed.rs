@@ -9,7 +9,8 @@
 use std::collections::BTreeMap;
 
 use crds::conditions::types;
-use crds::k8s_openapi::api::core::v1::Secret;
+use crds::k8s_openapi::api::apps::v1::Deployment;
+use crds::k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use crds::k8s_openapi::ByteString;
 use crds::module_instance::ModuleInstance;
 use kube::api::{Patch, PatchParams};
@@ -91,16 +92,23 @@ async fn demo(r: &Real, name: &str, secret: Option<&str>) {
     instance::reconcile(NS, name, &r.ctx).await.unwrap();
 }
 
+fn cms(r: &Real) -> Api<ConfigMap> {
+    Api::namespaced(r.client.clone(), NS)
+}
+
 /// Nothing of the demo module was applied in `NS`.
 async fn nothing_applied(r: &Real) {
-    let cms = config_maps(r).list(&Default::default()).await.unwrap();
+    let cms = cms(r).list(&Default::default()).await.unwrap();
     assert!(
         cms.items
             .iter()
             .all(|c| c.metadata.name.as_deref() != Some("settings")),
         "settings was applied"
     );
-    let deps = deployments(r).list(&Default::default()).await.unwrap();
+    let deps = Api::<Deployment>::namespaced(r.client.clone(), NS)
+        .list(&Default::default())
+        .await
+        .unwrap();
     assert!(deps.items.is_empty(), "a Deployment was applied");
 }
 
@@ -151,7 +159,7 @@ async fn an_instance_requiring_a_signature_renders_only_a_module_signed_with_its
         ("True", "ReconciliationSucceeded"),
         "{message}"
     );
-    assert!(live_cm(&r, "settings").await.is_some());
+    assert!(cms(&r).get_opt("settings").await.unwrap().is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -221,4 +229,5 @@ async fn a_platform_requiring_signatures_builds_only_on_signed_catalogs_and_hold
         ("True", "ReconciliationSucceeded"),
         "{message}"
     );
+    assert!(cms(&r).get_opt("settings").await.unwrap().is_some());
 }
