@@ -16,8 +16,9 @@
 //! 2. **Hand-over**: the same body applied forced by `opm-controller`, then the claim manager
 //!    applies an empty configuration, which releases its fields (SSA's documented way to give up
 //!    fields: what no other manager owns would be removed, and `opm-controller` owns all of it).
-//!    The object ends exactly as a plain create would leave it: one Apply entry of
-//!    `opm-controller`, so a field later dropped from the render is removed by the next apply.
+//!    The object ends as a plain create would leave it: `opm-controller`'s Apply entry owns the
+//!    fields (the claim's entry, if the server keeps it, owns nothing), so a field later dropped
+//!    from the render is removed by the next apply.
 //! 3. **Recovery**: a claim entry still on a live object (the process died between 1 and 2, or a
 //!    claimant's object was adopted) is released by the next apply of that object, which writes
 //!    it even when nothing else changed ([`claim_managers`] in the plan).
@@ -49,13 +50,19 @@ pub fn claim_manager(me: &InstanceLabels) -> String {
     format!("{CLAIM_MANAGER_PREFIX}{}", me.uuid)
 }
 
-/// The claim managers holding fields of a live object.
+/// The claim managers holding fields of a live object (an entry that owns nothing, as a
+/// release may leave it, holds nothing back and is ignored).
 pub fn claim_managers(live: &Value) -> Vec<String> {
     let mut out: Vec<String> = live
         .pointer("/metadata/managedFields")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
+        .filter(|e| {
+            e.get("fieldsV1")
+                .and_then(Value::as_object)
+                .is_some_and(|f| !f.is_empty())
+        })
         .filter_map(|e| e.get("manager").and_then(Value::as_str))
         .filter(|m| m.starts_with(CLAIM_MANAGER_PREFIX))
         .map(str::to_owned)
@@ -179,11 +186,13 @@ mod tests {
 
     #[test]
     fn claim_managers_are_found_in_managed_fields() {
+        let f = json!({"f:data": {}});
         let live = json!({"metadata": {"managedFields": [
-            {"manager": "opm-controller", "operation": "Apply"},
-            {"manager": "opm-claim.u-2", "operation": "Apply"},
-            {"manager": "kubectl", "operation": "Update"},
-            {"manager": "opm-claim.u-1", "operation": "Apply"},
+            {"manager": "opm-controller", "operation": "Apply", "fieldsV1": f},
+            {"manager": "opm-claim.u-2", "operation": "Apply", "fieldsV1": f},
+            {"manager": "kubectl", "operation": "Update", "fieldsV1": f},
+            {"manager": "opm-claim.u-1", "operation": "Apply", "fieldsV1": f},
+            {"manager": "opm-claim.u-3", "operation": "Apply", "fieldsV1": {}},
         ]}});
         assert_eq!(claim_managers(&live), ["opm-claim.u-1", "opm-claim.u-2"]);
         assert!(claim_managers(&json!({"metadata": {}})).is_empty());
