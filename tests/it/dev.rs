@@ -327,7 +327,10 @@ fn dev_loop(version: Version) {
     assert!(run(&["explain", "mi.spec"]).contains("The module to instantiate."));
     // Signed modules (issue 41): `spec.verify` of both kinds.
     let verify = run(&["explain", "mi.spec.verify"]);
-    assert!(verify.contains("secretRef") && verify.contains("provider"), "{verify}");
+    assert!(
+        verify.contains("secretRef") && verify.contains("provider"),
+        "{verify}"
+    );
     let verify = run(&["explain", "platform.spec.verify.secretRef"]);
     assert!(verify.contains("name"), "{verify}");
     let all = run(&["get", "all", "-n", "demo"]);
