@@ -118,7 +118,9 @@ impl Engine {
             }
             Err(e) if is_conflict(&e) => {
                 let live = match api.get_opt(&r.name).await {
-                    Ok(o) => o.map(|o| super::to_value(&o, r)).transpose()?,
+                    Ok(Some(o)) => Some(super::to_value(&o, r)?),
+                    // No rival object: the conflict is not a lost race; it is returned as is.
+                    Ok(None) => return Err(self.err(e, r, "apply (claim)")),
                     Err(e) => return Err(self.err(e, r, "get")),
                 };
                 // Another live instance's: OwnershipConflict (nothing was written).

@@ -208,8 +208,9 @@ async fn render(run: &Run<'_, ModuleInstance>) -> Result<RenderResult, Halt> {
     // Signed modules (`spec.verify`, the Platform's policy): `super::verify`.
     let keys = match &run.obj.spec.verify {
         Some(v) => Some(
-            super::verify::trusted_keys(&run.ctx.client, &run.namespace, v, actions::RENDER)
-                .await?,
+            super::verify::trusted_keys(&run.ctx.client, &run.namespace, v)
+                .await
+                .map_err(|e| keys_halt(e, actions::RENDER))?,
         ),
         None => None,
     };
@@ -234,6 +235,16 @@ async fn render(run: &Run<'_, ModuleInstance>) -> Result<RenderResult, Halt> {
         renderer.render_module(&req, platform, skew)
     })
     .await
+}
+
+/// The end of a reconcile whose `spec.verify` keys could not be had (`super::verify`).
+fn keys_halt(e: super::verify::KeysError, action: &'static str) -> Halt {
+    match e {
+        super::verify::KeysError::Unusable(m) => {
+            Failure::stalled(reasons::VERIFICATION_FAILED, action, m).into()
+        }
+        super::verify::KeysError::Read(e) => e.into(),
+    }
 }
 
 /// Phase 3 drift (§6.5): Drifted and the drift failure counter;

@@ -244,8 +244,9 @@ impl Kind for Platform {
         // read (`super::verify`).
         let keys = match &plat.spec.verify {
             Some(v) => Some(
-                super::verify::trusted_keys(&ctx.client, &ctx.operator_namespace, v, ACTION)
-                    .await?,
+                super::verify::trusted_keys(&ctx.client, &ctx.operator_namespace, v)
+                    .await
+                    .map_err(keys_halt)?,
             ),
             None => None,
         };
@@ -370,6 +371,16 @@ fn succeed(
         })
         .note_if(recorded, Note::normal(reasons::GENERATED, ACTION, msg))
         .then(Context::notify_recorded)
+}
+
+/// The end of a reconcile whose `spec.verify` keys could not be had (`super::verify`).
+fn keys_halt(e: super::verify::KeysError) -> Halt {
+    match e {
+        super::verify::KeysError::Unusable(m) => {
+            failure(reasons::VERIFICATION_FAILED, m, None).into()
+        }
+        super::verify::KeysError::Read(e) => e.into(),
+    }
 }
 
 /// A failed step (§3.6): Stalled with `reason`/`message`, a Warning once per transition (action

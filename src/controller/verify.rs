@@ -29,12 +29,10 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crds::conditions::reasons;
 use crds::k8s_openapi::api::core::v1::Secret;
 use crds::verify::Verify;
 use kube::Api;
 
-use super::reconcile::{Failure, Halt};
 use super::runtime::Error;
 use crate::kernel::{
     BuiltPlatform, ErrorClass, KernelError, ModuleRequest, RenderResult, SkewPolicy,
@@ -120,31 +118,39 @@ impl Signatures {
     }
 }
 
-/// The stall of an unusable key Secret.
-fn unusable(action: &'static str, message: String) -> Halt {
-    Failure::stalled(reasons::VERIFICATION_FAILED, action, message).into()
+/// Why the trusted keys could not be had.
+#[derive(Debug)]
+pub enum KeysError {
+    /// The Secret is missing or holds no usable key: `Ready=False` `VerificationFailed`
+    /// with this message.
+    Unusable(String),
+    /// The Secret could not be read (a reconcile error).
+    Read(Error),
 }
 
-/// The trusted keys of `verify` from its Secret in `namespace` (module docs); `action` is the
-/// event action of the stall.
+fn unusable(message: String) -> KeysError {
+    KeysError::Unusable(message)
+}
+
+/// The trusted keys of `verify` from its Secret in `namespace` (module docs).
 pub async fn trusted_keys(
     client: &kube::Client,
     namespace: &str,
     verify: &Verify,
-    action: &'static str,
-) -> Result<Arc<TrustedKeys>, Halt> {
+) -> Result<Arc<TrustedKeys>, KeysError> {
     let name = &verify.secret_ref.name;
     let shown = format!("Secret {namespace}/{name}");
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let secret = api
-        .get_opt(name)
-        .await
-        .map_err(|e| Error::kube(format!("reading the verification keys ({shown})"), e))?;
+    let secret = api.get_opt(name).await.map_err(|e| {
+        KeysError::Read(Error::kube(
+            format!("reading the verification keys ({shown})"),
+            e,
+        ))
+    })?;
     let Some(secret) = secret else {
-        return Err(unusable(
-            action,
-            format!("spec.verify: {shown} (the public keys) not found"),
-        ));
+        return Err(unusable(format!(
+            "spec.verify: {shown} (the public keys) not found"
+        )));
     };
     let entries: Vec<(String, Vec<u8>)> = secret
         .data
@@ -154,12 +160,11 @@ pub async fn trusted_keys(
         .map(|(k, v)| (k, v.0))
         .collect();
     if entries.is_empty() {
-        return Err(unusable(
-            action,
-            format!("spec.verify: {shown} holds no *.pub public key"),
-        ));
+        return Err(unusable(format!(
+            "spec.verify: {shown} holds no *.pub public key"
+        )));
     }
     TrustedKeys::from_pems(&shown, &entries)
         .map(Arc::new)
-        .map_err(|e| unusable(action, format!("spec.verify: {shown}: {e}")))
+        .map_err(|e| unusable(format!("spec.verify: {shown}: {e}")))
 }
