@@ -34,6 +34,11 @@
 //!   (data loss), and a live object that the prune guard would not delete as ours
 //!   ([`prune::guard`]; with instance labels, the live uuid must be the instance's). A recreate
 //!   is logged and counted as created in the `Applied` message.
+//! - **Create race** ([`claim`]): with instance labels, an object the plan found absent is
+//!   created through a claim (an unforced apply by the instance's own field manager, then handed
+//!   to `opm-controller`), so of several instances creating it at once exactly one succeeds and
+//!   the others fail with `OwnershipConflict` in the same apply; claims are written first in
+//!   their stage, and a lost claim takes back what the stage claimed.
 //! - **Inventory safety** ([`Engine::sync`]): an empty render over a non-empty inventory is
 //!   refused unless allowed; the desired inventory is checked against the size budget before
 //!   any write; stale entries are computed only after a fully successful apply and pruned with
@@ -67,6 +72,7 @@
 //! inventory until a later successful apply records them (as in fluxcd/pkg/ssa); if the desired
 //! set drops them before that, they are not pruned.
 
+pub mod claim;
 pub mod deletion;
 pub mod drift;
 pub mod error;
@@ -252,6 +258,18 @@ struct Plan {
     recreate: Option<(String, Vec<String>)>,
     /// The former owner (`namespace/name`) when the object is adopted ([`ownership`]).
     adopted: Option<String>,
+    /// Claim managers still holding fields of the live object ([`claim`]): released by the
+    /// write, which therefore happens even when nothing else changed.
+    claims: Vec<String>,
+}
+
+/// One planned write of a stage.
+struct Write {
+    index: usize,
+    action: Action,
+    api: Api<DynamicObject>,
+    recreate: Option<(String, Vec<String>)>,
+    claims: Vec<String>,
 }
 
 /// What applying one object would do, with both sides (for render previews: validate and diff).
@@ -449,8 +467,14 @@ impl Engine {
                         adopted[i] = plan
                             .adopted
                             .map(|from| format!("{} (from {from})", prepared[i].r));
-                        if plan.action != Action::Unchanged {
-                            writes.push((i, plan.api, plan.recreate));
+                        if plan.action != Action::Unchanged || !plan.claims.is_empty() {
+                            writes.push(Write {
+                                index: i,
+                                action: plan.action,
+                                api: plan.api,
+                                recreate: plan.recreate,
+                                claims: plan.claims,
+                            });
                         }
                     }
                     Err(e) => errors.push(e),
@@ -459,8 +483,36 @@ impl Engine {
             if let Some(e) = Error::collect(errors) {
                 return Err(e);
             }
-            let written: Vec<Result<(), Error>> = stream::iter(writes)
-                .map(|(i, api, recreate)| self.write_one(&prepared[i], api, recreate))
+            // Claims of absent objects first ([`claim`]): a lost claim writes nothing else of
+            // the stage and takes back what this stage claimed.
+            let me = opts.instance.as_ref();
+            let prepared = &prepared;
+            let (claimed, plain): (Vec<Write>, Vec<Write>) = writes
+                .into_iter()
+                .partition(|w| me.is_some() && w.action == Action::Created);
+            let won: Vec<(Write, Result<Option<String>, Error>)> = stream::iter(claimed)
+                .map(|w| async move {
+                    let r = self.write_one(&prepared[w.index], &w, me).await;
+                    (w, r)
+                })
+                .buffered(self.opts.concurrency.max(1))
+                .collect()
+                .await;
+            if won.iter().any(|(_, r)| r.is_err()) {
+                let mut errors = Vec::new();
+                for (w, r) in won {
+                    match r {
+                        Ok(Some(uid)) => self.roll_back(&prepared[w.index].r, &w.api, &uid).await,
+                        Ok(None) => {}
+                        Err(e) => errors.push(e),
+                    }
+                }
+                if let Some(e) = Error::collect(errors) {
+                    return Err(e);
+                }
+            }
+            let written: Vec<Result<Option<String>, Error>> = stream::iter(plain)
+                .map(|w| async move { self.write_one(&prepared[w.index], &w, me).await })
                 .buffered(self.opts.concurrency.max(1))
                 .collect()
                 .await;
@@ -601,6 +653,7 @@ impl Engine {
         if p.policy.apply == policy::ApplyMode::IfNotPresent {
             if let Some(live) = live {
                 let live = comparable(&live);
+                // Left alone entirely: a leftover claim on it is not released either.
                 return Ok(Plan {
                     action: Action::Unchanged,
                     api,
@@ -608,6 +661,7 @@ impl Engine {
                     planned: live,
                     recreate: None,
                     adopted: None,
+                    claims: Vec::new(),
                 });
             }
         }
@@ -646,6 +700,7 @@ impl Engine {
                 };
             }
         };
+        let claims = live.as_ref().map(claim::claim_managers).unwrap_or_default();
         let live = live.as_ref().map(comparable);
         let action = match &live {
             None => Action::Created,
@@ -659,6 +714,7 @@ impl Engine {
             planned,
             recreate: None,
             adopted,
+            claims,
         })
     }
 
@@ -724,18 +780,22 @@ impl Engine {
             planned: comparable(&p.body),
             recreate: Some((uid, fields)),
             adopted: None,
+            claims: Vec::new(),
         })
     }
 
     /// Applies one object for real (ownership forced); a planned recreate first deletes the live
-    /// object (uid precondition) and waits until it is gone.
+    /// object (uid precondition) and waits until it is gone. With instance labels `me`, an object
+    /// the plan found absent (or just deleted for a recreate) is created through a claim
+    /// ([`claim`]); the uid of an object this call created is returned (for a stage rollback).
     async fn write_one(
         &self,
         p: &Prepared,
-        api: Api<DynamicObject>,
-        recreate: Option<(String, Vec<String>)>,
-    ) -> Result<(), Error> {
-        if let Some((uid, fields)) = recreate {
+        w: &Write,
+        me: Option<&InstanceLabels>,
+    ) -> Result<Option<String>, Error> {
+        let api = &w.api;
+        if let Some((uid, fields)) = &w.recreate {
             tracing::info!(object = %p.r, ?fields, "recreating: the update changes immutable fields (rollout.forceConflicts)");
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
@@ -749,13 +809,16 @@ impl Engine {
                 Err(e) if error::is_not_found(&e) => {}
                 Err(e) => return Err(self.err(e, &p.r, "delete (recreate)")),
             }
-            self.wait_gone(p, &api, &uid).await?;
+            self.wait_gone(p, api, uid).await?;
         }
-        let params = PatchParams::apply(&self.opts.field_manager).force();
-        api.patch(&p.r.name, &params, &Patch::Apply(&p.body))
-            .await
-            .map_err(|e| self.err(e, &p.r, "apply"))?;
-        Ok(())
+        if let Some(me) = me.filter(|_| matches!(w.action, Action::Created | Action::Recreated)) {
+            return match self.create_claimed(&p.r, &p.body, api, me).await? {
+                claim::Claimed::Won(uid) if w.action == Action::Created => Ok(uid),
+                _ => Ok(None),
+            };
+        }
+        self.hand_over(&p.r, &p.body, api, &w.claims).await?;
+        Ok(None)
     }
 
     /// Polls until the object with `uid` is gone (absent or replaced), bounded by the stage

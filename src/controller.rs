@@ -52,6 +52,7 @@ pub mod remote;
 pub mod render_apply;
 pub mod runtime;
 pub mod shard;
+pub mod verify;
 pub mod workloads;
 // issue 40 (valuesFrom, interval and drift, dependsOn):
 pub mod depends_on;

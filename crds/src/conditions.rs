@@ -67,6 +67,9 @@ pub mod reasons {
     /// Ready=False: a rendered object already exists and belongs to another live instance; it is
     /// not applied and nothing is pruned (the message names the object and the owner).
     pub const OWNERSHIP_CONFLICT: &str = "OwnershipConflict";
+    /// Ready=False: a required signature is missing or does not verify (`spec.verify`); nothing
+    /// was rendered or applied (the message names the module and why).
+    pub const VERIFICATION_FAILED: &str = "VerificationFailed";
     /// Pruning stale objects failed.
     pub const PRUNE_FAILED: &str = "PruneFailed";
     /// Ready=False: an applied object is kstatus `Failed`, or not `Current` when the rollout

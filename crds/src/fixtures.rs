@@ -52,9 +52,23 @@ impl Platform {
                 r#type: "kubernetes".to_owned(),
                 registry,
                 skew_policy: None,
+                verify: None,
             },
             status: None,
         }
+    }
+
+    /// Requires cosign signatures with the public keys of the Secret `secret` (operator
+    /// namespace).
+    #[must_use]
+    pub fn with_verify(mut self, secret: &str) -> Self {
+        self.spec.verify = Some(crate::verify::Verify {
+            provider: crate::verify::VerifyProvider::Cosign,
+            secret_ref: crate::verify::SecretRef {
+                name: secret.to_owned(),
+            },
+        });
+        self
     }
 
     /// Adds (or replaces) a registry entry.
@@ -164,6 +178,19 @@ impl ModuleInstance {
             },
             status: None,
         }
+    }
+
+    /// Requires the module to be signed with the public keys of the Secret `secret` (the
+    /// instance's namespace).
+    #[must_use]
+    pub fn with_verify(mut self, secret: &str) -> Self {
+        self.spec.verify = Some(crate::verify::Verify {
+            provider: crate::verify::VerifyProvider::Cosign,
+            secret_ref: crate::verify::SecretRef {
+                name: secret.to_owned(),
+            },
+        });
+        self
     }
 
     /// Sets name and namespace.

@@ -33,6 +33,7 @@ pub mod reference;
 #[cfg(feature = "kinds")]
 pub mod transformer_registration;
 pub mod values_from;
+pub mod verify;
 
 #[cfg(feature = "kinds")]
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -110,6 +110,9 @@ pub struct ModuleInstanceSpec {
     /// generation, or their `readyExpr`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<DependsOn>,
+    /// Require the module to be signed (cosign, public keys from a Secret of this namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<crate::verify::Verify>,
 }
 
 /// Observed state of a ModuleInstance.

@@ -98,6 +98,10 @@ pub struct PlatformSpec {
     /// `Warn` (unset) or `Refuse`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skew_policy: Option<SkewPolicy>,
+    /// Require every module and catalog the cluster renders to be signed (cosign, public keys
+    /// from a Secret of the operator's namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<crate::verify::Verify>,
 }
 
 /// Where a pinned catalog came from.

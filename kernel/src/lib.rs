@@ -81,6 +81,9 @@ pub enum ErrorClass {
     UnsupportedKind,
     /// An evaluation limit or deadline was exceeded (HTTP 504 for time, 413 for size).
     Timeout,
+    /// A signature policy (`spec.verify`) is in force and a module or catalog is not signed as
+    /// it requires (stalled `VerificationFailed`; nothing was evaluated).
+    Verification,
     /// Anything else (stalled `RenderFailed`; HTTP 422/500).
     Other,
 }

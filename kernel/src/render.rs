@@ -146,6 +146,16 @@ impl Renderer {
         }
     }
 
+    /// The same renderer (limits, runtime name) fetching through `registry` instead: a render
+    /// whose modules must pass a signature policy of its own fetches through a verifying view of
+    /// the shared client.
+    pub fn with_registry(&self, registry: Arc<dyn Registry>) -> Renderer {
+        Renderer {
+            registry,
+            ..self.clone()
+        }
+    }
+
     /// Sets the evaluation limits of every render.
     pub fn with_config(mut self, config: cue::Config) -> Renderer {
         self.config = config;

@@ -354,6 +354,9 @@ pub struct Kernel {
     pub renderer: Option<Arc<dyn crate::kernel::ModuleRenderer>>,
     /// Package rendering for the ModulePackage controller (`None`: the controller is off).
     pub package_renderer: Option<Arc<dyn crate::kernel::PackageRenderer>>,
+    /// Signature policies over the shared registry client (`spec.verify`; `None`: a kernel
+    /// without one, and `spec.verify` then stalls `VerificationFailed`).
+    pub signatures: Option<Arc<crate::controller::verify::Signatures>>,
 }
 
 impl std::fmt::Debug for Kernel {
@@ -537,12 +540,17 @@ pub fn operator_sidecar(
             generator.clone(),
             cue::Config::default(),
         ));
-        let renderer = Arc::new(crate::render::Renderer::new(registry));
+        let renderer = Arc::new(crate::render::Renderer::new(registry.clone()));
+        let signatures = Arc::new(crate::controller::verify::Signatures::new(
+            registry,
+            (*renderer).clone(),
+        ));
         Ok(Kernel {
             builder: platform.clone(),
             acquirer: platform,
             renderer: Some(renderer.clone()),
             package_renderer: Some(renderer),
+            signatures: Some(signatures),
         })
     })
 }
@@ -609,6 +617,8 @@ async fn run(
     ctx.metrics = metrics;
     ctx.renderer = kernel.renderer;
     ctx.package_renderer = kernel.package_renderer;
+    ctx.signatures = kernel.signatures;
+    ctx.operator_namespace = args.leader_elect_namespace.clone();
     ctx.allow_cross_namespace_refs = args.allow_cross_namespace_refs;
     ctx.reconcile_timeout = args.reconcile_timeout;
     ctx.health_poll = args.health_poll_interval;

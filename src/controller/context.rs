@@ -87,6 +87,11 @@ pub struct Context {
     pub gitops: GitOps,
     /// Who waits for whom (`dependsOn`): woken by the frame's commits.
     pub waiters: super::waiters::Waiters,
+    /// Signature policies (`spec.verify`, [`super::verify`]); `None`: `spec.verify` stalls
+    /// `VerificationFailed` (no verifying kernel).
+    pub signatures: Option<Arc<super::verify::Signatures>>,
+    /// The operator's own namespace (the Platform's `spec.verify` Secret lives there).
+    pub operator_namespace: String,
     /// Consecutive reconcile errors per object key (`Kind/name`), for the error backoff.
     failures: FailureCounts,
     /// What the last apply of an object changed (`Kind/namespace/name` → “1 created, …”), kept
@@ -157,6 +162,8 @@ impl Context {
             clusters: Default::default(),
             gitops: GitOps::default(),
             waiters: super::waiters::Waiters::default(),
+            signatures: None,
+            operator_namespace: "opm-system".to_owned(),
             failures: FailureCounts::default(),
             pending_changes: Mutex::new(HashMap::new()),
         }

@@ -12,6 +12,10 @@
 //!   `spec.values` (§6.1).
 //! - **Phase 1 render** of `spec.module` with `spec.values` on the leased platform; no recorded
 //!   platform is `PlatformNotReady` with backoff (at `spec.interval` when the instance has one).
+//!   With `spec.verify`, or the Platform's policy in force, the render fetches through a
+//!   verifying view (`super::verify`): an unsigned, wrongly signed or tampered module (or
+//!   dependency) is Ready=False `VerificationFailed` naming it and why, before anything is
+//!   evaluated or applied.
 //! - **Phase 2 bookkeeping**: ModuleResolved=True; `instanceUUID` from the first uuid label;
 //!   `requiredContracts` from the render (persisted by no-ops too; earlier failures keep the old
 //!   value).
@@ -395,11 +399,46 @@ async fn render(
         version: run.obj.spec.module.version.clone(),
         values,
     };
+    // Signed modules (`spec.verify`, the Platform's policy): `super::verify`.
+    let keys = match &run.obj.spec.verify {
+        Some(v) => Some(
+            super::verify::trusted_keys(&run.ctx.client, &run.namespace, v)
+                .await
+                .map_err(|e| keys_halt(e, actions::RENDER))?,
+        ),
+        None => None,
+    };
+    let signatures = run.ctx.signatures.clone();
+    if keys.is_some() || signatures.as_ref().is_some_and(|s| s.required().is_some()) {
+        if signatures.is_none() {
+            return Err(Failure::stalled(
+                reasons::VERIFICATION_FAILED,
+                actions::RENDER,
+                "spec.verify: this operator has no verifying registry client".to_owned(),
+            )
+            .into());
+        }
+        return run
+            .render_on("module", signatures, move |s, platform, skew| {
+                s.render(&req, platform, skew, keys)
+            })
+            .await;
+    }
     let renderer = run.ctx.renderer.clone();
     run.render_on("module", renderer, move |renderer, platform, skew| {
         renderer.render_module(&req, platform, skew)
     })
     .await
+}
+
+/// The end of a reconcile whose `spec.verify` keys could not be had (`super::verify`).
+fn keys_halt(e: super::verify::KeysError, action: &'static str) -> Halt {
+    match e {
+        super::verify::KeysError::Unusable(m) => {
+            Failure::stalled(reasons::VERIFICATION_FAILED, action, m).into()
+        }
+        super::verify::KeysError::Read(e) => e.into(),
+    }
 }
 
 /// Phase 3 drift (§6.5): Drifted and the drift failure counter;

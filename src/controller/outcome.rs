@@ -111,6 +111,7 @@ pub fn classify_render(class: ErrorClass) -> RenderFailure {
             (reasons::RESOLUTION_FAILED, Outcome::FailedStalled)
         }
         ErrorClass::UnsupportedKind => (reasons::UNSUPPORTED_KIND, Outcome::FailedStalled),
+        ErrorClass::Verification => (reasons::VERIFICATION_FAILED, Outcome::FailedStalled),
         ErrorClass::Timeout | ErrorClass::Other => (reasons::RENDER_FAILED, Outcome::FailedStalled),
     };
     RenderFailure { reason, outcome }

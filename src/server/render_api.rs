@@ -407,7 +407,8 @@ pub fn kernel_error(e: KernelError) -> ApiError {
         ErrorClass::SkewRefused => ErrorCode::SkewRefused,
         ErrorClass::UnsupportedKind => ErrorCode::UnsupportedKind,
         ErrorClass::Timeout => ErrorCode::RenderTimeout,
-        ErrorClass::Other => ErrorCode::RenderFailed,
+        // No code of its own: the message names the module and why its signature failed.
+        ErrorClass::Other | ErrorClass::Verification => ErrorCode::RenderFailed,
     };
     let mut err = ApiError::new(code, e.message);
     err.problems = e

@@ -325,6 +325,18 @@ fn dev_loop(version: Version) {
     };
     assert!(run(&["create", "namespace", "prod"]).contains("namespace/prod created"));
     assert!(run(&["explain", "mi.spec"]).contains("The module to instantiate."));
+    // Signed modules (issue 41): `spec.verify` of both kinds.
+    // (kubectl 1.20 lists no fields of a nullable object; both print the description.)
+    let verify = run(&["explain", "mi.spec.verify"]);
+    assert!(
+        verify.contains("Require the module to be signed"),
+        "{verify}"
+    );
+    let verify = run(&["explain", "platform.spec.verify"]);
+    assert!(
+        verify.contains("Require every module and catalog"),
+        "{verify}"
+    );
     let all = run(&["get", "all", "-n", "demo"]);
     assert!(all.contains("deployment.apps/"), "{all}");
     let deploy = run(&["get", "deploy", "-n", "demo"]);

@@ -167,6 +167,7 @@ fn inventory_err(message: impl std::fmt::Display) -> KernelError {
 fn registry_class(e: &RegistryError) -> ErrorClass {
     match e {
         RegistryError::Transient { .. } => ErrorClass::TransientPull,
+        RegistryError::Unverified { .. } => ErrorClass::Verification,
         _ => ErrorClass::Resolution,
     }
 }

@@ -35,7 +35,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use cue::module::ModuleVersion;
+use cue::module::{ModuleVersion, RegistryError};
 use cue::path::quote;
 
 use super::closure::{closure, ClosureError, ModFileSource};
@@ -79,6 +79,9 @@ impl GenerateError {
     pub fn class(&self) -> ErrorClass {
         match self {
             GenerateError::Invalid(_) => ErrorClass::Other,
+            GenerateError::Closure(ClosureError::Resolution(RegistryError::Unverified {
+                ..
+            })) => ErrorClass::Verification,
             GenerateError::Closure(ClosureError::Resolution(_)) => ErrorClass::Resolution,
             GenerateError::Closure(ClosureError::Transient(_)) => ErrorClass::TransientPull,
         }
@@ -332,7 +335,6 @@ fn check_version(m: &ModuleVersion) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::PlatformEntry;
-    use cue::module::RegistryError;
 
     struct Flat(BTreeMap<ModuleVersion, Vec<(String, String)>>);
 

@@ -276,6 +276,7 @@ impl Error {
             Error::PlatformNotReady => ErrorClass::PlatformNotReady,
             Error::Pull { error, .. } => match error {
                 RegistryError::Transient { .. } => ErrorClass::TransientPull,
+                RegistryError::Unverified { .. } => ErrorClass::Verification,
                 _ => ErrorClass::Resolution,
             },
             Error::Request { .. }
