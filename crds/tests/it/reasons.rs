@@ -107,6 +107,7 @@ const NOT_REASONS: &[(&str, &str)] = &[
     ("IfNotPresent", "a value of the opm.dev/apply annotation"),
     // Type names in Debug output.
     ("RemoteCluster", "a type name in Debug output"),
+    ("TrustedKeys", "a type name in Debug output"),
     // Kinds (ours, Kubernetes', Flux's), which are written as literals to build and match objects.
     ("ModuleInstance", "kind"),
     ("ModulePackage", "kind"),
