@@ -611,18 +611,31 @@ pub struct DisjResult {
     pub modes: Vec<u8>,
 }
 
-/// A comprehension waiting to run: environment, clauses, close id, embed group, outer ids.
-type PendingComp = (
-    Arc<Env>,
-    ComprehensionC,
-    Option<u32>,
-    Option<u32>,
-    Option<Arc<[u32]>>,
-);
+/// A comprehension of a struct literal waiting to run (see `comprehension`): its environment
+/// and clauses, and the closedness of the literal's conjunct its results are embedded with.
+#[derive(Clone, Debug)]
+struct PendingComp {
+    env: Arc<Env>,
+    comp: ComprehensionC,
+    close: Option<u32>,
+    /// The group its results record their labels into (they are embeddings).
+    embed: Option<u32>,
+    outer: Option<Arc<[u32]>>,
+}
 
-/// A disjunction met while expanding: its conjunct, alternatives (with marks), nested flag,
-/// and the vertex's atom state when it was met (see [`Met`]).
-type PendingDisj = (Conj, Arc<[(Expr, bool)]>, bool, Met);
+/// A disjunction met while expanding a vertex, split on once the vertex is finished (see
+/// `disjunct`).
+#[derive(Clone, Debug)]
+struct PendingDisj {
+    /// The conjunct holding the disjunction.
+    conj: Conj,
+    /// The alternatives, each with its default mark.
+    alts: Arc<[(Expr, bool)]>,
+    /// Met inside an alternative of another disjunction.
+    nested: bool,
+    /// The vertex's atom state when it was met.
+    met: Met,
+}
 
 /// What a vertex held when one of its disjunctions was met: whether it had a scalar and how
 /// many bounds. A disjunct that starts from the vertex's complete atom state
@@ -779,13 +792,13 @@ struct Scratch {
     pending_disj: Vec<PendingDisj>,
     comps: Vec<PendingComp>,
     dyn_fields: Vec<PendingField>,
-    patterns: Vec<(VId, Conj, Option<Arc<Env>>)>,
+    patterns: Vec<Pattern>,
     list: Option<ListState>,
     /// Struct or list vertices whose conjuncts were copied into this one (structural cycles).
     inlined: Vec<VId>,
     /// Copies held back because an ancestor already holds that vertex: decided once the other
     /// conjuncts are in, by whether any of them feeds this vertex from outside (`flush_cyclic`).
-    cyc_pending: Vec<(VId, Conj, Span)>,
+    cyc_pending: Vec<HeldCopy>,
     /// Vertices copied in here although nothing else fed this vertex (see `flush_cyclic`).
     suspect: Vec<VId>,
     /// Embedded references that gave atoms, processed again once all conjuncts are in.
@@ -798,6 +811,27 @@ struct Scratch {
     /// The closedness id of each `close(x)` call processed into this vertex while it is
     /// expanded, by the call's identity (see [`Ev::close_id`]).
     close_ids: Vec<(ConjKey, u32)>,
+}
+
+/// A pattern constraint of a struct (`[filter]: value`): applied to every regular arc whose
+/// label the filter accepts, present and future (see `Ev::arc_full`).
+#[derive(Clone, Debug)]
+struct Pattern {
+    /// The label filter, a vertex of its own.
+    filter: VId,
+    /// The constraint's value, with the closedness of its literal (no environment: `env`).
+    conj: Conj,
+    /// The environment of the struct literal declaring it.
+    env: Option<Arc<Env>>,
+}
+
+/// A copy of the struct or list vertex `from` into a vertex whose ancestor already holds one
+/// (see `Ev::flush_cyclic`), held back with the conjunct referring to it and its position.
+#[derive(Clone, Debug)]
+struct HeldCopy {
+    from: VId,
+    conj: Conj,
+    span: Span,
 }
 
 /// A field embedded into its own ancestor (see `Ev::reembed`): the labels from the ancestor
@@ -859,19 +893,45 @@ impl Scratch {
 /// vertex by its id, any other expression by its kind and source position) and the canonical
 /// identity of its environment (see `Ev::canon`). Two conjuncts with one key denote the
 /// same value in the same vertex.
-type ConjKey = (u8, u64, u64, u64);
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct ConjKey {
+    /// The class of expression: 1 struct literal, 2 list literal, 3 vertex, 4 and up an
+    /// expression identified by its source position (see `Ev::conj_key`).
+    class: u8,
+    /// The literal's node, the vertex id, or the position's file and start offset.
+    node: u64,
+    /// The position's end offset (0 for a literal or a vertex).
+    end: u64,
+    /// The canonical identity of the conjunct's environment.
+    env: u64,
+}
 
-/// A processed conjunct: close id, embed group, outer ids, the index of the disjunction it
-/// is (`usize::MAX` if it is none), and whether processing it only added settled atoms (see
-/// [`Ev::process_expr`]).
-type SeenConj = (Option<u32>, Option<u32>, Option<Arc<[u32]>>, usize, bool);
+/// A conjunct processed into a vertex (see [`Seen`]): its closedness, which disjunction of the
+/// vertex it is, and whether processing it only added settled atoms.
+#[derive(Clone, Debug)]
+struct SeenConj {
+    close: Option<u32>,
+    embed: Option<u32>,
+    outer: Option<Arc<[u32]>>,
+    /// Its index among the vertex's disjunctions (`usize::MAX` if it is no disjunction).
+    disj: usize,
+    /// Processing it only added settled atoms (see [`Ev::process_expr`]): it is skipped when
+    /// met again whatever its outer ids.
+    atomic: bool,
+}
 
 /// The canonical identity of an environment: what its scope holds (a struct literal node, or
 /// its bindings), the vertex it is evaluated in and the canonical identity of its parent.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum EnvShape {
-    Struct(u64, VId, usize),
-    Bind(u64, VId, Vec<BindKey>),
+    /// A struct literal's scope: the parent's identity, the vertex and the literal's node.
+    Struct { up: u64, vertex: VId, lit: usize },
+    /// Bindings: the parent's identity, the vertex and each binding's identity.
+    Bind {
+        up: u64,
+        vertex: VId,
+        binds: Vec<BindKey>,
+    },
 }
 
 /// The identity of one binding of an environment (see [`EnvShape`]): a vertex by id, an atom
@@ -884,7 +944,7 @@ enum BindKey {
     Int(Arc<num_bigint::BigInt>),
     Bool(bool),
     Text(String),
-    Lazy(u64, u32, u32, u32),
+    Lazy(u64, Span),
 }
 
 /// Whether the ids of `a` are all in `b`.
@@ -1119,7 +1179,7 @@ pub struct Ev {
     filter_cache: LogMap<(usize, usize), VId>,
     /// The list argument of an `and`/`or` call, by environment and call position: each disjunct
     /// of a vertex processes the call again, and must not rebuild a long list every time.
-    call_list_cache: LogMap<(u64, u32, u32, u32), Val>,
+    call_list_cache: LogMap<(u64, Span), Val>,
     /// Loaded non-std packages by import path (without version/qualifier).
     pub packages: HashMap<String, VId>,
     in_progress: Vec<VId>,
@@ -1532,7 +1592,12 @@ impl Ev {
         let v = self.deref(v);
         let pats = self.vx(v).scr().patterns.clone();
         let mut out = Vec::with_capacity(pats.len());
-        for (filter, pc, penv) in pats {
+        for Pattern {
+            filter,
+            conj: pc,
+            env: penv,
+        } in pats
+        {
             let a = self.new_vertex(None, Label::internal("_pattern"));
             let env = self.new_env(
                 penv,
@@ -1564,7 +1629,11 @@ impl Ev {
         let id = self.next_env;
         let upc = up.as_ref().map_or(0, |e| self.canon(e));
         let shape = match &kind {
-            EnvKind::Struct(lit) => EnvShape::Struct(upc, vertex, Arc::as_ptr(lit) as usize),
+            EnvKind::Struct(lit) => EnvShape::Struct {
+                up: upc,
+                vertex,
+                lit: Arc::as_ptr(lit) as usize,
+            },
             EnvKind::Bind(bs) => {
                 let key = bs
                     .iter()
@@ -1574,13 +1643,14 @@ impl Ev {
                         Binding::Val(Val::Int(x)) => BindKey::Int(x.clone()),
                         Binding::Val(Val::Bool(x)) => BindKey::Bool(*x),
                         Binding::Val(x) => BindKey::Text(ops::show(x)),
-                        Binding::Lazy(e, x) => {
-                            let sp = x.span();
-                            BindKey::Lazy(self.canon(e), sp.file.0, sp.start, sp.end)
-                        }
+                        Binding::Lazy(e, x) => BindKey::Lazy(self.canon(e), x.span()),
                     })
                     .collect();
-                EnvShape::Bind(upc, vertex, key)
+                EnvShape::Bind {
+                    up: upc,
+                    vertex,
+                    binds: key,
+                }
             }
         };
         let next = self.env_shapes.len() as u64 + 1;
@@ -1609,7 +1679,7 @@ impl Ev {
     /// and for expressions without a source position).
     fn conj_key(&self, c: &Conj) -> Option<ConjKey> {
         let env = c.env.as_ref().map_or(0, |e| self.canon(e));
-        let (tag, a, b) = match &c.expr {
+        let (class, node, end) = match &c.expr {
             Expr::Lit(..) | Expr::Unify(..) | Expr::Bad(_) => return None,
             Expr::Struct(l) => (1, Arc::as_ptr(l) as usize as u64, 0),
             Expr::List(l) => (2, Arc::as_ptr(l) as usize as u64, 0),
@@ -1643,7 +1713,12 @@ impl Ev {
                 )
             }
         };
-        Some((tag, a, b, env))
+        Some(ConjKey {
+            class,
+            node,
+            end,
+            env,
+        })
     }
 
     /// The closedness id of the call `close(x)` (conjunct `c`) processed into `v`: one per
@@ -1995,14 +2070,14 @@ impl Ev {
         let mut again: Option<usize> = None;
         if let Some(k) = &key {
             if let Some(prev) = self.vx(v).seen.get(k) {
-                for (i, (close, embed, outer, di, atomic)) in prev.as_slice().iter().enumerate() {
-                    if *close == c.close && *embed == c.embed {
-                        if *atomic || outer_subset(&c.outer, outer) {
+                for (i, e) in prev.as_slice().iter().enumerate() {
+                    if e.close == c.close && e.embed == c.embed {
+                        if e.atomic || outer_subset(&c.outer, &e.outer) {
                             self.stats.deduped += 1;
                             return;
                         }
-                        if *di != usize::MAX {
-                            twin = Some(*di);
+                        if e.disj != usize::MAX {
+                            twin = Some(e.disj);
                         } else if again.is_none() {
                             again = Some(i);
                         }
@@ -2026,7 +2101,13 @@ impl Ev {
                 usize::MAX
             };
             let entries = self.vm(v).seen.entry(*k);
-            let i = entries.push((c.close, c.embed, c.outer.clone(), di, false));
+            let i = entries.push(SeenConj {
+                close: c.close,
+                embed: c.embed,
+                outer: c.outer.clone(),
+                disj: di,
+                atomic: false,
+            });
             recorded = Some((*k, i));
         }
         if let (Some(ti), Expr::Disj(alts, _)) = (twin, &c.expr) {
@@ -2044,7 +2125,7 @@ impl Ev {
         if self.process_expr(v, c) {
             if let Some((k, i)) = recorded {
                 if let Some(e) = self.vm(v).seen.get_mut(&k).and_then(|es| es.get_mut(i)) {
-                    e.4 = true;
+                    e.atomic = true;
                 }
             }
         }
@@ -2062,7 +2143,14 @@ impl Ev {
         if n < 2 {
             return;
         }
-        let mut firsts: Vec<(ConjKey, Option<u32>, Option<u32>, usize)> = Vec::new();
+        // The first arrival of each literal: its identity, closedness and index.
+        struct First {
+            key: ConjKey,
+            close: Option<u32>,
+            embed: Option<u32>,
+            index: usize,
+        }
+        let mut firsts: Vec<First> = Vec::new();
         let mut merged: Vec<usize> = Vec::new();
         for i in 0..n {
             let c = &self.vx(v).conjuncts[i];
@@ -2078,15 +2166,20 @@ impl Ev {
             let (close, embed) = (c.close, c.embed);
             match firsts
                 .iter()
-                .find(|f| f.0 == k && f.1 == close && f.2 == embed)
+                .find(|f| f.key == k && f.close == close && f.embed == embed)
             {
-                Some(&(_, _, _, j)) => {
+                Some(&First { index: j, .. }) => {
                     let add = c.outer.clone();
                     let base = self.vx(v).conjuncts[j].outer.clone();
                     self.vm(v).conjuncts[j].outer = merge_outer(base, add.as_ref(), None);
                     merged.push(i);
                 }
-                None => firsts.push((k, close, embed, i)),
+                None => firsts.push(First {
+                    key: k,
+                    close,
+                    embed,
+                    index: i,
+                }),
             }
         }
         if merged.is_empty() {
@@ -2113,7 +2206,7 @@ impl Ev {
         if !matches!(c.expr, Expr::Struct(_) | Expr::List(_)) {
             return None;
         }
-        let prev = self.vx(v).seen.get(k)?.as_slice().get(i)?.2.clone();
+        let prev = self.vx(v).seen.get(k)?.as_slice().get(i)?.outer.clone();
         if self.has_mark(&prev)
             || self.has_mark(&c.outer)
             || c.close.is_some_and(|id| self.is_mark(id))
@@ -2128,7 +2221,7 @@ impl Ev {
         }
         let union = merge_outer(prev, c.outer.as_ref(), None);
         if let Some(e) = self.vm(v).seen.get_mut(k).and_then(|es| es.get_mut(i)) {
-            e.2 = union;
+            e.outer = union;
         }
         Some(Conj {
             env: c.env.clone(),
@@ -2205,10 +2298,12 @@ impl Ev {
                         scalar: vx.scalar.is_some(),
                         bounds: vx.bounds.len(),
                     };
-                    self.vm(v)
-                        .scr_mut()
-                        .pending_disj
-                        .push((c.clone(), alts, nested, met));
+                    self.vm(v).scr_mut().pending_disj.push(PendingDisj {
+                        conj: c.clone(),
+                        alts,
+                        nested,
+                        met,
+                    });
                 }
                 false
             }
@@ -2357,12 +2452,7 @@ impl Ev {
 
     /// The evaluated list argument of an `and`/`or` call, once per environment and position.
     fn call_list(&mut self, env: &Option<Arc<Env>>, arg: &Expr, span: Span) -> Val {
-        let key = (
-            env.as_ref().map_or(0, |e| e.id),
-            span.file.0,
-            span.start,
-            span.end,
-        );
+        let key = (env.as_ref().map_or(0, |e| e.id), span);
         if let Some(v) = self.call_list_cache.get(&key) {
             return v.clone();
         }
@@ -2491,7 +2581,11 @@ impl Ev {
             return false;
         }
         if self.vx(v).status == Status::Expanding && self.inlined_above(v, w) {
-            self.vm(v).scr_mut().cyc_pending.push((w, c.clone(), span));
+            self.vm(v).scr_mut().cyc_pending.push(HeldCopy {
+                from: w,
+                conj: c.clone(),
+                span,
+            });
             return false;
         }
         self.inline(v, w, c, span);
@@ -2758,8 +2852,8 @@ impl Ev {
         let a = self.new_vertex(Some(v), label.clone());
         let (i, _) = self.vm(v).arcs.insert_full(label.clone(), a);
         let pats = self.vx(v).scr().patterns.clone();
-        for (f, pc, penv) in pats {
-            self.apply_pattern(v, a, label, f, &pc, penv);
+        for p in pats {
+            self.apply_pattern(v, a, label, p.filter, &p.conj, p.env);
         }
         (i, a)
     }
@@ -3033,10 +3127,11 @@ impl Ev {
                 embed: None,
                 outer: child_outer.clone(),
             };
-            self.vm(v)
-                .scr_mut()
-                .patterns
-                .push((fv, pc.clone(), Some(env.clone())));
+            self.vm(v).scr_mut().patterns.push(Pattern {
+                filter: fv,
+                conj: pc.clone(),
+                env: Some(env.clone()),
+            });
             let arcs: Vec<(Label, VId)> = self
                 .vx(v)
                 .arcs
@@ -3064,13 +3159,13 @@ impl Ev {
             );
         }
         for comp in &lit.comprehensions {
-            self.vm(v).scr_mut().comps.push((
-                env.clone(),
-                comp.clone(),
-                c.close,
-                target,
-                c.outer.clone(),
-            ));
+            self.vm(v).scr_mut().comps.push(PendingComp {
+                env: env.clone(),
+                comp: comp.clone(),
+                close: c.close,
+                embed: target,
+                outer: c.outer.clone(),
+            });
         }
     }
 

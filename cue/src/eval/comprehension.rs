@@ -132,12 +132,12 @@ impl Ev {
             }
             let mut failed = Vec::new();
             let mut progressed = false;
-            for (env, comp, close, embed, outer) in comps {
+            for pc in comps {
                 let mut bodies = Vec::new();
-                let r = self.run_clauses(v, &env, &comp, 0, &mut bodies);
+                let r = self.run_clauses(v, &pc.env, &pc.comp, 0, &mut bodies);
                 match r {
                     Some(b) if !b.code.is_fatal() && round == 0 => {
-                        failed.push((env, comp, close, embed, outer, b));
+                        failed.push((pc, b));
                     }
                     Some(b) => {
                         self.set_err(v, b);
@@ -149,10 +149,10 @@ impl Ev {
                                 v,
                                 Conj {
                                     env: Some(benv),
-                                    expr: Expr::Struct(comp.body.clone()),
-                                    close,
-                                    embed,
-                                    outer: outer.clone(),
+                                    expr: Expr::Struct(pc.comp.body.clone()),
+                                    close: pc.close,
+                                    embed: pc.embed,
+                                    outer: pc.outer.clone(),
                                 },
                             );
                         }
@@ -167,7 +167,7 @@ impl Ev {
                 continue;
             }
             if !progressed || round > 0 {
-                for (_, _, _, _, _, b) in failed {
+                for (_, b) in failed {
                     if b.code == ErrorCode::Incomplete {
                         self.stuck_comprehensions.insert(v, ());
                     }
@@ -179,11 +179,8 @@ impl Ev {
                 continue;
             }
             round += 1;
-            for (env, comp, close, embed, outer, _) in failed {
-                self.vm(v)
-                    .scr_mut()
-                    .comps
-                    .push((env, comp, close, embed, outer));
+            for (pc, _) in failed {
+                self.vm(v).scr_mut().comps.push(pc);
             }
         }
     }

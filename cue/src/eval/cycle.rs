@@ -80,7 +80,7 @@ impl Ev {
             // level (upstream's self-feeding cycle).
             let decls: Vec<Span> = pending
                 .iter()
-                .flat_map(|(w, _, _)| self.vx(*w).conjuncts.iter().map(|c| c.expr.span()))
+                .flat_map(|h| self.vx(h.from).conjuncts.iter().map(|c| c.expr.span()))
                 .collect();
             let inside = |s: Span| {
                 decls
@@ -97,12 +97,17 @@ impl Ev {
                 let mut copied = false;
                 // A disjunct is given no extra round: its cycle eliminates it.
                 let disjunct = vx.nosplit && !vx.scr().choice.is_empty();
-                for (w, c, span) in pending {
+                for HeldCopy {
+                    from: w,
+                    conj,
+                    span,
+                } in pending
+                {
                     if disjunct || self.suspect_above(v, w) {
                         cycle.get_or_insert(span);
                     } else if !self.vx(v).scr().inlined.contains(&w) {
                         self.vm(v).scr_mut().suspect.push(w);
-                        self.inline(v, w, &c, span);
+                        self.inline(v, w, &conj, span);
                         copied = true;
                     }
                 }
@@ -114,9 +119,14 @@ impl Ev {
                 }
                 continue;
             }
-            for (w, c, span) in pending {
+            for HeldCopy {
+                from: w,
+                conj,
+                span,
+            } in pending
+            {
                 if !self.vx(v).scr().inlined.contains(&w) {
-                    self.inline(v, w, &c, span);
+                    self.inline(v, w, &conj, span);
                 }
             }
         }

@@ -109,17 +109,17 @@ impl Ev {
         // Whether every chosen disjunction was met after all of `v`'s scalar and bounds.
         let mut in_order = true;
         for (j, &ch) in choice.iter().enumerate() {
-            let Some((dc, alts, nested, met)) = pend.get(j) else {
+            let Some(pd) = pend.get(j) else {
                 return false;
             };
-            let Some((e, _)) = alts.get(ch) else {
+            let Some((e, _)) = pd.alts.get(ch) else {
                 return false;
             };
-            if *nested {
+            if pd.nested {
                 return false;
             }
-            in_order &= met.bounds == vx.bounds.len() && (met.scalar || vx.scalar.is_none());
-            chosen.push(dc.with_expr(e.clone()));
+            in_order &= pd.met.bounds == vx.bounds.len() && (pd.met.scalar || vx.scalar.is_none());
+            chosen.push(pd.conj.with_expr(e.clone()));
         }
         let rest: Vec<PendingDisj> = pend.get(choice.len()..).unwrap_or(&[]).to_vec();
         let base_bounds = vx.bounds.len();
@@ -194,7 +194,7 @@ impl Ev {
         }
         let mut frontier: Vec<(VId, Hist)> = vec![(v, Vec::new())];
         let mut finals: Vec<(VId, Hist)> = Vec::new();
-        let mut keep_marks: HashSet<(u32, u32, u32)> = HashSet::new();
+        let mut keep_marks: HashSet<Span> = HashSet::new();
         // The error of every eliminated disjunct, with its path below `v`.
         let mut errs: Vec<(String, Arc<Bottom>)> = Vec::new();
         // One disjunction is split per round, so the loop ends when every state has chosen an
@@ -206,18 +206,18 @@ impl Ev {
             }
             let mut next: Vec<(VId, Hist)> = Vec::new();
             for (st, hist) in std::mem::take(&mut frontier) {
-                let Some((dc, alts, _, _)) = self.vx(st).scr().pending_disj.first().cloned() else {
+                let Some(pd) = self.vx(st).scr().pending_disj.first().cloned() else {
                     finals.push((st, hist));
                     continue;
                 };
-                let dspan = dc.expr.span();
+                let (dspan, alts) = (pd.conj.expr.span(), pd.alts);
                 let has_marks = alts.iter().any(|(_, d)| *d);
                 // A marked alternative that is an error by itself keeps the disjunction's marks.
                 if alts
                     .iter()
                     .any(|(e, d)| *d && matches!(e, Expr::Lit(Val::Bottom(_), _) | Expr::Bad(_)))
                 {
-                    keep_marks.insert((dspan.file.0, dspan.start, dspan.end));
+                    keep_marks.insert(dspan);
                 }
                 let base_choice = self.vx(st).scr().choice.clone();
                 for (i, (_, mark)) in alts.iter().enumerate() {
@@ -277,8 +277,8 @@ impl Ev {
             let mut merged: Vec<(VId, Hist, String)> = Vec::with_capacity(next.len());
             for (cid, h) in next {
                 let mut key = self.fingerprint(cid, 0);
-                for (c, _, _, _) in &self.vx(cid).scr().pending_disj {
-                    key.push_str(&format!("|{:?}", c.expr.span()));
+                for pd in &self.vx(cid).scr().pending_disj {
+                    key.push_str(&format!("|{:?}", pd.conj.expr.span()));
                 }
                 if let Some(u) = merged.iter_mut().find(|u| u.2 == key) {
                     let better = match (prov(&h), prov(&u.1)) {
@@ -298,11 +298,11 @@ impl Ev {
         }
         // A disjunction none of whose marked alternatives survives has no default: its other
         // alternatives count as unmarked.
-        let mut marked_alive: HashSet<(u32, u32, u32)> = finals
+        let mut marked_alive: HashSet<Span> = finals
             .iter()
             .flat_map(|(_, h)| h.iter())
             .filter(|e| e.1 == 1)
-            .map(|e| (e.0.file.0, e.0.start, e.0.end))
+            .map(|e| e.0)
             .collect();
         marked_alive.extend(keep_marks);
         let finals: Vec<(VId, u8)> = finals
@@ -311,7 +311,7 @@ impl Ev {
                 let m = h
                     .iter()
                     .map(|e| match e.1 {
-                        2 if !marked_alive.contains(&(e.0.file.0, e.0.start, e.0.end)) => 0,
+                        2 if !marked_alive.contains(&e.0) => 0,
                         c => c,
                     })
                     .max()

@@ -17,8 +17,16 @@
 
 use super::*;
 
-/// A refused arc's error, if it has one (`Some(_)` for a refused arc).
-type Refused = Option<Option<Arc<Bottom>>>;
+/// An arc of a shared vertex, as its proxy in the sharing vertex is made (see [`Ev::share`]).
+struct ProxyArc {
+    label: Label,
+    /// What the proxy's only conjunct refers to.
+    target: VId,
+    constraint: Option<FieldConstraint>,
+    /// A refused arc's error, if it has one (`Some(_)` for a refused arc).
+    refused: Option<Option<Arc<Bottom>>>,
+    span: Span,
+}
 
 impl Ev {
     /// Structure sharing (upstream: `adt.Vertex.BaseValue` set to a shared vertex): a vertex
@@ -133,7 +141,7 @@ impl Ev {
         self.stats.shared += 1;
         let wx = self.vx(w);
         let w_shared = wx.shared;
-        let arcs: Vec<(Label, VId, Option<FieldConstraint>, Refused, Span)> = wx
+        let arcs: Vec<ProxyArc> = wx
             .arcs
             .iter()
             .map(|(l, a)| {
@@ -148,7 +156,13 @@ impl Ev {
                 };
                 // A refused arc's error (with its positions) goes with the flag.
                 let refused = ax.not_allowed.then(|| ax.err.clone());
-                (l.clone(), target, ax.constraint, refused, ax.span)
+                ProxyArc {
+                    label: l.clone(),
+                    target,
+                    constraint: ax.constraint,
+                    refused,
+                    span: ax.span,
+                }
             })
             .collect();
         let (kinds, scalar, bounds, bound_spans, incomplete, unmet) = (
@@ -161,7 +175,14 @@ impl Ev {
         );
         let (is_struct, is_list, scalar_span) = (wx.is_struct, wx.is_list, wx.scalar_span);
         let disj = wx.disj.clone();
-        for (l, a, constraint, refused, span) in arcs {
+        for ProxyArc {
+            label: l,
+            target: a,
+            constraint,
+            refused,
+            span,
+        } in arcs
+        {
             let c = self.new_vertex(Some(v), l.clone());
             let cx = self.vm(c);
             cx.constraint = constraint;
