@@ -1142,25 +1142,71 @@ impl std::ops::IndexMut<usize> for Arena {
     }
 }
 
-/// The evaluator: an arena of vertices plus caches.
+/// The evaluator: the vertices, the limits and what they are measured against, and the
+/// state of each concern, grouped by concern (see the module docs for how an evaluation runs).
 pub struct Ev {
     /// All vertices.
     pub vs: Arena,
     /// Limits.
     pub config: Config,
+    /// What the limits are measured against, and the errors raised when one is exceeded.
+    pub budget: Budget,
+    /// Environment ids and canonical identities.
+    envs: Envs,
+    /// Closedness ids: their classes, the embedding marks, and the positions groups name.
+    closed: ClosedIds,
+    /// Results computed once per key (append-only, truncated by a rollback).
+    caches: Caches,
+    /// The work under way, innermost last: what is expanded, probed, copied or decided now.
+    active: Active,
+    /// Loaded non-std packages by import path (without version/qualifier).
+    pub packages: HashMap<String, VId>,
+    /// Vertices a comprehension of which stayed incomplete (its guard or source never became
+    /// concrete): they yield nothing, and their export fails (`comprehension`). Filled only on
+    /// that failure path.
+    stuck_comprehensions: FastMap<VId, ()>,
+    /// Set by a validator check whose failure is not final (`matchN` over schemas the value
+    /// may still match once its missing required fields are set): the failure is incomplete.
+    pub(crate) validator_incomplete: bool,
+    /// Work counters (printed to stderr when the evaluator is dropped and `CUE_EVAL_STATS` is
+    /// set): where evaluation time goes on a real workload.
+    pub stats: Stats,
+}
+
+/// What the limits of [`Config`] are measured against, and the errors raised when one is
+/// exceeded (see `Ev::step`, `Ev::stack_ok`).
+pub struct Budget {
+    /// Steps taken so far (the budget of the whole runtime, never reset).
     steps: u64,
+    /// Nesting of vertex evaluation right now.
     depth: usize,
+    /// When the evaluator was created: the deadline is `max_wall_time` after it.
     start: Instant,
+    /// The stack position the stack budget counts from.
+    stack_base: usize,
     /// Set once a limit is exceeded.
     pub limit_err: Option<Arc<Bottom>>,
     /// Every limit error raised, with its class (diagnostics are classified by identity).
     pub limits: Vec<(Arc<Bottom>, crate::errors::Limit)>,
     /// Set by another thread to stop evaluation (checked with the step limit).
     pub cancel: Arc<AtomicBool>,
-    next_env: u64,
-    next_close: u32,
-    /// The class of each closedness id (weak, not recursive, embedding mark, literal mark).
-    ids: IdFlags,
+}
+
+/// Environment ids and canonical identities (see `Ev::new_env`, `Ev::canon`).
+#[derive(Default)]
+struct Envs {
+    /// The id the last environment got (ids are never reused).
+    next_id: u64,
+    /// Canonical identities by shape.
+    shapes: LogMap<EnvShape, u64>,
+}
+
+/// Closedness ids (see `closedness`): handed out in sequence, never reused.
+struct ClosedIds {
+    /// The id handed out last.
+    next: u32,
+    /// The class of each id (weak, not recursive, embedding mark, literal mark).
+    flags: IdFlags,
     /// Embedding marks (spec "Embedding", "Closed structs"): for a struct literal with
     /// embeddings, the mark its embedded values' descendants carry, mapped to the mark its own
     /// fields' descendants carry (its group id). Below the literal, a closing group from the
@@ -1168,44 +1214,6 @@ pub struct Ev {
     /// declares, at any depth, is not rejected by what it embeds (`out: {#A, a: b: 1}` with
     /// `#A: a?: #B`).
     embed_marks: FastMap<u32, u32>,
-    /// Vertices a comprehension of which stayed incomplete (its guard or source never became
-    /// concrete): they yield nothing, and their export fails (`comprehension`). Filled only on
-    /// that failure path.
-    pub(super) stuck_comprehensions: FastMap<VId, ()>,
-    let_cache: LogMap<(u64, u32), VId>,
-    /// The label filter vertex of each pattern constraint whose filter refers to nothing
-    /// (`[string]: T`, `[=~"^x"]: T`), by struct literal and pattern index: its value is the
-    /// same wherever the literal is expanded, so it is evaluated once.
-    filter_cache: LogMap<(usize, usize), VId>,
-    /// The list argument of an `and`/`or` call, by environment and call position: each disjunct
-    /// of a vertex processes the call again, and must not rebuild a long list every time.
-    call_list_cache: LogMap<(u64, Span), Val>,
-    /// Loaded non-std packages by import path (without version/qualifier).
-    pub packages: HashMap<String, VId>,
-    in_progress: Vec<VId>,
-    /// The vertices whose structure-sharing check (`shareable`) is under way: it evaluates the
-    /// referenced vertex before its own expansion starts, so a reference cycle (`b: c, c: b`)
-    /// must be stopped here, not by the expansion's cycle detection.
-    sharing_probes: Vec<VId>,
-    /// The lets (environment id, index) being resolved as references (`let X = a`), to stop a
-    /// let cycle (`let X = Y, let Y = X`).
-    let_resolving: Vec<(u64, u32)>,
-    /// The vertices of `sharing_probes` that were expanded (through a reference cycle) while
-    /// their sharing check was under way: their outer expansion has nothing left to do.
-    probe_expanded: Vec<VId>,
-    /// `(vertex, disjunct)` pairs being decided by `resolve_disjunctions`, innermost last: a
-    /// reference to the vertex from inside its own disjunct means that disjunct.
-    disj_ctx: Vec<(VId, VId)>,
-    /// `(target, source)` pairs whose conjuncts are being copied right now (embedding cycles).
-    inlining: Vec<(VId, VId)>,
-    tainted: Vec<(VId, VId)>,
-    regex_cache: HashMap<String, Result<Arc<regex::Regex>, String>>,
-    stack_base: usize,
-    /// Set by a validator check whose failure is not final (`matchN` over schemas the value
-    /// may still match once its missing required fields are set): the failure is incomplete.
-    pub(crate) validator_incomplete: bool,
-    /// Canonical identities by shape.
-    env_shapes: LogMap<EnvShape, u64>,
     /// The source positions closedness groups name (`Group::src`, `Group::via`), each once;
     /// index 0 is no position. Only ever appended (a rollback keeps them: they are spans of
     /// the loaded sources, bounded by their size).
@@ -1214,9 +1222,56 @@ pub struct Ev {
     position_ids: FastMap<Span, u32>,
     /// The index `position_id` gave last.
     last_position: u32,
-    /// Work counters (printed to stderr when the evaluator is dropped and `CUE_EVAL_STATS` is
-    /// set): where evaluation time goes on a real workload.
-    pub stats: Stats,
+}
+
+/// Results computed once per key. Those that name vertices are append-only logs, truncated by
+/// [`Ev::rollback`] to their length at the [`Mark`].
+#[derive(Default)]
+struct Caches {
+    /// The vertex of each `let` (and lazy binding), by environment id and index.
+    lets: LogMap<(u64, u32), VId>,
+    /// The label filter vertex of each pattern constraint whose filter refers to nothing
+    /// (`[string]: T`, `[=~"^x"]: T`), by struct literal and pattern index: its value is the
+    /// same wherever the literal is expanded, so it is evaluated once.
+    filters: LogMap<(usize, usize), VId>,
+    /// The list argument of an `and`/`or` call, by environment and call position: each disjunct
+    /// of a vertex processes the call again, and must not rebuild a long list every time.
+    call_lists: LogMap<(u64, Span), Val>,
+    /// Compiled regular expressions (or their compile error) by source text.
+    regexes: HashMap<String, Result<Arc<regex::Regex>, String>>,
+}
+
+/// The work under way, innermost last. A throw-away evaluation with any of it left over
+/// cannot be rolled back (see [`Ev::rollback`]).
+#[derive(Default)]
+struct Active {
+    /// The vertices being expanded (see `Ev::expand`).
+    expanding: Vec<VId>,
+    /// The vertices whose structure-sharing check (`shareable`) is under way: it evaluates the
+    /// referenced vertex before its own expansion starts, so a reference cycle (`b: c, c: b`)
+    /// must be stopped here, not by the expansion's cycle detection.
+    sharing_probes: Vec<VId>,
+    /// The vertices of `sharing_probes` that were expanded (through a reference cycle) while
+    /// their sharing check was under way: their outer expansion has nothing left to do.
+    probe_expanded: Vec<VId>,
+    /// The lets (environment id, index) being resolved as references (`let X = a`), to stop a
+    /// let cycle (`let X = Y, let Y = X`).
+    let_resolving: Vec<(u64, u32)>,
+    /// `(vertex, disjunct)` pairs being decided by `resolve_disjunctions`, innermost last: a
+    /// reference to the vertex from inside its own disjunct means that disjunct.
+    disjuncts: Vec<(VId, VId)>,
+    /// `(target, source)` pairs whose conjuncts are being copied right now (embedding cycles).
+    copying: Vec<(VId, VId)>,
+    /// Vertices that read an unfinished one, to be evaluated again once it is done.
+    tainted: Vec<Taint>,
+}
+
+/// A vertex `dep` that read the unfinished vertex `target` (a reference cycle): it is marked
+/// for evaluation again once `target` is done (see `Ev::conclude`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Taint {
+    target: VId,
+    dep: VId,
 }
 
 /// Work counters of an evaluator.
@@ -1252,7 +1307,7 @@ impl Drop for Ev {
             eprintln!(
                 "eval stats: vertices={} envs={} {:?}",
                 self.vs.len(),
-                self.next_env,
+                self.envs.next_id,
                 self.stats
             );
         }
@@ -1397,34 +1452,28 @@ impl Ev {
         Ev {
             vs: Arena::default(),
             config,
-            steps: 0,
-            depth: 0,
-            start: Instant::now(),
-            limit_err: None,
-            limits: Vec::new(),
-            cancel: Arc::new(AtomicBool::new(false)),
-            next_env: 0,
-            next_close: 0,
-            ids: IdFlags::default(),
-            embed_marks: FastMap::default(),
-            stuck_comprehensions: FastMap::default(),
-            let_cache: LogMap::default(),
-            filter_cache: LogMap::default(),
-            call_list_cache: LogMap::default(),
+            budget: Budget {
+                steps: 0,
+                depth: 0,
+                start: Instant::now(),
+                stack_base: 0,
+                limit_err: None,
+                limits: Vec::new(),
+                cancel: Arc::new(AtomicBool::new(false)),
+            },
+            envs: Envs::default(),
+            closed: ClosedIds {
+                next: 0,
+                flags: IdFlags::default(),
+                embed_marks: FastMap::default(),
+                positions: vec![Span::default()],
+                position_ids: FastMap::default(),
+                last_position: 0,
+            },
+            caches: Caches::default(),
+            active: Active::default(),
             packages: HashMap::new(),
-            in_progress: Vec::new(),
-            sharing_probes: Vec::new(),
-            let_resolving: Vec::new(),
-            probe_expanded: Vec::new(),
-            disj_ctx: Vec::new(),
-            inlining: Vec::new(),
-            tainted: Vec::new(),
-            regex_cache: HashMap::new(),
-            stack_base: 0,
-            env_shapes: LogMap::default(),
-            positions: vec![Span::default()],
-            position_ids: FastMap::default(),
-            last_position: 0,
+            stuck_comprehensions: FastMap::default(),
             validator_incomplete: false,
             stats: Stats::default(),
         }
@@ -1439,12 +1488,12 @@ impl Ev {
         self.vs.touched = false;
         Some(Mark {
             vertices: self.vs.len(),
-            lets: self.let_cache.len(),
-            filters: self.filter_cache.len(),
-            calls: self.call_list_cache.len(),
-            shapes: self.env_shapes.len(),
+            lets: self.caches.lets.len(),
+            filters: self.caches.filters.len(),
+            calls: self.caches.call_lists.len(),
+            shapes: self.envs.shapes.len(),
             packages: self.packages.len(),
-            tainted: self.tainted.len(),
+            tainted: self.active.tainted.len(),
         })
     }
 
@@ -1459,13 +1508,13 @@ impl Ev {
     /// are never reused (environment and closedness ids) just go on counting.
     pub fn rollback(&mut self, m: Mark) -> bool {
         let clean = !self.vs.touched
-            && self.limit_err.is_none()
+            && self.budget.limit_err.is_none()
             && self.vs.watch == m.vertices
             && self.packages.len() == m.packages
-            && self.tainted.len() == m.tainted
-            && self.in_progress.is_empty()
-            && self.disj_ctx.is_empty()
-            && self.inlining.is_empty();
+            && self.active.tainted.len() == m.tainted
+            && self.active.expanding.is_empty()
+            && self.active.disjuncts.is_empty()
+            && self.active.copying.is_empty();
         self.vs.watch = 0;
         self.vs.touched = false;
         if !clean {
@@ -1474,10 +1523,10 @@ impl Ev {
         }
         self.stats.rolled_back += 1;
         self.vs.truncate(m.vertices);
-        self.let_cache.truncate(m.lets);
-        self.filter_cache.truncate(m.filters);
-        self.call_list_cache.truncate(m.calls);
-        self.env_shapes.truncate(m.shapes);
+        self.caches.lets.truncate(m.lets);
+        self.caches.filters.truncate(m.filters);
+        self.caches.call_lists.truncate(m.calls);
+        self.envs.shapes.truncate(m.shapes);
         if !self.stuck_comprehensions.is_empty() {
             let n = m.vertices as VId;
             self.stuck_comprehensions.retain(|v, _| *v < n);
@@ -1488,7 +1537,7 @@ impl Ev {
     /// Records the current stack position as the base for the stack budget.
     pub fn mark_stack_base(&mut self) {
         let marker = 0u8;
-        self.stack_base = std::ptr::addr_of!(marker) as usize;
+        self.budget.stack_base = std::ptr::addr_of!(marker) as usize;
     }
 
     /// `false` (and the limit error set) once the stack budget is used up.
@@ -1496,7 +1545,7 @@ impl Ev {
     pub fn stack_ok(&mut self) -> bool {
         let marker = 0u8;
         let here = std::ptr::addr_of!(marker) as usize;
-        if self.stack_base.saturating_sub(here) > self.config.max_stack_bytes {
+        if self.budget.stack_base.saturating_sub(here) > self.config.max_stack_bytes {
             return self.stack_spent();
         }
         true
@@ -1505,8 +1554,8 @@ impl Ev {
     /// The stack budget is spent: a depth limit error (once). Always `false`.
     #[cold]
     fn stack_spent(&mut self) -> bool {
-        if self.limit_err.is_none() {
-            self.limit_err = Some(self.limit(
+        if self.budget.limit_err.is_none() {
+            self.budget.limit_err = Some(self.limit(
                 crate::errors::Limit::Depth,
                 "evaluation depth limit exceeded (stack budget)".into(),
                 Span::default(),
@@ -1520,37 +1569,37 @@ impl Ev {
     /// runtime, so a spent budget fails the next step again.
     pub fn reset_limits(&mut self) {
         self.mark_stack_base();
-        self.limit_err = None;
+        self.budget.limit_err = None;
         self.over_time();
     }
 
     /// A limit error of class `kind`, recorded in [`Ev::limits`] (the first 1024).
     pub fn limit(&mut self, kind: crate::errors::Limit, msg: String, span: Span) -> Arc<Bottom> {
         let b = Bottom::new(ErrorCode::Eval, msg, span);
-        if self.limits.len() < 1024 {
-            self.limits.push((b.clone(), kind));
+        if self.budget.limits.len() < 1024 {
+            self.budget.limits.push((b.clone(), kind));
         }
         b
     }
 
     /// Steps used so far.
     pub fn steps_used(&self) -> u64 {
-        self.steps
+        self.budget.steps
     }
 
     /// Time since the evaluator was created (the deadline is `max_wall_time` after that).
     pub fn elapsed(&self) -> Duration {
-        self.start.elapsed()
+        self.budget.start.elapsed()
     }
 
     /// `true` (and the limit error set) once the deadline has passed or evaluation is cancelled.
     fn over_time(&mut self) -> bool {
-        let (kind, msg) = if self.cancel.load(Ordering::Relaxed) {
+        let (kind, msg) = if self.budget.cancel.load(Ordering::Relaxed) {
             (
                 crate::errors::Limit::Cancelled,
                 "evaluation cancelled".to_string(),
             )
-        } else if self.start.elapsed() > self.config.max_wall_time {
+        } else if self.budget.start.elapsed() > self.config.max_wall_time {
             let msg = format!(
                 "evaluation time limit ({:?}) exceeded",
                 self.config.max_wall_time
@@ -1559,7 +1608,7 @@ impl Ev {
         } else {
             return false;
         };
-        self.limit_err = Some(self.limit(kind, msg, Span::default()));
+        self.budget.limit_err = Some(self.limit(kind, msg, Span::default()));
         true
     }
 
@@ -1625,8 +1674,8 @@ impl Ev {
     }
 
     fn new_env(&mut self, up: Option<Arc<Env>>, vertex: VId, kind: EnvKind) -> Arc<Env> {
-        self.next_env += 1;
-        let id = self.next_env;
+        self.envs.next_id += 1;
+        let id = self.envs.next_id;
         let upc = up.as_ref().map_or(0, |e| self.canon(e));
         let shape = match &kind {
             EnvKind::Struct(lit) => EnvShape::Struct {
@@ -1653,8 +1702,8 @@ impl Ev {
                 }
             }
         };
-        let next = self.env_shapes.len() as u64 + 1;
-        let canon = *self.env_shapes.entry(shape).or_insert(next);
+        let next = self.envs.shapes.len() as u64 + 1;
+        let canon = *self.envs.shapes.entry(shape).or_insert(next);
         Arc::new(Env {
             up,
             vertex,
@@ -1735,7 +1784,7 @@ impl Ev {
             }
         }
         let id = self.new_close();
-        self.ids.set(id, IdFlags::NONREC);
+        self.closed.flags.set(id, IdFlags::NONREC);
         if let Some(k) = key {
             self.vm(v).scr_mut().close_ids.push((k, id));
         }
@@ -1743,24 +1792,24 @@ impl Ev {
     }
 
     fn new_close(&mut self) -> u32 {
-        self.next_close += 1;
-        self.next_close
+        self.closed.next += 1;
+        self.closed.next
     }
 
     fn step(&mut self) -> bool {
-        if self.limit_err.is_some() || !self.stack_ok() {
+        if self.budget.limit_err.is_some() || !self.stack_ok() {
             return false;
         }
-        self.steps += 1;
-        if self.steps > self.config.max_steps {
-            self.limit_err = Some(self.limit(
+        self.budget.steps += 1;
+        if self.budget.steps > self.config.max_steps {
+            self.budget.limit_err = Some(self.limit(
                 crate::errors::Limit::Steps,
                 format!("evaluation step limit ({}) exceeded", self.config.max_steps),
                 Span::default(),
             ));
             return false;
         }
-        if self.steps % 512 == 0 && self.over_time() {
+        if self.budget.steps % 512 == 0 && self.over_time() {
             return false;
         }
         true
@@ -1836,14 +1885,14 @@ impl Ev {
         if st == Status::Expanding {
             return;
         }
-        if self.depth == 0 {
+        if self.budget.depth == 0 {
             let marker = 0u8;
             let here = std::ptr::addr_of!(marker) as usize;
-            if self.stack_base < here {
-                self.stack_base = here;
+            if self.budget.stack_base < here {
+                self.budget.stack_base = here;
             }
         }
-        if self.depth >= self.config.max_depth || !self.stack_ok() {
+        if self.budget.depth >= self.config.max_depth || !self.stack_ok() {
             let b = self.limit(
                 crate::errors::Limit::Depth,
                 format!(
@@ -1852,15 +1901,15 @@ impl Ev {
                 ),
                 self.vx(v).span,
             );
-            self.limit_err.get_or_insert(b.clone());
+            self.budget.limit_err.get_or_insert(b.clone());
             let vert = self.vm(v);
             vert.err = Some(b);
             vert.status = Status::Done;
             return;
         }
-        self.depth += 1;
+        self.budget.depth += 1;
         self.expand(v);
-        self.depth -= 1;
+        self.budget.depth -= 1;
     }
 
     fn reset(&mut self, v: VId) {
@@ -1909,9 +1958,9 @@ impl Ev {
     fn expand(&mut self, v: VId) {
         self.stats.expansions += 1;
         // Expanded while its own sharing check is under way (see `probe_expanded`).
-        let in_probe = self.sharing_probes.contains(&v);
-        if in_probe && !self.probe_expanded.contains(&v) {
-            self.probe_expanded.push(v);
+        let in_probe = self.active.sharing_probes.contains(&v);
+        if in_probe && !self.active.probe_expanded.contains(&v) {
+            self.active.probe_expanded.push(v);
         }
         // A field refused by a closed struct stays refused, with the positions found when it
         // was refused (`finish` of its parent).
@@ -1927,9 +1976,9 @@ impl Ev {
         let shared = self.shareable(v);
         // The sharing check evaluates the target first; through a reference cycle
         // (`b: c, c: b & 1`) that may have expanded `v` itself, which is then done.
-        if let Some(i) = self.probe_expanded.iter().position(|&x| x == v) {
+        if let Some(i) = self.active.probe_expanded.iter().position(|&x| x == v) {
             if !in_probe {
-                self.probe_expanded.swap_remove(i);
+                self.active.probe_expanded.swap_remove(i);
                 return;
             }
         }
@@ -1938,7 +1987,7 @@ impl Ev {
             return;
         }
         self.vm(v).status = Status::Expanding;
-        self.in_progress.push(v);
+        self.active.expanding.push(v);
         self.merge_repeated_literals(v);
         // Literal scalars first, so that a reference cycle back to this vertex sees them.
         let n0 = self.vx(v).conjuncts.len();
@@ -1979,7 +2028,7 @@ impl Ev {
             if !dynamic && !comps {
                 break;
             }
-            if self.limit_err.is_some() {
+            if self.budget.limit_err.is_some() {
                 break;
             }
         }
@@ -1987,7 +2036,7 @@ impl Ev {
         self.finish(v);
         if !self.vx(v).scr().pending_disj.is_empty()
             && !self.vx(v).nosplit
-            && self.limit_err.is_none()
+            && self.budget.limit_err.is_none()
         {
             self.resolve_disjunctions(v);
         }
@@ -1998,11 +2047,11 @@ impl Ev {
     /// what only the expansion needed freed, and the vertices that hit `v` meanwhile marked for
     /// evaluation again.
     fn conclude(&mut self, v: VId) {
-        if let Some(b) = &self.limit_err {
+        if let Some(b) = &self.budget.limit_err {
             let b = b.clone();
             self.vm(v).err.get_or_insert(b);
         }
-        self.in_progress.pop();
+        self.active.expanding.pop();
         let vert = self.vm(v);
         vert.status = Status::Done;
         // What was processed into `v` matters only while it is expanded (a later conjunct
@@ -2014,17 +2063,17 @@ impl Ev {
         vert.settle_scratch();
         // Vertices that hit `v` while it was being expanded are evaluated again later.
         let mut keep = Vec::new();
-        let tainted = std::mem::take(&mut self.tainted);
-        for (target, dep) in tainted {
-            if target == v {
-                if dep != v && self.vx(dep).status == Status::Done {
-                    self.vm(dep).dirty = true;
+        let tainted = std::mem::take(&mut self.active.tainted);
+        for t in tainted {
+            if t.target == v {
+                if t.dep != v && self.vx(t.dep).status == Status::Done {
+                    self.vm(t.dep).dirty = true;
                 }
             } else {
-                keep.push((target, dep));
+                keep.push(t);
             }
         }
-        self.tainted = keep;
+        self.active.tainted = keep;
     }
 
     fn set_err(&mut self, v: VId, b: Arc<Bottom>) {
@@ -2059,7 +2108,7 @@ impl Ev {
 
     fn process_inner(&mut self, v: VId, c: Conj, dedup: bool) {
         if !self.step() {
-            if let Some(b) = self.limit_err.clone() {
+            if let Some(b) = self.budget.limit_err.clone() {
                 self.set_err(v, b);
             }
             return;
@@ -2453,12 +2502,12 @@ impl Ev {
     /// The evaluated list argument of an `and`/`or` call, once per environment and position.
     fn call_list(&mut self, env: &Option<Arc<Env>>, arg: &Expr, span: Span) -> Val {
         let key = (env.as_ref().map_or(0, |e| e.id), span);
-        if let Some(v) = self.call_list_cache.get(&key) {
+        if let Some(v) = self.caches.call_lists.get(&key) {
             return v.clone();
         }
         let v = self.eval_expr(env, arg);
         if matches!(v, Val::Vertex(_)) {
-            self.call_list_cache.insert(key, v.clone());
+            self.caches.call_lists.insert(key, v.clone());
         }
         v
     }
@@ -2508,18 +2557,18 @@ impl Ev {
                 let b = Bottom::new(ErrorCode::StructuralCycle, "structural cycle", span);
                 self.set_err(v, b);
             }
-            if all_regular || self.depth > 200 {
+            if all_regular || self.budget.depth > 200 {
                 return false;
             }
         }
         self.eval(w);
         if self.vx(w).status == Status::Expanding {
             // A reference cycle: the conjunct is treated as top for now.
-            if !self.in_progress.is_empty() {
-                let deps: Vec<VId> = self.in_progress.clone();
+            if !self.active.expanding.is_empty() {
+                let deps: Vec<VId> = self.active.expanding.clone();
                 let pos = deps.iter().position(|&x| x == w).unwrap_or(0);
                 for &d in &deps[pos..] {
-                    self.tainted.push((w, d));
+                    self.active.tainted.push(Taint { target: w, dep: d });
                 }
             }
             if self.vx(w).is_struct {
@@ -2577,7 +2626,7 @@ impl Ev {
         // Copying `w` into `v` while the same copy is already under way further up is an
         // embedding or reference cycle (`#A: {#B}`, `#B: {#A}`): its conjuncts are already being
         // added, so the inner copy adds nothing.
-        if self.inlining.contains(&(v, w)) {
+        if self.active.copying.contains(&(v, w)) {
             return false;
         }
         if self.vx(v).status == Status::Expanding && self.inlined_above(v, w) {
@@ -2594,7 +2643,7 @@ impl Ev {
 
     /// Copies the conjuncts of the struct or list vertex `w` into `v`.
     fn inline(&mut self, v: VId, w: VId, c: &Conj, span: Span) {
-        if self.inlining.len() >= self.config.max_depth || !self.stack_ok() {
+        if self.active.copying.len() >= self.config.max_depth || !self.stack_ok() {
             let b = self.limit(
                 crate::errors::Limit::Depth,
                 format!(
@@ -2603,17 +2652,17 @@ impl Ev {
                 ),
                 span,
             );
-            self.limit_err.get_or_insert(b.clone());
+            self.budget.limit_err.get_or_insert(b.clone());
             self.set_err(v, b);
             return;
         }
         self.stats.inlines += 1;
-        self.inlining.push((v, w));
+        self.active.copying.push((v, w));
         if !self.vx(v).scr().inlined.contains(&w) {
             self.vm(v).scr_mut().inlined.push(w);
         }
         self.copy_conjuncts(v, w, c);
-        self.inlining.pop();
+        self.active.copying.pop();
     }
 
     /// Processes the conjuncts of `w` into `v`, carrying the closedness of the referring conjunct.
@@ -2649,7 +2698,7 @@ impl Ev {
     fn reembed(&mut self, v: VId) {
         for _ in 0..64 {
             let mut embeds = self.vm(v).take_scratch(|x| &mut x.self_embeds);
-            if embeds.is_empty() || self.limit_err.is_some() {
+            if embeds.is_empty() || self.budget.limit_err.is_some() {
                 return;
             }
             let mut grew = false;
@@ -2990,11 +3039,11 @@ impl Ev {
         } else if let Some(cl) = c.close {
             Some(cl)
         } else if lit.is_file {
-            self.ids.set(u32::MAX, IdFlags::WEAK);
+            self.closed.flags.set(u32::MAX, IdFlags::WEAK);
             Some(u32::MAX)
         } else if !lit.embeds.is_empty() || !lit.comprehensions.is_empty() {
             let id = self.new_close();
-            self.ids.set(id, IdFlags::WEAK);
+            self.closed.flags.set(id, IdFlags::WEAK);
             Some(id)
         } else {
             None
@@ -3009,9 +3058,11 @@ impl Ev {
                     })
                 {
                     let e = self.new_close();
-                    self.ids.set(e, IdFlags::WEAK | IdFlags::EMBED_MARK);
-                    self.ids.set(t, IdFlags::WEAK | IdFlags::OWN_MARK);
-                    self.embed_marks.insert(e, t);
+                    self.closed
+                        .flags
+                        .set(e, IdFlags::WEAK | IdFlags::EMBED_MARK);
+                    self.closed.flags.set(t, IdFlags::WEAK | IdFlags::OWN_MARK);
+                    self.closed.embed_marks.insert(e, t);
                     Some((t, e))
                 } else {
                     None
@@ -3028,12 +3079,12 @@ impl Ev {
             // other, and what the literal declares is not rejected by it.
             let t = o
                 .iter()
-                .find_map(|id| self.embed_marks.get(id).copied())
+                .find_map(|id| self.closed.embed_marks.get(id).copied())
                 .filter(|t| !o.contains(t) || c.close.is_some());
             if let Some(t) = t {
                 let ids: Vec<u32> = c.close.into_iter().chain(o.iter().copied()).collect();
                 for n in ids {
-                    if !self.ids.has(n, IdFlags::WEAK) {
+                    if !self.closed.flags.has(n, IdFlags::WEAK) {
                         self.alias_group(v, n, t);
                     }
                 }
@@ -3073,7 +3124,7 @@ impl Ev {
             }
         } else if let Some(o) = &c.outer {
             for id in o.iter() {
-                if Some(*id) != target && !self.ids.has(*id, IdFlags::EMBED_MARK) {
+                if Some(*id) != target && !self.closed.flags.has(*id, IdFlags::EMBED_MARK) {
                     let g = self.group_idx(v, *id);
                     if !ogs.contains(&g) {
                         ogs.push(g);
@@ -3181,11 +3232,11 @@ impl Ev {
             return self.anon(Some(env.clone()), filter.clone());
         }
         let key = (Arc::as_ptr(lit) as usize, pi);
-        if let Some(&f) = self.filter_cache.get(&key) {
+        if let Some(&f) = self.caches.filters.get(&key) {
             return f;
         }
         let f = self.anon(None, filter.clone());
-        self.filter_cache.insert(key, f);
+        self.caches.filters.insert(key, f);
         f
     }
 
@@ -3413,30 +3464,33 @@ impl Ev {
 
     /// Compiles (with caching) a regular expression with RE2 semantics.
     pub fn regex(&mut self, re: &str) -> Result<Arc<regex::Regex>, String> {
-        if let Some(r) = self.regex_cache.get(re) {
+        if let Some(r) = self.caches.regexes.get(re) {
             return r.clone();
         }
         let tr = ops::translate_re2(re);
         let r = regex::Regex::new(&tr)
             .map(Arc::new)
             .map_err(|e| format!("invalid regular expression {re:?}: {e}"));
-        self.regex_cache.insert(re.to_string(), r.clone());
+        self.caches.regexes.insert(re.to_string(), r.clone());
         r
     }
 
     /// Marks every vertex expanded since the unfinished vertex `v` (the innermost one when `v`
     /// is not on the stack) to be evaluated again once `v` is done.
     pub(super) fn taint_since(&mut self, v: VId) {
-        match self.in_progress.iter().position(|&x| x == v) {
+        match self.active.expanding.iter().position(|&x| x == v) {
             Some(p) => {
-                for i in p + 1..self.in_progress.len() {
-                    let d = self.in_progress[i];
-                    self.tainted.push((v, d));
+                for i in p + 1..self.active.expanding.len() {
+                    let d = self.active.expanding[i];
+                    self.active.tainted.push(Taint { target: v, dep: d });
                 }
             }
             None => {
-                if let Some(&cur) = self.in_progress.last() {
-                    self.tainted.push((v, cur));
+                if let Some(&cur) = self.active.expanding.last() {
+                    self.active.tainted.push(Taint {
+                        target: v,
+                        dep: cur,
+                    });
                 }
             }
         }
@@ -3446,18 +3500,20 @@ impl Ev {
     /// (`tainted`); `v`, which takes `w`'s value now, holds the same unfinished value and is
     /// evaluated again with it (`b0: a1` read while `a1: a0 + 2` waits for `a0`).
     fn inherit_taint(&mut self, w: VId, v: VId) {
-        if self.tainted.is_empty() || w == v {
+        if self.active.tainted.is_empty() || w == v {
             return;
         }
         let targets: Vec<VId> = self
+            .active
             .tainted
             .iter()
-            .filter(|(t, d)| *d == w && *t != v)
-            .map(|(t, _)| *t)
+            .filter(|t| t.dep == w && t.target != v)
+            .map(|t| t.target)
             .collect();
-        for t in targets {
-            if !self.tainted.contains(&(t, v)) {
-                self.tainted.push((t, v));
+        for target in targets {
+            let t = Taint { target, dep: v };
+            if !self.active.tainted.contains(&t) {
+                self.active.tainted.push(t);
             }
         }
     }
@@ -3465,7 +3521,7 @@ impl Ev {
     /// The value of a vertex in an operand position.
     pub fn vertex_value(&mut self, v: VId, span: Span) -> Val {
         self.eval(v);
-        if let Some(&cur) = self.in_progress.last() {
+        if let Some(&cur) = self.active.expanding.last() {
             self.inherit_taint(v, cur);
         }
         if self.vx(v).status == Status::Expanding {
@@ -3508,7 +3564,8 @@ impl Ev {
     pub fn eval_expr(&mut self, env: &Option<Arc<Env>>, e: &Expr) -> Val {
         if !self.step() {
             return Val::Bottom(
-                self.limit_err
+                self.budget
+                    .limit_err
                     .clone()
                     .unwrap_or_else(|| Bottom::new(ErrorCode::Eval, "limit exceeded", e.span())),
             );

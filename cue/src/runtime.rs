@@ -316,14 +316,14 @@ impl Runtime {
     /// The handle that cancels this runtime's evaluations from another thread.
     pub fn cancel_handle(&self) -> CancelHandle {
         CancelHandle {
-            flag: lock(&self.inner).ev.cancel.clone(),
+            flag: lock(&self.inner).ev.budget.cancel.clone(),
         }
     }
 
     /// The limit that stopped the latest evaluation that hit one, if any (cancellation, the
     /// deadline, the step budget, or nesting depth). Typed: callers never read message text.
     pub fn limit_exceeded(&self) -> Option<Limit> {
-        lock(&self.inner).ev.limits.last().map(|(_, k)| *k)
+        lock(&self.inner).ev.budget.limits.last().map(|(_, k)| *k)
     }
 
     /// Time since the runtime was created (its deadline is `Config::max_wall_time` after that).

@@ -347,7 +347,7 @@ impl Value {
                 continue;
             }
             let path = ev.path_text(at);
-            for d in Diagnostic::from_error_in(&path, &b, &ev.limits) {
+            for d in Diagnostic::from_error_in(&path, &b, &ev.budget.limits) {
                 if seen.insert((d.path.clone(), d.message.clone())) {
                     diags.push(d);
                 }

@@ -33,7 +33,7 @@ impl Ev {
         if let Some(g) = self.vx(v).groups.group_of(id) {
             return g;
         }
-        let closing = !self.ids.has(id, IdFlags::WEAK);
+        let closing = !self.closed.flags.has(id, IdFlags::WEAK);
         let vert = self.vm(v);
         let g = vert.groups.push(Group {
             closing,
@@ -50,21 +50,25 @@ impl Ev {
             return 0;
         }
         // The same literal is recorded into several groups in a row.
-        if let Some(&i) = self.positions.get(self.last_position as usize) {
+        if let Some(&i) = self
+            .closed
+            .positions
+            .get(self.closed.last_position as usize)
+        {
             if i == s {
-                return self.last_position;
+                return self.closed.last_position;
             }
         }
-        if let Some(&i) = self.position_ids.get(&s) {
-            self.last_position = i;
+        if let Some(&i) = self.closed.position_ids.get(&s) {
+            self.closed.last_position = i;
             return i;
         }
-        let Ok(i) = u32::try_from(self.positions.len()) else {
+        let Ok(i) = u32::try_from(self.closed.positions.len()) else {
             return 0;
         };
-        self.positions.push(s);
-        self.position_ids.insert(s, i);
-        self.last_position = i;
+        self.closed.positions.push(s);
+        self.closed.position_ids.insert(s, i);
+        self.closed.last_position = i;
         i
     }
 
@@ -137,7 +141,13 @@ impl Ev {
     /// ancestor that has one. Sorted by file and offset, each once.
     fn closed_positions(&self, v: VId, gs: &[usize]) -> Vec<Span> {
         let mut out = Vec::new();
-        let pos = |i: u32| self.positions.get(i as usize).copied().filter(|_| i != 0);
+        let pos = |i: u32| {
+            self.closed
+                .positions
+                .get(i as usize)
+                .copied()
+                .filter(|_| i != 0)
+        };
         for &g in gs {
             let Some(x) = self.vx(v).groups.get(g) else {
                 continue;
@@ -163,7 +173,7 @@ impl Ev {
 
     pub(super) fn alias_group(&mut self, v: VId, id: u32, target: u32) {
         let tg = self.group_idx(v, target);
-        if !self.ids.has(id, IdFlags::WEAK) {
+        if !self.closed.flags.has(id, IdFlags::WEAK) {
             self.vm(v).groups[tg].closing = true;
         }
         self.vm(v).groups.set_group_of(id, tg);
@@ -231,8 +241,9 @@ impl Ev {
 
     pub(super) fn child_outer(&self, c: &Conj) -> Option<Arc<[u32]>> {
         let o = c.outer.as_ref()?;
-        let keep =
-            |id: &u32| self.is_mark(*id) || !self.ids.has(*id, IdFlags::NONREC | IdFlags::WEAK);
+        let keep = |id: &u32| {
+            self.is_mark(*id) || !self.closed.flags.has(*id, IdFlags::NONREC | IdFlags::WEAK)
+        };
         // Shared, not copied, when every id is kept (most calls).
         if !o.is_empty() && o.iter().all(keep) {
             return Some(o.clone());
@@ -246,7 +257,9 @@ impl Ev {
     }
 
     pub(super) fn is_mark(&self, id: u32) -> bool {
-        self.ids.has(id, IdFlags::OWN_MARK | IdFlags::EMBED_MARK)
+        self.closed
+            .flags
+            .has(id, IdFlags::OWN_MARK | IdFlags::EMBED_MARK)
     }
 
     /// Whether an outer id list holds an embedding mark.
@@ -259,7 +272,7 @@ impl Ev {
 
     pub(super) fn child_close(&self, c: &Conj) -> Option<u32> {
         match c.close {
-            Some(id) if !self.ids.has(id, IdFlags::NONREC | IdFlags::WEAK) => Some(id),
+            Some(id) if !self.closed.flags.has(id, IdFlags::NONREC | IdFlags::WEAK) => Some(id),
             _ => None,
         }
     }

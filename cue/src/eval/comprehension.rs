@@ -21,7 +21,7 @@ impl Ev {
         out: &mut Vec<Arc<Env>>,
     ) -> Option<Arc<Bottom>> {
         if !self.step() {
-            return self.limit_err.clone();
+            return self.budget.limit_err.clone();
         }
         let Some(cl) = comp.clauses.get(i) else {
             out.push(env.clone());

@@ -44,11 +44,11 @@ impl Ev {
         let cid = self.vs.len() as VId;
         self.stats.clones += 1;
         self.vs.push(clone);
-        self.disj_ctx.push((v, cid));
+        self.active.disjuncts.push((v, cid));
         if !self.atom_disjunct(v, cid) {
             self.eval(cid);
         }
-        self.disj_ctx.pop();
+        self.active.disjuncts.pop();
         cid
     }
 
@@ -146,7 +146,7 @@ impl Ev {
         s.inlined = inlined;
         // Past every disjunction `v` met: one an alternative brings is new, and refused below.
         s.disj_seen = seen;
-        self.in_progress.push(cid);
+        self.active.expanding.push(cid);
         for c in chosen {
             self.vm(cid).nest += 1;
             self.process(cid, c);
@@ -162,7 +162,7 @@ impl Ev {
         }
         if !ok || (!in_order && self.vx(cid).err.is_some()) {
             // Evaluated from its conjuncts instead (`expand` starts it over).
-            self.in_progress.pop();
+            self.active.expanding.pop();
             self.vm(cid).status = Status::Fresh;
             return false;
         }
@@ -175,7 +175,8 @@ impl Ev {
     /// disjunct is evaluated as the value of the field, so a reference from inside it to the
     /// field itself sees that disjunct, not the undecided whole).
     pub(super) fn current_disjunct(&self, a: VId) -> VId {
-        self.disj_ctx
+        self.active
+            .disjuncts
             .iter()
             .rev()
             .find(|(o, _)| *o == a)
@@ -201,7 +202,7 @@ impl Ev {
         // alternative of each of its (finitely many) disjunctions; no fixed cap drops
         // surviving states (the evaluation limits still apply).
         while !frontier.is_empty() {
-            if self.limit_err.is_some() {
+            if self.budget.limit_err.is_some() {
                 break;
             }
             let mut next: Vec<(VId, Hist)> = Vec::new();
@@ -221,7 +222,7 @@ impl Ev {
                 }
                 let base_choice = self.vx(st).scr().choice.clone();
                 for (i, (_, mark)) in alts.iter().enumerate() {
-                    if self.limit_err.is_some() {
+                    if self.budget.limit_err.is_some() {
                         break;
                     }
                     let mut ch = base_choice.clone();
@@ -238,9 +239,9 @@ impl Ev {
                         continue;
                     }
                     let mut at = Vec::new();
-                    self.disj_ctx.push((v, cid));
+                    self.active.disjuncts.push((v, cid));
                     let found = self.error_deep_at(cid, 0, false, &mut at);
-                    self.disj_ctx.pop();
+                    self.active.disjuncts.pop();
                     if let Some(e) = found {
                         // A field the struct does not allow yet may be allowed by an embedded
                         // disjunction still to be split: such a state is judged at the end.

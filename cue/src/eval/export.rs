@@ -23,8 +23,8 @@ impl Ev {
         strict: bool,
         at: &mut Vec<Label>,
     ) -> Option<Arc<Bottom>> {
-        if depth > 64 || self.limit_err.is_some() || !self.stack_ok() {
-            return self.limit_err.clone();
+        if depth > 64 || self.budget.limit_err.is_some() || !self.stack_ok() {
+            return self.budget.limit_err.clone();
         }
         self.eval(v);
         let v = self.deref_redirect(v);
@@ -48,7 +48,7 @@ impl Ev {
                 at.pop();
                 continue;
             }
-            if self.in_progress.contains(&a) {
+            if self.active.expanding.contains(&a) {
                 at.pop();
                 continue;
             }
@@ -213,7 +213,7 @@ impl Ev {
             return None;
         }
         if !self.step() {
-            if let Some(b) = self.limit_err.clone() {
+            if let Some(b) = self.budget.limit_err.clone() {
                 if !errs.iter().any(|(_, e)| Arc::ptr_eq(e, &b)) {
                     errs.push((v, b));
                 }
@@ -360,7 +360,11 @@ impl Ev {
         depth: usize,
         inside: bool,
     ) {
-        if depth > 40 || errs.len() >= MAX_ERRORS || self.limit_err.is_some() || !self.stack_ok() {
+        if depth > 40
+            || errs.len() >= MAX_ERRORS
+            || self.budget.limit_err.is_some()
+            || !self.stack_ok()
+        {
             return;
         }
         self.eval(v);
@@ -392,7 +396,7 @@ impl Ev {
             if let Some(t) = self.unforced_proxy(a).filter(|_| shared) {
                 let n = errs.len();
                 self.collect_fatal_hidden(t, errs, depth + 1, ins);
-                if errs.len() == n && self.limit_err.is_none() {
+                if errs.len() == n && self.budget.limit_err.is_none() {
                     continue;
                 }
                 errs.truncate(n);
@@ -435,7 +439,10 @@ impl Ev {
         if let Some(t) = self.unforced_proxy(a).filter(|_| shared) {
             let n = errs.len();
             let d = self.walk_data(t, errs, depth, keep);
-            if errs.len() == n && self.limit_err.is_none() && (d.is_some() || n >= MAX_ERRORS) {
+            if errs.len() == n
+                && self.budget.limit_err.is_none()
+                && (d.is_some() || n >= MAX_ERRORS)
+            {
                 return d;
             }
             errs.truncate(n);

@@ -53,7 +53,7 @@ impl Ev {
         bind_env: Option<Arc<Env>>,
     ) -> VId {
         let key = (env.id, idx);
-        if let Some(&v) = self.let_cache.get(&key) {
+        if let Some(&v) = self.caches.lets.get(&key) {
             return v;
         }
         let v = self.new_vertex(Some(env.vertex), Label::internal("let"));
@@ -66,7 +66,7 @@ impl Ev {
             embed: None,
             outer: None,
         });
-        self.let_cache.insert(key, v);
+        self.caches.lets.insert(key, v);
         v
     }
 
@@ -144,12 +144,12 @@ impl Ev {
                         | Expr::Selector(..)
                         | Expr::LetRef { .. }
                         | Expr::SelfRef { .. }),
-                    ) if !self.let_resolving.contains(&(en.id, *idx)) => {
+                    ) if !self.active.let_resolving.contains(&(en.id, *idx)) => {
                         // A let referring to itself (`let X = Y, let Y = X`) takes the let
                         // vertex below, where the cycle is met as one.
-                        self.let_resolving.push((en.id, *idx));
+                        self.active.let_resolving.push((en.id, *idx));
                         let r = self.resolve(&Some(en.clone()), &x);
-                        self.let_resolving.pop();
+                        self.active.let_resolving.pop();
                         match r {
                             Res::V(w) => Res::V(w),
                             _ => Res::V(self.let_vertex(&en, *idx, &x, Some(en.clone()))),

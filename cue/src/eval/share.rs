@@ -37,9 +37,9 @@ impl Ev {
     /// This is what keeps `components: {for n, c in m.#components {(n): c}}` and
     /// `#transform & {#component: comp}` linear in the size of the shared value.
     pub(super) fn shareable(&mut self, v: VId) -> Option<VId> {
-        self.sharing_probes.push(v);
+        self.active.sharing_probes.push(v);
         let r = self.shareable_probe(v);
-        self.sharing_probes.pop();
+        self.active.sharing_probes.pop();
         r
     }
 
@@ -92,7 +92,7 @@ impl Ev {
         // A target being expanded, or being checked for sharing further up (a reference cycle
         // through sharing candidates, `b: c, c: b`), is not shared: the expansion of `v` then
         // meets the cycle and treats it as one.
-        if self.vx(w).status == Status::Expanding || self.sharing_probes.contains(&w) {
+        if self.vx(w).status == Status::Expanding || self.active.sharing_probes.contains(&w) {
             return None;
         }
         self.eval(w);
@@ -126,7 +126,7 @@ impl Ev {
             }
             None => {}
         }
-        if self.in_progress.contains(&wr) {
+        if self.active.expanding.contains(&wr) {
             return None;
         }
         Some(wr)
