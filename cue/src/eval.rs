@@ -655,58 +655,104 @@ pub struct Vertex {
     pub label: Label,
     /// Regular, optional or required (None until a field declares it).
     pub constraint: Option<FieldConstraint>,
+    /// The span of the first conjunct.
+    pub span: Span,
     /// The conjuncts.
     pub conjuncts: Vec<Conj>,
     /// The status.
     pub status: Status,
+    /// Done, but a conjunct arrived since (or a vertex it read unfinished is done now): it is
+    /// evaluated again on next use.
+    dirty: bool,
+    /// `late_atoms` were processed again: embeddings from now on are final.
+    late_done: bool,
     /// The child fields.
     pub arcs: Arcs,
+    /// The value as far as unification got.
+    pub value: VertexValue,
+    /// How the vertex's disjunctions were decided, or which disjunct it is.
+    pub disjunction: DisjState,
+    /// The closedness id for conjuncts of a definition field.
+    pub def_close: Option<u32>,
+    /// The closedness groups (see `closedness`).
+    groups: Groups,
+    /// The usually empty state (see [`Scratch`]); `None` stands for all of it empty.
+    x: Option<Box<Scratch>>,
+    /// The conjuncts processed into this vertex, by identity (see [`ConjKey`]), with their
+    /// closedness and, for a disjunction, its index among the vertex's disjunctions.
+    seen: Seen,
+}
+
+/// The value of a [`Vertex`] as far as unification got (upstream: a vertex's `BaseValue`):
+/// the kinds still allowed, the concrete scalar, the bounds and validators, whether a struct
+/// or list was unified in, and the errors. Evaluation starts it over (`Ev::reset`); sharing
+/// and atom-only disjuncts copy it from another vertex.
+#[derive(Clone, Debug)]
+pub struct VertexValue {
     /// Allowed kinds.
     pub kinds: Kinds,
     /// The concrete scalar, if any.
     pub scalar: Option<Val>,
+    /// Where the concrete scalar came from.
+    pub scalar_span: Span,
     /// Bounds and validators.
     pub bounds: Vec<Val>,
     /// A fatal error.
     pub err: Option<Arc<Bottom>>,
     /// An incomplete error.
     pub incomplete: Option<Arc<Bottom>>,
+    /// A validator of this struct or list that is not satisfied yet but may still be once
+    /// missing required fields are set: an incomplete error for concrete uses (export).
+    pub unmet: Option<Arc<Bottom>>,
     /// A struct literal was unified in.
     pub is_struct: bool,
     /// A list literal was unified in.
     pub is_list: bool,
+    /// Only comprehensions were unified in so far: a struct unless they yield a scalar.
+    pub maybe_struct: bool,
+    /// This vertex shares the value of another (see `Ev::share`): its arcs are proxies.
+    pub shared: bool,
+    /// A closed struct refused this field: `err` holds the refusal, kept when the field is
+    /// evaluated again.
+    pub not_allowed: bool,
+}
+
+impl Default for VertexValue {
+    fn default() -> Self {
+        VertexValue {
+            kinds: K_TOP,
+            scalar: None,
+            scalar_span: Span::default(),
+            bounds: Vec::new(),
+            err: None,
+            incomplete: None,
+            unmet: None,
+            is_struct: false,
+            is_list: false,
+            maybe_struct: false,
+            shared: false,
+            not_allowed: false,
+        }
+    }
+}
+
+/// How the disjunctions of a [`Vertex`] were decided (see `disjunct`), or, for a disjunct,
+/// which vertex it is a choice of.
+#[derive(Clone, Debug, Default)]
+pub struct DisjState {
     /// The disjunction result, if more than one alternative survived.
-    pub disj: Option<Arc<DisjResult>>,
+    pub result: Option<Arc<DisjResult>>,
     /// The vertex this one resolved to (a single surviving disjunct).
     pub redirect: Option<VId>,
-    /// The closedness id for conjuncts of a definition field.
-    pub def_close: Option<u32>,
     /// For a vertex resolved to one disjunct: whether that disjunct is marked default.
     pub redirect_mark: u8,
-    /// The span of the first conjunct.
-    pub span: Span,
-    nest: u32,
-    maybe_struct: bool,
-    nosplit: bool,
-    groups: Groups,
-    not_allowed: bool,
-    dirty: bool,
     /// For a disjunct: the vertex it is a choice of.
-    clone_of: Option<VId>,
-    /// `late_atoms` were processed again: embeddings from now on are final.
-    late_done: bool,
-    /// Where the concrete scalar came from.
-    scalar_span: Span,
-    /// The usually empty state (see [`Scratch`]); `None` stands for all of it empty.
-    x: Option<Box<Scratch>>,
-    /// A validator of this struct or list that is not satisfied yet but may still be once
-    /// missing required fields are set: an incomplete error for concrete uses (export).
-    unmet: Option<Arc<Bottom>>,
-    /// This vertex shares the value of another (see `Ev::share`).
-    shared: bool,
-    /// The conjuncts processed into this vertex, by identity (see [`ConjKey`]), with their
-    /// closedness and, for a disjunction, its index among the vertex's disjunctions.
-    seen: Seen,
+    pub clone_of: Option<VId>,
+    /// A disjunct: its disjunctions are decided by its choice, never split again.
+    pub nosplit: bool,
+    /// How many chosen alternatives are being processed into the vertex right now (a
+    /// disjunction met inside one is nested).
+    pub nest: u32,
 }
 
 /// The processed conjuncts of a vertex by [`ConjKey`], boxed: only a vertex being expanded has
@@ -997,33 +1043,17 @@ impl Vertex {
             parent,
             label,
             constraint: None,
+            span: Span::default(),
             conjuncts: Vec::new(),
             status: Status::Fresh,
-            arcs: Arcs::default(),
-            kinds: K_TOP,
-            scalar: None,
-            bounds: Vec::new(),
-            err: None,
-            incomplete: None,
-            is_struct: false,
-            is_list: false,
-            disj: None,
-            redirect: None,
-            def_close: None,
-            redirect_mark: 0,
-            span: Span::default(),
-            nest: 0,
-            maybe_struct: false,
-            nosplit: false,
-            groups: Groups::default(),
-            not_allowed: false,
             dirty: false,
-            clone_of: None,
             late_done: false,
-            scalar_span: Span::default(),
+            arcs: Arcs::default(),
+            value: VertexValue::default(),
+            disjunction: DisjState::default(),
+            def_close: None,
+            groups: Groups::default(),
             x: None,
-            unmet: None,
-            shared: false,
             seen: Seen::default(),
         }
     }
@@ -1903,7 +1933,7 @@ impl Ev {
             );
             self.budget.limit_err.get_or_insert(b.clone());
             let vert = self.vm(v);
-            vert.err = Some(b);
+            vert.value.err = Some(b);
             vert.status = Status::Done;
             return;
         }
@@ -1915,25 +1945,30 @@ impl Ev {
     fn reset(&mut self, v: VId) {
         let vert = self.vm(v);
         vert.arcs.clear();
-        vert.kinds = K_TOP;
-        vert.scalar = None;
-        vert.bounds.clear();
         vert.late_done = false;
-        vert.scalar_span = Span::default();
-        vert.err = None;
-        vert.incomplete = None;
-        vert.is_struct = false;
-        vert.is_list = false;
-        vert.disj = None;
-        vert.redirect = None;
-        vert.redirect_mark = 0;
-        vert.nest = 0;
-        vert.maybe_struct = false;
-        vert.groups.clear();
         vert.dirty = false;
+        // The value starts over, but for a refusal (see `refusal`); the bounds keep their
+        // buffer.
+        let value = &mut vert.value;
+        value.kinds = K_TOP;
+        value.scalar = None;
+        value.scalar_span = Span::default();
+        value.bounds.clear();
+        value.err = None;
+        value.incomplete = None;
+        value.unmet = None;
+        value.is_struct = false;
+        value.is_list = false;
+        value.maybe_struct = false;
+        value.shared = false;
+        // How the disjunctions were decided starts over; which disjunct this is does not.
+        let disj = &mut vert.disjunction;
+        disj.result = None;
+        disj.redirect = None;
+        disj.redirect_mark = 0;
+        disj.nest = 0;
+        vert.groups.clear();
         vert.seen = Seen::default();
-        vert.unmet = None;
-        vert.shared = false;
         // Everything usually empty starts over but a disjunct's choice.
         let choice = vert.take_scratch(|x| &mut x.choice);
         vert.x = None;
@@ -1949,7 +1984,7 @@ impl Ev {
     fn refusal(&self, v: VId) -> Arc<Bottom> {
         let vert = self.vx(v);
         let span = vert.span;
-        match &vert.err {
+        match &vert.value.err {
             Some(b) if b.code == ErrorCode::NotAllowed && b.span == span => b.clone(),
             _ => Bottom::new(ErrorCode::NotAllowed, "field not allowed", span),
         }
@@ -1964,14 +1999,14 @@ impl Ev {
         }
         // A field refused by a closed struct stays refused, with the positions found when it
         // was refused (`finish` of its parent).
-        let refused = if self.vx(v).not_allowed {
+        let refused = if self.vx(v).value.not_allowed {
             Some(self.refusal(v))
         } else {
             None
         };
         self.reset(v);
         if refused.is_some() {
-            self.vm(v).err = refused;
+            self.vm(v).value.err = refused;
         }
         let shared = self.shareable(v);
         // The sharing check evaluates the target first; through a reference cycle
@@ -2035,7 +2070,7 @@ impl Ev {
         self.flush_cyclic(v);
         self.finish(v);
         if !self.vx(v).scr().pending_disj.is_empty()
-            && !self.vx(v).nosplit
+            && !self.vx(v).disjunction.nosplit
             && self.budget.limit_err.is_none()
         {
             self.resolve_disjunctions(v);
@@ -2049,7 +2084,7 @@ impl Ev {
     fn conclude(&mut self, v: VId) {
         if let Some(b) = &self.budget.limit_err {
             let b = b.clone();
-            self.vm(v).err.get_or_insert(b);
+            self.vm(v).value.err.get_or_insert(b);
         }
         self.active.expanding.pop();
         let vert = self.vm(v);
@@ -2079,11 +2114,11 @@ impl Ev {
     fn set_err(&mut self, v: VId, b: Arc<Bottom>) {
         let vert = self.vm(v);
         if b.code.is_fatal() {
-            if vert.err.is_none() {
-                vert.err = Some(b);
+            if vert.value.err.is_none() {
+                vert.value.err = Some(b);
             }
-        } else if vert.incomplete.is_none() {
-            vert.incomplete = Some(b);
+        } else if vert.value.incomplete.is_none() {
+            vert.value.incomplete = Some(b);
         }
     }
 
@@ -2164,9 +2199,9 @@ impl Ev {
             if let Some(&ch) = self.vx(v).scr().choice.get(ti) {
                 if let Some((e, _)) = alts.get(ch) {
                     let e = e.clone();
-                    self.vm(v).nest += 1;
+                    self.vm(v).disjunction.nest += 1;
                     self.process(v, c.with_expr(e));
-                    self.vm(v).nest -= 1;
+                    self.vm(v).disjunction.nest -= 1;
                 }
             }
             return;
@@ -2334,18 +2369,18 @@ impl Ev {
                 self.vm(v).scr_mut().disj_seen += 1;
                 if let Some(&ch) = self.vx(v).scr().choice.get(seen) {
                     if let Some((e, _)) = alts.get(ch) {
-                        self.vm(v).nest += 1;
+                        self.vm(v).disjunction.nest += 1;
                         self.process(v, c.with_expr(e.clone()));
-                        self.vm(v).nest -= 1;
+                        self.vm(v).disjunction.nest -= 1;
                     }
                 } else if alts.len() == 1 {
                     self.process(v, c.with_expr(alts[0].0.clone()));
                 } else {
                     let vx = self.vx(v);
-                    let nested = vx.nest > 0;
+                    let nested = vx.disjunction.nest > 0;
                     let met = Met {
-                        scalar: vx.scalar.is_some(),
-                        bounds: vx.bounds.len(),
+                        scalar: vx.value.scalar.is_some(),
+                        bounds: vx.value.bounds.len(),
                     };
                     self.vm(v).scr_mut().pending_disj.push(PendingDisj {
                         conj: c.clone(),
@@ -2379,11 +2414,11 @@ impl Ev {
                             let wx = self.vx(wr);
                             // Only a value that is not final yet: a concrete scalar or an
                             // error cannot change.
-                            if !(wx.is_struct
-                                || wx.is_list
-                                || wx.disj.is_some()
-                                || wx.scalar.is_some()
-                                || wx.err.is_some())
+                            if !(wx.value.is_struct
+                                || wx.value.is_list
+                                || wx.disjunction.result.is_some()
+                                || wx.value.scalar.is_some()
+                                || wx.value.err.is_some())
                             {
                                 self.late_embed(v, &c);
                             }
@@ -2571,7 +2606,7 @@ impl Ev {
                     self.active.tainted.push(Taint { target: w, dep: d });
                 }
             }
-            if self.vx(w).is_struct {
+            if self.vx(w).value.is_struct {
                 // Copy what is known so far of a struct being expanded.
             }
             return false;
@@ -2583,10 +2618,16 @@ impl Ev {
         // A scalar with fields of its own (`#fn: {#in: c: string, #in.c}`) is copied as a
         // struct: its embedding is evaluated again where it is used, where `#in` may be more
         // specific (`x: #fn & {#in: c: "V"}`).
-        let structural = if wx.redirect.is_some() {
-            rx.is_struct || rx.is_list || rx.disj.is_some() || !rx.arcs.is_empty()
+        let structural = if wx.disjunction.redirect.is_some() {
+            rx.value.is_struct
+                || rx.value.is_list
+                || rx.disjunction.result.is_some()
+                || !rx.arcs.is_empty()
         } else {
-            wx.is_struct || wx.is_list || wx.disj.is_some() || !wx.arcs.is_empty()
+            wx.value.is_struct
+                || wx.value.is_list
+                || wx.disjunction.result.is_some()
+                || !wx.arcs.is_empty()
         };
         if !structural && self.is_ancestor_regular(v, w).is_some() {
             // `x: {#in: c: string, #in.c}` embeds a field of itself, which may still grow
@@ -2598,18 +2639,18 @@ impl Ev {
             // A scalar-only vertex: take its atoms.
             let atoms: Vec<Val> = {
                 let mut a = Vec::new();
-                if let Some(e) = &wx.err {
+                if let Some(e) = &wx.value.err {
                     a.push(Val::Bottom(e.clone()));
                 }
-                if wx.kinds != K_TOP {
-                    a.push(Val::Kind(wx.kinds));
+                if wx.value.kinds != K_TOP {
+                    a.push(Val::Kind(wx.value.kinds));
                 }
-                if let Some(s) = &wx.scalar {
+                if let Some(s) = &wx.value.scalar {
                     a.push(s.clone());
                 }
-                a.extend(wx.bounds.iter().cloned());
-                if let Some(e) = &wx.incomplete {
-                    if wx.scalar.is_none() {
+                a.extend(wx.value.bounds.iter().cloned());
+                if let Some(e) = &wx.value.incomplete {
+                    if wx.value.scalar.is_none() {
                         a.push(Val::Bottom(e.clone()));
                     }
                 }
@@ -2820,25 +2861,26 @@ impl Ev {
             Val::Bottom(b) => self.set_err(v, b),
             Val::Kind(k) => {
                 let vert = self.vm(v);
-                vert.kinds &= k;
+                vert.value.kinds &= k;
             }
             Val::Bound(op, x) => {
                 let k = Val::Bound(op, x.clone()).kind();
                 let vert = self.vm(v);
-                vert.kinds &= k;
-                vert.bounds.push(Val::Bound(op, x));
+                vert.value.kinds &= k;
+                vert.value.bounds.push(Val::Bound(op, x));
                 vert.scr_mut().bound_spans.push(span);
             }
             Val::Validator(x) => {
                 let vert = self.vm(v);
-                vert.bounds.push(Val::Validator(x));
+                vert.value.bounds.push(Val::Validator(x));
                 vert.scr_mut().bound_spans.push(span);
             }
             Val::Vertex(_) => {}
             Val::StdFunc(b) if b.arity == 1 || (b.variadic && b.arity == 2) => {
                 // A std function used as a value is a validator on its only argument.
                 let vert = self.vm(v);
-                vert.bounds
+                vert.value
+                    .bounds
                     .push(Val::Validator(Arc::new(Validator::Builtin(b, Vec::new()))));
                 vert.scr_mut().bound_spans.push(span);
             }
@@ -2849,7 +2891,7 @@ impl Ev {
                 );
             }
             s => {
-                let existing = self.vx(v).scalar.clone();
+                let existing = self.vx(v).value.scalar.clone();
                 match existing {
                     Some(t) => {
                         if !ops::scalar_identical(&s, &t) {
@@ -2880,8 +2922,8 @@ impl Ev {
                     }
                     None => {
                         let vert = self.vm(v);
-                        vert.scalar = Some(s);
-                        vert.scalar_span = span;
+                        vert.value.scalar = Some(s);
+                        vert.value.scalar_span = span;
                     }
                 }
             }
@@ -3026,9 +3068,9 @@ impl Ev {
         }) || lit.embeds.is_empty()
             && (!lit.patterns.is_empty() || lit.ellipsis.is_some());
         if has_fields || (lit.embeds.is_empty() && lit.comprehensions.is_empty()) {
-            self.vm(v).is_struct = true;
+            self.vm(v).value.is_struct = true;
         } else if lit.embeds.is_empty() {
-            self.vm(v).maybe_struct = true;
+            self.vm(v).value.maybe_struct = true;
         }
         let env = self.new_env(c.env.clone(), v, EnvKind::Struct(lit.clone()));
         // The closedness group this literal records its labels into. A literal holding
@@ -3339,21 +3381,25 @@ impl Ev {
         // A literal holding only comprehensions is a struct unless they yielded a scalar.
         {
             let vert = self.vm(v);
-            if vert.maybe_struct && !vert.is_struct && !vert.is_list && vert.scalar.is_none() {
-                vert.is_struct = true;
+            if vert.value.maybe_struct
+                && !vert.value.is_struct
+                && !vert.value.is_list
+                && vert.value.scalar.is_none()
+            {
+                vert.value.is_struct = true;
             }
         }
         // The value itself.
         let vert = self.vx(v);
-        let mut kinds = vert.kinds;
-        if vert.is_struct {
+        let mut kinds = vert.value.kinds;
+        if vert.value.is_struct {
             kinds &= K_STRUCT;
         }
-        if vert.is_list {
+        if vert.value.is_list {
             kinds &= K_LIST;
         }
         let span = vert.span;
-        if vert.err.is_some() {
+        if vert.value.err.is_some() {
             return;
         }
         if kinds == 0 {
@@ -3361,14 +3407,14 @@ impl Ev {
             self.set_err(v, Bottom::new(ErrorCode::Conflict, msg, span));
             return;
         }
-        if let Some(s) = vert.scalar.clone() {
+        if let Some(s) = vert.value.scalar.clone() {
             if kinds & s.kind() == 0 {
                 let msg = self.conflict_msg(v);
                 self.set_err(v, Bottom::new(ErrorCode::Conflict, msg, span));
                 return;
             }
-            let bounds = vert.bounds.clone();
-            let (sspan, bspans) = (vert.scalar_span, vert.scr().bound_spans.clone());
+            let bounds = vert.value.bounds.clone();
+            let (sspan, bspans) = (vert.value.scalar_span, vert.scr().bound_spans.clone());
             for (i, b) in bounds.iter().enumerate() {
                 if let Some(e) = self.check_bound(b, &s) {
                     // Both sides, as upstream prints them: the bound, then the value.
@@ -3393,8 +3439,8 @@ impl Ev {
                     return;
                 }
             }
-        } else if vert.is_struct || vert.is_list {
-            let bounds = vert.bounds.clone();
+        } else if vert.value.is_struct || vert.value.is_list {
+            let bounds = vert.value.bounds.clone();
             for b in bounds {
                 if let Val::Validator(_) = &b {
                     self.validator_incomplete = false;
@@ -3417,7 +3463,7 @@ impl Ev {
                         };
                         let b = Bottom::new(code, e, span);
                         if undecided {
-                            self.vm(v).unmet = Some(b.clone());
+                            self.vm(v).value.unmet = Some(b.clone());
                         }
                         self.set_err(v, b);
                         return;
@@ -3425,23 +3471,23 @@ impl Ev {
                 }
             }
         }
-        self.vm(v).kinds = kinds;
+        self.vm(v).value.kinds = kinds;
     }
 
     fn conflict_msg(&self, v: VId) -> String {
         let vert = self.vx(v);
         let mut parts = Vec::new();
-        if vert.is_struct {
+        if vert.value.is_struct {
             parts.push("struct".to_string());
         }
-        if vert.is_list {
+        if vert.value.is_list {
             parts.push("list".to_string());
         }
-        if let Some(s) = &vert.scalar {
+        if let Some(s) = &vert.value.scalar {
             parts.push(ops::show(s));
         }
-        if vert.kinds != K_TOP {
-            parts.push(kind_name(vert.kinds));
+        if vert.value.kinds != K_TOP {
+            parts.push(kind_name(vert.value.kinds));
         }
         if parts.len() >= 2 {
             format!(
@@ -3529,8 +3575,8 @@ impl Ev {
             // b0: a1, a1: a0 + 2`: `b0` and `b1` hold what `a1` gave before `a0` was known):
             // all of them are evaluated again once `v` is done, as `unify_vertex` does.
             self.taint_since(v);
-            if let Some(s) = self.vx(v).scalar.clone() {
-                if self.vx(v).scr().pending_disj.is_empty() && !self.vx(v).is_struct {
+            if let Some(s) = self.vx(v).value.scalar.clone() {
+                if self.vx(v).scr().pending_disj.is_empty() && !self.vx(v).value.is_struct {
                     return s;
                 }
             }
@@ -3538,24 +3584,24 @@ impl Ev {
         }
         let v = self.deref(v);
         let vx = self.vx(v);
-        if let Some(e) = &vx.err {
+        if let Some(e) = &vx.value.err {
             return Val::Bottom(e.clone());
         }
-        if let Some(d) = &vx.disj {
+        if let Some(d) = &vx.disjunction.result {
             let _ = d;
             return Val::Vertex(v);
         }
-        if vx.is_struct || vx.is_list {
+        if vx.value.is_struct || vx.value.is_list {
             return Val::Vertex(v);
         }
-        if let Some(s) = &vx.scalar {
+        if let Some(s) = &vx.value.scalar {
             return s.clone();
         }
-        if let Some(e) = &vx.incomplete {
+        if let Some(e) = &vx.value.incomplete {
             return Val::Bottom(e.clone());
         }
-        if vx.bounds.is_empty() {
-            return Val::Kind(vx.kinds);
+        if vx.value.bounds.is_empty() {
+            return Val::Kind(vx.value.kinds);
         }
         Val::Vertex(v)
     }
@@ -3666,7 +3712,7 @@ impl Ev {
             Val::Bottom(_) => true,
             Val::Vertex(w) => {
                 let w = self.deref(*w);
-                self.vx(w).err.is_some()
+                self.vx(w).value.err.is_some()
             }
             _ => false,
         }
@@ -3678,26 +3724,26 @@ impl Ev {
             Val::Vertex(w) => {
                 let w = self.deref(w);
                 let wx = self.vx(w);
-                if let Some(e) = &wx.err {
+                if let Some(e) = &wx.value.err {
                     return Val::Bottom(e.clone());
                 }
-                if wx.disj.is_some() {
+                if wx.disjunction.result.is_some() {
                     return Val::Bottom(Bottom::new(
                         ErrorCode::Incomplete,
                         "unresolved disjunction",
                         wx.span,
                     ));
                 }
-                if wx.is_struct || wx.is_list {
+                if wx.value.is_struct || wx.value.is_list {
                     return Val::Vertex(w);
                 }
-                match &wx.scalar {
+                match &wx.value.scalar {
                     Some(s) => s.clone(),
                     None => {
-                        if let Some(b) = wx.bounds.first() {
+                        if let Some(b) = wx.value.bounds.first() {
                             b.clone()
                         } else {
-                            Val::Kind(wx.kinds)
+                            Val::Kind(wx.value.kinds)
                         }
                     }
                 }

@@ -192,7 +192,7 @@ impl Value {
                     break;
                 }
             }
-            if found.is_none() && ev.vs[v as usize].is_list {
+            if found.is_none() && ev.vs[v as usize].value.is_list {
                 if let Ok(i) = name.parse::<usize>() {
                     found = ev.vs[v as usize].arcs.get(&Label::index(i)).copied();
                 }
@@ -225,19 +225,19 @@ impl Value {
             ev.eval(v);
             let v = ev.deref(v);
             let x = &ev.vs[v as usize];
-            if x.err.is_some() {
+            if x.value.err.is_some() {
                 return 0;
             }
-            if let Some(s) = &x.scalar {
+            if let Some(s) = &x.value.scalar {
                 return s.kind();
             }
-            if x.is_struct {
+            if x.value.is_struct {
                 return adt::K_STRUCT;
             }
-            if x.is_list {
+            if x.value.is_list {
                 return adt::K_LIST;
             }
-            x.kinds
+            x.value.kinds
         })
     }
 
@@ -255,7 +255,7 @@ impl Value {
         self.with(|ev, v| {
             ev.eval(v);
             let v = ev.deref(v);
-            ev.vs[v as usize].err.is_some()
+            ev.vs[v as usize].value.err.is_some()
         })
     }
 
@@ -286,7 +286,7 @@ impl Value {
             match ev.vs[v as usize].arcs.get(&lab).copied() {
                 Some(a) => {
                     ev.eval(a);
-                    ev.vs[a as usize].err.is_none()
+                    ev.vs[a as usize].value.err.is_none()
                 }
                 None => false,
             }
@@ -488,7 +488,7 @@ impl Value {
                 ev.eval(v);
                 let d = ev.deref(v);
                 let x = &ev.vs[d as usize];
-                if label.kind == LabelKind::Index && !x.is_list {
+                if label.kind == LabelKind::Index && !x.value.is_list {
                     return None;
                 }
                 v = x.arcs.get(&label).copied()?;

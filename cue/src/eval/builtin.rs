@@ -47,7 +47,7 @@ fn snapshot(ev: &mut Ev, s: &Val, span: Span) -> Expr {
         Val::Vertex(v) => {
             let v = ev.deref(*v);
             let vx = &ev.vs[v as usize];
-            if vx.is_list {
+            if vx.value.is_list {
                 let elems = vx
                     .arcs
                     .values()
@@ -140,7 +140,7 @@ fn opaque_value(ev: &mut Ev, env: &Option<Arc<super::Env>>, a: &Expr) -> Val {
     }
     // ... but a disjunction is kept whole rather than replaced by its default.
     let w = ev.deref_redirect(w);
-    if ev.vx(w).disj.is_some() {
+    if ev.vx(w).disjunction.result.is_some() {
         Val::Vertex(w)
     } else {
         v
@@ -151,7 +151,7 @@ fn opaque_value(ev: &mut Ev, env: &Option<Arc<super::Env>>, a: &Expr) -> Val {
 /// disjunction, otherwise the vertex itself ([`BVal::Opaque`]).
 fn opaque_data(ev: &mut Ev, w: VId) -> BVal {
     let w = ev.deref_redirect(w);
-    if ev.vx(w).disj.is_none() {
+    if ev.vx(w).disjunction.result.is_none() {
         let mut scratch = Vec::new();
         if let Some(d) = ev.to_data(w, &mut scratch, 0) {
             if scratch.is_empty() {
@@ -363,7 +363,7 @@ fn closed_len_in_progress(ev: &mut Ev, env: &Option<Arc<super::Env>>, e: &Expr) 
     };
     let w = ev.deref_redirect(w);
     let vx = &ev.vs[w as usize];
-    if vx.status != super::Status::Expanding || !vx.is_list {
+    if vx.status != super::Status::Expanding || !vx.value.is_list {
         return None;
     }
     vx.scr().list.as_ref().and_then(|l| l.closed_len)
@@ -373,7 +373,7 @@ fn list_items(ev: &mut Ev, v: &Val) -> Option<Vec<VId>> {
     if let Val::Vertex(w) = v {
         ev.eval(*w);
         let w = ev.deref(*w);
-        if ev.vs[w as usize].is_list {
+        if ev.vs[w as usize].value.is_list {
             return Some(ev.vs[w as usize].arcs.values().copied().collect());
         }
     }
@@ -421,7 +421,7 @@ fn predeclared(
                 Val::Vertex(w) => {
                     let w = ev.deref(w);
                     let vx = &ev.vs[w as usize];
-                    if vx.is_list {
+                    if vx.value.is_list {
                         Val::int(vx.elements().len())
                     } else {
                         let arcs: Vec<(Label, VId)> =
@@ -542,7 +542,8 @@ fn open_list(ev: &mut Ev, w: VId, levels: u32) -> Option<BVal> {
     ev.eval(w);
     let d = ev.deref(w);
     let vx = &ev.vs[d as usize];
-    if levels == 0 || !vx.is_list || vx.err.is_some() || vx.disj.is_some() {
+    if levels == 0 || !vx.value.is_list || vx.value.err.is_some() || vx.disjunction.result.is_some()
+    {
         return None;
     }
     let arcs = vx.elements();
@@ -550,7 +551,7 @@ fn open_list(ev: &mut Ev, w: VId, levels: u32) -> Option<BVal> {
     for a in arcs {
         ev.eval(a);
         let ad = ev.deref(a);
-        if ev.vs[ad as usize].err.is_some() {
+        if ev.vs[ad as usize].value.err.is_some() {
             return None;
         }
         out.push(open_list(ev, a, levels - 1).unwrap_or(BVal::Opaque(a as u64)));

@@ -131,8 +131,8 @@ impl Ev {
             sub: Vec::new(),
         });
         let ax = self.vm(a);
-        ax.not_allowed = true;
-        ax.err.get_or_insert(b);
+        ax.value.not_allowed = true;
+        ax.value.err.get_or_insert(b);
     }
 
     /// The positions of the closed structs the groups `gs` of `v` stand for (their literals
@@ -321,26 +321,26 @@ impl Ev {
     /// Whether unifying the scalar `s` with vertex `f` succeeds.
     pub fn accepts(&mut self, f: VId, s: &Val) -> bool {
         self.eval(f);
-        let f = match self.vx(f).redirect {
+        let f = match self.vx(f).disjunction.redirect {
             Some(r) => r,
             None => f,
         };
-        if let Some(d) = self.vx(f).disj.clone() {
+        if let Some(d) = self.vx(f).disjunction.result.clone() {
             return d.alts.iter().any(|(a, _)| self.accepts(*a, s));
         }
         let fx = self.vx(f);
-        if fx.err.is_some() || fx.is_struct || fx.is_list {
+        if fx.value.err.is_some() || fx.value.is_struct || fx.value.is_list {
             return false;
         }
-        if fx.kinds & s.kind() == 0 {
+        if fx.value.kinds & s.kind() == 0 {
             return false;
         }
-        if let Some(t) = &fx.scalar {
+        if let Some(t) = &fx.value.scalar {
             if !ops::scalar_identical(s, t) {
                 return false;
             }
         }
-        let bounds = fx.bounds.clone();
+        let bounds = fx.value.bounds.clone();
         for b in bounds {
             if self.check_bound(&b, s).is_some() {
                 return false;

@@ -34,11 +34,11 @@ impl Ev {
                     Val::Vertex(w) => {
                         self.eval(w);
                         let w = self.deref(w);
-                        if let Some(b) = self.vx(w).err.clone() {
+                        if let Some(b) = self.vx(w).value.err.clone() {
                             return Some(b);
                         }
                         let wx = self.vx(w);
-                        if wx.disj.is_some() {
+                        if wx.disjunction.result.is_some() {
                             return Some(Bottom::new(
                                 ErrorCode::Incomplete,
                                 "cannot range over unresolved disjunction",
@@ -47,7 +47,7 @@ impl Ev {
                         }
                         let arcs: Vec<(Label, VId)> =
                             wx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
-                        let is_list = wx.is_list;
+                        let is_list = wx.value.is_list;
                         for (l, a) in arcs {
                             if is_list {
                                 if l.kind != LabelKind::Index {

@@ -16,7 +16,7 @@ impl Ev {
         let mut n = 0;
         while let Some(p) = cur {
             // A disjunct stands for the vertex it is a choice of (`c: 1 | {d: c}`).
-            if p == anc || self.vx(p).clone_of == Some(anc) {
+            if p == anc || self.vx(p).disjunction.clone_of == Some(anc) {
                 return Some(all_regular);
             }
             let px = self.vx(p);
@@ -72,7 +72,7 @@ impl Ev {
             rounds += 1;
             let pending = self.vm(v).take_scratch(|x| &mut x.cyc_pending);
             let vx = self.vx(v);
-            if vx.err.is_some() || rounds > 64 {
+            if vx.value.err.is_some() || rounds > 64 {
                 return;
             }
             // Data counts only if it does not come from the repeated structure itself: a field
@@ -96,7 +96,7 @@ impl Ev {
                 let mut cycle = None;
                 let mut copied = false;
                 // A disjunct is given no extra round: its cycle eliminates it.
-                let disjunct = vx.nosplit && !vx.scr().choice.is_empty();
+                let disjunct = vx.disjunction.nosplit && !vx.scr().choice.is_empty();
                 for HeldCopy {
                     from: w,
                     conj,

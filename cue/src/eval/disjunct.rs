@@ -33,14 +33,14 @@ impl Ev {
         clone.constraint = vert.constraint;
         clone.def_close = vert.def_close;
         clone.span = vert.span;
-        clone.not_allowed = vert.not_allowed;
-        if vert.not_allowed {
+        clone.value.not_allowed = vert.value.not_allowed;
+        if vert.value.not_allowed {
             // The refusal with its positions (see `Ev::expand`).
-            clone.err = vert.err.clone();
+            clone.value.err = vert.value.err.clone();
         }
         clone.scr_mut().choice = choice;
-        clone.nosplit = true;
-        clone.clone_of = Some(vert.clone_of.unwrap_or(v));
+        clone.disjunction.nosplit = true;
+        clone.disjunction.clone_of = Some(vert.disjunction.clone_of.unwrap_or(v));
         let cid = self.vs.len() as VId;
         self.stats.clones += 1;
         self.vs.push(clone);
@@ -61,7 +61,7 @@ impl Ev {
         let c = self.vm(cid);
         if c.arcs.is_empty() {
             c.conjuncts = Vec::new();
-            c.bounds = Vec::new();
+            c.value.bounds = Vec::new();
             c.x = None;
         }
     }
@@ -86,18 +86,18 @@ impl Ev {
         // Atoms only, errors aside.
         fn atom_only(x: &Vertex) -> bool {
             x.arcs.is_empty()
-                && !x.is_struct
-                && !x.is_list
-                && !x.maybe_struct
-                && x.redirect.is_none()
-                && x.disj.is_none()
-                && x.unmet.is_none()
-                && !x.shared
-                && !x.not_allowed
+                && !x.value.is_struct
+                && !x.value.is_list
+                && !x.value.maybe_struct
+                && x.disjunction.redirect.is_none()
+                && x.disjunction.result.is_none()
+                && x.value.unmet.is_none()
+                && !x.value.shared
+                && !x.value.not_allowed
                 && x.scr().nothing_deferred()
         }
         let vx = self.vx(v);
-        if !atom_only(vx) || vx.err.is_some() || vx.incomplete.is_some() {
+        if !atom_only(vx) || vx.value.err.is_some() || vx.value.incomplete.is_some() {
             return false;
         }
         let choice = self.vx(cid).scr().choice.clone();
@@ -118,27 +118,23 @@ impl Ev {
             if pd.nested {
                 return false;
             }
-            in_order &= pd.met.bounds == vx.bounds.len() && (pd.met.scalar || vx.scalar.is_none());
+            in_order &= pd.met.bounds == vx.value.bounds.len()
+                && (pd.met.scalar || vx.value.scalar.is_none());
             chosen.push(pd.conj.with_expr(e.clone()));
         }
         let rest: Vec<PendingDisj> = pend.get(choice.len()..).unwrap_or(&[]).to_vec();
-        let base_bounds = vx.bounds.len();
-        let (kinds, scalar, sspan, bounds) = (
-            vx.kinds,
-            vx.scalar.clone(),
-            vx.scalar_span,
-            vx.bounds.clone(),
-        );
+        let base_bounds = vx.value.bounds.len();
+        let from = vx.value.clone();
         let (bspans, seen, inlined) = (
             vx.scr().bound_spans.clone(),
             vx.scr().disj_seen,
             vx.scr().inlined.clone(),
         );
         let c = self.vm(cid);
-        c.kinds = kinds;
-        c.scalar = scalar;
-        c.scalar_span = sspan;
-        c.bounds = bounds;
+        c.value.kinds = from.kinds;
+        c.value.scalar = from.scalar;
+        c.value.scalar_span = from.scalar_span;
+        c.value.bounds = from.bounds;
         c.status = Status::Expanding;
         let s = c.scr_mut();
         s.bound_spans = bspans;
@@ -148,19 +144,19 @@ impl Ev {
         s.disj_seen = seen;
         self.active.expanding.push(cid);
         for c in chosen {
-            self.vm(cid).nest += 1;
+            self.vm(cid).disjunction.nest += 1;
             self.process(cid, c);
-            self.vm(cid).nest -= 1;
+            self.vm(cid).disjunction.nest -= 1;
         }
         let cx = self.vx(cid);
         let ok = atom_only(cx)
             && cx.scr().pending_disj.is_empty()
-            && (in_order || cx.bounds.len() == base_bounds);
+            && (in_order || cx.value.bounds.len() == base_bounds);
         if ok {
             self.vm(cid).scr_mut().pending_disj = rest;
             self.finish(cid);
         }
-        if !ok || (!in_order && self.vx(cid).err.is_some()) {
+        if !ok || (!in_order && self.vx(cid).value.err.is_some()) {
             // Evaluated from its conjuncts instead (`expand` starts it over).
             self.active.expanding.pop();
             self.vm(cid).status = Status::Fresh;
@@ -230,10 +226,11 @@ impl Ev {
                     let cid = self.make_clone(v, ch);
                     let undefined = self
                         .vx(cid)
+                        .value
                         .incomplete
                         .as_ref()
                         .is_some_and(|b| b.code == ErrorCode::Undefined)
-                        && self.vx(cid).scalar.is_none();
+                        && self.vx(cid).value.scalar.is_none();
                     if undefined {
                         self.release_disjunct(cid);
                         continue;
@@ -324,13 +321,13 @@ impl Ev {
         let mut survivors: Vec<(VId, u8)> = Vec::new();
         for (cid, m) in finals {
             let cx = self.vx(cid);
-            if let Some(dr) = cx.disj.clone() {
+            if let Some(dr) = cx.disjunction.result.clone() {
                 for (i, (a, _)) in dr.alts.iter().enumerate() {
                     survivors.push((*a, m.max(dr.modes.get(i).copied().unwrap_or(0))));
                 }
             } else {
-                let target = cx.redirect.unwrap_or(cid);
-                survivors.push((target, m.max(cx.redirect_mark)));
+                let target = cx.disjunction.redirect.unwrap_or(cid);
+                survivors.push((target, m.max(cx.disjunction.redirect_mark)));
             }
         }
         // A single survivor needs no fingerprint either.
@@ -351,17 +348,17 @@ impl Ev {
         vert.take_scratch(|x| &mut x.pending_disj);
         if uniq.is_empty() {
             let span = vert.span;
-            vert.err = Some(empty_disjunction(errs, span));
+            vert.value.err = Some(empty_disjunction(errs, span));
             return;
         }
         if uniq.len() == 1 {
-            vert.redirect = Some(uniq[0].0);
-            vert.redirect_mark = uniq[0].1;
+            vert.disjunction.redirect = Some(uniq[0].0);
+            vert.disjunction.redirect_mark = uniq[0].1;
             return;
         }
         let has_default = uniq.iter().any(|u| u.1 == 1);
         let modes = uniq.iter().map(|u| u.1).collect();
-        vert.disj = Some(Arc::new(DisjResult {
+        vert.disjunction.result = Some(Arc::new(DisjResult {
             alts: uniq.into_iter().map(|u| (u.0, u.1 == 1)).collect(),
             modes,
             has_default,

@@ -29,10 +29,10 @@ impl Ev {
         self.eval(v);
         let v = self.deref_redirect(v);
         let vx = self.vx(v);
-        if let Some(e) = &vx.err {
+        if let Some(e) = &vx.value.err {
             return Some(e.clone());
         }
-        if vx.disj.is_some() {
+        if vx.disjunction.result.is_some() {
             return None;
         }
         let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
@@ -42,8 +42,8 @@ impl Ev {
             }
             at.push(l.clone());
             if self.vx(a).constraint == Some(FieldConstraint::Optional) {
-                if self.vx(a).not_allowed {
-                    return self.vx(a).err.clone();
+                if self.vx(a).value.not_allowed {
+                    return self.vx(a).value.err.clone();
                 }
                 at.pop();
                 continue;
@@ -77,10 +77,10 @@ impl Ev {
         self.eval(v);
         let v = self.deref_redirect(v);
         let vx = self.vx(v);
-        if let Some(e) = &vx.err {
+        if let Some(e) = &vx.value.err {
             return format!("_|_({})", e.msg);
         }
-        if let Some(d) = vx.disj.clone() {
+        if let Some(d) = vx.disjunction.result.clone() {
             let mut parts = Vec::new();
             for (a, m) in &d.alts {
                 let f = self.fingerprint_in(*a, depth + 1, optionals);
@@ -89,23 +89,23 @@ impl Ev {
             return parts.join("|");
         }
         let mut s = String::new();
-        if let Some(x) = &vx.scalar {
+        if let Some(x) = &vx.value.scalar {
             s.push_str(&ops::show(x));
         } else {
-            s.push_str(&kind_name(vx.kinds));
+            s.push_str(&kind_name(vx.value.kinds));
         }
         // A concrete scalar has passed its bounds: they do not tell equal values apart.
-        if vx.scalar.is_none() {
-            for b in &vx.bounds {
+        if vx.value.scalar.is_none() {
+            for b in &vx.value.bounds {
                 s.push('&');
                 s.push_str(&ops::show(b));
             }
         }
-        if vx.is_struct || vx.is_list {
+        if vx.value.is_struct || vx.value.is_list {
             let mut arcs: Vec<(Label, VId)> =
                 vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
             // Equal values whatever order their fields arrived in (field order is not identity).
-            if vx.is_struct {
+            if vx.value.is_struct {
                 arcs.sort_by(|x, y| {
                     (x.0.kind, &x.0.name, x.0.index).cmp(&(y.0.kind, &y.0.name, y.0.index))
                 });
@@ -224,11 +224,11 @@ impl Ev {
         let v0 = v;
         let v = self.deref(v);
         let vx = self.vx(v);
-        if let Some(e) = &vx.err {
+        if let Some(e) = &vx.value.err {
             errs.push((v0, e.clone()));
             return None;
         }
-        if let Some(d) = &vx.disj {
+        if let Some(d) = &vx.disjunction.result {
             let n = d.alts.len();
             let span = vx.span;
             errs.push((
@@ -241,7 +241,7 @@ impl Ev {
             ));
             return None;
         }
-        if let Some(e) = &vx.unmet {
+        if let Some(e) = &vx.value.unmet {
             errs.push((v0, e.clone()));
             return None;
         }
@@ -251,16 +251,16 @@ impl Ev {
         // Its fields are still walked: the errors below it count for validation too.
         let mut stuck = false;
         if !self.stuck_comprehensions.is_empty() && self.stuck_comprehensions.contains_key(&v) {
-            if let Some(e) = &vx.incomplete {
+            if let Some(e) = &vx.value.incomplete {
                 errs.push((v0, e.clone()));
                 stuck = true;
             }
         }
-        if vx.is_list {
+        if vx.value.is_list {
             let arcs = vx.elements();
             let mut out = Vec::new();
             let mut ok = true;
-            let shared = vx.shared;
+            let shared = vx.value.shared;
             for a in arcs {
                 match self.data_of_arc(a, shared, errs, depth + 1, keep) {
                     Some(x) if keep => out.push(x),
@@ -274,8 +274,8 @@ impl Ev {
                 None
             };
         }
-        if vx.is_struct {
-            let shared = vx.shared;
+        if vx.value.is_struct {
+            let shared = vx.value.shared;
             let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
             let mut out = Vec::new();
             let mut ok = true;
@@ -295,8 +295,8 @@ impl Ev {
                 let ax = self.vx(a);
                 match ax.constraint {
                     Some(FieldConstraint::Optional) => {
-                        if ax.not_allowed {
-                            if let Some(e) = &ax.err {
+                        if ax.value.not_allowed {
+                            if let Some(e) = &ax.value.err {
                                 errs.push((a, e.clone()));
                                 ok = false;
                             }
@@ -330,22 +330,22 @@ impl Ev {
                 None
             };
         }
-        match &vx.scalar {
+        match &vx.value.scalar {
             Some(s) if keep => ops::scalar_to_data(s),
             Some(_) => Some(BVal::Null),
             None => {
                 let span = vx.span;
-                let msg = match &vx.incomplete {
+                let msg = match &vx.value.incomplete {
                     Some(b) => b.msg.clone(),
                     None => {
-                        let mut s = kind_name(vx.kinds);
-                        for b in &vx.bounds {
+                        let mut s = kind_name(vx.value.kinds);
+                        for b in &vx.value.bounds {
                             s = format!("{s} & {}", ops::show(b));
                         }
                         format!("incomplete value {s}")
                     }
                 };
-                let span = vx.incomplete.as_ref().map(|b| b.span).unwrap_or(span);
+                let span = vx.value.incomplete.as_ref().map(|b| b.span).unwrap_or(span);
                 errs.push((v0, Bottom::new(ErrorCode::Incomplete, msg, span)));
                 None
             }
@@ -371,17 +371,17 @@ impl Ev {
         let v = self.deref(v);
         let vx = self.vx(v);
         if inside {
-            if let Some(e) = &vx.err {
+            if let Some(e) = &vx.value.err {
                 if e.code.is_fatal() {
                     errs.push((v, e.clone()));
                 }
                 return;
             }
         }
-        if vx.disj.is_some() {
+        if vx.disjunction.result.is_some() {
             return;
         }
-        let shared = vx.shared;
+        let shared = vx.value.shared;
         let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
         for (l, a) in arcs {
             let ins = inside || l.is_def() || l.is_hidden();
@@ -414,7 +414,7 @@ impl Ev {
     pub(super) fn unforced_proxy(&self, a: VId) -> Option<VId> {
         let ax = self.vx(a);
         if ax.status != Status::Fresh
-            || ax.not_allowed
+            || ax.value.not_allowed
             || !matches!(ax.constraint, None | Some(FieldConstraint::Regular))
         {
             return None;

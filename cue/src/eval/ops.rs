@@ -614,7 +614,7 @@ pub fn slice(ev: &mut Ev, b: Val, lo: Option<Val>, hi: Option<Val>, span: Span) 
             ev.eval(w);
             let w = ev.deref(w);
             let arcs = ev.vs[w as usize].elements();
-            if !ev.vs[w as usize].is_list {
+            if !ev.vs[w as usize].value.is_list {
                 return err(ErrorCode::Eval, "cannot slice a struct", span);
             }
             let hi = hi.unwrap_or(arcs.len());

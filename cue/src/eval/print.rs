@@ -34,7 +34,11 @@ impl Ev {
         self.eval(v);
         let d = self.deref(v);
         let vx = &self.vs[d as usize];
-        if vx.err.is_none() && vx.disj.is_none() && vx.is_struct && vx.scalar.is_none() {
+        if vx.value.err.is_none()
+            && vx.disjunction.result.is_none()
+            && vx.value.is_struct
+            && vx.value.scalar.is_none()
+        {
             let mut out = String::new();
             self.print_fields(d, 0, &mut out);
             return out;
@@ -50,12 +54,12 @@ impl Ev {
         self.eval(v);
         let v = self.deref_redirect(v);
         let vx = &self.vs[v as usize];
-        if let Some(e) = &vx.err {
+        if let Some(e) = &vx.value.err {
             out.push_str("_|_ // ");
             out.push_str(&e.msg.replace('\n', " "));
             return;
         }
-        if let Some(d) = vx.disj.clone() {
+        if let Some(d) = vx.disjunction.result.clone() {
             for (i, (a, mark)) in d.alts.iter().enumerate() {
                 if i > 0 {
                     out.push_str(" | ");
@@ -67,11 +71,11 @@ impl Ev {
             }
             return;
         }
-        if let Some(s) = &vx.scalar {
+        if let Some(s) = &vx.value.scalar {
             out.push_str(&literal(s));
             return;
         }
-        if vx.is_list {
+        if vx.value.is_list {
             let arcs = vx.elements();
             let open = vx
                 .scr()
@@ -125,7 +129,7 @@ impl Ev {
             out.push(']');
             return;
         }
-        if vx.is_struct {
+        if vx.value.is_struct {
             let shown = vx.arcs.keys().any(shown);
             if !shown {
                 out.push_str("{}");
@@ -137,7 +141,7 @@ impl Ev {
             out.push('}');
             return;
         }
-        out.push_str(&incomplete_scalar(vx.kinds, &vx.bounds));
+        out.push_str(&incomplete_scalar(vx.value.kinds, &vx.value.bounds));
     }
 
     fn print_fields(&mut self, v: VId, depth: usize, out: &mut String) {

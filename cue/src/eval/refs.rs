@@ -11,7 +11,7 @@ impl Ev {
     /// Follows single-survivor redirects.
     pub fn deref_redirect(&self, mut v: VId) -> VId {
         let mut n = 0;
-        while let Some(r) = self.vx(v).redirect {
+        while let Some(r) = self.vx(v).disjunction.redirect {
             v = r;
             n += 1;
             if n > 1000 {
@@ -25,7 +25,7 @@ impl Ev {
     pub fn deref(&mut self, v: VId) -> VId {
         let mut v = self.deref_redirect(v);
         let mut n = 0;
-        while let Some(d) = self.vx(v).disj.clone() {
+        while let Some(d) = self.vx(v).disjunction.result.clone() {
             let defs: Vec<VId> = d.alts.iter().filter(|a| a.1).map(|a| a.0).collect();
             if defs.len() == 1 && d.has_default {
                 v = defs[0];
@@ -260,12 +260,12 @@ impl Ev {
                         self.eval(b);
                         let bd = self.deref(b);
                         let bx = self.vx(bd);
-                        if let Some(e) = &bx.err {
+                        if let Some(e) = &bx.value.err {
                             return Res::A(Val::Bottom(e.clone()));
                         }
-                        if !bx.is_list {
+                        if !bx.value.is_list {
                             return Res::A(Val::Bottom(Bottom::new(
-                                if bx.is_struct {
+                                if bx.value.is_struct {
                                     ErrorCode::Eval
                                 } else {
                                     ErrorCode::Incomplete
@@ -305,10 +305,10 @@ impl Ev {
         self.eval(b);
         let bd = self.deref(b);
         let bx = self.vx(bd);
-        if let Some(e) = &bx.err {
+        if let Some(e) = &bx.value.err {
             return Res::A(Val::Bottom(e.clone()));
         }
-        if bx.disj.is_some() {
+        if bx.disjunction.result.is_some() {
             return Res::A(Val::Bottom(Bottom::new(
                 ErrorCode::Incomplete,
                 format!(
@@ -340,9 +340,9 @@ impl Ev {
                     bx.status == Status::Done && self.packages.values().any(|&p| p == bd);
                 let code = if is_package {
                     ErrorCode::Eval
-                } else if bx.is_struct {
+                } else if bx.value.is_struct {
                     ErrorCode::Undefined
-                } else if bx.scalar.is_some() || bx.is_list {
+                } else if bx.value.scalar.is_some() || bx.value.is_list {
                     ErrorCode::Eval
                 } else {
                     ErrorCode::Undefined

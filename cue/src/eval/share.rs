@@ -46,7 +46,11 @@ impl Ev {
     /// [`Ev::shareable`] while `v` is on the probe stack.
     fn shareable_probe(&mut self, v: VId) -> Option<VId> {
         let vx = self.vx(v);
-        if vx.not_allowed || !vx.scr().choice.is_empty() || vx.nosplit || vx.clone_of.is_some() {
+        if vx.value.not_allowed
+            || !vx.scr().choice.is_empty()
+            || vx.disjunction.nosplit
+            || vx.disjunction.clone_of.is_some()
+        {
             return None;
         }
         // A value that shares values all the way down without end (`a: b: c: {a}.b` makes a
@@ -54,7 +58,7 @@ impl Ev {
         // ancestors the vertex is copied instead, where the cycle is found.
         if self
             .ancestors(v)
-            .filter(|p| self.vx(*p).shared)
+            .filter(|p| self.vx(*p).value.shared)
             .nth(MAX_SHARED_DEPTH)
             .is_some()
         {
@@ -100,13 +104,13 @@ impl Ev {
         let wx = self.vx(wr);
         if wx.status != Status::Done
             || wx.dirty
-            || wx.err.is_some()
+            || wx.value.err.is_some()
             || !wx.scr().pending_disj.is_empty()
         {
             return None;
         }
-        match &wx.disj {
-            None if !(wx.is_struct || wx.is_list) => return None,
+        match &wx.disjunction.result {
+            None if !(wx.value.is_struct || wx.value.is_list) => return None,
             // A disjunction of values without fields (`name: string | *"web"` read by a field
             // of a copied component) is shared whole: splitting it again where it is
             // referenced gives the same alternatives. One with struct or list alternatives is
@@ -117,8 +121,8 @@ impl Ev {
                     let ax = self.vx(self.deref_redirect(*a));
                     if ax.status != Status::Done
                         || !ax.arcs.is_empty()
-                        || ax.is_struct
-                        || ax.is_list
+                        || ax.value.is_struct
+                        || ax.value.is_list
                     {
                         return None;
                     }
@@ -140,7 +144,7 @@ impl Ev {
     pub(super) fn share(&mut self, v: VId, w: VId) {
         self.stats.shared += 1;
         let wx = self.vx(w);
-        let w_shared = wx.shared;
+        let w_shared = wx.value.shared;
         let arcs: Vec<ProxyArc> = wx
             .arcs
             .iter()
@@ -155,7 +159,7 @@ impl Ev {
                     _ => *a,
                 };
                 // A refused arc's error (with its positions) goes with the flag.
-                let refused = ax.not_allowed.then(|| ax.err.clone());
+                let refused = ax.value.not_allowed.then(|| ax.value.err.clone());
                 ProxyArc {
                     label: l.clone(),
                     target,
@@ -165,16 +169,9 @@ impl Ev {
                 }
             })
             .collect();
-        let (kinds, scalar, bounds, bound_spans, incomplete, unmet) = (
-            wx.kinds,
-            wx.scalar.clone(),
-            wx.bounds.clone(),
-            wx.scr().bound_spans.clone(),
-            wx.incomplete.clone(),
-            wx.unmet.clone(),
-        );
-        let (is_struct, is_list, scalar_span) = (wx.is_struct, wx.is_list, wx.scalar_span);
-        let disj = wx.disj.clone();
+        let mut value = wx.value.clone();
+        let bound_spans = wx.scr().bound_spans.clone();
+        let disj = wx.disjunction.result.clone();
         for ProxyArc {
             label: l,
             target: a,
@@ -187,8 +184,8 @@ impl Ev {
             let cx = self.vm(c);
             cx.constraint = constraint;
             if let Some(err) = refused {
-                cx.not_allowed = true;
-                cx.err = err;
+                cx.value.not_allowed = true;
+                cx.value.err = err;
             }
             cx.span = span;
             cx.conjuncts.push(Conj {
@@ -201,18 +198,16 @@ impl Ev {
             self.vm(v).arcs.insert(l, c);
         }
         let vert = self.vm(v);
-        vert.kinds = kinds;
-        vert.scalar = scalar;
-        vert.scalar_span = scalar_span;
-        vert.bounds = bounds;
+        // `w`'s value, but for what stays `v`'s own: its error and refusal, and whether only
+        // comprehensions made it a struct.
+        value.err = vert.value.err.take();
+        value.maybe_struct = vert.value.maybe_struct;
+        value.not_allowed = vert.value.not_allowed;
+        value.shared = true;
+        vert.value = value;
         vert.scr_mut().bound_spans = bound_spans;
         vert.settle_scratch();
-        vert.incomplete = incomplete;
-        vert.unmet = unmet;
-        vert.is_struct = is_struct;
-        vert.is_list = is_list;
-        vert.disj = disj;
-        vert.shared = true;
+        vert.disjunction.result = disj;
         vert.status = Status::Done;
     }
 }
