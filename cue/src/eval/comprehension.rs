@@ -10,6 +10,18 @@
 
 use super::*;
 
+/// A comprehension of a struct literal waiting to run (see `comprehension`): its environment
+/// and clauses, and the closedness of the literal's conjunct its results are embedded with.
+#[derive(Clone, Debug)]
+pub(super) struct PendingComp {
+    pub(super) env: Arc<Env>,
+    pub(super) comp: ComprehensionC,
+    pub(super) close: Option<u32>,
+    /// The group its results record their labels into (they are embeddings).
+    pub(super) embed: Option<u32>,
+    pub(super) outer: Option<Arc<[u32]>>,
+}
+
 impl Ev {
     /// Runs comprehension clauses; collects the environments in which the body is yielded.
     pub(super) fn run_clauses(

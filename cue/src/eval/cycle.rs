@@ -7,6 +7,15 @@
 
 use super::*;
 
+/// A copy of the struct or list vertex `from` into a vertex whose ancestor already holds one
+/// (see `Ev::flush_cyclic`), held back with the conjunct referring to it and its position.
+#[derive(Clone, Debug)]
+pub(super) struct HeldCopy {
+    pub(super) from: VId,
+    pub(super) conj: Conj,
+    pub(super) span: Span,
+}
+
 impl Ev {
     pub(super) fn is_ancestor_regular(&self, anc: VId, v: VId) -> Option<bool> {
         // Returns Some(all_regular) if `anc` is a strict ancestor of `v`.
@@ -45,13 +54,13 @@ impl Ev {
     }
 
     /// Whether a strict ancestor of `v` holds an unfed copy of `w` (see `flush_cyclic`).
-    pub(super) fn suspect_above(&self, v: VId, w: VId) -> bool {
+    fn suspect_above(&self, v: VId, w: VId) -> bool {
         self.ancestors(v)
             .any(|p| self.vx(p).scr().suspect.contains(&w))
     }
 
     /// Whether `v` or an ancestor up to the root is an optional field or a definition.
-    pub(super) fn under_optional(&self, v: VId) -> bool {
+    fn under_optional(&self, v: VId) -> bool {
         std::iter::once(v).chain(self.ancestors(v)).any(|p| {
             let px = self.vx(p);
             px.constraint == Some(FieldConstraint::Optional) || px.label.is_def()

@@ -22,11 +22,34 @@
 
 use super::*;
 
+/// A disjunction met while expanding a vertex, split on once the vertex is finished (see
+/// `disjunct`).
+#[derive(Clone, Debug)]
+pub(super) struct PendingDisj {
+    /// The conjunct holding the disjunction.
+    pub(super) conj: Conj,
+    /// The alternatives, each with its default mark.
+    pub(super) alts: Arc<[(Expr, bool)]>,
+    /// Met inside an alternative of another disjunction.
+    pub(super) nested: bool,
+    /// The vertex's atom state when it was met.
+    pub(super) met: Met,
+}
+
+/// What a vertex held when one of its disjunctions was met: whether it had a scalar and how
+/// many bounds. A disjunct that starts from the vertex's complete atom state
+/// (`Ev::atom_disjunct`) is exact only if nothing it orders by arrival came in after.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Met {
+    pub(super) scalar: bool,
+    pub(super) bounds: usize,
+}
+
 impl Ev {
     // ----------------------------------------------------------------------------------------
     // Disjunctions.
 
-    pub(super) fn make_clone(&mut self, v: VId, choice: Vec<usize>) -> VId {
+    fn make_clone(&mut self, v: VId, choice: Vec<usize>) -> VId {
         let vert = self.vx(v);
         let mut clone = Vertex::new(vert.parent, vert.label.clone());
         clone.conjuncts = vert.conjuncts.clone();
@@ -363,5 +386,65 @@ impl Ev {
             modes,
             has_default,
         }));
+    }
+}
+
+fn merge_mode(a: u8, b: u8) -> u8 {
+    match (a, b) {
+        (1, _) | (_, 1) => 1,
+        (0, _) | (_, 0) => 0,
+        _ => 2,
+    }
+}
+
+/// Labels as a path suffix (`.a.b.0`), empty for none.
+fn labels_text(labels: &[Label]) -> String {
+    let mut s = String::new();
+    for l in labels {
+        s.push('.');
+        if l.kind == LabelKind::Index {
+            s.push_str(&l.name);
+        } else {
+            s.push_str(&l.path_text());
+        }
+    }
+    s
+}
+
+/// The error of a disjunction none of whose disjuncts survived (upstream: "N errors in empty
+/// disjunction", then each disjunct's error at its own path). A single failing disjunct is its
+/// error, at its path; errors repeated by several disjuncts are listed once.
+fn empty_disjunction(errs: Vec<(String, Arc<Bottom>)>, span: Span) -> Arc<Bottom> {
+    let mut uniq: Vec<(String, Arc<Bottom>)> = Vec::new();
+    for (p, e) in errs {
+        if !uniq
+            .iter()
+            .any(|(q, f)| *q == p && f.msg == e.msg && f.span == e.span)
+        {
+            uniq.push((p, e));
+        }
+    }
+    match uniq.len() {
+        0 => Bottom::new(ErrorCode::Eval, "empty disjunction", span),
+        1 if uniq[0].0.is_empty() => uniq.remove(0).1,
+        n => {
+            let code = if uniq.iter().all(|(_, e)| !e.code.is_fatal()) {
+                ErrorCode::Incomplete
+            } else {
+                ErrorCode::Eval
+            };
+            let msg = if n == 1 {
+                uniq[0].1.msg.clone()
+            } else {
+                format!("{n} errors in empty disjunction")
+            };
+            Arc::new(Bottom {
+                code,
+                msg,
+                span: if n == 1 { uniq[0].1.span } else { span },
+                related: Vec::new(),
+                sub: uniq,
+            })
+        }
     }
 }

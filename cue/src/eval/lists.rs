@@ -8,6 +8,13 @@
 
 use super::*;
 
+#[derive(Clone, Debug, Default)]
+pub(super) struct ListState {
+    pub(super) closed_len: Option<usize>,
+    pub(super) min_len: usize,
+    pub(super) tails: Vec<(usize, Conj)>,
+}
+
 impl Ev {
     pub(super) fn expand_list(&mut self, v: VId, c: &Conj, lit: &Arc<ListLit>) {
         self.vm(v).value.is_list = true;

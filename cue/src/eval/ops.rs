@@ -439,7 +439,7 @@ pub fn unary(ev: &mut Ev, op: UnaryOp, v: Val, span: Span) -> Val {
     if let Val::Bottom(e) = v {
         return Val::Bottom(e);
     }
-    if let Some(bop) = super::unary_bound(op) {
+    if let Some(bop) = unary_bound(op) {
         if !v.is_concrete_scalar() {
             return err(
                 ErrorCode::Incomplete,
@@ -746,6 +746,35 @@ pub fn translate_re2(re: &str) -> String {
         }
     }
     out
+}
+
+impl Ev {
+    /// Compiles (with caching) a regular expression with RE2 semantics.
+    pub fn regex(&mut self, re: &str) -> Result<Arc<regex::Regex>, String> {
+        if let Some(r) = self.caches.regexes.get(re) {
+            return r.clone();
+        }
+        let tr = translate_re2(re);
+        let r = regex::Regex::new(&tr)
+            .map(Arc::new)
+            .map_err(|e| format!("invalid regular expression {re:?}: {e}"));
+        self.caches.regexes.insert(re.to_string(), r.clone());
+        r
+    }
+}
+
+/// Unary-operator helpers re-exported for the builtin module.
+pub(crate) fn unary_bound(op: UnaryOp) -> Option<BoundOp> {
+    Some(match op {
+        UnaryOp::Lt => BoundOp::Lt,
+        UnaryOp::Le => BoundOp::Le,
+        UnaryOp::Gt => BoundOp::Gt,
+        UnaryOp::Ge => BoundOp::Ge,
+        UnaryOp::Ne => BoundOp::Ne,
+        UnaryOp::Match => BoundOp::Match,
+        UnaryOp::NotMatch => BoundOp::NotMatch,
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

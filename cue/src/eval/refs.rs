@@ -7,6 +7,12 @@
 
 use super::*;
 
+/// The result of resolving a reference.
+pub(super) enum Res {
+    V(VId),
+    A(Val),
+}
+
 impl Ev {
     /// Follows single-survivor redirects.
     pub fn deref_redirect(&self, mut v: VId) -> VId {
@@ -45,7 +51,7 @@ impl Ev {
     // ----------------------------------------------------------------------------------------
     // References and expressions.
 
-    pub(super) fn let_vertex(
+    fn let_vertex(
         &mut self,
         env: &Arc<Env>,
         idx: u32,

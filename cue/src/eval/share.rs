@@ -17,6 +17,9 @@
 
 use super::*;
 
+/// Most ancestors sharing a value (see `Ev::shareable`) a vertex may have and still share one.
+const MAX_SHARED_DEPTH: usize = 64;
+
 /// An arc of a shared vertex, as its proxy in the sharing vertex is made (see [`Ev::share`]).
 struct ProxyArc {
     label: Label,

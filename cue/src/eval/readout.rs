@@ -1,8 +1,12 @@
 //! Reading results out: the error of a value and its children (`error_deep`), fingerprints for
 //! merging equal disjuncts, and the conversion of a finished vertex to data (`to_data`: regular
-//! fields in CUE's order, defaults taken, incomplete values and hidden errors reported).
+//! fields in CUE's order, defaults taken, incomplete values and hidden errors reported); and
+//! data in (`data_to_expr`: concrete data as a literal expression).
 
 use super::*;
+
+/// Most errors collected from one value ([`Ev::to_data`]); the rest are not looked for.
+pub const MAX_ERRORS: usize = 1000;
 
 impl Ev {
     /// The first fatal error in the regular fields of `v`, evaluating them.
@@ -145,7 +149,7 @@ impl Ev {
     }
 
     /// The sources of an unevaluated field: the sorted spans of its conjuncts.
-    pub(super) fn source_fingerprint(&self, v: VId) -> String {
+    fn source_fingerprint(&self, v: VId) -> String {
         let mut spans: Vec<(u32, u32, u32)> = self
             .vx(v)
             .conjuncts
@@ -411,7 +415,7 @@ impl Ev {
     /// other arc. The walks (`to_data`, `collect_fatal_hidden`) go through such an arc to `t`
     /// instead of evaluating it, which would build one proxy vertex per arc of `t`, all the way
     /// down (upstream's validator does the same: `DerefNonShared`).
-    pub(super) fn unforced_proxy(&self, a: VId) -> Option<VId> {
+    fn unforced_proxy(&self, a: VId) -> Option<VId> {
         let ax = self.vx(a);
         if ax.status != Status::Fresh
             || ax.value.not_allowed
@@ -448,5 +452,47 @@ impl Ev {
             errs.truncate(n);
         }
         self.walk_data(a, errs, depth, keep)
+    }
+}
+
+/// Builds a value expression from concrete data.
+pub fn data_to_expr(d: &BVal, span: Span) -> Expr {
+    match d {
+        BVal::Null => Expr::Lit(Val::Null, span),
+        BVal::Bool(b) => Expr::Lit(Val::Bool(*b), span),
+        BVal::Int(i) => Expr::Lit(Val::Int(Arc::new(i.clone())), span),
+        BVal::Float(f) if !crate::data::num::exponent_in_range(f) => Expr::Lit(
+            Val::Bottom(Bottom::new(
+                ErrorCode::Eval,
+                "float exponent out of range",
+                span,
+            )),
+            span,
+        ),
+        BVal::Float(f) => Expr::Lit(Val::Float(Arc::new(f.clone())), span),
+        BVal::String(s) => Expr::Lit(Val::Str(s.as_str().into()), span),
+        BVal::Bytes(b) => Expr::Lit(Val::Bytes(b.clone().into()), span),
+        BVal::List(xs) => Expr::List(Arc::new(ListLit {
+            elems: xs
+                .iter()
+                .map(|x| ListElemC::Expr(data_to_expr(x, span)))
+                .collect(),
+            ellipsis: None,
+            span,
+        })),
+        BVal::Struct(fs) => Expr::Struct(Arc::new(StructLit {
+            fields: fs
+                .iter()
+                .map(|(k, x)| FieldDecl {
+                    label: LabelExpr::Fixed(Label::string(k)),
+                    constraint: FieldConstraint::Regular,
+                    value: data_to_expr(x, span),
+                    span,
+                })
+                .collect(),
+            span,
+            ..Default::default()
+        })),
+        BVal::Opaque(v) => Expr::Vertex(*v as VId, span),
     }
 }
