@@ -380,6 +380,7 @@ fn list_items(ev: &mut Ev, v: &Val) -> Option<Vec<VId>> {
     None
 }
 
+/// A call of a predeclared builtin (spec "Builtin functions").
 fn predeclared(
     ev: &mut Ev,
     env: &Option<Arc<super::Env>>,
@@ -387,75 +388,22 @@ fn predeclared(
     args: &[Expr],
     span: Span,
 ) -> Val {
-    let argn = |n: usize| -> Option<Val> {
-        if args.len() != n {
-            Some(err(
-                ErrorCode::Eval,
-                format!("{name}: expected {n} arguments, got {}", args.len()),
-                span,
-            ))
-        } else {
-            None
-        }
+    let arity = match name {
+        "len" | "close" | "and" | "or" => Some(1),
+        "div" | "mod" | "quo" | "rem" | "matchN" => Some(2),
+        "matchIf" => Some(3),
+        _ => None,
     };
+    if let Some(n) = arity.filter(|n| args.len() != *n) {
+        return err(
+            ErrorCode::Eval,
+            format!("{name}: expected {n} arguments, got {}", args.len()),
+            span,
+        );
+    }
     match name {
-        "len" => {
-            if let Some(e) = argn(1) {
-                return e;
-            }
-            let v = ev.eval_expr(env, &args[0]);
-            if let Val::Bottom(b) = &v {
-                if b.code == ErrorCode::Cycle {
-                    // A list being evaluated whose length a list literal already fixed (`a:
-                    // [{}]` with `a: _Q[0:len(a)]`): no conjunct can change that length, so it
-                    // is the answer rather than a cycle.
-                    if let Some(n) = closed_len_in_progress(ev, env, &args[0]) {
-                        return Val::int(n);
-                    }
-                }
-            }
-            let v = ev.concrete_default(v);
-            match v {
-                Val::Str(s) => Val::int(s.len()),
-                Val::Bytes(b) => Val::int(b.len()),
-                Val::Vertex(w) => {
-                    let w = ev.deref(w);
-                    let vx = &ev.vs[w as usize];
-                    if vx.value.is_list {
-                        Val::int(vx.elements().len())
-                    } else {
-                        let arcs: Vec<(Label, VId)> =
-                            vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
-                        let mut n = 0usize;
-                        for (l, a) in arcs {
-                            if !l.is_regular() {
-                                continue;
-                            }
-                            ev.eval(a);
-                            if ev.vs[a as usize].constraint == Some(FieldConstraint::Regular) {
-                                n += 1;
-                            }
-                        }
-                        Val::int(n)
-                    }
-                }
-                Val::Bottom(b) => Val::Bottom(b),
-                other if other.is_concrete_scalar() => err(
-                    ErrorCode::Eval,
-                    format!("invalid argument to len: {}", ops::show(&other)),
-                    span,
-                ),
-                other => err(
-                    ErrorCode::Incomplete,
-                    format!("len: non-concrete argument {}", ops::show(&other)),
-                    span,
-                ),
-            }
-        }
+        "len" => len(ev, env, &args[0], span),
         "close" | "and" | "or" => {
-            if let Some(e) = argn(1) {
-                return e;
-            }
             let a = ev.anon(
                 env.clone(),
                 Expr::Call(
@@ -467,9 +415,6 @@ fn predeclared(
             ev.vertex_value(a, span)
         }
         "div" | "mod" | "quo" | "rem" => {
-            if let Some(e) = argn(2) {
-                return e;
-            }
             let a = ev.eval_expr(env, &args[0]);
             let b = ev.eval_expr(env, &args[1]);
             let a = ev.concrete_default(a);
@@ -477,9 +422,6 @@ fn predeclared(
             ops::int_div(name, &a, &b, span)
         }
         "matchN" => {
-            if let Some(e) = argn(2) {
-                return e;
-            }
             let n = ev.eval_expr(env, &args[0]);
             let n = ev.concrete_default(n);
             if let Val::Bottom(b) = n {
@@ -497,9 +439,6 @@ fn predeclared(
             Val::Validator(Arc::new(Validator::MatchN(n, schemas, span)))
         }
         "matchIf" => {
-            if let Some(e) = argn(3) {
-                return e;
-            }
             let mut vs = Vec::new();
             for a in args {
                 let x = ev.anon(env.clone(), a.clone());
@@ -526,6 +465,59 @@ fn predeclared(
             err(ErrorCode::User, msg, span)
         }
         _ => err(ErrorCode::Eval, format!("unknown builtin {name}"), span),
+    }
+}
+
+/// `len(x)`: the bytes of a string or bytes value, the elements of a list, the regular
+/// fields of a struct.
+fn len(ev: &mut Ev, env: &Option<Arc<super::Env>>, arg: &Expr, span: Span) -> Val {
+    let v = ev.eval_expr(env, arg);
+    if let Val::Bottom(b) = &v {
+        if b.code == ErrorCode::Cycle {
+            // A list being evaluated whose length a list literal already fixed (`a:
+            // [{}]` with `a: _Q[0:len(a)]`): no conjunct can change that length, so it
+            // is the answer rather than a cycle.
+            if let Some(n) = closed_len_in_progress(ev, env, arg) {
+                return Val::int(n);
+            }
+        }
+    }
+    let v = ev.concrete_default(v);
+    match v {
+        Val::Str(s) => Val::int(s.len()),
+        Val::Bytes(b) => Val::int(b.len()),
+        Val::Vertex(w) => {
+            let w = ev.deref(w);
+            let vx = ev.vx(w);
+            if vx.value.is_list {
+                Val::int(vx.elements().len())
+            } else {
+                let arcs: Vec<(Label, VId)> =
+                    vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+                let mut n = 0usize;
+                for (l, a) in arcs {
+                    if !l.is_regular() {
+                        continue;
+                    }
+                    ev.eval(a);
+                    if ev.vx(a).constraint == Some(FieldConstraint::Regular) {
+                        n += 1;
+                    }
+                }
+                Val::int(n)
+            }
+        }
+        Val::Bottom(b) => Val::Bottom(b),
+        other if other.is_concrete_scalar() => err(
+            ErrorCode::Eval,
+            format!("invalid argument to len: {}", ops::show(&other)),
+            span,
+        ),
+        other => err(
+            ErrorCode::Incomplete,
+            format!("len: non-concrete argument {}", ops::show(&other)),
+            span,
+        ),
     }
 }
 

@@ -45,6 +45,69 @@ pub(super) struct Met {
     pub(super) bounds: usize,
 }
 
+/// A state of a vertex being split on its disjunctions: a clone with the history of its
+/// choices (the first state is the vertex itself, with none).
+struct State {
+    vertex: VId,
+    hist: Vec<Chosen>,
+}
+
+/// One choice of a state: the disjunction (by position) and the class of the alternative
+/// taken: 0 an alternative of an unmarked disjunction, 1 a marked alternative, 2 an unmarked
+/// alternative of a marked disjunction.
+#[derive(Clone, Copy)]
+struct Chosen {
+    at: Span,
+    class: u8,
+}
+
+/// The default provenance of a state: the highest class among its choices.
+fn prov(h: &[Chosen]) -> u8 {
+    h.iter().map(|x| x.class).max().unwrap_or(0)
+}
+
+/// What splitting a vertex collects across levels.
+#[derive(Default)]
+struct Split {
+    /// The states with no disjunction left.
+    finals: Vec<State>,
+    /// Disjunctions whose marks stand whatever survives (a marked alternative is an error by
+    /// itself).
+    keep_marks: HashSet<Span>,
+    /// The error of every eliminated disjunct, with its path below the vertex.
+    errs: Vec<(String, Arc<Bottom>)>,
+}
+
+impl Split {
+    /// Each final state with its default mode: a disjunction none of whose marked
+    /// alternatives survives has no default, so its other alternatives count as unmarked.
+    fn final_marks(&mut self) -> Vec<(VId, u8)> {
+        let mut marked_alive: HashSet<Span> = self
+            .finals
+            .iter()
+            .flat_map(|st| st.hist.iter())
+            .filter(|e| e.class == 1)
+            .map(|e| e.at)
+            .collect();
+        marked_alive.extend(std::mem::take(&mut self.keep_marks));
+        std::mem::take(&mut self.finals)
+            .into_iter()
+            .map(|st| {
+                let m = st
+                    .hist
+                    .iter()
+                    .map(|e| match e.class {
+                        2 if !marked_alive.contains(&e.at) => 0,
+                        c => c,
+                    })
+                    .max()
+                    .unwrap_or(0);
+                (st.vertex, m)
+            })
+            .collect()
+    }
+}
+
 impl Ev {
     // ----------------------------------------------------------------------------------------
     // Disjunctions.
@@ -204,19 +267,14 @@ impl Ev {
 
     /// Splits `v` on its disjunctions level by level: each state is a clone with a prefix of
     /// choices fixed; failing states are dropped and equal states merged before the next level.
+    /// The survivors decide `v`: an error when none survives, a redirect to the single one, or
+    /// the disjunction of all of them with their defaults.
     pub(super) fn resolve_disjunctions(&mut self, v: VId) {
-        // A state is a clone with the history of its choices: (disjunction span, class) where
-        // class 0 = alternative of an unmarked disjunction, 1 = marked alternative, 2 = unmarked
-        // alternative of a marked disjunction. The first state is `v` itself.
-        type Hist = Vec<(Span, u8)>;
-        fn prov(h: &Hist) -> u8 {
-            h.iter().map(|x| x.1).max().unwrap_or(0)
-        }
-        let mut frontier: Vec<(VId, Hist)> = vec![(v, Vec::new())];
-        let mut finals: Vec<(VId, Hist)> = Vec::new();
-        let mut keep_marks: HashSet<Span> = HashSet::new();
-        // The error of every eliminated disjunct, with its path below `v`.
-        let mut errs: Vec<(String, Arc<Bottom>)> = Vec::new();
+        let mut split = Split::default();
+        let mut frontier = vec![State {
+            vertex: v,
+            hist: Vec::new(),
+        }];
         // One disjunction is split per round, so the loop ends when every state has chosen an
         // alternative of each of its (finitely many) disjunctions; no fixed cap drops
         // surviving states (the evaluation limits still apply).
@@ -224,122 +282,124 @@ impl Ev {
             if self.budget.limit_err.is_some() {
                 break;
             }
-            let mut next: Vec<(VId, Hist)> = Vec::new();
-            for (st, hist) in std::mem::take(&mut frontier) {
-                let Some(pd) = self.vx(st).scr().pending_disj.first().cloned() else {
-                    finals.push((st, hist));
-                    continue;
-                };
-                let (dspan, alts) = (pd.conj.expr.span(), pd.alts);
-                let has_marks = alts.iter().any(|(_, d)| *d);
-                // A marked alternative that is an error by itself keeps the disjunction's marks.
-                if alts
-                    .iter()
-                    .any(|(e, d)| *d && matches!(e, Expr::Lit(Val::Bottom(_), _) | Expr::Bad(_)))
-                {
-                    keep_marks.insert(dspan);
-                }
-                let base_choice = self.vx(st).scr().choice.clone();
-                for (i, (_, mark)) in alts.iter().enumerate() {
-                    if self.budget.limit_err.is_some() {
-                        break;
-                    }
-                    let mut ch = base_choice.clone();
-                    ch.push(i);
-                    let cid = self.make_clone(v, ch);
-                    let undefined = self
-                        .vx(cid)
-                        .value
-                        .incomplete
-                        .as_ref()
-                        .is_some_and(|b| b.code == ErrorCode::Undefined)
-                        && self.vx(cid).value.scalar.is_none();
-                    if undefined {
-                        self.release_disjunct(cid);
-                        continue;
-                    }
-                    let mut at = Vec::new();
-                    self.active.disjuncts.push((v, cid));
-                    let found = self.error_deep_at(cid, 0, false, &mut at);
-                    self.active.disjuncts.pop();
-                    if let Some(e) = found {
-                        // A field the struct does not allow yet may be allowed by an embedded
-                        // disjunction still to be split: such a state is judged at the end.
-                        let later = !self.vx(cid).scr().pending_disj.is_empty()
-                            && e.code == ErrorCode::NotAllowed;
-                        if !later {
-                            errs.push((labels_text(&at), e));
-                            self.release_disjunct(cid);
-                            continue;
-                        }
-                    }
-                    let class: u8 = if !has_marks {
-                        0
-                    } else if *mark {
-                        1
-                    } else {
-                        2
-                    };
-                    let mut h = hist.clone();
-                    h.push((dspan, class));
-                    next.push((cid, h));
-                }
-                // A state that was split is superseded by its clones (each cloned from `v`).
-                if st != v {
-                    self.release_disjunct(st);
-                }
+            let mut next: Vec<State> = Vec::new();
+            for st in std::mem::take(&mut frontier) {
+                self.split_state(v, st, &mut split, &mut next);
             }
-            // Equal states are merged before the next level; a single state has nothing to be
-            // merged with, so its fingerprint (a walk of the whole clone) is not taken.
-            if next.len() < 2 {
-                frontier = next;
+            frontier = self.merge_states(next);
+        }
+        let finals = split.final_marks();
+        self.decide_disjunctions(v, finals, split.errs);
+    }
+
+    /// Splits state `st` of `v` on its next pending disjunction, one clone per alternative
+    /// (each cloned from `v`), into `next`; a state with none left is final. A clone that
+    /// fails is dropped with its error (unless the error is a field not allowed yet, which a
+    /// disjunction still to be split may allow).
+    fn split_state(&mut self, v: VId, st: State, split: &mut Split, next: &mut Vec<State>) {
+        let Some(pd) = self.vx(st.vertex).scr().pending_disj.first().cloned() else {
+            split.finals.push(st);
+            return;
+        };
+        let (dspan, alts) = (pd.conj.expr.span(), pd.alts);
+        let has_marks = alts.iter().any(|(_, d)| *d);
+        // A marked alternative that is an error by itself keeps the disjunction's marks.
+        if alts
+            .iter()
+            .any(|(e, d)| *d && matches!(e, Expr::Lit(Val::Bottom(_), _) | Expr::Bad(_)))
+        {
+            split.keep_marks.insert(dspan);
+        }
+        let base_choice = self.vx(st.vertex).scr().choice.clone();
+        for (i, (_, mark)) in alts.iter().enumerate() {
+            if self.budget.limit_err.is_some() {
+                break;
+            }
+            let mut ch = base_choice.clone();
+            ch.push(i);
+            let cid = self.make_clone(v, ch);
+            let undefined = self
+                .vx(cid)
+                .value
+                .incomplete
+                .as_ref()
+                .is_some_and(|b| b.code == ErrorCode::Undefined)
+                && self.vx(cid).value.scalar.is_none();
+            if undefined {
+                self.release_disjunct(cid);
                 continue;
             }
-            let mut merged: Vec<(VId, Hist, String)> = Vec::with_capacity(next.len());
-            for (cid, h) in next {
-                let mut key = self.fingerprint(cid, 0);
-                for pd in &self.vx(cid).scr().pending_disj {
-                    key.push_str(&format!("|{:?}", pd.conj.expr.span()));
-                }
-                if let Some(u) = merged.iter_mut().find(|u| u.2 == key) {
-                    let better = match (prov(&h), prov(&u.1)) {
-                        (1, x) => x != 1 && h.iter().all(|e| e.1 != 2) || x == 2,
-                        (0, 2) => true,
-                        _ => false,
-                    };
-                    if better {
-                        u.1 = h;
-                    }
+            let mut at = Vec::new();
+            self.active.disjuncts.push((v, cid));
+            let found = self.error_deep_at(cid, 0, false, &mut at);
+            self.active.disjuncts.pop();
+            if let Some(e) = found {
+                // A field the struct does not allow yet may be allowed by an embedded
+                // disjunction still to be split: such a state is judged at the end.
+                let later =
+                    !self.vx(cid).scr().pending_disj.is_empty() && e.code == ErrorCode::NotAllowed;
+                if !later {
+                    split.errs.push((labels_text(&at), e));
                     self.release_disjunct(cid);
-                } else {
-                    merged.push((cid, h, key));
+                    continue;
                 }
             }
-            frontier = merged.into_iter().map(|(a, b, _)| (a, b)).collect();
+            let class: u8 = if !has_marks {
+                0
+            } else if *mark {
+                1
+            } else {
+                2
+            };
+            let mut hist = st.hist.clone();
+            hist.push(Chosen { at: dspan, class });
+            next.push(State { vertex: cid, hist });
         }
-        // A disjunction none of whose marked alternatives survives has no default: its other
-        // alternatives count as unmarked.
-        let mut marked_alive: HashSet<Span> = finals
-            .iter()
-            .flat_map(|(_, h)| h.iter())
-            .filter(|e| e.1 == 1)
-            .map(|e| e.0)
-            .collect();
-        marked_alive.extend(keep_marks);
-        let finals: Vec<(VId, u8)> = finals
-            .into_iter()
-            .map(|(cid, h)| {
-                let m = h
-                    .iter()
-                    .map(|e| match e.1 {
-                        2 if !marked_alive.contains(&e.0) => 0,
-                        c => c,
-                    })
-                    .max()
-                    .unwrap_or(0);
-                (cid, m)
-            })
-            .collect();
+        // A state that was split is superseded by its clones (each cloned from `v`).
+        if st.vertex != v {
+            self.release_disjunct(st.vertex);
+        }
+    }
+
+    /// Merges equal states of a level (by fingerprint and the disjunctions they have left),
+    /// keeping the best default provenance of each; a single state has nothing to be merged
+    /// with, so its fingerprint (a walk of the whole clone) is not taken.
+    fn merge_states(&mut self, next: Vec<State>) -> Vec<State> {
+        if next.len() < 2 {
+            return next;
+        }
+        let mut merged: Vec<(State, String)> = Vec::with_capacity(next.len());
+        for st in next {
+            let mut key = self.fingerprint(st.vertex, 0);
+            for pd in &self.vx(st.vertex).scr().pending_disj {
+                key.push_str(&format!("|{:?}", pd.conj.expr.span()));
+            }
+            if let Some(u) = merged.iter_mut().find(|u| u.1 == key) {
+                let better = match (prov(&st.hist), prov(&u.0.hist)) {
+                    (1, x) => x != 1 && st.hist.iter().all(|e| e.class != 2) || x == 2,
+                    (0, 2) => true,
+                    _ => false,
+                };
+                if better {
+                    u.0.hist = st.hist;
+                }
+                self.release_disjunct(st.vertex);
+            } else {
+                merged.push((st, key));
+            }
+        }
+        merged.into_iter().map(|(st, _)| st).collect()
+    }
+
+    /// Decides `v` from its final states (each with its default mode): the resolved clones are
+    /// flattened, equal survivors merged; none is an error (every eliminated disjunct's,
+    /// `errs`), one is a redirect, more are the disjunction.
+    fn decide_disjunctions(
+        &mut self,
+        v: VId,
+        finals: Vec<(VId, u8)>,
+        errs: Vec<(String, Arc<Bottom>)>,
+    ) {
         // Flatten resolved clones and merge equal alternatives.
         let mut survivors: Vec<(VId, u8)> = Vec::new();
         for (cid, m) in finals {

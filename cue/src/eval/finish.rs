@@ -17,114 +17,66 @@
 use super::*;
 
 impl Ev {
+    /// Finishes `v` once all its conjuncts are in: list lengths and tails, closedness, then
+    /// the checks of its value (see the module rules).
     pub(super) fn finish(&mut self, v: VId) {
-        // List tails and lengths.
-        if let Some(st) = self.vx(v).scr().list.clone() {
-            let arcs: Vec<(Label, VId)> = self
-                .vx(v)
-                .arcs
-                .iter()
-                .map(|(l, a)| (l.clone(), *a))
-                .collect();
-            let n = arcs
-                .iter()
-                .filter(|(l, _)| l.kind == LabelKind::Index)
-                .count();
-            if let Some(cl) = st.closed_len {
-                if n > cl || st.min_len > cl {
-                    let b = Bottom::new(
-                        ErrorCode::Eval,
-                        format!(
-                            "incompatible list lengths ({} and {})",
-                            cl,
-                            n.max(st.min_len)
-                        ),
-                        self.vx(v).span,
-                    );
-                    self.set_err(v, b);
-                }
-            }
-            for (p, tc) in &st.tails {
-                for (l, a) in &arcs {
-                    if l.kind == LabelKind::Index && l.index as usize >= *p {
-                        self.add_conj(*a, tc.clone());
-                    }
-                }
-            }
-        }
-        // Closedness: a regular label must be allowed by every closing group, each together
-        // with the groups it absorbs (`merge_group`).
-        // Each closing group's members are a range of one flat list (one allocation, not one
-        // per group), and the arcs are read by index (no copy of the labels).
-        let ngroups = self.vx(v).groups.len();
-        let mut members: Vec<usize> = Vec::new();
-        let mut closing: Vec<(usize, usize)> = Vec::new();
-        for r in 0..ngroups {
-            let gs = &self.vx(v).groups;
-            if gs[r].merged || !gs[r].closing {
-                continue;
-            }
-            let start = members.len();
-            self.group_members_into(v, r, &mut members);
-            let gs = &self.vx(v).groups;
-            if members[start..].iter().any(|&m| gs[m].open) {
-                members.truncate(start);
-            } else {
-                closing.push((start, members.len()));
-            }
-        }
-        if !closing.is_empty() {
-            let n = self.vx(v).arcs.len();
-            for i in 0..n {
-                let Some((l, &a)) = self.vx(v).arcs.get_index(i) else {
-                    break;
-                };
-                if !l.is_regular() {
-                    continue;
-                }
-                // The closing groups that refuse the label (with the groups they absorb).
-                let mut refusing: Vec<usize> = Vec::new();
-                for &(from, to) in &closing {
-                    let gs = &members[from..to];
-                    if gs.iter().any(|&g| self.vx(v).groups[g].labels.contains(i)) {
-                        continue;
-                    }
-                    let pats: Vec<VId> = gs
-                        .iter()
-                        .flat_map(|&g| self.vx(v).groups[g].patterns().iter().copied())
-                        .collect();
-                    // The label only when patterns must be asked (the common case needs none).
-                    let Some(l) = self.vx(v).arcs.get_index(i).map(|(l, _)| l.clone()) else {
-                        break;
-                    };
-                    let mut m = false;
-                    for p in pats {
-                        if self.label_matches(p, &l) {
-                            m = true;
-                            break;
-                        }
-                    }
-                    if !m {
-                        refusing.extend_from_slice(gs);
-                    }
-                }
-                if !refusing.is_empty() {
-                    self.refuse(v, a, &refusing);
-                }
-            }
-        }
+        self.finish_list(v);
+        self.check_closed(v);
         // A literal holding only comprehensions is a struct unless they yielded a scalar.
+        let vert = self.vm(v);
+        if vert.value.maybe_struct
+            && !vert.value.is_struct
+            && !vert.value.is_list
+            && vert.value.scalar.is_none()
         {
-            let vert = self.vm(v);
-            if vert.value.maybe_struct
-                && !vert.value.is_struct
-                && !vert.value.is_list
-                && vert.value.scalar.is_none()
-            {
-                vert.value.is_struct = true;
+            vert.value.is_struct = true;
+        }
+        self.check_value(v);
+    }
+
+    /// List tails and lengths: a closed list has exactly its elements, and a typed tail
+    /// reaches every element past the literal's own.
+    fn finish_list(&mut self, v: VId) {
+        let Some(st) = self.vx(v).scr().list.clone() else {
+            return;
+        };
+        let arcs: Vec<(Label, VId)> = self
+            .vx(v)
+            .arcs
+            .iter()
+            .map(|(l, a)| (l.clone(), *a))
+            .collect();
+        let n = arcs
+            .iter()
+            .filter(|(l, _)| l.kind == LabelKind::Index)
+            .count();
+        if let Some(cl) = st.closed_len {
+            if n > cl || st.min_len > cl {
+                let b = Bottom::new(
+                    ErrorCode::Eval,
+                    format!(
+                        "incompatible list lengths ({} and {})",
+                        cl,
+                        n.max(st.min_len)
+                    ),
+                    self.vx(v).span,
+                );
+                self.set_err(v, b);
             }
         }
-        // The value itself.
+        for (p, tc) in &st.tails {
+            for (l, a) in &arcs {
+                if l.kind == LabelKind::Index && l.index as usize >= *p {
+                    self.add_conj(*a, tc.clone());
+                }
+            }
+        }
+    }
+
+    /// The value itself: its kinds must admit what it holds, a concrete scalar must satisfy
+    /// its bounds and validators, a struct or list its validators. Unless one fails, the
+    /// vertex's kinds narrow to what it holds.
+    fn check_value(&mut self, v: VId) {
         let vert = self.vx(v);
         let mut kinds = vert.value.kinds;
         if vert.value.is_struct {
@@ -148,64 +100,82 @@ impl Ev {
                 self.set_err(v, Bottom::new(ErrorCode::Conflict, msg, span));
                 return;
             }
-            let bounds = vert.value.bounds.clone();
-            let (sspan, bspans) = (vert.value.scalar_span, vert.scr().bound_spans.clone());
-            for (i, b) in bounds.iter().enumerate() {
-                if let Some(e) = self.check_bound(b, &s) {
-                    // Both sides, as upstream prints them: the bound, then the value.
-                    let primary = bspans.get(i).copied().unwrap_or(span);
-                    let value = if sspan == Span::default() {
-                        span
-                    } else {
-                        sspan
-                    };
-                    let mut related = vec![value];
-                    related.retain(|x| *x != primary && *x != Span::default());
-                    self.set_err(
-                        v,
-                        Arc::new(Bottom {
-                            code: ErrorCode::Conflict,
-                            msg: e,
-                            span: primary,
-                            related,
-                            sub: Vec::new(),
-                        }),
-                    );
-                    return;
-                }
+            if self.check_scalar_bounds(v, &s, span) {
+                return;
             }
-        } else if vert.value.is_struct || vert.value.is_list {
-            let bounds = vert.value.bounds.clone();
-            for b in bounds {
-                if let Val::Validator(_) = &b {
-                    self.validator_incomplete = false;
-                    let failed = self.check_bound(&b, &Val::Vertex(v));
-                    let undecided = std::mem::take(&mut self.validator_incomplete);
-                    if let Some(e) = failed {
-                        // A struct or list that is not yet concrete (a schema, a definition)
-                        // may still come to satisfy the validator: the failure is incomplete.
-                        // So is one inside a definition, which is never final.
-                        let mut errs = Vec::new();
-                        let in_def = self.path(v).iter().any(|l| l.is_def());
-                        let code = if in_def
-                            || undecided
-                            || (self.to_data(v, &mut errs, 0).is_none()
-                                && errs.iter().all(|(_, b)| !b.code.is_fatal()))
-                        {
-                            ErrorCode::Incomplete
-                        } else {
-                            ErrorCode::Eval
-                        };
-                        let b = Bottom::new(code, e, span);
-                        if undecided {
-                            self.vm(v).value.unmet = Some(b.clone());
-                        }
-                        self.set_err(v, b);
-                        return;
+        } else if (vert.value.is_struct || vert.value.is_list) && self.check_validators(v, span) {
+            return;
+        }
+        self.vm(v).value.kinds = kinds;
+    }
+
+    /// Checks the concrete scalar `s` of `v` against its bounds and validators in the order
+    /// they arrived; the first failure is the error (at the bound, with the value as related
+    /// position, as upstream prints both sides). Returns whether one failed.
+    fn check_scalar_bounds(&mut self, v: VId, s: &Val, span: Span) -> bool {
+        let vert = self.vx(v);
+        let bounds = vert.value.bounds.clone();
+        let (sspan, bspans) = (vert.value.scalar_span, vert.scr().bound_spans.clone());
+        for (i, b) in bounds.iter().enumerate() {
+            if let Some(e) = self.check_bound(b, s) {
+                // Both sides, as upstream prints them: the bound, then the value.
+                let primary = bspans.get(i).copied().unwrap_or(span);
+                let value = if sspan == Span::default() {
+                    span
+                } else {
+                    sspan
+                };
+                let mut related = vec![value];
+                related.retain(|x| *x != primary && *x != Span::default());
+                self.set_err(
+                    v,
+                    Arc::new(Bottom {
+                        code: ErrorCode::Conflict,
+                        msg: e,
+                        span: primary,
+                        related,
+                        sub: Vec::new(),
+                    }),
+                );
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Checks the struct or list `v` against its validators; the first failure is the error,
+    /// incomplete while `v` may still come to satisfy it. Returns whether one failed.
+    fn check_validators(&mut self, v: VId, span: Span) -> bool {
+        let bounds = self.vx(v).value.bounds.clone();
+        for b in bounds {
+            if let Val::Validator(_) = &b {
+                self.validator_incomplete = false;
+                let failed = self.check_bound(&b, &Val::Vertex(v));
+                let undecided = std::mem::take(&mut self.validator_incomplete);
+                if let Some(e) = failed {
+                    // A struct or list that is not yet concrete (a schema, a definition)
+                    // may still come to satisfy the validator: the failure is incomplete.
+                    // So is one inside a definition, which is never final.
+                    let mut errs = Vec::new();
+                    let in_def = self.path(v).iter().any(|l| l.is_def());
+                    let code = if in_def
+                        || undecided
+                        || (self.to_data(v, &mut errs, 0).is_none()
+                            && errs.iter().all(|(_, b)| !b.code.is_fatal()))
+                    {
+                        ErrorCode::Incomplete
+                    } else {
+                        ErrorCode::Eval
+                    };
+                    let b = Bottom::new(code, e, span);
+                    if undecided {
+                        self.vm(v).value.unmet = Some(b.clone());
                     }
+                    self.set_err(v, b);
+                    return true;
                 }
             }
         }
-        self.vm(v).value.kinds = kinds;
+        false
     }
 }

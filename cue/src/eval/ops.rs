@@ -265,20 +265,6 @@ pub fn binary(ev: &mut Ev, op: BinaryOp, a: Val, b: Val, span: Span) -> Val {
     if let Some(e) = operand_check(&a, &b, op_text(op), span) {
         return e;
     }
-    let mismatch = |a: &Val, b: &Val| {
-        err(
-            ErrorCode::Eval,
-            format!(
-                "invalid operands {} and {} to '{}' (type {} and {})",
-                show(a),
-                show(b),
-                op_text(op),
-                kind_name(a.kind()),
-                kind_name(b.kind())
-            ),
-            span,
-        )
-    };
     match op {
         BinaryOp::And | BinaryOp::Or => match (&a, &b) {
             (Val::Bool(x), Val::Bool(y)) => Val::Bool(if op == BinaryOp::And {
@@ -286,7 +272,7 @@ pub fn binary(ev: &mut Ev, op: BinaryOp, a: Val, b: Val, span: Span) -> Val {
             } else {
                 *x || *y
             }),
-            _ => mismatch(&a, &b),
+            _ => mismatch(op, &a, &b, span),
         },
         BinaryOp::Eq | BinaryOp::Ne => {
             let comparable = match (&a, &b) {
@@ -318,7 +304,7 @@ pub fn binary(ev: &mut Ev, op: BinaryOp, a: Val, b: Val, span: Span) -> Val {
                     BinaryOp::Gt => o.is_gt(),
                     _ => o.is_ge(),
                 }),
-                None => mismatch(&a, &b),
+                None => mismatch(op, &a, &b, span),
             }
         }
         BinaryOp::Match | BinaryOp::NotMatch => match (&a, &b) {
@@ -329,67 +315,86 @@ pub fn binary(ev: &mut Ev, op: BinaryOp, a: Val, b: Val, span: Span) -> Val {
                 }
                 Err(e) => err(ErrorCode::Eval, e, span),
             },
-            _ => mismatch(&a, &b),
+            _ => mismatch(op, &a, &b, span),
         },
-        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => {
-            match (&a, &b) {
-                (Val::Int(x), Val::Int(y)) => {
-                    return Val::int(match op {
-                        BinaryOp::Add => &**x + &**y,
-                        BinaryOp::Sub => &**x - &**y,
-                        _ => &**x * &**y,
-                    })
-                }
-                (Val::Int(_) | Val::Float(_), Val::Int(_) | Val::Float(_)) => {
-                    let (Some(x), Some(y)) = (to_dec(&a), to_dec(&b)) else {
-                        return mismatch(&a, &b);
-                    };
-                    if !exponent_in_range(&x) || !exponent_in_range(&y) {
-                        return err(ErrorCode::Eval, "float exponent out of range", span);
-                    }
-                    let r = match op {
-                        BinaryOp::Add => x + y,
-                        BinaryOp::Sub => x - y,
-                        _ => x * y,
-                    };
-                    let r = round34(r);
-                    if !exponent_in_range(&r) {
-                        return err(ErrorCode::Eval, "float exponent out of range", span);
-                    }
-                    return Val::Float(Arc::new(r));
-                }
-                _ => {}
-            }
-            match (op, &a, &b) {
-                (BinaryOp::Add, Val::Str(x), Val::Str(y)) => Val::Str(format!("{x}{y}").into()),
-                (BinaryOp::Add, Val::Bytes(x), Val::Bytes(y)) => {
-                    let mut v = x.to_vec();
-                    v.extend_from_slice(y);
-                    Val::Bytes(v.into())
-                }
-                (BinaryOp::Mul, Val::Str(s), Val::Int(n))
-                | (BinaryOp::Mul, Val::Int(n), Val::Str(s)) => match n.to_usize() {
-                    Some(n) if s.len().saturating_mul(n) <= 1 << 24 => Val::Str(s.repeat(n).into()),
-                    _ => err(ErrorCode::Eval, "invalid repeat count", span),
-                },
-                (BinaryOp::Mul, Val::Bytes(s), Val::Int(n))
-                | (BinaryOp::Mul, Val::Int(n), Val::Bytes(s)) => match n.to_usize() {
-                    Some(n) if s.len().saturating_mul(n) <= 1 << 24 => {
-                        Val::Bytes(s.repeat(n).into())
-                    }
-                    _ => err(ErrorCode::Eval, "invalid repeat count", span),
-                },
-                _ => mismatch(&a, &b),
-            }
-        }
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => arith(op, &a, &b, span),
         BinaryOp::Div => match (to_dec(&a), to_dec(&b)) {
             (Some(x), Some(y)) => match dec_div(&x, &y) {
                 Some(r) => Val::Float(Arc::new(r)),
                 None => err(ErrorCode::Eval, "failed arithmetic: division by zero", span),
             },
-            _ => mismatch(&a, &b),
+            _ => mismatch(op, &a, &b, span),
         },
-        BinaryOp::Disjunction | BinaryOp::Unification => mismatch(&a, &b),
+        BinaryOp::Disjunction | BinaryOp::Unification => mismatch(op, &a, &b, span),
+    }
+}
+
+/// The error of operands of kinds `op` does not take.
+fn mismatch(op: BinaryOp, a: &Val, b: &Val, span: Span) -> Val {
+    err(
+        ErrorCode::Eval,
+        format!(
+            "invalid operands {} and {} to '{}' (type {} and {})",
+            show(a),
+            show(b),
+            op_text(op),
+            kind_name(a.kind()),
+            kind_name(b.kind())
+        ),
+        span,
+    )
+}
+
+/// `+ - *`: integers exactly, other numbers as 34-digit decimals (a float), strings and
+/// bytes concatenated (`+`) or repeated (`*` by an int, at most 16 MiB).
+fn arith(op: BinaryOp, a: &Val, b: &Val, span: Span) -> Val {
+    match (a, b) {
+        (Val::Int(x), Val::Int(y)) => {
+            return Val::int(match op {
+                BinaryOp::Add => &**x + &**y,
+                BinaryOp::Sub => &**x - &**y,
+                _ => &**x * &**y,
+            })
+        }
+        (Val::Int(_) | Val::Float(_), Val::Int(_) | Val::Float(_)) => {
+            let (Some(x), Some(y)) = (to_dec(a), to_dec(b)) else {
+                return mismatch(op, a, b, span);
+            };
+            if !exponent_in_range(&x) || !exponent_in_range(&y) {
+                return err(ErrorCode::Eval, "float exponent out of range", span);
+            }
+            let r = match op {
+                BinaryOp::Add => x + y,
+                BinaryOp::Sub => x - y,
+                _ => x * y,
+            };
+            let r = round34(r);
+            if !exponent_in_range(&r) {
+                return err(ErrorCode::Eval, "float exponent out of range", span);
+            }
+            return Val::Float(Arc::new(r));
+        }
+        _ => {}
+    }
+    match (op, a, b) {
+        (BinaryOp::Add, Val::Str(x), Val::Str(y)) => Val::Str(format!("{x}{y}").into()),
+        (BinaryOp::Add, Val::Bytes(x), Val::Bytes(y)) => {
+            let mut v = x.to_vec();
+            v.extend_from_slice(y);
+            Val::Bytes(v.into())
+        }
+        (BinaryOp::Mul, Val::Str(s), Val::Int(n)) | (BinaryOp::Mul, Val::Int(n), Val::Str(s)) => {
+            match n.to_usize() {
+                Some(n) if s.len().saturating_mul(n) <= 1 << 24 => Val::Str(s.repeat(n).into()),
+                _ => err(ErrorCode::Eval, "invalid repeat count", span),
+            }
+        }
+        (BinaryOp::Mul, Val::Bytes(s), Val::Int(n))
+        | (BinaryOp::Mul, Val::Int(n), Val::Bytes(s)) => match n.to_usize() {
+            Some(n) if s.len().saturating_mul(n) <= 1 << 24 => Val::Bytes(s.repeat(n).into()),
+            _ => err(ErrorCode::Eval, "invalid repeat count", span),
+        },
+        _ => mismatch(op, a, b, span),
     }
 }
 

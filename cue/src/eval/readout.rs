@@ -261,79 +261,120 @@ impl Ev {
             }
         }
         if vx.value.is_list {
-            let arcs = vx.elements();
-            let mut out = Vec::new();
-            let mut ok = true;
-            let shared = vx.value.shared;
-            for a in arcs {
-                match self.data_of_arc(a, shared, errs, depth + 1, keep) {
-                    Some(x) if keep => out.push(x),
-                    Some(_) => {}
-                    None => ok = false,
-                }
-            }
-            return if ok && !stuck {
-                Some(BVal::List(out))
-            } else {
-                None
-            };
+            return self.list_data(v, errs, depth, keep, stuck);
         }
         if vx.value.is_struct {
-            let shared = vx.value.shared;
-            let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
-            let mut out = Vec::new();
-            let mut ok = true;
-            for (l, a) in arcs {
-                if !l.is_regular() {
-                    continue;
-                }
-                if shared && self.unforced_proxy(a).is_some() {
-                    match self.data_of_arc(a, shared, errs, depth + 1, keep) {
-                        Some(x) if keep => out.push((l.name.to_string(), x)),
-                        Some(_) => {}
-                        None => ok = false,
-                    }
-                    continue;
-                }
-                self.eval(a);
-                let ax = self.vx(a);
-                match ax.constraint {
-                    Some(FieldConstraint::Optional) => {
-                        if ax.value.not_allowed {
-                            if let Some(e) = &ax.value.err {
-                                errs.push((a, e.clone()));
-                                ok = false;
-                            }
-                        }
-                        continue;
-                    }
-                    Some(FieldConstraint::Required) => {
-                        let span = ax.span;
-                        errs.push((
-                            a,
-                            Bottom::new(
-                                ErrorCode::RequiredMissing,
-                                format!("field is required but not present: {}", l.path_text()),
-                                span,
-                            ),
-                        ));
-                        ok = false;
-                        continue;
-                    }
-                    _ => {}
-                }
-                match self.walk_data(a, errs, depth + 1, keep) {
+            return self.struct_data(v, errs, depth, keep, stuck);
+        }
+        self.scalar_data(v0, v, errs, keep)
+    }
+
+    /// [`Ev::walk_data`] of the list `v`: its elements (`stuck`: `v` is not concrete, though
+    /// its elements are still walked for their errors).
+    fn list_data(
+        &mut self,
+        v: VId,
+        errs: &mut Vec<(VId, Arc<Bottom>)>,
+        depth: usize,
+        keep: bool,
+        stuck: bool,
+    ) -> Option<BVal> {
+        let vx = self.vx(v);
+        let arcs = vx.elements();
+        let mut out = Vec::new();
+        let mut ok = true;
+        let shared = vx.value.shared;
+        for a in arcs {
+            match self.data_of_arc(a, shared, errs, depth + 1, keep) {
+                Some(x) if keep => out.push(x),
+                Some(_) => {}
+                None => ok = false,
+            }
+        }
+        if ok && !stuck {
+            Some(BVal::List(out))
+        } else {
+            None
+        }
+    }
+
+    /// [`Ev::walk_data`] of the struct `v`: its regular fields in order; an optional field is
+    /// left out (unless a closed struct refused it), a required one is an error.
+    fn struct_data(
+        &mut self,
+        v: VId,
+        errs: &mut Vec<(VId, Arc<Bottom>)>,
+        depth: usize,
+        keep: bool,
+        stuck: bool,
+    ) -> Option<BVal> {
+        let vx = self.vx(v);
+        let shared = vx.value.shared;
+        let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+        let mut out = Vec::new();
+        let mut ok = true;
+        for (l, a) in arcs {
+            if !l.is_regular() {
+                continue;
+            }
+            if shared && self.unforced_proxy(a).is_some() {
+                match self.data_of_arc(a, shared, errs, depth + 1, keep) {
                     Some(x) if keep => out.push((l.name.to_string(), x)),
                     Some(_) => {}
                     None => ok = false,
                 }
+                continue;
             }
-            return if ok && !stuck {
-                Some(BVal::Struct(out))
-            } else {
-                None
-            };
+            self.eval(a);
+            let ax = self.vx(a);
+            match ax.constraint {
+                Some(FieldConstraint::Optional) => {
+                    if ax.value.not_allowed {
+                        if let Some(e) = &ax.value.err {
+                            errs.push((a, e.clone()));
+                            ok = false;
+                        }
+                    }
+                    continue;
+                }
+                Some(FieldConstraint::Required) => {
+                    let span = ax.span;
+                    errs.push((
+                        a,
+                        Bottom::new(
+                            ErrorCode::RequiredMissing,
+                            format!("field is required but not present: {}", l.path_text()),
+                            span,
+                        ),
+                    ));
+                    ok = false;
+                    continue;
+                }
+                _ => {}
+            }
+            match self.walk_data(a, errs, depth + 1, keep) {
+                Some(x) if keep => out.push((l.name.to_string(), x)),
+                Some(_) => {}
+                None => ok = false,
+            }
         }
+        if ok && !stuck {
+            Some(BVal::Struct(out))
+        } else {
+            None
+        }
+    }
+
+    /// [`Ev::walk_data`] of `v` (reached as `v0`) holding no struct or list: its concrete
+    /// scalar, or an incomplete error naming what is known of it.
+    fn scalar_data(
+        &mut self,
+        v0: VId,
+        v: VId,
+        errs: &mut Vec<(VId, Arc<Bottom>)>,
+        keep: bool,
+    ) -> Option<BVal> {
+        let vx = self.vx(v);
         match &vx.value.scalar {
             Some(s) if keep => ops::scalar_to_data(s),
             Some(_) => Some(BVal::Null),

@@ -305,10 +305,10 @@ impl Ev {
         })
     }
 
-    /// Processes the expression of conjunct `c` into `v`. Returns `true` when all it did was
-    /// add settled atoms (see [`settled_atom`]) to `v`, with no struct, list, disjunction or
-    /// embedding involved: the closedness ids of such a conjunct play no part, so the same
-    /// conjunct reached again with other outer ids adds nothing.
+    /// Processes the expression of conjunct `c` into `v`, by expression family. Returns
+    /// `true` when all it did was add settled atoms (see [`settled_atom`]) to `v`, with no
+    /// struct, list, disjunction or embedding involved: the closedness ids of such a conjunct
+    /// play no part, so the same conjunct reached again with other outer ids adds nothing.
     fn process_expr(&mut self, v: VId, c: Conj) -> bool {
         match &c.expr {
             Expr::Lit(val, span) => {
@@ -327,57 +327,12 @@ impl Ev {
                 false
             }
             Expr::Unify(..) => {
-                // Taken apart without copying the operands (a long `a & b & ...` would be
-                // copied once per operand otherwise).
-                let Conj {
-                    env,
-                    expr,
-                    close,
-                    embed,
-                    outer,
-                } = c;
-                if let Expr::Unify(xs, _) = expr {
-                    for x in xs.iter() {
-                        self.process(
-                            v,
-                            Conj {
-                                env: env.clone(),
-                                expr: x.clone(),
-                                close,
-                                embed,
-                                outer: outer.clone(),
-                            },
-                        );
-                    }
-                }
+                self.process_unify(v, c);
                 false
             }
             Expr::Disj(alts, _) => {
                 let alts = alts.clone();
-                let seen = self.vx(v).scr().disj_seen;
-                self.vm(v).scr_mut().disj_seen += 1;
-                if let Some(&ch) = self.vx(v).scr().choice.get(seen) {
-                    if let Some((e, _)) = alts.get(ch) {
-                        self.vm(v).disjunction.nest += 1;
-                        self.process(v, c.with_expr(e.clone()));
-                        self.vm(v).disjunction.nest -= 1;
-                    }
-                } else if alts.len() == 1 {
-                    self.process(v, c.with_expr(alts[0].0.clone()));
-                } else {
-                    let vx = self.vx(v);
-                    let nested = vx.disjunction.nest > 0;
-                    let met = Met {
-                        scalar: vx.value.scalar.is_some(),
-                        bounds: vx.value.bounds.len(),
-                    };
-                    self.vm(v).scr_mut().pending_disj.push(PendingDisj {
-                        conj: c.clone(),
-                        alts,
-                        nested,
-                        met,
-                    });
-                }
+                self.process_disj(v, &c, alts);
                 false
             }
             Expr::FieldRef { .. }
@@ -387,123 +342,8 @@ impl Ev {
             | Expr::Selector(..)
             | Expr::Index(..)
             | Expr::Import(..)
-            | Expr::Vertex(..) => {
-                let span = c.expr.span();
-                match self.resolve(&c.env, &c.expr) {
-                    Res::V(w) => {
-                        // An embedded value that is an atom may depend on fields of `v` that
-                        // conjuncts not added yet declare (`{[#a][0]}` with `#a: "s"` declared
-                        // by another conjunct): taken again once all are in.
-                        // (With one conjunct, the literal's own fields are all in already.)
-                        if c.embed.is_some()
-                            && !matches!(c.expr, Expr::FieldRef { .. })
-                            && self.vx(v).conjuncts.len() > 1
-                        {
-                            let wr = self.deref_redirect(w);
-                            let wx = self.vx(wr);
-                            // Only a value that is not final yet: a concrete scalar or an
-                            // error cannot change.
-                            if !(wx.value.is_struct
-                                || wx.value.is_list
-                                || wx.disjunction.result.is_some()
-                                || wx.value.scalar.is_some()
-                                || wx.value.err.is_some())
-                            {
-                                self.late_embed(v, &c);
-                            }
-                        }
-                        self.unify_vertex(v, w, &c, span) && c.embed.is_none()
-                    }
-                    Res::A(a) => {
-                        if c.embed.is_some() {
-                            self.late_embed(v, &c);
-                        }
-                        let atomic = c.embed.is_none() && settled_atom(&a);
-                        self.add_atom(v, a, span);
-                        atomic
-                    }
-                }
-            }
-            Expr::Call(f, args, span) => {
-                if let Expr::Lit(Val::Builtin(name), _) = &**f {
-                    if &**name == "close" && args.len() == 1 {
-                        let id = self.close_id(v, &c);
-                        self.process(
-                            v,
-                            Conj {
-                                env: c.env.clone(),
-                                expr: args[0].clone(),
-                                close: Some(id),
-                                embed: c.embed,
-                                outer: outer_with(&c),
-                            },
-                        );
-                        // `close` takes and returns a struct (upstream's parameter is a
-                        // struct): `close(1)` or `close([1])` is a conflict.
-                        self.add_atom(v, Val::Kind(K_STRUCT), *span);
-                        return false;
-                    }
-                    if &**name == "and" && args.len() == 1 {
-                        let lv = self.call_list(&c.env, &args[0], *span);
-                        if let Val::Vertex(l) = lv {
-                            self.eval(l);
-                            let l = self.deref(l);
-                            let items: Vec<VId> = self.vx(l).arcs.values().copied().collect();
-                            for it in items {
-                                self.unify_vertex(v, it, &c, *span);
-                            }
-                            return false;
-                        }
-                        self.set_err(
-                            v,
-                            Bottom::new(ErrorCode::Eval, "and: argument must be a list", *span),
-                        );
-                        return false;
-                    }
-                    if &**name == "or" && args.len() == 1 {
-                        let lv = self.call_list(&c.env, &args[0], *span);
-                        if let Val::Vertex(l) = lv {
-                            self.eval(l);
-                            let l = self.deref(l);
-                            let items: Vec<VId> = self.vx(l).arcs.values().copied().collect();
-                            if items.is_empty() {
-                                self.add_atom(
-                                    v,
-                                    Val::Bottom(Bottom::new(
-                                        ErrorCode::Incomplete,
-                                        "empty list in call to or",
-                                        *span,
-                                    )),
-                                    *span,
-                                );
-                                return false;
-                            }
-                            let alts = items
-                                .into_iter()
-                                .map(|it| (Expr::Vertex(it, *span), false))
-                                .collect();
-                            self.process(
-                                v,
-                                Conj {
-                                    expr: Expr::Disj(alts, *span),
-                                    ..c.clone()
-                                },
-                            );
-                            return false;
-                        }
-                        self.set_err(
-                            v,
-                            Bottom::new(ErrorCode::Eval, "or: argument must be a list", *span),
-                        );
-                        return false;
-                    }
-                }
-                let val = self.eval_expr(&c.env, &c.expr);
-                if !final_atom(&val) {
-                    self.late_embed(v, &c);
-                }
-                self.add_value(v, val, &c, *span) && c.embed.is_none()
-            }
+            | Expr::Vertex(..) => self.process_ref(v, &c),
+            Expr::Call(f, args, span) => self.process_call(v, &c, f, args, *span),
             Expr::Bad(b) => {
                 let b = b.clone();
                 self.set_err(v, b);
@@ -521,6 +361,205 @@ impl Ev {
                 self.add_value(v, val, &c, span) && c.embed.is_none()
             }
         }
+    }
+
+    /// `a & b & ...`: each operand is processed in the conjunct's environment and closedness,
+    /// taken apart without copying the operands (a long `a & b & ...` would be copied once
+    /// per operand otherwise).
+    fn process_unify(&mut self, v: VId, c: Conj) {
+        let Conj {
+            env,
+            expr,
+            close,
+            embed,
+            outer,
+        } = c;
+        if let Expr::Unify(xs, _) = expr {
+            for x in xs.iter() {
+                self.process(
+                    v,
+                    Conj {
+                        env: env.clone(),
+                        expr: x.clone(),
+                        close,
+                        embed,
+                        outer: outer.clone(),
+                    },
+                );
+            }
+        }
+    }
+
+    /// A disjunction: a disjunct processes the alternative it chose for it; a disjunction of
+    /// one alternative is that alternative; any other waits until `v` is finished, when `v` is
+    /// split on it (`disjunct`), with the atom state `v` had when it was met.
+    fn process_disj(&mut self, v: VId, c: &Conj, alts: Arc<[(Expr, bool)]>) {
+        let seen = self.vx(v).scr().disj_seen;
+        self.vm(v).scr_mut().disj_seen += 1;
+        if let Some(&ch) = self.vx(v).scr().choice.get(seen) {
+            if let Some((e, _)) = alts.get(ch) {
+                self.vm(v).disjunction.nest += 1;
+                self.process(v, c.with_expr(e.clone()));
+                self.vm(v).disjunction.nest -= 1;
+            }
+        } else if alts.len() == 1 {
+            self.process(v, c.with_expr(alts[0].0.clone()));
+        } else {
+            let vx = self.vx(v);
+            let nested = vx.disjunction.nest > 0;
+            let met = Met {
+                scalar: vx.value.scalar.is_some(),
+                bounds: vx.value.bounds.len(),
+            };
+            self.vm(v).scr_mut().pending_disj.push(PendingDisj {
+                conj: c.clone(),
+                alts,
+                nested,
+                met,
+            });
+        }
+    }
+
+    /// A reference: the vertex it names is unified into `v` (`inline`), an atom it names is
+    /// added. Returns whether only settled atoms were added (see [`Ev::process_expr`]).
+    fn process_ref(&mut self, v: VId, c: &Conj) -> bool {
+        let span = c.expr.span();
+        match self.resolve(&c.env, &c.expr) {
+            Res::V(w) => {
+                // An embedded value that is an atom may depend on fields of `v` that
+                // conjuncts not added yet declare (`{[#a][0]}` with `#a: "s"` declared
+                // by another conjunct): taken again once all are in.
+                // (With one conjunct, the literal's own fields are all in already.)
+                if c.embed.is_some()
+                    && !matches!(c.expr, Expr::FieldRef { .. })
+                    && self.vx(v).conjuncts.len() > 1
+                {
+                    let wr = self.deref_redirect(w);
+                    let wx = self.vx(wr);
+                    // Only a value that is not final yet: a concrete scalar or an
+                    // error cannot change.
+                    if !(wx.value.is_struct
+                        || wx.value.is_list
+                        || wx.disjunction.result.is_some()
+                        || wx.value.scalar.is_some()
+                        || wx.value.err.is_some())
+                    {
+                        self.late_embed(v, c);
+                    }
+                }
+                self.unify_vertex(v, w, c, span) && c.embed.is_none()
+            }
+            Res::A(a) => {
+                if c.embed.is_some() {
+                    self.late_embed(v, c);
+                }
+                let atomic = c.embed.is_none() && settled_atom(&a);
+                self.add_atom(v, a, span);
+                atomic
+            }
+        }
+    }
+
+    /// A call. `close`, `and` and `or` are unified structurally: `close(x)` is `x` closed (one
+    /// closedness id per call, see `Ev::close_id`), `and(l)` unifies the elements of `l`,
+    /// `or(l)` is their disjunction; any other call is evaluated and its value added.
+    fn process_call(&mut self, v: VId, c: &Conj, f: &Expr, args: &[Expr], span: Span) -> bool {
+        if let (Expr::Lit(Val::Builtin(name), _), [arg]) = (f, args) {
+            match &**name {
+                "close" => {
+                    self.process_close(v, c, arg, span);
+                    return false;
+                }
+                "and" => {
+                    self.process_and(v, c, arg, span);
+                    return false;
+                }
+                "or" => {
+                    self.process_or(v, c, arg, span);
+                    return false;
+                }
+                _ => {}
+            }
+        }
+        let val = self.eval_expr(&c.env, &c.expr);
+        if !final_atom(&val) {
+            self.late_embed(v, c);
+        }
+        self.add_value(v, val, c, span) && c.embed.is_none()
+    }
+
+    /// `close(arg)`: `arg` processed under the call's closedness id, which closes it.
+    fn process_close(&mut self, v: VId, c: &Conj, arg: &Expr, span: Span) {
+        let id = self.close_id(v, c);
+        self.process(
+            v,
+            Conj {
+                env: c.env.clone(),
+                expr: arg.clone(),
+                close: Some(id),
+                embed: c.embed,
+                outer: outer_with(c),
+            },
+        );
+        // `close` takes and returns a struct (upstream's parameter is a
+        // struct): `close(1)` or `close([1])` is a conflict.
+        self.add_atom(v, Val::Kind(K_STRUCT), span);
+    }
+
+    /// `and(list)`: every element of the list unified into `v`.
+    fn process_and(&mut self, v: VId, c: &Conj, arg: &Expr, span: Span) {
+        let lv = self.call_list(&c.env, arg, span);
+        if let Val::Vertex(l) = lv {
+            self.eval(l);
+            let l = self.deref(l);
+            let items: Vec<VId> = self.vx(l).arcs.values().copied().collect();
+            for it in items {
+                self.unify_vertex(v, it, c, span);
+            }
+            return;
+        }
+        self.set_err(
+            v,
+            Bottom::new(ErrorCode::Eval, "and: argument must be a list", span),
+        );
+    }
+
+    /// `or(list)`: the disjunction of the list's elements (an empty list is incomplete).
+    fn process_or(&mut self, v: VId, c: &Conj, arg: &Expr, span: Span) {
+        let lv = self.call_list(&c.env, arg, span);
+        if let Val::Vertex(l) = lv {
+            self.eval(l);
+            let l = self.deref(l);
+            let items: Vec<VId> = self.vx(l).arcs.values().copied().collect();
+            if items.is_empty() {
+                self.add_atom(
+                    v,
+                    Val::Bottom(Bottom::new(
+                        ErrorCode::Incomplete,
+                        "empty list in call to or",
+                        span,
+                    )),
+                    span,
+                );
+                return;
+            }
+            let alts = items
+                .into_iter()
+                .map(|it| (Expr::Vertex(it, span), false))
+                .collect();
+            self.process(
+                v,
+                Conj {
+                    expr: Expr::Disj(alts, span),
+                    ..c.clone()
+                },
+            );
+            return;
+        }
+        self.set_err(
+            v,
+            Bottom::new(ErrorCode::Eval, "or: argument must be a list", span),
+        );
     }
 
     /// The evaluated list argument of an `and`/`or` call, once per environment and position.
