@@ -174,7 +174,7 @@ use comprehension::*;
 use cycle::*;
 use disjunct::*;
 use env::*;
-pub use env::{Binding, Conj, Env, EnvKind};
+pub use env::{Conj, Env};
 use hash::*;
 use ids::*;
 use inline::*;
@@ -190,11 +190,11 @@ use vertex::*;
 /// state of each concern, grouped by concern (see the module docs for how an evaluation runs).
 pub struct Ev {
     /// All vertices.
-    pub vs: Arena,
+    pub(super) vs: Arena,
     /// Limits.
     pub config: Config,
     /// What the limits are measured against, and the errors raised when one is exceeded.
-    pub budget: Budget,
+    pub(super) budget: Budget,
     /// Environment ids and canonical identities.
     envs: Envs,
     /// Closedness ids: their classes, the embedding marks, and the positions groups name.
@@ -204,14 +204,14 @@ pub struct Ev {
     /// The work under way, innermost last: what is expanded, probed, copied or decided now.
     active: Active,
     /// Loaded non-std packages by import path (without version/qualifier).
-    pub packages: HashMap<String, VId>,
+    pub(super) packages: HashMap<String, VId>,
     /// Vertices a comprehension of which stayed incomplete (its guard or source never became
     /// concrete): they yield nothing, and their export fails (`comprehension`). Filled only on
     /// that failure path.
     stuck_comprehensions: FastMap<VId, ()>,
     /// Set by a validator check whose failure is not final (`matchN` over schemas the value
     /// may still match once its missing required fields are set): the failure is incomplete.
-    pub(crate) validator_incomplete: bool,
+    pub(super) validator_incomplete: bool,
     /// Work counters (printed to stderr when the evaluator is dropped and `CUE_EVAL_STATS` is
     /// set): where evaluation time goes on a real workload.
     pub stats: Stats,
@@ -291,7 +291,7 @@ impl Drop for Ev {
         if std::env::var_os("CUE_EVAL_STATS").is_some() {
             eprintln!(
                 "eval stats: vertices={} envs={} {:?}",
-                self.vs.len(),
+                self.vertex_count(),
                 self.envs.next_id,
                 self.stats
             );

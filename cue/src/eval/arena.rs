@@ -156,23 +156,38 @@ impl Ev {
 
     /// A new vertex.
     pub fn new_vertex(&mut self, parent: Option<VId>, label: Label) -> VId {
+        self.push_vertex(Vertex::new(parent, label))
+    }
+
+    /// Adds vertex `x` to the arena: every vertex is allocated here.
+    pub(super) fn push_vertex(&mut self, x: Vertex) -> VId {
         let id = self.vs.len() as VId;
-        self.vs.push(Vertex::new(parent, label));
+        self.vs.push(x);
         id
     }
 
     /// A new anonymous vertex holding one conjunct.
     pub fn anon(&mut self, env: Option<Arc<Env>>, expr: Expr) -> VId {
         let v = self.new_vertex(None, Label::internal("_anon"));
-        self.vs[v as usize].span = expr.span();
-        self.vs[v as usize].conjuncts.push(Conj {
-            env,
-            expr,
-            close: None,
-            embed: None,
-            outer: None,
-        });
+        let x = self.vm(v);
+        x.span = expr.span();
+        x.conjuncts.push(Conj::new(env, expr));
         v
+    }
+
+    /// Vertex `v`, to read (see the read API of [`Vertex`]).
+    pub(crate) fn vertex(&self, v: VId) -> &Vertex {
+        self.vx(v)
+    }
+
+    /// Vertex `v` if there is one (a vertex id from outside the evaluator).
+    pub(crate) fn get_vertex(&self, v: VId) -> Option<&Vertex> {
+        self.vs.get(v as usize)
+    }
+
+    /// The number of vertices alive.
+    pub(crate) fn vertex_count(&self) -> usize {
+        self.vs.len()
     }
 
     pub(super) fn vx(&self, v: VId) -> &Vertex {
@@ -205,11 +220,11 @@ impl Ev {
         let mut guard = 0;
         while let Some(c) = cur {
             let x = self.vx(c);
-            if x.parent.is_none() {
+            if x.parent().is_none() {
                 break;
             }
-            out.push(x.label.clone());
-            cur = x.parent;
+            out.push(x.label().clone());
+            cur = x.parent();
             guard += 1;
             if guard > 100_000 {
                 break;

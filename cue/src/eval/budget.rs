@@ -53,11 +53,11 @@ pub struct Budget {
     /// The stack position the stack budget counts from.
     pub(super) stack_base: usize,
     /// Set once a limit is exceeded.
-    pub limit_err: Option<Arc<Bottom>>,
+    pub(super) limit_err: Option<Arc<Bottom>>,
     /// Every limit error raised, with its class (diagnostics are classified by identity).
-    pub limits: Vec<(Arc<Bottom>, crate::errors::Limit)>,
+    pub(super) limits: Vec<(Arc<Bottom>, crate::errors::Limit)>,
     /// Set by another thread to stop evaluation (checked with the step limit).
-    pub cancel: Arc<AtomicBool>,
+    pub(super) cancel: Arc<AtomicBool>,
 }
 
 impl Ev {
@@ -107,6 +107,16 @@ impl Ev {
             self.budget.limits.push((b.clone(), kind));
         }
         b
+    }
+
+    /// Every limit error raised, with its class (diagnostics are classified by identity).
+    pub(crate) fn limits(&self) -> &[(Arc<Bottom>, crate::errors::Limit)] {
+        &self.budget.limits
+    }
+
+    /// The flag another thread sets to stop the evaluation at its next step.
+    pub(crate) fn cancel_flag(&self) -> Arc<AtomicBool> {
+        self.budget.cancel.clone()
     }
 
     /// Steps used so far.

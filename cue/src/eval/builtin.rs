@@ -46,8 +46,8 @@ fn snapshot(ev: &mut Ev, s: &Val, span: Span) -> Expr {
     match s {
         Val::Vertex(v) => {
             let v = ev.deref(*v);
-            let vx = &ev.vs[v as usize];
-            if vx.value.is_list {
+            let vx = ev.vx(v);
+            if vx.is_list() {
                 let elems = vx
                     .arcs
                     .values()
@@ -64,9 +64,7 @@ fn snapshot(ev: &mut Ev, s: &Val, span: Span) -> Expr {
                 .iter()
                 .map(|(l, a)| FieldDecl {
                     label: LabelExpr::Fixed(l.clone()),
-                    constraint: ev.vs[*a as usize]
-                        .constraint
-                        .unwrap_or(FieldConstraint::Regular),
+                    constraint: ev.vx(*a).constraint().unwrap_or(FieldConstraint::Regular),
                     value: Expr::Vertex(*a, span),
                     span,
                 })
@@ -291,10 +289,7 @@ impl Host for HostImpl<'_> {
         );
         self.ev.eval(a);
         let a = self.ev.deref(a);
-        let less = self.ev.vs[a as usize]
-            .arcs
-            .get(&Label::ident("less"))
-            .copied();
+        let less = self.ev.vx(a).arcs.get(&Label::ident("less")).copied();
         match less {
             Some(l) => match self.ev.vertex_value(l, span) {
                 Val::Bool(b) => Ok(b),
@@ -362,8 +357,8 @@ fn closed_len_in_progress(ev: &mut Ev, env: &Option<Arc<super::Env>>, e: &Expr) 
         return None;
     };
     let w = ev.deref_redirect(w);
-    let vx = &ev.vs[w as usize];
-    if vx.status != super::Status::Expanding || !vx.value.is_list {
+    let vx = ev.vx(w);
+    if vx.status != super::Status::Expanding || !vx.is_list() {
         return None;
     }
     vx.scr().list.as_ref().and_then(|l| l.closed_len)
@@ -373,8 +368,8 @@ fn list_items(ev: &mut Ev, v: &Val) -> Option<Vec<VId>> {
     if let Val::Vertex(w) = v {
         ev.eval(*w);
         let w = ev.deref(*w);
-        if ev.vs[w as usize].value.is_list {
-            return Some(ev.vs[w as usize].arcs.values().copied().collect());
+        if ev.vx(w).is_list() {
+            return Some(ev.vx(w).arcs.values().copied().collect());
         }
     }
     None
@@ -489,18 +484,17 @@ fn len(ev: &mut Ev, env: &Option<Arc<super::Env>>, arg: &Expr, span: Span) -> Va
         Val::Vertex(w) => {
             let w = ev.deref(w);
             let vx = ev.vx(w);
-            if vx.value.is_list {
+            if vx.is_list() {
                 Val::int(vx.elements().len())
             } else {
-                let arcs: Vec<(Label, VId)> =
-                    vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+                let arcs: Vec<(Label, VId)> = vx.arc_list();
                 let mut n = 0usize;
                 for (l, a) in arcs {
                     if !l.is_regular() {
                         continue;
                     }
                     ev.eval(a);
-                    if ev.vx(a).constraint == Some(FieldConstraint::Regular) {
+                    if ev.vx(a).constraint() == Some(FieldConstraint::Regular) {
                         n += 1;
                     }
                 }
@@ -533,9 +527,8 @@ fn open_list(ev: &mut Ev, w: VId, levels: u32) -> Option<BVal> {
     }
     ev.eval(w);
     let d = ev.deref(w);
-    let vx = &ev.vs[d as usize];
-    if levels == 0 || !vx.value.is_list || vx.value.err.is_some() || vx.disjunction.result.is_some()
-    {
+    let vx = ev.vx(d);
+    if levels == 0 || !vx.is_list() || vx.err().is_some() || vx.disjunction.result.is_some() {
         return None;
     }
     let arcs = vx.elements();
@@ -543,7 +536,7 @@ fn open_list(ev: &mut Ev, w: VId, levels: u32) -> Option<BVal> {
     for a in arcs {
         ev.eval(a);
         let ad = ev.deref(a);
-        if ev.vs[ad as usize].value.err.is_some() {
+        if ev.vx(ad).err().is_some() {
             return None;
         }
         out.push(open_list(ev, a, levels - 1).unwrap_or(BVal::Opaque(a as u64)));

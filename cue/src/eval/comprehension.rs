@@ -57,9 +57,8 @@ impl Ev {
                                 *span,
                             ));
                         }
-                        let arcs: Vec<(Label, VId)> =
-                            wx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
-                        let is_list = wx.value.is_list;
+                        let arcs: Vec<(Label, VId)> = wx.arc_list();
+                        let is_list = wx.is_list();
                         for (l, a) in arcs {
                             if is_list {
                                 if l.kind != LabelKind::Index {
@@ -70,7 +69,7 @@ impl Ev {
                                     continue;
                                 }
                                 self.eval(a);
-                                if self.vx(a).constraint != Some(FieldConstraint::Regular) {
+                                if self.vx(a).constraint() != Some(FieldConstraint::Regular) {
                                     continue;
                                 }
                             }

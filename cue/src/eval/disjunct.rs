@@ -127,9 +127,8 @@ impl Ev {
         clone.scr_mut().choice = choice;
         clone.disjunction.nosplit = true;
         clone.disjunction.clone_of = Some(vert.disjunction.clone_of.unwrap_or(v));
-        let cid = self.vs.len() as VId;
         self.stats.clones += 1;
-        self.vs.push(clone);
+        let cid = self.push_vertex(clone);
         self.active.disjuncts.push((v, cid));
         if !self.atom_disjunct(v, cid) {
             self.eval(cid);

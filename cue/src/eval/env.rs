@@ -39,35 +39,61 @@ pub enum EnvKind {
 #[derive(Debug)]
 pub struct Env {
     /// The enclosing environment.
-    pub up: Option<Arc<Env>>,
+    pub(super) up: Option<Arc<Env>>,
     /// The vertex the scope is evaluated in.
-    pub vertex: VId,
+    pub(super) vertex: VId,
     /// The scope's content.
-    pub kind: EnvKind,
+    pub(super) kind: EnvKind,
     /// A unique id (for caches).
-    pub id: u64,
+    pub(super) id: u64,
     /// The canonical identity (see `Ev::canon`); `u64::MAX` for an environment that is only
     /// equal to itself.
-    pub canon: u64,
+    pub(super) canon: u64,
 }
 
 /// A conjunct.
 #[derive(Clone, Debug)]
 pub struct Conj {
     /// The environment (None at the top of a package).
-    pub env: Option<Arc<Env>>,
+    pub(super) env: Option<Arc<Env>>,
     /// The expression.
-    pub expr: Expr,
+    pub(super) expr: Expr,
     /// The closedness origin.
-    pub close: Option<u32>,
+    pub(super) close: Option<u32>,
     /// The group struct literals record into when embedded.
-    pub embed: Option<u32>,
+    pub(super) embed: Option<u32>,
     /// Enclosing closedness origins (definitions this conjunct is part of); struct literals
     /// record their labels into these groups too.
-    pub outer: Option<Arc<[u32]>>,
+    pub(super) outer: Option<Arc<[u32]>>,
+}
+
+impl Env {
+    /// A struct scope over `vertex` (a package root) for an expression compiled outside any
+    /// literal of it (`Runtime`'s expressions): not made by `Ev::new_env`, so equal only to
+    /// itself.
+    pub fn scope_of(vertex: VId) -> Arc<Env> {
+        Arc::new(Env {
+            up: None,
+            vertex,
+            kind: EnvKind::Struct(Arc::new(StructLit::default())),
+            id: u64::MAX,
+            canon: u64::MAX,
+        })
+    }
 }
 
 impl Conj {
+    /// The conjunct `expr` in `env`, with no closedness of its own.
+    pub fn new(env: Option<Arc<Env>>, expr: Expr) -> Conj {
+        Conj {
+            env,
+            expr,
+            close: None,
+            embed: None,
+            outer: None,
+        }
+    }
+
     /// The conjunct `e` in the environment and closedness of `self` (without copying
     /// `self.expr`, which may be large).
     pub fn with_expr(&self, e: Expr) -> Conj {

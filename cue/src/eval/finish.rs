@@ -40,12 +40,7 @@ impl Ev {
         let Some(st) = self.vx(v).scr().list.clone() else {
             return;
         };
-        let arcs: Vec<(Label, VId)> = self
-            .vx(v)
-            .arcs
-            .iter()
-            .map(|(l, a)| (l.clone(), *a))
-            .collect();
+        let arcs: Vec<(Label, VId)> = self.vx(v).arc_list();
         let n = arcs
             .iter()
             .filter(|(l, _)| l.kind == LabelKind::Index)

@@ -618,8 +618,8 @@ pub fn slice(ev: &mut Ev, b: Val, lo: Option<Val>, hi: Option<Val>, span: Span) 
         Val::Vertex(w) => {
             ev.eval(w);
             let w = ev.deref(w);
-            let arcs = ev.vs[w as usize].elements();
-            if !ev.vs[w as usize].value.is_list {
+            let arcs = ev.vx(w).elements();
+            if !ev.vx(w).is_list() {
                 return err(ErrorCode::Eval, "cannot slice a struct", span);
             }
             let hi = hi.unwrap_or(arcs.len());

@@ -33,19 +33,19 @@ impl Ev {
         self.eval(v);
         let v = self.deref_redirect(v);
         let vx = self.vx(v);
-        if let Some(e) = &vx.value.err {
+        if let Some(e) = vx.err() {
             return Some(e.clone());
         }
         if vx.disjunction.result.is_some() {
             return None;
         }
-        let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+        let arcs: Vec<(Label, VId)> = vx.arc_list();
         for (l, a) in arcs {
             if !(l.is_regular() || l.kind == LabelKind::Index) {
                 continue;
             }
             at.push(l.clone());
-            if self.vx(a).constraint == Some(FieldConstraint::Optional) {
+            if self.vx(a).constraint() == Some(FieldConstraint::Optional) {
                 if self.vx(a).value.not_allowed {
                     return self.vx(a).value.err.clone();
                 }
@@ -56,8 +56,8 @@ impl Ev {
                 at.pop();
                 continue;
             }
-            if strict && self.vx(a).constraint == Some(FieldConstraint::Required) {
-                let span = self.vx(a).span;
+            if strict && self.vx(a).constraint() == Some(FieldConstraint::Required) {
+                let span = self.vx(a).span();
                 return Some(Bottom::new(ErrorCode::Eval, "required field missing", span));
             }
             if let Some(e) = self.error_deep_at(a, depth + 1, strict, at) {
@@ -81,7 +81,7 @@ impl Ev {
         self.eval(v);
         let v = self.deref_redirect(v);
         let vx = self.vx(v);
-        if let Some(e) = &vx.value.err {
+        if let Some(e) = vx.err() {
             return format!("_|_({})", e.msg);
         }
         if let Some(d) = vx.disjunction.result.clone() {
@@ -93,23 +93,22 @@ impl Ev {
             return parts.join("|");
         }
         let mut s = String::new();
-        if let Some(x) = &vx.value.scalar {
+        if let Some(x) = vx.scalar() {
             s.push_str(&ops::show(x));
         } else {
             s.push_str(&kind_name(vx.value.kinds));
         }
         // A concrete scalar has passed its bounds: they do not tell equal values apart.
-        if vx.value.scalar.is_none() {
+        if vx.scalar().is_none() {
             for b in &vx.value.bounds {
                 s.push('&');
                 s.push_str(&ops::show(b));
             }
         }
-        if vx.value.is_struct || vx.value.is_list {
-            let mut arcs: Vec<(Label, VId)> =
-                vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+        if vx.is_struct() || vx.is_list() {
+            let mut arcs: Vec<(Label, VId)> = vx.arc_list();
             // Equal values whatever order their fields arrived in (field order is not identity).
-            if vx.value.is_struct {
+            if vx.is_struct() {
                 arcs.sort_by(|x, y| {
                     (x.0.kind, &x.0.name, x.0.index).cmp(&(y.0.kind, &y.0.name, y.0.index))
                 });
@@ -117,7 +116,7 @@ impl Ev {
             let closed = vx.groups.iter().any(|g| g.closing && !g.open);
             s.push(if closed { '#' } else { '{' });
             for (l, a) in arcs {
-                let c = self.vx(a).constraint;
+                let c = self.vx(a).constraint();
                 // An optional field counts with its value, as upstream's structural equality
                 // (`Equal` with `CheckStructural`) compares optional arcs: `{n!: string, m?:
                 // bool}` written twice is one value. Below `MAX_OPTIONAL_DEPTH` optional
@@ -228,13 +227,13 @@ impl Ev {
         let v0 = v;
         let v = self.deref(v);
         let vx = self.vx(v);
-        if let Some(e) = &vx.value.err {
+        if let Some(e) = vx.err() {
             errs.push((v0, e.clone()));
             return None;
         }
         if let Some(d) = &vx.disjunction.result {
             let n = d.alts.len();
-            let span = vx.span;
+            let span = vx.span();
             errs.push((
                 v0,
                 Bottom::new(
@@ -260,10 +259,10 @@ impl Ev {
                 stuck = true;
             }
         }
-        if vx.value.is_list {
+        if vx.is_list() {
             return self.list_data(v, errs, depth, keep, stuck);
         }
-        if vx.value.is_struct {
+        if vx.is_struct() {
             return self.struct_data(v, errs, depth, keep, stuck);
         }
         self.scalar_data(v0, v, errs, keep)
@@ -310,7 +309,7 @@ impl Ev {
     ) -> Option<BVal> {
         let vx = self.vx(v);
         let shared = vx.value.shared;
-        let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+        let arcs: Vec<(Label, VId)> = vx.arc_list();
         let mut out = Vec::new();
         let mut ok = true;
         for (l, a) in arcs {
@@ -327,10 +326,10 @@ impl Ev {
             }
             self.eval(a);
             let ax = self.vx(a);
-            match ax.constraint {
+            match ax.constraint() {
                 Some(FieldConstraint::Optional) => {
                     if ax.value.not_allowed {
-                        if let Some(e) = &ax.value.err {
+                        if let Some(e) = ax.err() {
                             errs.push((a, e.clone()));
                             ok = false;
                         }
@@ -338,7 +337,7 @@ impl Ev {
                     continue;
                 }
                 Some(FieldConstraint::Required) => {
-                    let span = ax.span;
+                    let span = ax.span();
                     errs.push((
                         a,
                         Bottom::new(
@@ -375,11 +374,11 @@ impl Ev {
         keep: bool,
     ) -> Option<BVal> {
         let vx = self.vx(v);
-        match &vx.value.scalar {
+        match vx.scalar() {
             Some(s) if keep => ops::scalar_to_data(s),
             Some(_) => Some(BVal::Null),
             None => {
-                let span = vx.span;
+                let span = vx.span();
                 let msg = match &vx.value.incomplete {
                     Some(b) => b.msg.clone(),
                     None => {
@@ -416,7 +415,7 @@ impl Ev {
         let v = self.deref(v);
         let vx = self.vx(v);
         if inside {
-            if let Some(e) = &vx.value.err {
+            if let Some(e) = vx.err() {
                 if e.code.is_fatal() {
                     errs.push((v, e.clone()));
                 }
@@ -427,13 +426,13 @@ impl Ev {
             return;
         }
         let shared = vx.value.shared;
-        let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+        let arcs: Vec<(Label, VId)> = vx.arc_list();
         for (l, a) in arcs {
             let ins = inside || l.is_def() || l.is_hidden();
             if matches!(l.kind, LabelKind::Internal) {
                 continue;
             }
-            if self.vx(a).constraint == Some(FieldConstraint::Optional) {
+            if self.vx(a).constraint() == Some(FieldConstraint::Optional) {
                 continue;
             }
             // A proxy not yet evaluated is walked through its target (see `data_of_arc`); any
@@ -460,7 +459,7 @@ impl Ev {
         let ax = self.vx(a);
         if ax.status != Status::Fresh
             || ax.value.not_allowed
-            || !matches!(ax.constraint, None | Some(FieldConstraint::Regular))
+            || !matches!(ax.constraint(), None | Some(FieldConstraint::Regular))
         {
             return None;
         }

@@ -14,6 +14,12 @@ pub(super) enum Res {
 }
 
 impl Ev {
+    /// Makes the package rooted at `v` importable as `path` (its import path without version
+    /// or qualifier).
+    pub(crate) fn add_package(&mut self, path: String, v: VId) {
+        self.packages.insert(path, v);
+    }
+
     /// Follows single-survivor redirects.
     pub fn deref_redirect(&self, mut v: VId) -> VId {
         let mut n = 0;
@@ -63,15 +69,10 @@ impl Ev {
             return v;
         }
         let v = self.new_vertex(Some(env.vertex), Label::internal("let"));
-        self.vs[v as usize].constraint = Some(FieldConstraint::Regular);
-        self.vs[v as usize].span = expr.span();
-        self.vs[v as usize].conjuncts.push(Conj {
-            env: bind_env,
-            expr: expr.clone(),
-            close: None,
-            embed: None,
-            outer: None,
-        });
+        let x = self.vm(v);
+        x.constraint = Some(FieldConstraint::Regular);
+        x.span = expr.span();
+        x.conjuncts.push(Conj::new(bind_env, expr.clone()));
         self.caches.lets.insert(key, v);
         v
     }
@@ -297,7 +298,7 @@ impl Ev {
                     Some(&a) => Res::V(a),
                     None => Res::A(Val::Bottom(Bottom::new(
                         ErrorCode::Eval,
-                        format!("index out of range [{}] with length {}", i, bx.arcs.len()),
+                        format!("index out of range [{}] with length {}", i, bx.arc_count()),
                         span,
                     ))),
                 }

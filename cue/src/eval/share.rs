@@ -191,14 +191,8 @@ impl Ev {
                 cx.value.err = err;
             }
             cx.span = span;
-            cx.conjuncts.push(Conj {
-                env: None,
-                expr: Expr::Vertex(a, span),
-                close: None,
-                embed: None,
-                outer: None,
-            });
-            self.vm(v).arcs.insert(l, c);
+            cx.conjuncts.push(Conj::new(None, Expr::Vertex(a, span)));
+            self.insert_arc(v, l, c);
         }
         let vert = self.vm(v);
         // `w`'s value, but for what stays `v`'s own: its error and refusal, and whether only

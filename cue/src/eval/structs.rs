@@ -97,12 +97,18 @@ impl Ev {
             return (i, a);
         }
         let a = self.new_vertex(Some(v), label.clone());
-        let (i, _) = self.vm(v).arcs.insert_full(label.clone(), a);
+        let i = self.insert_arc(v, label.clone(), a);
         let pats = self.vx(v).scr().patterns.clone();
         for p in pats {
             self.apply_pattern(v, a, label, p.filter, &p.conj, p.env);
         }
         (i, a)
+    }
+
+    /// Adds arc `a` labelled `label` to `v` (replacing one of that label); returns its index.
+    /// Every arc is added here.
+    pub(super) fn insert_arc(&mut self, v: VId, label: Label, a: VId) -> usize {
+        self.vm(v).arcs.insert_full(label, a).0
     }
 
     /// Evaluates the labels of the pending dynamic fields of `v` (all against the same state:
@@ -324,12 +330,7 @@ impl Ev {
                 conj: pc.clone(),
                 env: Some(env.clone()),
             });
-            let arcs: Vec<(Label, VId)> = self
-                .vx(v)
-                .arcs
-                .iter()
-                .map(|(l, a)| (l.clone(), *a))
-                .collect();
+            let arcs: Vec<(Label, VId)> = self.vx(v).arc_list();
             for (l, a) in arcs {
                 self.apply_pattern(v, a, &l, fv, &pc, Some(env.clone()));
             }

@@ -55,11 +55,6 @@ impl Arcs {
             .insert_full(l, a)
     }
 
-    /// Adds or replaces an arc.
-    pub fn insert(&mut self, l: Label, a: VId) -> Option<VId> {
-        self.insert_full(l, a).1
-    }
-
     /// The number of arcs.
     pub fn len(&self) -> usize {
         self.0.as_ref().map_or(0, |m| m.len())
@@ -73,11 +68,6 @@ impl Arcs {
     /// The arcs in order.
     pub fn iter(&self) -> impl Iterator<Item = (&Label, &VId)> {
         self.0.iter().flat_map(|m| m.iter())
-    }
-
-    /// The labels in order.
-    pub fn keys(&self) -> impl Iterator<Item = &Label> {
-        self.iter().map(|(l, _)| l)
     }
 
     /// The arc vertices in order.
@@ -95,41 +85,41 @@ impl Arcs {
 #[derive(Clone, Debug)]
 pub struct DisjResult {
     /// The surviving alternatives with their default mark.
-    pub alts: Vec<(VId, bool)>,
+    pub(super) alts: Vec<(VId, bool)>,
     /// `true` if any alternative is marked default.
-    pub has_default: bool,
+    pub(super) has_default: bool,
     /// Default modes (0 maybe, 1 default, 2 not default) per alternative.
-    pub modes: Vec<u8>,
+    pub(super) modes: Vec<u8>,
 }
 
 /// A node of the value graph.
 #[derive(Clone, Debug)]
 pub struct Vertex {
     /// The parent (None for roots and anonymous values).
-    pub parent: Option<VId>,
+    pub(super) parent: Option<VId>,
     /// The label in the parent.
-    pub label: Label,
+    pub(super) label: Label,
     /// Regular, optional or required (None until a field declares it).
-    pub constraint: Option<FieldConstraint>,
+    pub(super) constraint: Option<FieldConstraint>,
     /// The span of the first conjunct.
-    pub span: Span,
+    pub(super) span: Span,
     /// The conjuncts.
-    pub conjuncts: Vec<Conj>,
+    pub(super) conjuncts: Vec<Conj>,
     /// The status.
-    pub status: Status,
+    pub(super) status: Status,
     /// Done, but a conjunct arrived since (or a vertex it read unfinished is done now): it is
     /// evaluated again on next use.
     pub(super) dirty: bool,
     /// `late_atoms` were processed again: embeddings from now on are final.
     pub(super) late_done: bool,
     /// The child fields.
-    pub arcs: Arcs,
+    pub(super) arcs: Arcs,
     /// The value as far as unification got.
-    pub value: VertexValue,
+    pub(super) value: VertexValue,
     /// How the vertex's disjunctions were decided, or which disjunct it is.
-    pub disjunction: DisjState,
+    pub(super) disjunction: DisjState,
     /// The closedness id for conjuncts of a definition field.
-    pub def_close: Option<u32>,
+    pub(super) def_close: Option<u32>,
     /// The closedness groups (see `closedness`).
     pub(super) groups: Groups,
     /// The usually empty state (see [`Scratch`]); `None` stands for all of it empty.
@@ -146,31 +136,31 @@ pub struct Vertex {
 #[derive(Clone, Debug)]
 pub struct VertexValue {
     /// Allowed kinds.
-    pub kinds: Kinds,
+    pub(super) kinds: Kinds,
     /// The concrete scalar, if any.
-    pub scalar: Option<Val>,
+    pub(super) scalar: Option<Val>,
     /// Where the concrete scalar came from.
-    pub scalar_span: Span,
+    pub(super) scalar_span: Span,
     /// Bounds and validators.
-    pub bounds: Vec<Val>,
+    pub(super) bounds: Vec<Val>,
     /// A fatal error.
-    pub err: Option<Arc<Bottom>>,
+    pub(super) err: Option<Arc<Bottom>>,
     /// An incomplete error.
-    pub incomplete: Option<Arc<Bottom>>,
+    pub(super) incomplete: Option<Arc<Bottom>>,
     /// A validator of this struct or list that is not satisfied yet but may still be once
     /// missing required fields are set: an incomplete error for concrete uses (export).
-    pub unmet: Option<Arc<Bottom>>,
+    pub(super) unmet: Option<Arc<Bottom>>,
     /// A struct literal was unified in.
-    pub is_struct: bool,
+    pub(super) is_struct: bool,
     /// A list literal was unified in.
-    pub is_list: bool,
+    pub(super) is_list: bool,
     /// Only comprehensions were unified in so far: a struct unless they yield a scalar.
-    pub maybe_struct: bool,
+    pub(super) maybe_struct: bool,
     /// This vertex shares the value of another (see `Ev::share`): its arcs are proxies.
-    pub shared: bool,
+    pub(super) shared: bool,
     /// A closed struct refused this field: `err` holds the refusal, kept when the field is
     /// evaluated again.
-    pub not_allowed: bool,
+    pub(super) not_allowed: bool,
 }
 
 impl Default for VertexValue {
@@ -197,18 +187,18 @@ impl Default for VertexValue {
 #[derive(Clone, Debug, Default)]
 pub struct DisjState {
     /// The disjunction result, if more than one alternative survived.
-    pub result: Option<Arc<DisjResult>>,
+    pub(super) result: Option<Arc<DisjResult>>,
     /// The vertex this one resolved to (a single surviving disjunct).
-    pub redirect: Option<VId>,
+    pub(super) redirect: Option<VId>,
     /// For a vertex resolved to one disjunct: whether that disjunct is marked default.
-    pub redirect_mark: u8,
+    pub(super) redirect_mark: u8,
     /// For a disjunct: the vertex it is a choice of.
-    pub clone_of: Option<VId>,
+    pub(super) clone_of: Option<VId>,
     /// A disjunct: its disjunctions are decided by its choice, never split again.
-    pub nosplit: bool,
+    pub(super) nosplit: bool,
     /// How many chosen alternatives are being processed into the vertex right now (a
     /// disjunction met inside one is nested).
-    pub nest: u32,
+    pub(super) nest: u32,
 }
 
 /// The part of a [`Vertex`] that most vertices never use, or use only while they are being
@@ -288,7 +278,89 @@ impl Scratch {
     }
 }
 
+/// The read API: how the rest of the crate (and the evaluator's readers: `readout`, `print`,
+/// `builtin`) look at a vertex. None of it evaluates: read a vertex once `Ev::eval` (and
+/// `Ev::deref`, for a disjunction's default) made it what is to be read.
 impl Vertex {
+    /// The parent (`None` for roots and anonymous values).
+    pub(crate) fn parent(&self) -> Option<VId> {
+        self.parent
+    }
+
+    /// The label in the parent.
+    pub(crate) fn label(&self) -> &Label {
+        &self.label
+    }
+
+    /// Regular, optional or required (`None` until a field declares it).
+    pub(crate) fn constraint(&self) -> Option<FieldConstraint> {
+        self.constraint
+    }
+
+    /// Where the vertex's first conjunct is written.
+    pub(crate) fn span(&self) -> Span {
+        self.span
+    }
+
+    /// The arcs in CUE's order, each with its label.
+    pub(crate) fn arcs(&self) -> impl Iterator<Item = (&Label, VId)> {
+        self.arcs.iter().map(|(l, a)| (l, *a))
+    }
+
+    /// The arcs in CUE's order, copied out: to walk them while evaluating each.
+    pub(crate) fn arc_list(&self) -> Vec<(Label, VId)> {
+        self.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect()
+    }
+
+    /// The arc labelled `l`.
+    pub(crate) fn arc(&self, l: &Label) -> Option<VId> {
+        self.arcs.get(l).copied()
+    }
+
+    /// The number of arcs.
+    pub(crate) fn arc_count(&self) -> usize {
+        self.arcs.len()
+    }
+
+    /// The fatal error, if any.
+    pub(crate) fn err(&self) -> Option<&Arc<Bottom>> {
+        self.value.err.as_ref()
+    }
+
+    /// The concrete scalar, if any.
+    pub(crate) fn scalar(&self) -> Option<&Val> {
+        self.value.scalar.as_ref()
+    }
+
+    /// Whether a struct was unified in.
+    pub(crate) fn is_struct(&self) -> bool {
+        self.value.is_struct
+    }
+
+    /// Whether a list was unified in.
+    pub(crate) fn is_list(&self) -> bool {
+        self.value.is_list
+    }
+
+    /// The kind of the value: none (0) for an error, the scalar's kind, struct, list, or the
+    /// kinds still allowed.
+    pub(crate) fn kind(&self) -> Kinds {
+        let x = &self.value;
+        if x.err.is_some() {
+            return 0;
+        }
+        if let Some(s) = &x.scalar {
+            return s.kind();
+        }
+        if x.is_struct {
+            return K_STRUCT;
+        }
+        if x.is_list {
+            return K_LIST;
+        }
+        x.kinds
+    }
+
     /// A list's elements: its index arcs, in order (a list embedded in a struct keeps that
     /// struct's hidden fields and definitions as arcs too; they are not elements).
     pub(crate) fn elements(&self) -> Vec<VId> {
