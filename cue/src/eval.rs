@@ -1,11 +1,78 @@
-//! The evaluator (upstream `internal/core/adt`: `unify.go`, `closed.go`, `disjunct.go`,
-//! `default.go`, `cycle.go`, `comprehension.go`, structure sharing in `share.go`).
+//! The evaluator (upstream `internal/core/adt`: `sched.go`, `unify.go`, `closed.go`,
+//! `disjunct.go`, `default.go`, `cycle.go`, `comprehension.go`, `share.go`).
+//!
+//! # How an evaluation runs
+//!
+//! The compiler (`compile`) hands over expressions whose identifiers are already resolved
+//! lexically (so many scopes up, that field). The evaluator builds from them a graph of
+//! *vertices* (`vertex.rs`): one per field, list element or anonymous value, all in one arena
+//! (`arena.rs`), named by a [`VId`]. A vertex holds *conjuncts*: an expression, the
+//! environment it is evaluated in, and the closedness it carries (`env.rs`). A package root is
+//! a vertex with one conjunct per file. Nothing is evaluated before it is asked for: the API
+//! (`value`, `runtime`) calls [`Ev::eval`] on a vertex, reads it through the vertex's read
+//! API, and asks for its children in turn. Evaluating a vertex never evaluates its children;
+//! it gives them conjuncts.
+//!
+//! [`Ev::eval`] (`sched.rs`) checks the budget (`budget.rs`: steps, depth, time, stack) and
+//! expands the vertex, once, in these phases:
+//!
+//! 1. **Start over** (`sched.rs`): what a previous evaluation built is dropped; only a
+//!    refusal by a closed struct and a disjunct's choice survive.
+//! 2. **Share** (`share.rs`): a vertex whose only conjunct references an evaluated struct
+//!    takes that struct's value, with lazy proxy arcs, and is done.
+//! 3. **Take in the conjuncts** (`unify.rs`): repeated literals are merged, then each conjunct
+//!    is processed, unless one identical to it was; by expression family:
+//!    - an atom (a literal, or what an operator, call or interpolation evaluates to: `expr.rs`,
+//!      `ops.rs`, `builtin.rs`) joins the vertex's value (`atoms.rs`);
+//!    - a struct literal (`structs.rs`) opens a scope of its own, gives each field an arc with
+//!      the field's value as that arc's conjunct, records its labels into the closedness
+//!      groups its conjunct carries (`closedness.rs`; the ids in `ids.rs`), applies its
+//!      patterns, and processes its embeddings into the vertex; a list literal does the same
+//!      with index arcs (`lists.rs`);
+//!    - a reference (`refs.rs`) names a vertex, evaluated first: its atoms are taken or, for
+//!      a struct or list, its conjuncts are copied in and processed here under the referring
+//!      conjunct's closedness (`inline.rs`);
+//!    - a disjunction waits for phase 6, unless the vertex is a disjunct that chose already.
+//! 4. **Late work** (`sched.rs`): embedded references are taken again now that every conjunct
+//!    is in, fields embedded into their own ancestor grow to a fixed point (`inline.rs`), copies
+//!    held back as possible structural cycles are decided (`cycle.rs`), then dynamic fields
+//!    (`structs.rs`) and comprehensions (`comprehension.rs`) run, round after round, until
+//!    none adds anything.
+//! 5. **Finish** (`finish.rs`): list lengths and tails, closedness (each regular arc must be
+//!    allowed by every closing group), and the value's checks (kinds against what it holds,
+//!    bounds and validators against its scalar).
+//! 6. **Disjunctions** (`disjunct.rs`): the vertex is cloned once per alternative, one
+//!    disjunction per level; failing clones are dropped and equal ones merged; the vertex then
+//!    redirects to the one survivor, or holds the survivors with their defaults.
+//! 7. **Done** (`sched.rs`): what only the expansion needed is freed, and the vertices that read
+//!    this one while it was unfinished (a reference cycle) are marked to be evaluated again.
+//!
+//! Results are read out by `readout.rs` (`to_data`: regular fields in order, defaults taken,
+//! each child evaluated on the way and every error collected with its path; the deep error
+//! checks; fingerprints for merging disjuncts) and `print.rs` (CUE text). An evaluation whose
+//! result is only read out is rolled back afterwards (`arena.rs`, design rule 6 below).
+//!
+//! The state of [`Ev`] is grouped by concern: the arena, the budget, environment identities
+//! (`env.rs`), closedness ids (`ids.rs`), the caches a rollback truncates, and the work under
+//! way (vertices being expanded, probed for sharing, copied, decided as disjuncts), which
+//! cycle detection reads. A [`Vertex`] holds its conjuncts, its arcs, its value so far
+//! ([`VertexValue`]) and how its disjunctions were decided ([`DisjState`]); what only an
+//! expansion needs lives in a box freed when it is done.
+//!
+//! Where memory is allocated: every vertex in `Ev::push_vertex` (`arena.rs`: fields,
+//! anonymous values, disjunct clones, sharing proxies), every arc in `Ev::insert_arc`
+//! (`structs.rs`), every environment in `Ev::new_env` (`env.rs`), conjuncts where a vertex
+//! receives one (`Ev::add_conj`, and the copies `inline.rs` processes); new strings, bytes and
+//! lists of values in the operators (`ops.rs`, interpolation in `expr.rs`) and the builtins
+//! (`builtin.rs` and `crate::builtins`); lists of data in `readout.rs`.
+//!
+//! # Rules
 //!
 //! Rules implemented (CUE spec: "Unification", "Disjunction", "Default values", "Closed
-//! structs", "Embedding", "Definitions", "Field constraints"; render-spec §3-§4):
+//! structs", "Embedding", "Definitions", "Field constraints"):
 //! - A vertex is a node of the value graph holding conjuncts (expression + environment). Adding a
 //!   struct literal to a vertex creates an environment whose vertex is *that* vertex, so references
-//!   inside the literal bind to the unified node (render-spec §4.1). A reference to a struct vertex
+//!   inside the literal bind to the unified node. A reference to a struct vertex
 //!   copies its conjuncts into the referring vertex, re-evaluating them there — unless the
 //!   referring vertex has nothing else to add, in which case it shares the referenced value
 //!   (see "Design" below).
@@ -45,12 +112,6 @@
 //!   cycle.
 //! - Limits (`Config`): steps, depth and wall time are checked on every expansion; exceeding one
 //!   makes every further result a fatal error.
-//!
-//! Where each rule lives: this file holds the vertex model, unification (`process`,
-//! `expand_struct`, `finish`) and expression evaluation; `closedness` (groups, patterns),
-//! `disjunct` (splitting, defaults), `refs` (references, selectors, lets), `share` (structure
-//! sharing), `cycle` (reference and structural cycles), `comprehension`, `lists`, `export`
-//! (errors, fingerprints, data out), `ops` (operators on atoms), `builtin` (calls) and `print`.
 //!
 //! # Design: why the cost is linear in what a configuration says, not in how often it says it
 //!
@@ -190,11 +251,11 @@ use vertex::*;
 /// state of each concern, grouped by concern (see the module docs for how an evaluation runs).
 pub struct Ev {
     /// All vertices.
-    pub(super) vs: Arena,
+    vs: Arena,
     /// Limits.
     pub config: Config,
     /// What the limits are measured against, and the errors raised when one is exceeded.
-    pub(super) budget: Budget,
+    budget: Budget,
     /// Environment ids and canonical identities.
     envs: Envs,
     /// Closedness ids: their classes, the embedding marks, and the positions groups name.
@@ -204,14 +265,14 @@ pub struct Ev {
     /// The work under way, innermost last: what is expanded, probed, copied or decided now.
     active: Active,
     /// Loaded non-std packages by import path (without version/qualifier).
-    pub(super) packages: HashMap<String, VId>,
+    packages: HashMap<String, VId>,
     /// Vertices a comprehension of which stayed incomplete (its guard or source never became
     /// concrete): they yield nothing, and their export fails (`comprehension`). Filled only on
     /// that failure path.
     stuck_comprehensions: FastMap<VId, ()>,
     /// Set by a validator check whose failure is not final (`matchN` over schemas the value
     /// may still match once its missing required fields are set): the failure is incomplete.
-    pub(super) validator_incomplete: bool,
+    validator_incomplete: bool,
     /// Work counters (printed to stderr when the evaluator is dropped and `CUE_EVAL_STATS` is
     /// set): where evaluation time goes on a real workload.
     pub stats: Stats,
