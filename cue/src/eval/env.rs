@@ -48,7 +48,7 @@ pub struct Env {
     pub(super) id: u64,
     /// The canonical identity (see `Ev::canon`); `u64::MAX` for an environment that is only
     /// equal to itself.
-    pub(super) canon: u64,
+    canon: u64,
 }
 
 /// A conjunct.

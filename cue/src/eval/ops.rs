@@ -678,96 +678,6 @@ pub fn lossy_utf8(mut b: &[u8]) -> String {
     }
 }
 
-/// Translates an RE2 pattern for the `regex` crate: Perl classes become ASCII classes.
-pub fn translate_re2(re: &str) -> String {
-    let mut out = String::with_capacity(re.len() + 8);
-    let mut chars = re.chars().peekable();
-    let mut in_class = false;
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => {
-                let Some(n) = chars.next() else {
-                    out.push('\\');
-                    break;
-                };
-                let rep = match n {
-                    'd' => Some(("[0-9]", "0-9")),
-                    'D' => Some(("[^0-9]", "\\x00-/:-\\x{10FFFF}")),
-                    'w' => Some(("[0-9A-Za-z_]", "0-9A-Za-z_")),
-                    'W' => Some(("[^0-9A-Za-z_]", "\\x00-/:-@\\[-^`{-\\x{10FFFF}")),
-                    's' => Some(("[\\t\\n\\f\\r ]", "\\t\\n\\f\\r ")),
-                    'S' => Some((
-                        "[^\\t\\n\\f\\r ]",
-                        "\\x00-\\x08\\x0B\\x0E-\\x1F!-\\x{10FFFF}",
-                    )),
-                    _ => None,
-                };
-                match rep {
-                    Some((outside, inside)) => {
-                        out.push_str(if in_class { inside } else { outside })
-                    }
-                    None => match n {
-                        'b' if !in_class => out.push_str("(?-u:\\b)"),
-                        'B' if !in_class => out.push_str("(?-u:\\B)"),
-                        'z' => out.push_str("\\z"),
-                        _ => {
-                            out.push('\\');
-                            out.push(n);
-                        }
-                    },
-                }
-            }
-            '[' if !in_class => {
-                in_class = true;
-                out.push('[');
-                if chars.peek() == Some(&'^') {
-                    out.push('^');
-                    chars.next();
-                }
-                if chars.peek() == Some(&']') {
-                    out.push_str("\\]");
-                    chars.next();
-                }
-                // A POSIX class like [[:alpha:]] is kept as is.
-            }
-            '[' if in_class => {
-                if chars.peek() == Some(&':') {
-                    out.push('[');
-                    for c2 in chars.by_ref() {
-                        out.push(c2);
-                        if c2 == ']' {
-                            break;
-                        }
-                    }
-                } else {
-                    out.push_str("\\[");
-                }
-            }
-            ']' if in_class => {
-                in_class = false;
-                out.push(']');
-            }
-            _ => out.push(c),
-        }
-    }
-    out
-}
-
-impl Ev {
-    /// Compiles (with caching) a regular expression with RE2 semantics.
-    pub fn regex(&mut self, re: &str) -> Result<Arc<regex::Regex>, String> {
-        if let Some(r) = self.caches.regexes.get(re) {
-            return r.clone();
-        }
-        let tr = translate_re2(re);
-        let r = regex::Regex::new(&tr)
-            .map(Arc::new)
-            .map_err(|e| format!("invalid regular expression {re:?}: {e}"));
-        self.caches.regexes.insert(re.to_string(), r.clone());
-        r
-    }
-}
-
 /// Unary-operator helpers re-exported for the builtin module.
 pub(crate) fn unary_bound(op: UnaryOp) -> Option<BoundOp> {
     Some(match op {
@@ -792,14 +702,6 @@ mod tests {
         let three: BigDecimal = "3".parse().unwrap();
         let q = dec_div(&two, &three).unwrap();
         assert_eq!(q.to_string(), "0.6666666666666666666666666666666667");
-    }
-
-    #[test]
-    fn perl_classes_are_ascii() {
-        assert_eq!(translate_re2(r"^\d+$"), "^[0-9]+$");
-        assert_eq!(translate_re2(r"[\d.]"), "[0-9.]");
-        let r = regex::Regex::new(&translate_re2(r"^\w+$")).unwrap();
-        assert!(!r.is_match("é"));
     }
 
     #[test]
