@@ -100,7 +100,7 @@ impl Ev {
         self.over_time();
     }
 
-    /// A limit error of class `kind`, recorded in [`Ev::limits`] (the first 1024).
+    /// A limit error of class `kind`, recorded in `Budget::limits` (the first 1024).
     pub fn limit(&mut self, kind: crate::errors::Limit, msg: String, span: Span) -> Arc<Bottom> {
         let b = Bottom::new(ErrorCode::Eval, msg, span);
         if self.budget.limits.len() < 1024 {

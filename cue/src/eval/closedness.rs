@@ -11,7 +11,7 @@
 //!
 //! A struct literal with embeddings next to fields of its own (the file root included) marks
 //! both sides, so that below it what the literal declares is not rejected by what it embeds
-//! (`embed_marks`). A conjunct carrying the literal's own mark came from its own fields
+//! (`ClosedIds::embed_marks`). A conjunct carrying the literal's own mark came from its own fields
 //! (`{X: {...}, {X}}`) and is not the embedded side, unless a definition closes it: a
 //! definition declared inside the literal and embedded into it (`{r: i: #d: r: {}, r.i.#d}`,
 //! at the root of a file too) is embedded like any other definition.

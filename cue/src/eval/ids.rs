@@ -26,9 +26,9 @@ impl IdFlags {
     pub(super) const WEAK: u8 = 1;
     /// From `close()`: closes its struct, not the structs below it.
     pub(super) const NONREC: u8 = 2;
-    /// The embedded side's mark of a literal (a key of `Ev::embed_marks`).
+    /// The embedded side's mark of a literal (a key of `ClosedIds::embed_marks`).
     pub(super) const EMBED_MARK: u8 = 4;
-    /// The literal side's mark (a value of `Ev::embed_marks`).
+    /// The literal side's mark (a value of `ClosedIds::embed_marks`).
     pub(super) const OWN_MARK: u8 = 8;
 
     #[inline]
@@ -170,8 +170,7 @@ pub(super) fn outer_subset(a: &Option<Arc<[u32]>>, b: &Option<Arc<[u32]>>) -> bo
     }
 }
 
-/// The enclosing origins of `c` plus its own.
-/// `ids` with `id` added.
+/// `ids` with `id` added (shared, not copied, when it is in already).
 pub(super) fn with_id(ids: &Option<Arc<[u32]>>, id: u32) -> Arc<[u32]> {
     if let Some(o) = ids {
         if o.contains(&id) {
@@ -185,6 +184,7 @@ pub(super) fn with_id(ids: &Option<Arc<[u32]>>, id: u32) -> Arc<[u32]> {
     v.into()
 }
 
+/// The enclosing origins of `c` plus its own.
 pub(super) fn outer_with(c: &Conj) -> Option<Arc<[u32]>> {
     // Shared, not copied, when nothing is added (most calls).
     match (&c.outer, c.close) {

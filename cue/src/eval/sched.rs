@@ -116,9 +116,11 @@ impl Ev {
         }
     }
 
+    /// Expands `v` once, phase by phase (see the module rules): start over, share, take in
+    /// the conjuncts, late work, finish, split on disjunctions, conclude.
     pub(super) fn expand(&mut self, v: VId) {
         self.stats.expansions += 1;
-        // Expanded while its own sharing check is under way (see `probe_expanded`).
+        // Expanded while its own sharing check is under way (see `Active::probe_expanded`).
         let in_probe = self.active.sharing_probes.contains(&v);
         if in_probe && !self.active.probe_expanded.contains(&v) {
             self.active.probe_expanded.push(v);
@@ -149,6 +151,21 @@ impl Ev {
         }
         self.vm(v).status = Status::Expanding;
         self.active.expanding.push(v);
+        self.take_conjuncts(v);
+        self.late_work(v);
+        self.finish(v);
+        if !self.vx(v).scr().pending_disj.is_empty()
+            && !self.vx(v).disjunction.nosplit
+            && self.budget.limit_err.is_none()
+        {
+            self.resolve_disjunctions(v);
+        }
+        self.conclude(v);
+    }
+
+    /// Phase 3 of an expansion: repeated literals merged, literal scalars first, then every
+    /// conjunct of `v` processed in order (those added meanwhile too).
+    fn take_conjuncts(&mut self, v: VId) {
         self.merge_repeated_literals(v);
         // Literal scalars first, so that a reference cycle back to this vertex sees them.
         let n0 = self.vx(v).conjuncts.len();
@@ -173,6 +190,12 @@ impl Ev {
             }
             i += 1;
         }
+    }
+
+    /// Phase 4 of an expansion, once every conjunct of `v` is in: embedded references taken
+    /// again, self-embeddings grown, held-back copies decided, then dynamic fields and
+    /// comprehensions run until neither adds anything, and the copies they held back decided.
+    fn late_work(&mut self, v: VId) {
         // Embedded references that gave atoms, again now that every conjunct of `v` is in:
         // resolved anew, as the fields they name may have been rebuilt since.
         let late = self.vm(v).take_scratch(|x| &mut x.late_atoms);
@@ -194,17 +217,9 @@ impl Ev {
             }
         }
         self.flush_cyclic(v);
-        self.finish(v);
-        if !self.vx(v).scr().pending_disj.is_empty()
-            && !self.vx(v).disjunction.nosplit
-            && self.budget.limit_err.is_none()
-        {
-            self.resolve_disjunctions(v);
-        }
-        self.conclude(v);
     }
 
-    /// The end of an expansion of `v` (pushed on `in_progress`): a limit error, status done,
+    /// The end of an expansion of `v` (pushed on `Active::expanding`): a limit error, status done,
     /// what only the expansion needed freed, and the vertices that hit `v` meanwhile marked for
     /// evaluation again.
     pub(super) fn conclude(&mut self, v: VId) {

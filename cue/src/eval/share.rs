@@ -9,7 +9,7 @@
 //! one is still reported at the referring path, which exports it). Sharing stops after 64
 //! nested levels so that structural cycles are still found.
 //!
-//! The walks over results (`to_data`, `collect_fatal_hidden` in `export.rs`) do not evaluate a
+//! The walks over results (`to_data`, `collect_fatal_hidden` in `readout.rs`) do not evaluate a
 //! proxy that nothing evaluated yet: they go through it to its target (upstream's validator:
 //! `DerefNonShared`), and only if the target has an error do they walk the proxy itself, so
 //! that the error has the proxy's path. In the 129-component render bench this leaves 69.3 k

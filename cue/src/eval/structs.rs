@@ -337,7 +337,7 @@ impl Ev {
         }
     }
 
-    /// The label filter vertex of pattern `pi` of `lit` expanded in `env` (see `filter_cache`).
+    /// The label filter vertex of pattern `pi` of `lit` expanded in `env` (see `Caches::filters`).
     fn pattern_filter(
         &mut self,
         env: &Arc<Env>,
