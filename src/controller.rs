@@ -1,4 +1,4 @@
-//! The reconcilers and the runtime they share (operator-spec.md §2–§4, §7).
+//! The reconcilers and the runtime they share (docs/design/operator.md §2–§4, §7).
 //!
 //! Module map:
 //! - [`runtime`]: what every reconciler shares: the status patcher (diff against the object as
@@ -25,6 +25,11 @@
 //! - [`package`]: the ModulePackage reconciler's own steps (§2.3, §2.4) and its Flux sources.
 //! - [`deadline`]: the `--reconcile-timeout` of both; [`workloads`]: the watch that re-enqueues
 //!   an instance when one of its workloads changes health after the apply.
+//! - [`remote`]: `spec.kubeConfig`, the remote cluster both apply to (its client cache, what a
+//!   kubeconfig may hold, reachability).
+//! - [`values_from`]: values read from Secrets and ConfigMaps, and the watch that re-renders on
+//!   their change; [`depends_on`]: the `dependsOn` gate both rendering kinds share, and
+//!   [`waiters`]: the wake-ups of dependents when a dependency changes (issue 40).
 //!
 //! The controller flags of `opm-operator serve` and the wiring of all of this live in the
 //! composition root, `crate::cmd::serve`.
@@ -43,7 +48,13 @@ pub mod platform;
 pub mod platform_gate;
 pub mod reconcile;
 pub mod registration;
+pub mod remote;
 pub mod render_apply;
 pub mod runtime;
 pub mod shard;
+pub mod verify;
 pub mod workloads;
+// issue 40 (valuesFrom, interval and drift, dependsOn):
+pub mod depends_on;
+pub mod values_from;
+pub mod waiters;

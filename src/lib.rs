@@ -1,6 +1,6 @@
 //! opm-operator: the Open Platform Model operator.
 //!
-//! Architecture invariants (DESIGN.md §2–3):
+//! Architecture invariants (docs/design/architecture.md §2–§3):
 //! - Crates by dependency weight: `cue` (the evaluator), `crds` (types), `webhooks` (pure admission
 //!   logic), `certs`, `opm-kernel` (the synchronous render kernel: seam, render, platform
 //!   generation/build/store/layout, inventory; no tokio, kube or axum), `opm-registry` (the OCI module
@@ -14,6 +14,8 @@
 //! - `controller` holds the reconcilers and the runtime they share.
 //! - `render_lease` is the one "render on a leased platform" entry (render API and reconcilers).
 //! - `apply` is the apply engine: staged SSA, safe prune, deletion, drift, health, impersonation.
+//! - `values_from` reads, merges and redacts the values of Secrets and ConfigMaps (reconciler and
+//!   render API).
 //! - `cmd` is the composition root: `serve`, `dev` (kube-emu plus the `serve` wiring on one
 //!   machine), `render`, `module`.
 
@@ -22,6 +24,21 @@ pub mod cmd;
 pub mod controller;
 pub mod render_lease;
 pub mod server;
+pub mod values_from;
+
+/// `--version`: the package version, the git commit and the build date (`build.rs`: the commit's
+/// date unless `OPM_BUILD_DATE` says otherwise). The image's OCI labels carry the same values.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("OPM_GIT_COMMIT"),
+    ", built ",
+    env!("OPM_BUILD_DATE"),
+    ")"
+);
+
+/// The git commit this binary was built from (`unknown` outside a checkout).
+pub const GIT_COMMIT: &str = env!("OPM_GIT_COMMIT");
 
 pub use opm_kernel as kernel;
 pub use opm_kernel::{inventory, platform, render};

@@ -4,7 +4,11 @@
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "opm-operator", version, about = "Open Platform Model operator")]
+#[command(
+    name = "opm-operator",
+    version = opm_operator::VERSION,
+    about = "Open Platform Model operator"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -1,5 +1,5 @@
-//! HTTP server: admission webhooks over rustls, probes and metrics (DESIGN.md §3 "HTTP",
-//! lessons.md §1.8 and rules 17–18, style.md §1.3 and §6 conventions 7–9).
+//! HTTP server: admission webhooks over rustls, probes and metrics (docs/design/architecture.md §3 "HTTP",
+//! docs/design/principles.md §1.8 and rules 17–18, docs/design/conventions.md §1.3 and §6.7–§6.9).
 //!
 //! Rules:
 //! - The webhooks are served over HTTPS on `--webhook-addr` ([`WebhookService`]: [`router`] with the
@@ -55,7 +55,7 @@ pub enum LogFormat {
     Text,
 }
 
-/// Flags of `opm-operator serve` (operator-spec.md §7, the ones that apply to the HTTP server).
+/// Flags of `opm-operator serve` (docs/design/operator.md §7, the ones that apply to the HTTP server).
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeArgs {
     /// Address of the HTTPS listener serving the admission webhooks.
@@ -155,7 +155,7 @@ pub struct ServeArgs {
 }
 
 /// The default `--max-concurrent-renders`: min(CPUs, 8) (memory is the real bound: each
-/// concurrent render holds one evaluation, operator-spec §2.6).
+/// concurrent render holds one evaluation, docs/design/operator.md §2.6).
 pub fn default_concurrent_renders() -> u16 {
     u16::try_from(default_concurrency().min(8)).unwrap_or(1)
 }
@@ -180,6 +180,8 @@ pub struct RenderParts {
     pub renderer: Arc<dyn crate::kernel::ModuleRenderer>,
     /// The cluster, published when connected.
     pub cluster: render_api::auth::ClusterRx,
+    /// The render series the reconcilers count into too.
+    pub metrics: crate::render_lease::RenderMetrics,
 }
 
 impl std::fmt::Debug for RenderParts {
@@ -382,8 +384,11 @@ fn init_logging(format: LogFormat) -> Result<(), Error> {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    // Every line goes through the redacting writer: no `valuesFrom` Secret value in any log
+    // line, whatever its level or origin (`crate::values_from`).
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_writer(crate::values_from::log_writer())
         .with_ansi(ansi);
     let result = match format {
         LogFormat::Json => builder.json().with_current_span(true).try_init(),
@@ -496,6 +501,7 @@ async fn serve(args: ServeArgs, sidecar: Option<Sidecar>) -> Result<(), Error> {
                     .unwrap_or_else(default_concurrent_renders),
             ),
         )
+        .with_metrics(parts.metrics)
     });
     let running = start_with(settings, store, |r| {
         if let Some(register) = register {

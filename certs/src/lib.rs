@@ -6,7 +6,7 @@
 //! - Every config is built with the `ring` provider passed explicitly; nothing here relies on the
 //!   process-wide default provider.
 //! - A new certificate is served only when the new chain and key parse **and** the key matches the
-//!   leaf certificate; otherwise the previous config stays in place (lessons.md rule 18).
+//!   leaf certificate; otherwise the previous config stays in place (docs/design/principles.md rule 18).
 //! - The reload loop never exits while its [`Watcher`] is alive, and never panics; each outcome is
 //!   counted in [`CertMetrics`], which the host exports (`cert_reload_total{result}`,
 //!   `cert_not_after_seconds`). The crate has no metrics registry of its own.

@@ -1,4 +1,4 @@
-//! Types shared by the ModuleInstance and ModulePackage statuses and specs (operator-spec §1.1, §1.2,
+//! Types shared by the ModuleInstance and ModulePackage statuses and specs (docs/design/operator.md §1.1, §1.2,
 //! §6): rollout options, failure counters, the inventory and the history.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -48,7 +48,7 @@ pub struct FailureCounters {
     pub drift: i64,
 }
 
-/// One object the instance owns (§6.1). Identity for pruning is group+kind+namespace+name.
+/// One object the instance owns. Identity for pruning is group+kind+namespace+name.
 #[derive(
     Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
 )]
@@ -88,9 +88,14 @@ pub struct Inventory {
     /// The entries.
     #[serde(default)]
     pub entries: Vec<InventoryEntry>,
+    /// The API server URL of the remote cluster the entries live on (`spec.kubeConfig`);
+    /// absent: the operator's own cluster. Entries of another cluster than the current target
+    /// are never pruned on the current one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
 }
 
-/// One reconcile attempt in the history (§6.7; at most 10, newest first).
+/// One reconcile attempt in the history (at most 10, newest first).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HistoryEntry {
@@ -129,7 +134,7 @@ pub struct HistoryEntry {
     pub message: String,
 }
 
-/// Post-seed: the inputs of the last applied render.
+/// The inputs of the last applied render (reserved, not written yet).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LastAppliedInputs {
@@ -188,15 +193,15 @@ pub struct ReconcileStatus {
     /// When the next retry is scheduled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_retry_at: Option<Time>,
-    /// The value of the [`crate::RECONCILE_REQUEST_ANNOTATION`] annotation the last reconcile
+    /// The value of the `reconcile.fluxcd.io/requestedAt` annotation the last reconcile
     /// handled (Flux's `lastHandledReconcileAt`): a client that set a new value sees its request
     /// was acted on when this equals it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_handled_reconcile_at: Option<String>,
-    /// Post-seed: version of the last applied module.
+    /// Version of the last applied module (reserved, not written yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_version: Option<String>,
-    /// Post-seed: inputs of the last applied render.
+    /// Inputs of the last applied render (reserved, not written yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_inputs: Option<LastAppliedInputs>,
 }

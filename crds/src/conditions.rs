@@ -1,4 +1,4 @@
-//! Conditions and reasons (operator-spec.md §2.1, §3.6, §4.2, §7.3, ADR-005).
+//! Conditions and reasons (docs/design/operator.md §2.1, §3.6, §4.2, §7.3; docs/design/decisions.md §1).
 //!
 //! Rules:
 //! - Conditions are a list-map keyed by `type` (`x-kubernetes-list-type: map`, `x-kubernetes-list-map-keys:
@@ -31,7 +31,7 @@ pub mod types {
     pub const ACTIVE: &str = "Active";
 }
 
-/// Condition (and event) reasons of operator-spec §2–§4 and §7.3.
+/// Condition (and event) reasons of docs/design/operator.md §2–§4 and §7.3.
 pub mod reasons {
     // kstatus / generic.
     /// Ready=True after a successful reconcile.
@@ -67,6 +67,9 @@ pub mod reasons {
     /// Ready=False: a rendered object already exists and belongs to another live instance; it is
     /// not applied and nothing is pruned (the message names the object and the owner).
     pub const OWNERSHIP_CONFLICT: &str = "OwnershipConflict";
+    /// Ready=False: a required signature is missing or does not verify (`spec.verify`); nothing
+    /// was rendered or applied (the message names the module and why).
+    pub const VERIFICATION_FAILED: &str = "VerificationFailed";
     /// Pruning stale objects failed.
     pub const PRUNE_FAILED: &str = "PruneFailed";
     /// Ready=False: an applied object is kstatus `Failed`, or not `Current` when the rollout
@@ -94,6 +97,24 @@ pub mod reasons {
     pub const DEPENDENCIES_NOT_READY: &str = "DependenciesNotReady";
     /// ModulePackage: the package is not a `#ModuleInstance`.
     pub const UNSUPPORTED_KIND: &str = "UnsupportedKind";
+    /// Ready=False: the reconcile passed `--reconcile-timeout` (retried with backoff).
+    pub const RECONCILE_TIMED_OUT: &str = "ReconcileTimedOut";
+
+    // Custom health and remote clusters (ModuleInstance and ModulePackage).
+    /// Stalled: an expression of `spec.healthCheckExprs` does not compile, or two entries judge
+    /// the same kind (the message names the entry and the expression).
+    pub const HEALTH_CHECK_EXPR_INVALID: &str = "HealthCheckExprInvalid";
+    /// Ready=False, retried with backoff: the `spec.kubeConfig` Secret or its key is missing.
+    pub const KUBE_CONFIG_NOT_FOUND: &str = "KubeConfigNotFound";
+    /// Stalled: the `spec.kubeConfig` kubeconfig does not parse, names no usable cluster, or
+    /// asks for what the operator refuses (exec or auth-provider plugins, file paths).
+    pub const KUBE_CONFIG_INVALID: &str = "KubeConfigInvalid";
+    /// Ready=False, retried with backoff: the `spec.kubeConfig` cluster does not answer; nothing
+    /// is applied or pruned anywhere until it does.
+    pub const REMOTE_CLUSTER_UNREACHABLE: &str = "RemoteClusterUnreachable";
+    /// Event only (Warning): the recorded inventory lives on another cluster than the one
+    /// `spec.kubeConfig` now targets; its objects are left there (orphaned), not pruned.
+    pub const INVENTORY_ORPHANED: &str = "InventoryOrphaned";
 
     // Platform.
     /// Ready=True: the platform module was generated and built.
@@ -106,6 +127,8 @@ pub mod reasons {
     pub const OVER_SUBSCRIBED_CONTRACTS: &str = "OverSubscribedContracts";
     /// The contract inventory is not discriminated.
     pub const COMPARABLE_PREDICATES: &str = "ComparablePredicates";
+    /// A contract is defined by more than one enabled catalog.
+    pub const CONTRACT_COLLISIONS: &str = "ContractCollisions";
     /// ContractsFulfilled=True: no contract defined.
     pub const NO_CONTRACTS_DEFINED: &str = "NoContractsDefined";
     /// ContractsFulfilled=False.
@@ -140,6 +163,28 @@ pub mod reasons {
     pub const PROVIDER_NOT_READY: &str = "ProviderNotReady";
     /// Deletion blocked by dependents.
     pub const DEPENDENTS_REMAIN: &str = "DependentsRemain";
+
+    // ModuleInstance `valuesFrom`, `drift`, `dependsOn` (issue 40).
+    /// Ready=False: a required `valuesFrom` Secret, ConfigMap or key is missing (retried with
+    /// backoff; a labelled object's creation retries at once).
+    pub const VALUES_FROM_NOT_FOUND: &str = "ValuesFromNotFound";
+    /// Stalled: a `valuesFrom` reference is refused (another namespace) or its content is not
+    /// usable (not a YAML mapping, a bad `targetPath`).
+    pub const VALUES_FROM_INVALID: &str = "ValuesFromInvalid";
+    /// Stalled: the identity the instance applies as may not read a `valuesFrom` object.
+    pub const VALUES_FROM_FORBIDDEN: &str = "ValuesFromForbidden";
+    /// Event only: drifted objects were re-applied (`drift.mode: Enabled`).
+    pub const DRIFT_CORRECTED: &str = "DriftCorrected";
+    /// Ready=False: a `dependsOn` entry is missing or not ready (the message names the first);
+    /// requeued at `--requeue-dependency` and woken when the dependency changes.
+    pub const DEPENDENCY_NOT_READY: &str = "DependencyNotReady";
+    /// Stalled: the `dependsOn` entries form a cycle (the message names it).
+    pub const DEPENDENCY_CYCLE: &str = "DependencyCycle";
+    /// Stalled: a `dependsOn` entry cannot be judged: its `readyExpr` does not compile or is not
+    /// a boolean, or it names another namespace without `--allow-cross-namespace-refs`.
+    pub const DEPENDENCY_INVALID: &str = "DependencyInvalid";
+    /// Deletion waits: an instance depending on this one is being deleted too (reverse order).
+    pub const DEPENDENTS_DELETING: &str = "DependentsDeleting";
 }
 
 /// Standard messages of §2.1.

@@ -52,9 +52,23 @@ impl Platform {
                 r#type: "kubernetes".to_owned(),
                 registry,
                 skew_policy: None,
+                verify: None,
             },
             status: None,
         }
+    }
+
+    /// Requires cosign signatures with the public keys of the Secret `secret` (operator
+    /// namespace).
+    #[must_use]
+    pub fn with_verify(mut self, secret: &str) -> Self {
+        self.spec.verify = Some(crate::verify::Verify {
+            provider: crate::verify::VerifyProvider::Cosign,
+            secret_ref: crate::verify::SecretRef {
+                name: secret.to_owned(),
+            },
+        });
+        self
     }
 
     /// Adds (or replaces) a registry entry.
@@ -166,6 +180,19 @@ impl ModuleInstance {
         }
     }
 
+    /// Requires the module to be signed with the public keys of the Secret `secret` (the
+    /// instance's namespace).
+    #[must_use]
+    pub fn with_verify(mut self, secret: &str) -> Self {
+        self.spec.verify = Some(crate::verify::Verify {
+            provider: crate::verify::VerifyProvider::Cosign,
+            secret_ref: crate::verify::SecretRef {
+                name: secret.to_owned(),
+            },
+        });
+        self
+    }
+
     /// Sets name and namespace.
     #[must_use]
     pub fn named(mut self, namespace: &str, name: &str) -> Self {
@@ -252,11 +279,12 @@ impl ModuleInstance {
             digest: String::new(),
             count,
             entries,
+            cluster: None,
         });
         self
     }
 
-    /// Adds to the inventory the entry a provider's rendered TransformerRegistration has (§4.1 step 6).
+    /// Adds to the inventory the entry a provider's rendered TransformerRegistration has (docs/design/operator.md §4.1 step 6).
     #[must_use]
     pub fn owning_claim(self) -> Self {
         let ns = self.metadata.namespace.clone().unwrap_or_default();

@@ -1,4 +1,4 @@
-//! CRD types of `opmodel.dev/v1alpha1` (operator-spec.md §1): ModuleInstance, ModulePackage,
+//! CRD types of `opmodel.dev/v1alpha1` (docs/design/operator.md §1): ModuleInstance, ModulePackage,
 //! Platform and TransformerRegistration, their conditions and reasons, and fixture builders.
 //!
 //! Architecture invariants:
@@ -15,9 +15,13 @@
 
 pub mod common;
 pub mod conditions;
+pub mod custom_health;
+pub mod depends_on;
+pub mod drift;
 pub mod duration;
 #[cfg(feature = "kinds")]
 pub mod fixtures;
+pub mod kube_config;
 #[cfg(feature = "kinds")]
 pub mod module_instance;
 #[cfg(feature = "kinds")]
@@ -25,7 +29,11 @@ pub mod module_package;
 #[cfg(feature = "kinds")]
 pub mod platform;
 #[cfg(feature = "kinds")]
+pub mod reference;
+#[cfg(feature = "kinds")]
 pub mod transformer_registration;
+pub mod values_from;
+pub mod verify;
 
 #[cfg(feature = "kinds")]
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -53,7 +61,7 @@ pub const GROUP: &str = "opmodel.dev";
 pub const VERSION: &str = "v1alpha1";
 /// `apiVersion` of every CRD object.
 pub const API_VERSION: &str = "opmodel.dev/v1alpha1";
-/// The only permitted Platform name (operator-spec §1.3).
+/// The only permitted Platform name (docs/design/operator.md §1.3).
 pub const PLATFORM_NAME: &str = "cluster";
 /// Annotation asking for a reconcile now (Flux's convention, so `kubectl annotate …
 /// reconcile.fluxcd.io/requestedAt="$(date +%s)" --overwrite` works as for Flux's kinds): any

@@ -1,4 +1,4 @@
-//! `ModuleInstance` (operator-spec.md §1.1): an instance of a published module (path@version +
+//! `ModuleInstance` (docs/design/operator.md §1.1): an instance of a published module (path@version +
 //! values), rendered on the leased platform and applied with server-side apply. Namespaced, short
 //! name `mi`, finalizer `opmodel.dev/cleanup`.
 
@@ -9,6 +9,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{ReconcileStatus, Rollout};
 use crate::conditions::HasConditions;
+use crate::custom_health::HealthCheckExpr;
+use crate::depends_on::DependsOn;
+use crate::drift::Drift;
+use crate::kube_config::KubeConfigReference;
+use crate::values_from::ValuesReference;
 
 /// Who manages the instance. Only the literal `cli` makes the operator hands-off.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
@@ -74,6 +79,40 @@ pub struct ModuleInstanceSpec {
     /// Rollout options.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,
+    /// Custom health checks: per kind, CEL expressions over the live object (`self`, and its
+    /// top-level fields by name as in Flux) judging it in progress, failed or current, used
+    /// instead of the built-in kstatus rules for that kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub health_check_exprs: Vec<HealthCheckExpr>,
+    /// Apply, prune, drift-check and health-check on the cluster of this kubeconfig (a Secret in
+    /// the instance's namespace) instead of the operator's own; the render happens here, the
+    /// ServiceAccount is impersonated there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::kube_config::optional_schema")]
+    pub kube_config: Option<KubeConfigReference>,
+    /// Values read from Secrets and ConfigMaps of the instance's namespace (as the identity the
+    /// instance applies as), merged in order, with `spec.values` merged on top (a later source
+    /// wins per key; maps merge deeply).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values_from: Vec<ValuesReference>,
+    /// Reconcile fully (render, drift check, health) every interval, with the operator's
+    /// `--interval-jitter-percentage` (Go duration, e.g. `10m`; unset or `0s`: only when something
+    /// changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"))]
+    pub interval: Option<String>,
+    /// Drift detection and correction (unset: the operator's `--default-drift-mode`, nothing
+    /// ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<Drift>,
+    /// ModuleInstances that must be ready before this one is rendered (Ready=True at their
+    /// generation, or their `readyExpr`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<DependsOn>,
+    /// Require the module to be signed (cosign, public keys from a Secret of this namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<crate::verify::Verify>,
 }
 
 /// Observed state of a ModuleInstance.

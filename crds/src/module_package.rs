@@ -1,4 +1,4 @@
-//! `ModulePackage` (operator-spec.md §1.2): an authored instance package (`instance.cue`) from a Flux
+//! `ModulePackage` (docs/design/operator.md §1.2): an authored instance package (`instance.cue`) from a Flux
 //! source artifact (OCIRepository, GitRepository, Bucket). Namespaced, short name `mpkg`, finalizer
 //! `opmodel.dev/cleanup`.
 
@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{ReconcileStatus, Rollout};
 use crate::conditions::HasConditions;
+use crate::custom_health::HealthCheckExpr;
+use crate::kube_config::KubeConfigReference;
 
 /// The Flux source holding the artifact (kind checked by the reconciler).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -26,16 +28,8 @@ pub struct SourceRef {
     pub namespace: Option<String>,
 }
 
-/// A ModulePackage this one waits for (same namespace only).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DependsOn {
-    /// Name of the ModulePackage.
-    pub name: String,
-    /// Namespace (must be the package's own).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-}
+/// A ModulePackage this one waits for (same namespace only; the type both kinds share).
+pub use crate::depends_on::DependsOn;
 
 /// Desired state of a ModulePackage.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -82,6 +76,14 @@ pub struct ModulePackageSpec {
     /// Rollout options.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,
+    /// Custom health checks (as ModuleInstance's `healthCheckExprs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub health_check_exprs: Vec<HealthCheckExpr>,
+    /// The cluster to apply to (as ModuleInstance's `kubeConfig`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::kube_config::optional_schema")]
+    pub kube_config: Option<KubeConfigReference>,
 }
 
 /// The artifact last fetched.

@@ -1,4 +1,4 @@
-//! `Platform` (operator-spec.md §1.3): the cluster singleton named `cluster` that pins catalogs.
+//! `Platform` (docs/design/operator.md §1.3): the cluster singleton named `cluster` that pins catalogs.
 //! Cluster-scoped, short name `plat`. The CRD's CEL rule refuses any other name; the webhook checks
 //! the rest (module paths, SemVer, majors).
 
@@ -98,6 +98,10 @@ pub struct PlatformSpec {
     /// `Warn` (unset) or `Refuse`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skew_policy: Option<SkewPolicy>,
+    /// Require every module and catalog the cluster renders to be signed (cosign, public keys
+    /// from a Secret of the operator's namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<crate::verify::Verify>,
 }
 
 /// Where a pinned catalog came from.
@@ -123,7 +127,7 @@ pub struct PinnedCatalog {
     pub source: RegistrySource,
 }
 
-/// Post-seed: what identifies the recorded package (operator-spec §5.4).
+/// What identifies the recorded package (docs/design/operator.md §5.4).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PackageIdentity {
@@ -153,10 +157,10 @@ pub struct PlatformStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["catalog"]))]
     pub registry: Vec<PinnedCatalog>,
-    /// Post-seed: identity of the recorded package.
+    /// Identity of the recorded package: the Platform generation and the active claims' digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub package_identity: Option<PackageIdentity>,
-    /// The value of the [`crate::RECONCILE_REQUEST_ANNOTATION`] annotation the last reconcile
+    /// The value of the `reconcile.fluxcd.io/requestedAt` annotation the last reconcile
     /// handled (Flux's `lastHandledReconcileAt`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_handled_reconcile_at: Option<String>,

@@ -1,4 +1,4 @@
-//! `TransformerRegistration` (operator-spec.md §1.4): a provider's claim that its catalog implements
+//! `TransformerRegistration` (docs/design/operator.md §1.4): a provider's claim that its catalog implements
 //! platform contracts. Cluster-scoped, short name `treg`, named `<instance ns>.<instance name>`
 //! (the CRD's CEL rule checks the dot; the webhook checks the exact name), finalizer
 //! `opmodel.dev/dependents`. Every spec field is CRD-required.
@@ -73,7 +73,7 @@ pub struct TransformerRegistrationStatus {
     /// The activation latch: once true, only deletion ends it.
     #[serde(default)]
     pub active: bool,
-    /// The value of the [`crate::RECONCILE_REQUEST_ANNOTATION`] annotation the last reconcile
+    /// The value of the `reconcile.fluxcd.io/requestedAt` annotation the last reconcile
     /// handled (Flux's `lastHandledReconcileAt`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_handled_reconcile_at: Option<String>,

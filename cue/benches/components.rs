@@ -3,7 +3,7 @@
 //! memory for each, each size in a fresh process so peaks do not mix. Evaluation cost must grow
 //! linearly in the component count.
 //!
-//! The schema has the shapes render-spec §3 lists as OPM's hot spots: primitives with a
+//! The schema has the shapes docs/design/render.md §3 lists as OPM's hot spots: primitives with a
 //! `spec!: (name): _` dynamic field, `#Component` fragments embedded several times into each
 //! component, `spec: close({_allFields})` built by comprehensions over the attached
 //! primitives, a default disjunction over a regex type (`resourceName: *name | #NameType`),

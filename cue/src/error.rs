@@ -1,4 +1,4 @@
-//! The crate's one error type, [`Error`] (style.md §6.1), and which error type goes where.
+//! The crate's one error type, [`Error`] (docs/design/conventions.md §6.1), and which error type goes where.
 //!
 //! - CUE errors are values: building, validating and exporting report [`Diagnostic`]s (module
 //!   `errors`), never an [`Error`].

@@ -1,4 +1,4 @@
-//! Diagnostics: the public form of evaluation errors (style.md §6.2). A [`Diagnostic`] has a
+//! Diagnostics: the public form of evaluation errors (docs/design/conventions.md §6.2). A [`Diagnostic`] has a
 //! stable [`DiagCode`], a value path, a message, a primary span and related spans (both sides of
 //! a conflict; for `field not allowed`, where the closed structs refusing the field are written,
 //! see `eval::closedness`). Line and column are computed only when rendering, from a

@@ -18,7 +18,7 @@
 //! that fails is typed where it arises and converts into the crate's one error type, [`Error`]
 //! (module `error`).
 //!
-//! Budget and stack (render-spec §2, style.md §5):
+//! Budget and stack (docs/design/render.md §2, docs/design/conventions.md §5):
 //! - a [`Runtime`] has one budget: `Config::max_steps` steps and a deadline `Config::max_wall_time`
 //!   after [`Runtime::new`], shared by every call on it and its values (never reset per call); a
 //!   spent budget makes every further evaluation a [`DiagCode::Limit`] diagnostic;

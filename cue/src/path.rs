@@ -1,7 +1,7 @@
 //! Value paths: [`Path`] and [`Selector`], the addresses the `Value` API takes and diagnostics
 //! print.
 //!
-//! Rules (render-spec §1.3–§1.8 address values by path; CUE `doc/ref/spec.md`, "Field
+//! Rules (docs/design/render.md §1.3–§1.8 address values by path; CUE `doc/ref/spec.md`, "Field
 //! declarations" and "Identifiers"):
 //! - a path is a sequence of selectors separated by `.`; a selector is a regular field (an
 //!   identifier, or a quoted string when the label is not an identifier), a definition (`#D`), a

@@ -2,7 +2,7 @@
 //! builds: packages from files or from a loaded module build, expressions in their scope, values
 //! from JSON data, and diagnostics rendered as text or as JSON-serialisable reports.
 //!
-//! Rules (render-spec §1.3–§2; style.md §2, §5):
+//! Rules (docs/design/render.md §1.3–§2; docs/design/conventions.md §2, §5):
 //! - a runtime has one budget, `Config::max_steps` steps and a deadline `Config::max_wall_time`
 //!   after [`Runtime::new`], shared by every call on it and its values (never reset per call); a
 //!   spent budget makes every further evaluation a [`DiagCode::Limit`] diagnostic, and

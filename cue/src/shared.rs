@@ -1,7 +1,7 @@
 //! The evaluator state a [`crate::Runtime`] and its [`crate::Value`]s share, and the one way an
 //! API call reaches it.
 //!
-//! Rules (render-spec §2, style.md §5):
+//! Rules (docs/design/render.md §2, docs/design/conventions.md §5):
 //! - the state (evaluator, source map, files) sits behind one mutex; a poisoned lock is taken
 //!   over, never a panic;
 //! - every API call that parses, compiles or evaluates runs through [`enter`]: first enough

@@ -3,7 +3,7 @@
 //! unification, validation, and export as data ([`crate::Data`]), JSON text, YAML, CUE text, a
 //! `serde_json::Value` or a typed decoding.
 //!
-//! Rules (render-spec §1.3–§1.8; style.md §2, §5; CUE `doc/ref/spec.md`):
+//! Rules (docs/design/render.md §1.3–§1.8; docs/design/conventions.md §2, §5; CUE `doc/ref/spec.md`):
 //! - a value is a handle into its runtime's evaluator; every method is one call on it (module
 //!   `shared`), and a method that builds something (unify, fill) returns a new value, the
 //!   receiver unchanged; a value of another runtime is unified as its concrete data;

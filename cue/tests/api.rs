@@ -1,4 +1,4 @@
-//! Tests of the public API of `cue` (render-spec §1.3–§1.8): paths, filtered field iteration,
+//! Tests of the public API of `cue` (docs/design/render.md §1.3–§1.8): paths, filtered field iteration,
 //! data in and out as `serde_json::Value`, decoding, diagnostic reports, and a render-shaped
 //! workload on 8 threads at once.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

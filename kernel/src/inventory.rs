@@ -1,4 +1,4 @@
-//! The inventory model and the reconcile digests (operator-spec.md §6.1–§6.2, lessons.md §5 rules
+//! The inventory model and the reconcile digests (docs/design/operator.md §6.1–§6.2, docs/design/principles.md rules
 //! 1–2).
 //!
 //! Rules implemented here:

@@ -13,7 +13,7 @@
 //! [`inventory`] the inventory model, stale set and digests, [`stack`] the one big-stack policy of
 //! every evaluating call.
 //!
-//! # The seam between the render kernel and its callers (operator-spec.md §2.0)
+//! # The seam between the render kernel and its callers (docs/design/operator.md §2.0)
 //!
 //! The reconcilers (`controller/`), the REST render API (`server/`) and `opm-operator render` call
 //! the kernel only through the types and traits in this module; the kernel (`render/`) implements
@@ -40,7 +40,7 @@ pub mod stack;
 /// The runtime name stamped as `app.kubernetes.io/managed-by` by the operator.
 pub const RUNTIME_NAME: &str = crds::labels::MANAGED_BY_OPERATOR;
 
-/// The reserved module path of the generated platform module (operator-spec §1.5).
+/// The reserved module path of the generated platform module (docs/design/operator.md §1.5).
 pub const PLATFORM_MODULE_PATH: &str = "opmodel.dev/platforms/cluster@v0";
 
 /// How a render treats a module built against a different core schema version.
@@ -63,7 +63,7 @@ impl SkewPolicy {
     }
 }
 
-/// How a caller reacts to a kernel error (render-spec §1.9, operator-spec §2.2 phase 1).
+/// How a caller reacts to a kernel error (docs/design/render.md §1.9, docs/design/operator.md §2.2 phase 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorClass {
     /// No platform is recorded in the store (requeue with backoff; HTTP 503).
@@ -81,6 +81,9 @@ pub enum ErrorClass {
     UnsupportedKind,
     /// An evaluation limit or deadline was exceeded (HTTP 504 for time, 413 for size).
     Timeout,
+    /// A signature policy (`spec.verify`) is in force and a module or catalog is not signed as
+    /// it requires (stalled `VerificationFailed`; nothing was evaluated).
+    Verification,
     /// Anything else (stalled `RenderFailed`; HTTP 422/500).
     Other,
 }
@@ -183,7 +186,7 @@ impl fmt::Display for KernelError {
 
 impl std::error::Error for KernelError {}
 
-/// One rendered Kubernetes object with its provenance (render-spec §1.8).
+/// One rendered Kubernetes object with its provenance (docs/design/render.md §1.8).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RenderedObject {
     /// The object, in CUE field order (concrete regular fields only).
@@ -194,7 +197,7 @@ pub struct RenderedObject {
     pub transformer: String,
 }
 
-/// The result of one render (operator-spec §2.0 RenderResult).
+/// The result of one render (docs/design/operator.md §2.0 RenderResult).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RenderResult {
     /// The instance name and namespace the render was for.
@@ -208,7 +211,7 @@ pub struct RenderResult {
     pub warnings: Vec<String>,
     /// Contract FQNs the components demand, sorted and de-duplicated.
     pub required_contracts: Vec<String>,
-    /// `sha256:<hex>` render digest (operator-spec §6.1).
+    /// `sha256:<hex>` render digest (docs/design/operator.md §6.1).
     pub digest: String,
 }
 
@@ -274,18 +277,18 @@ pub struct BuiltPlatform {
     pub deps: BTreeMap<String, String>,
     /// Transformer FQNs of the composed platform, sorted.
     pub transformers: Vec<String>,
-    /// The contract inventory (operator-spec §2.0).
+    /// The contract inventory (docs/design/operator.md §2.0).
     pub contracts: ContractInventory,
 }
 
-/// The platform's contract inventory (operator-spec §2.0, §3.5–§3.6; E0015 D5/D18).
+/// The platform's contract inventory (docs/design/operator.md §2.0, §3.5–§3.6; docs/design/decisions.md §9).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ContractInventory {
     /// Contract FQN → the enabled catalog (module path) defining it (the first in path order
     /// when several do: see `collisions`).
     pub defined_by: BTreeMap<String, String>,
     /// Contract FQN → every enabled entry (catalog module path) defining it, sorted, for the
-    /// contracts more than one enabled entry defines (post-seed `ContractCollisions`, operator-spec
+    /// contracts more than one enabled entry defines (post-seed `ContractCollisions`, docs/design/operator.md
     /// §3.5 step 4). Empty when every contract has one definition.
     pub collisions: BTreeMap<String, Vec<String>>,
     /// Contract FQN → transformer FQNs requiring it, sorted.
@@ -308,7 +311,7 @@ pub struct ContractInventory {
     pub fulfilled: bool,
 }
 
-/// Two transformers whose predicates are comparable (operator-spec §3.5 `ComparablePredicates`).
+/// Two transformers whose predicates are comparable (docs/design/operator.md §3.5 `ComparablePredicates`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ComparablePair {
     /// The broader transformer FQN.
@@ -319,7 +322,7 @@ pub struct ComparablePair {
     pub contracts: Vec<String>,
 }
 
-/// One entry of the generated platform module (operator-spec §3.2).
+/// One entry of the generated platform module (docs/design/operator.md §3.2).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PlatformEntry {
     /// Catalog module path with major (`fixtures.test/catalogs/mini@v0`).
@@ -339,7 +342,7 @@ pub struct PlatformInput {
     pub entries: Vec<PlatformEntry>,
 }
 
-/// What the Platform reconciler needs from the kernel (operator-spec §3.3–§3.5).
+/// What the Platform reconciler needs from the kernel (docs/design/operator.md §3.3–§3.5).
 pub trait PlatformBuilder: Send + Sync {
     /// Computes the closure and returns the generated files (`cue.mod/module.cue`,
     /// `platform.cue`), byte-identical for the same input and registry content.
@@ -387,7 +390,7 @@ pub struct CatalogInfo {
 /// Why a catalog could not be acquired.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AcquireError {
-    /// The artifact is not a catalog (checked by type: operator-spec §4.1 step 4).
+    /// The artifact is not a catalog (checked by type: docs/design/operator.md §4.1 step 4).
     WrongKind(String),
     /// Any other failure (not found, registry down, bad artifact, evaluation error).
     Other(KernelError),
@@ -404,7 +407,7 @@ impl fmt::Display for AcquireError {
 
 impl std::error::Error for AcquireError {}
 
-/// Acquires a catalog by coordinate (operator-spec §2.0 `CatalogAcquirer`).
+/// Acquires a catalog by coordinate (docs/design/operator.md §2.0 `CatalogAcquirer`).
 pub trait CatalogAcquirer: Send + Sync {
     /// Pulls `path` (major-suffixed) at bare SemVer `version` and reads what it provides and
     /// requires.

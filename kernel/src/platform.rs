@@ -1,11 +1,11 @@
-//! The platform store and its on-disk layout (operator-spec.md §5, keyed per §5.4 / DESIGN.md §3
+//! The platform store and its on-disk layout (docs/design/operator.md §5, keyed per §5.4 / docs/design/architecture.md §3
 //! "Platform store lease key").
 //!
 //! The Platform reconciler generates a CUE platform package, writes it under `--platform-dir` with
 //! [`Layout`], builds it, and records it in the process-local [`Store`]. Renders (and the
 //! TransformerRegistration reconciler) [`Store::lease`] the current record and read its directory.
 //!
-//! # Generation and build (operator-spec.md §3.3–§3.5, §4.1)
+//! # Generation and build (docs/design/operator.md §3.3–§3.5, §4.1)
 //! [`closure`] computes the platform module's dependency closure over published module files,
 //! [`generate`] writes the deterministic `cue.mod/module.cue` + `platform.cue`, [`build`] loads
 //! the written package (shape-gated) and reads the contract inventory that [`contracts`]
@@ -16,7 +16,7 @@
 //! Everything is keyed on [`PackageIdentity`] — `(generation, active-claims digest)`, written
 //! `gen-<N>` or `gen-<N>-<16 hex>` — never on the generation alone. A claim activating at an
 //! unchanged Platform generation therefore yields a new identity, a new directory beside the old one
-//! and a new store key, so it can never pull a directory from under a render (the hazard of §5.3).
+//! and a new store key, so it can never pull a directory from under a render (the hazard of docs/design/operator.md §5.3).
 //!
 //! # What a reader may assume
 //! - While it holds a lease (from [`Store::lease`] until the [`LeaseGuard`] is released or dropped),

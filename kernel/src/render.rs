@@ -1,25 +1,25 @@
-//! The render kernel: OPM modules in, Kubernetes objects out (render-spec.md §1; operator-spec.md
-//! §2.0 `ModuleRenderer`; DESIGN.md §3).
+//! The render kernel: OPM modules in, Kubernetes objects out (docs/design/render.md §1; docs/design/operator.md
+//! §2.0 `ModuleRenderer`; docs/design/architecture.md §3).
 //!
 //! Pipeline of one render ([`Renderer::render`]), each step in its own part:
-//! 1. **Acquire and stage** (`stage`, render-spec §1.2–§1.3): pull `path@version` through the
+//! 1. **Acquire and stage** (`stage`, docs/design/render.md §1.2–§1.3): pull `path@version` through the
 //!    registry, stage it in memory as the main module of the render build with the promoted deps
 //!    (`deps`), synthesize the instance package (values as JSON data) and the render glue, and
 //!    build once, in a fresh [`cue::Runtime`] bounded by the renderer's [`cue::Config`].
-//! 2. **Shape gate and identity** (§1.2 steps 3–4): the module's root package must have `kind`
+//! 2. **Shape gate and identity** (docs/design/render.md §1.2 steps 3–4): the module's root package must have `kind`
 //!    concretely `"Module"` and concrete `metadata.{name, modulePath, version}`; `modulePath` must
 //!    equal the requested path and `version` the tag without its `v` ([`Error::Identity`]).
-//! 3. **Skew** (§1.7, D7/D18): the module's own requirements against the platform's tidied list;
+//! 3. **Skew** (docs/design/render.md §1.7, docs/design/decisions.md §18): the module's own requirements against the platform's tidied list;
 //!    newer → a warning (Warn) or [`Error::Skew`] (Refuse).
-//! 4. **Instance** (§1.3): the values unify with the instance's `#module.#config` (closedness,
+//! 4. **Instance** (docs/design/render.md §1.3): the values unify with the instance's `#module.#config` (closedness,
 //!    bounds; each problem is an [`Error::Values`] named `values.<path>`, whatever the core does
 //!    with `values`), then the whole instance validates concretely (its regular fields, with
 //!    what they hold; not the instance's own `#module` copy, see `validate_instance`); problems
 //!    under `values` are [`Error::Values`] (each names `values.<path>` and the positions of the schema constraint and
 //!    the value), others [`Error::Instance`]; then the metadata is decoded.
-//! 5. **Match** (`matcher`, §1.6, D28): in Rust over the build (the choice and its reason are in
+//! 5. **Match** (`matcher`, docs/design/render.md §1.6, docs/design/decisions.md §26): in Rust over the build (the choice and its reason are in
 //!    the `matcher` docs).
-//! 6. **Execute** (§1.6–§1.8): for each pair sorted by (component, transformer FQN), the
+//! 6. **Execute** (docs/design/render.md §1.6–§1.8): for each pair sorted by (component, transformer FQN), the
 //!    transformer's `#transform` is unified with the component and the context (data: instance and
 //!    component metadata, runtime name) and its `output` exported; a struct output is one
 //!    object, a list one object per element (an empty list none), anything else an error; each
@@ -28,7 +28,7 @@
 //!    afterwards, so a render never holds more than one output's evaluation at a time.
 //! 7. **Result**: objects (JSON in CUE field order) with provenance, inventory entries
 //!    (`inventory::entries_of`), warnings, required contracts (sorted, unique) and the render
-//!    digest (`inventory::render_digest`, operator-spec §6.1).
+//!    digest (`inventory::render_digest`, docs/design/operator.md §6.1).
 //!
 //! Renders share nothing: each has its own runtime, and the evaluator runs on a thread of the
 //! render's own with a stack sized from the config, so callers may call from `spawn_blocking`.
@@ -42,7 +42,7 @@
 //!
 //! Known gaps (written down, not hidden): the promotion invariant check (an OPM path resolving off the roots) is
 //! not checked beyond "the platform wins every shared path"; the context is built the alpha.4 way
-//! (instance and component metadata + runtime name), not by a D12 projection in core.
+//! (instance and component metadata + runtime name), not by a projection in core (docs/design/decisions.md §22).
 
 pub mod deps;
 pub mod error;
@@ -93,7 +93,7 @@ fn field(name: &str) -> Selector {
     Selector::Field(name.to_string())
 }
 
-/// The instance metadata the kernel decodes (render-spec §1.3).
+/// The instance metadata the kernel decodes (docs/design/render.md §1.3).
 #[derive(Debug, Clone, serde::Deserialize)]
 struct InstanceMeta {
     name: String,
@@ -143,6 +143,16 @@ impl Renderer {
             registry,
             config: cue::Config::default(),
             runtime_name: RUNTIME_NAME.to_string(),
+        }
+    }
+
+    /// The same renderer (limits, runtime name) fetching through `registry` instead: a render
+    /// whose modules must pass a signature policy of its own fetches through a verifying view of
+    /// the shared client.
+    pub fn with_registry(&self, registry: Arc<dyn Registry>) -> Renderer {
+        Renderer {
+            registry,
+            ..self.clone()
         }
     }
 
@@ -315,7 +325,7 @@ impl Renderer {
             coordinate: coord.clone(),
             problems: Vec::new(),
         })?;
-        // Values against the module's `#config` first (§1.3 "Validate (values vs #config)"): a
+        // Values against the module's `#config` first (docs/design/render.md §1.3): a
         // core whose instance leaves `values` open and unifies it with `#config` only inside a
         // `let` (alpha.4: `values: _`, `let unifiedModule = #module & {#config: values}`) would
         // let an unknown key through, or report it under `components.…`.
@@ -595,7 +605,7 @@ fn hit_limit(d: &[Diagnostic]) -> bool {
     d.iter().any(|x| x.code == cue::DiagCode::Limit)
 }
 
-/// Whole-instance concreteness (render-spec §1.3, §4.7): every regular field of the instance
+/// Whole-instance concreteness (docs/design/render.md §1.3, §4.7): every regular field of the instance
 /// validates concretely, errors in hidden fields and definitions inside them included. The
 /// instance's own definitions (`#module`, `#moduleMetadata`: the module as declared, before
 /// the values are unified in) are not walked: a render reads what `components`, `values` and

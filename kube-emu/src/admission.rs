@@ -5,7 +5,8 @@
 //! whose `namespaceSelector`/`objectSelector` match is sent an `admission.k8s.io/v1`
 //! AdmissionReview by POST to `clientConfig.url`, or to `clientConfig.service` resolved through
 //! `Options::service_urls` (`namespace/name` → base URL) plus `path`. HTTPS trusts only
-//! `caBundle` (rustls with ring); plain `http://` URLs are accepted as an emulator extension.
+//! `caBundle` (rustls with ring) and, for a Service, verifies the certificate for the Service's
+//! DNS name `<name>.<namespace>.svc` (as the apiserver does), not the mapped address; plain `http://` URLs are accepted as an emulator extension.
 //! `timeoutSeconds` (default 10) bounds the call. A denial becomes
 //! `admission webhook "<name>" denied the request: <message>` with the webhook's code (at least
 //! 400), reason and `details` (as the apiserver's ToStatusErr). A failed call fails the request with 500 under `failurePolicy: Fail` (the default) and is
@@ -194,9 +195,12 @@ pub async fn run(
     Ok(())
 }
 
-fn target_url(sh: &Shared, cc: &Value) -> Result<String, String> {
+/// Where to send the review, and the name its serving certificate must carry: a `url` is
+/// verified against its own host; a `service` reference against the Service's DNS name
+/// `<name>.<namespace>.svc`, as the apiserver verifies it, whatever address the emulator maps it to.
+fn target_url(sh: &Shared, cc: &Value) -> Result<(String, Option<String>), String> {
     if let Some(u) = cc["url"].as_str() {
-        return Ok(u.to_string());
+        return Ok((u.to_string(), None));
     }
     let svc = &cc["service"];
     let ns = svc["namespace"].as_str().unwrap_or("");
@@ -208,7 +212,10 @@ fn target_url(sh: &Shared, cc: &Value) -> Result<String, String> {
             format!("service \"{ns}/{name}\" has no URL mapping (Options::service_urls)")
         })?;
     let path = svc["path"].as_str().unwrap_or("");
-    Ok(format!("{}{}", base.trim_end_matches('/'), path))
+    Ok((
+        format!("{}{}", base.trim_end_matches('/'), path),
+        Some(format!("{name}.{ns}.svc")),
+    ))
 }
 
 fn tls_config(ca_bundle: &str) -> Result<Arc<rustls::ClientConfig>, String> {
@@ -230,7 +237,7 @@ fn tls_config(ca_bundle: &str) -> Result<Arc<rustls::ClientConfig>, String> {
 }
 
 async fn call(sh: &Shared, cc: &Value, review: &Value) -> Result<Value, String> {
-    let url = target_url(sh, cc)?;
+    let (url, service_name) = target_url(sh, cc)?;
     let uri: http::Uri = url
         .parse()
         .map_err(|e| format!("invalid webhook URL {url:?}: {e}"))?;
@@ -254,9 +261,9 @@ async fn call(sh: &Shared, cc: &Value, review: &Value) -> Result<Value, String> 
         .map_err(|e| format!("failed to call webhook: Post \"{url}\": {e}"))?;
     let resp = if https {
         let cfg = tls_config(cc["caBundle"].as_str().unwrap_or(""))?;
+        let verify_as = service_name.unwrap_or_else(|| host.trim_matches(['[', ']']).to_string());
         let server_name =
-            rustls_pki_types::ServerName::try_from(host.trim_matches(['[', ']']).to_string())
-                .map_err(|e| e.to_string())?;
+            rustls_pki_types::ServerName::try_from(verify_as).map_err(|e| e.to_string())?;
         let tls = tokio_rustls::TlsConnector::from(cfg)
             .connect(server_name, tcp)
             .await

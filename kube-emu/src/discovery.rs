@@ -9,12 +9,13 @@ use serde_json::{json, Value};
 
 use crate::state::State;
 
-/// `/version`: a current minor (1.36), so kubectl 1.35–1.37 print no version-skew warning; the
-/// differences from a real 1.36 API server are listed in the crate's README.
+/// `/version`: 1.37, the Kubernetes version of `k8s-openapi`'s `latest` feature, whose types
+/// define the built-in resources served (`builtin`); kubectl 1.36–1.38 print no version-skew
+/// warning. The differences from a real 1.37 API server are listed in the crate's README.
 pub fn version() -> Value {
     json!({
-        "major": "1", "minor": "36",
-        "gitVersion": "v1.36.0-kube-emu",
+        "major": "1", "minor": "37",
+        "gitVersion": "v1.37.0-kube-emu",
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
         "buildDate": "2026-01-01T00:00:00Z",
@@ -100,6 +101,17 @@ pub fn resource_list(st: &State, group: &str, version: &str) -> Option<Value> {
                 "namespaced": rt.namespaced,
                 "kind": rt.kind,
                 "verbs": ["get", "patch", "update"],
+            }));
+        }
+        if rt.group.is_empty() && rt.plural == "serviceaccounts" {
+            res.push(json!({
+                "name": "serviceaccounts/token",
+                "singularName": "",
+                "namespaced": true,
+                "group": "authentication.k8s.io",
+                "version": "v1",
+                "kind": "TokenRequest",
+                "verbs": ["create"],
             }));
         }
         if rt.scale.is_some() {

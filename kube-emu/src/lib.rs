@@ -5,11 +5,13 @@
 //! What it emulates, and every known difference from a real apiserver, is listed in the crate's
 //! README.md. Module map: `server` (HTTP, auth, watch), `ops` (verbs), `state` (store, history,
 //! store controllers), `ssa`/`fieldset` (managedFields), `patch`, `schema` (CRD structural
-//! schemas), `cel` (CRD validation rules), `immutable` (fields updates may not change), `selector`, `rbac`, `admission`, `discovery`, `openapi` (CRD schemas for `kubectl explain`), `resources`, `table` (server-side printing), `protobuf` (Kubernetes protobuf request bodies), `events` (one store for core and `events.k8s.io` Events), `fault` (request-fault injection for tests), `snapshot` (store persistence for the dev cluster), `simulate` (opt-in workload statuses).
+//! schemas), `authn` (tokens, TokenRequest, impersonation), `audit` (the audit log), `validation_rules` (CRD validation rules on the `cel` crate), `immutable` (fields updates may not change), `selector`, `rbac`, `admission`, `discovery`, `openapi` (CRD schemas for `kubectl explain`), `resources` (the resource registry; built-ins from `builtin`, computed from `k8s-openapi`'s types), `table` (server-side printing), `protobuf` (Kubernetes protobuf request bodies), `events` (one store for core and `events.k8s.io` Events), `fault` (request-fault injection for tests), `snapshot` (store persistence for the dev cluster), `simulate` (opt-in workload statuses).
 
 pub mod admission;
 pub mod api_error;
-pub mod cel;
+pub mod audit;
+pub mod authn;
+pub mod builtin;
 pub mod discovery;
 pub mod error;
 pub mod events;
@@ -34,6 +36,7 @@ pub mod state;
 pub mod table;
 pub mod timefmt;
 mod tls;
+pub mod validation_rules;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -63,6 +66,8 @@ pub struct Options {
     pub snapshot: Option<std::path::PathBuf>,
     /// Give workloads the status a controller would (see [`simulate`]); `None`: never.
     pub workloads: Option<simulate::Workloads>,
+    /// Append one `audit.k8s.io/v1` Event per request to this file (see [`audit`]).
+    pub audit_log: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -76,6 +81,7 @@ impl Default for Options {
             tls: false,
             snapshot: None,
             workloads: None,
+            audit_log: None,
         }
     }
 }
@@ -96,6 +102,8 @@ pub struct Shared {
     pub admin_token: String,
     /// Injected request faults (see [`fault`]).
     pub faults: fault::Faults,
+    /// The audit log, when one is written (see [`audit`]).
+    pub audit: Option<audit::AuditLog>,
 }
 
 /// A running emulator.
@@ -129,6 +137,10 @@ impl Emulator {
                 snap.restore(&mut st);
             }
         }
+        let audit = match &opts.audit_log {
+            Some(path) => Some(audit::AuditLog::open(path)?),
+            None => None,
+        };
         let changes = st.tx.subscribe();
         // Objects restored from a snapshot were never seen by the simulator: they are looked
         // at once, as if just changed.
@@ -151,6 +163,7 @@ impl Emulator {
             addr: addr.to_string(),
             admin_token: format!("kube-emu-admin-{}", uuid::Uuid::new_v4().simple()),
             faults: fault::Faults::default(),
+            audit,
         });
         // The apiserver accepts request bodies up to 3 MiB; axum's default is 2 MiB.
         let app = axum::Router::new()

@@ -33,9 +33,11 @@
 //!   its compiled-in types for strategic merge, as before.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use serde_json::{json, Map, Value};
 
+use crate::builtin;
 use crate::state::State;
 
 /// One published definition.
@@ -59,7 +61,8 @@ fn def_name(group: &str, version: &str, kind: &str) -> String {
     format!("{}.{version}.{kind}", reversed_group(group))
 }
 
-fn defs(st: &State) -> Vec<Def> {
+/// The definitions of the stored CRDs' served versions.
+fn defs_of_crds(st: &State) -> Vec<Def> {
     let mut out = Vec::new();
     for rt in st.types.values().filter(|t| t.custom) {
         for version in &rt.versions {
@@ -164,13 +167,15 @@ fn to_v2(s: &Value) -> Value {
 
 /// `/openapi/v2` as JSON: the CRDs' definitions and the operations of every served resource.
 pub fn v2_json(st: &State) -> Value {
-    let defs: Map<String, Value> = defs(st)
-        .into_iter()
-        .map(|d| (d.name, to_v2(&d.schema)))
-        .collect();
+    let mut defs = builtin_definitions().clone();
+    defs.extend(
+        defs_of_crds(st)
+            .into_iter()
+            .map(|d| (d.name, to_v2(&d.schema))),
+    );
     json!({
         "swagger": "2.0",
-        "info": {"title": "kube-emu", "version": "v1.36.0"},
+        "info": {"title": "kube-emu", "version": "v1.37.0"},
         "paths": v2_paths(st),
         "definitions": defs,
     })
@@ -298,11 +303,16 @@ fn v2_paths(st: &State) -> Map<String, Value> {
     for rt in st.types.values() {
         for version in &rt.versions {
             let gvk = json!({"group": rt.group, "version": version, "kind": rt.kind});
-            let schema = match rt.schema(version) {
-                Some(_) => {
+            let builtin_def = builtin::table()
+                .rows
+                .iter()
+                .find(|r| r.group == rt.group && r.version == version && r.plural == rt.plural);
+            let schema = match (rt.schema(version), builtin_def) {
+                (Some(_), _) => {
                     json!({"$ref": format!("#/definitions/{}", def_name(&rt.group, version, &rt.kind))})
                 }
-                None => json!({"type": "object"}),
+                (None, Some(b)) => json!({"$ref": format!("#/definitions/{}", b.definition)}),
+                (None, None) => json!({"type": "object"}),
             };
             let gv = gv_camel(&rt.group, version);
             let scope = if rt.namespaced { "Namespaced" } else { "" };
@@ -681,15 +691,107 @@ pub fn v2_proto(st: &State) -> Vec<u8> {
     out.0
 }
 
+/// The built-in kinds' definitions in the v2 form (`$ref`s to `#/definitions/`), each served
+/// kind's root tagged with `x-kubernetes-group-version-kind`; computed once per process.
+fn builtin_definitions() -> &'static Map<String, Value> {
+    static DEFS: OnceLock<Map<String, Value>> = OnceLock::new();
+    DEFS.get_or_init(|| {
+        let table = builtin::table();
+        let mut defs = table.definitions.clone();
+        for row in &table.rows {
+            if let Some(d) = defs.get_mut(&row.definition).and_then(Value::as_object_mut) {
+                d.insert(
+                    "x-kubernetes-group-version-kind".into(),
+                    json!([{"group": row.group, "version": row.version, "kind": row.kind}]),
+                );
+            }
+        }
+        defs
+    })
+}
+
+/// The `group/version` path of a v3 document (`api/v1`, `apis/apps/v1`).
+fn v3_path(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
 /// `/openapi/v3`: the index of group-version documents.
 pub fn v3_root(st: &State) -> Value {
     let mut paths = BTreeMap::new();
-    for d in defs(st) {
-        let p = format!("apis/{}/{}", d.group, d.version);
+    let gvs = builtin::table()
+        .rows
+        .iter()
+        .map(|r| (r.group.to_string(), r.version.to_string()))
+        .chain(defs_of_crds(st).into_iter().map(|d| (d.group, d.version)));
+    for (group, version) in gvs {
+        let p = v3_path(&group, &version);
         let url = format!("/openapi/v3/{p}");
         paths.insert(p, json!({"serverRelativeURL": url}));
     }
     json!({"paths": paths})
+}
+
+/// Rewrites `#/definitions/` references to `#/components/schemas/` (the v3 form).
+fn to_v3_refs(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m.iter_mut() {
+                if k == "$ref" {
+                    if let Some(r) = child
+                        .as_str()
+                        .and_then(|r| r.strip_prefix("#/definitions/"))
+                    {
+                        *child = json!(format!("#/components/schemas/{r}"));
+                    }
+                } else {
+                    to_v3_refs(child);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(to_v3_refs),
+        _ => {}
+    }
+}
+
+/// Adds `name` and every built-in definition it references to `out` (v3 form).
+fn reachable(name: &str, defs: &Map<String, Value>, out: &mut Map<String, Value>) {
+    if out.contains_key(name) {
+        return;
+    }
+    let Some(d) = defs.get(name) else {
+        return;
+    };
+    let mut d = d.clone();
+    to_v3_refs(&mut d);
+    let mut refs = Vec::new();
+    collect_refs(&d, &mut refs);
+    out.insert(name.to_string(), d);
+    for r in refs {
+        reachable(&r, defs, out);
+    }
+}
+
+fn collect_refs(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m {
+                match (k.as_str(), child.as_str()) {
+                    ("$ref", Some(r)) => {
+                        if let Some(n) = r.strip_prefix("#/components/schemas/") {
+                            out.push(n.to_string());
+                        }
+                    }
+                    _ => collect_refs(child, out),
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|c| collect_refs(c, out)),
+        _ => {}
+    }
 }
 
 /// The `paths` entries of one definition: its collection and object paths (namespaced and
@@ -723,7 +825,25 @@ fn v3_paths(d: &Def, paths: &mut Map<String, Value>) {
 pub fn v3_group_version(st: &State, group: &str, version: &str) -> Option<Value> {
     let mut schemas = Map::new();
     let mut paths = Map::new();
-    for d in defs(st)
+    let builtins = builtin_definitions();
+    for row in builtin::table()
+        .rows
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+    {
+        reachable(&row.definition, builtins, &mut schemas);
+        let d = Def {
+            name: row.definition.clone(),
+            group: row.group.to_string(),
+            version: row.version.to_string(),
+            kind: row.kind.to_string(),
+            plural: row.plural.to_string(),
+            namespaced: row.namespaced,
+            schema: Value::Null,
+        };
+        v3_paths(&d, &mut paths);
+    }
+    for d in defs_of_crds(st)
         .into_iter()
         .filter(|d| d.group == group && d.version == version)
     {
@@ -976,7 +1096,10 @@ mod tests {
         assert_eq!(params, [b"name".to_vec(), b"namespace".to_vec()]);
         // The definitions are still there.
         let defs = field(&one(&pb, &[9]), 1);
-        assert_eq!(one(&defs[0], &[1]), b"com.example.v1.Widget");
+        let names: Vec<Vec<u8>> = defs.iter().map(|d| one(d, &[1])).collect();
+        for name in ["com.example.v1.Widget", "io.k8s.api.apps.v1.Deployment"] {
+            assert!(names.iter().any(|n| n == name.as_bytes()), "{name}");
+        }
     }
 
     #[test]

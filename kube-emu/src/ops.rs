@@ -13,7 +13,8 @@
 //! an update that removes the last finalizer of such an object deletes it; no finalizer may be
 //! added once deleting. Deleting a namespace makes it Terminating and cascades (see state.rs).
 //! Custom resources are pruned, defaulted and validated against their structural schema and
-//! their `x-kubernetes-validations` rules (see `schema` and `cel`).
+//! their `x-kubernetes-validations` rules (see `schema` and `validation_rules`). An apply patch
+//! that creates its object is authorized as `create` as well as `patch`, as the apiserver does.
 
 use std::sync::Arc;
 
@@ -22,7 +23,6 @@ use serde_json::{json, Value};
 
 use crate::admission;
 use crate::api_error::{ApiError, ApiResult};
-use crate::cel;
 use crate::events;
 use crate::fieldset::Shape;
 use crate::immutable;
@@ -34,6 +34,7 @@ use crate::selector::{FieldSelector, LabelSelector};
 use crate::ssa::{self, Scope};
 use crate::state::{Change, State};
 use crate::timefmt;
+use crate::validation_rules;
 use crate::Shared;
 
 /// Converts a stored object to the requested version (apiVersion only: no conversion webhooks;
@@ -354,9 +355,18 @@ fn custom_schema(t: &Target, new: &mut Value, old: Option<&Value>, name: &str) -
         schema::default(new, s);
         let mut errs = Vec::new();
         schema::validate(new, s, "", &mut errs);
-        errs.extend(cel::validate(new, old, s));
-        if !errs.is_empty() {
-            return Err(invalid(t, name, errs));
+        let mut causes: Vec<(&'static str, String, String)> = errs
+            .into_iter()
+            .map(|(f, m)| ("FieldValueInvalid", f, m))
+            .collect();
+        causes.extend(validation_rules::validate(new, old, s));
+        if !causes.is_empty() {
+            return Err(ApiError::invalid_typed(
+                &t.rt.group,
+                &t.rt.kind,
+                name,
+                causes,
+            ));
         }
     }
     Ok(())
@@ -753,6 +763,21 @@ pub async fn patch(
                 None => {
                     if t.sub == "status" {
                         return Err(t.not_found());
+                    }
+                    // An apply that creates is authorized as `create` too (the apiserver's
+                    // patch handler, "Patch and Apply" in the API concepts).
+                    let attrs = crate::rbac::Attributes {
+                        verb: "create",
+                        group: &t.rt.group,
+                        resource: &t.rt.plural,
+                        subresource: "",
+                        namespace: &t.ns,
+                        name: &t.name,
+                    };
+                    if !crate::authn::authorize(st, &r.user, &attrs) {
+                        return Err(ApiError::forbidden(crate::rbac::forbidden_message(
+                            &r.user, &attrs,
+                        )));
                     }
                     json!({"metadata": {"name": t.name}})
                 }

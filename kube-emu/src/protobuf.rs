@@ -130,6 +130,7 @@ fn root_message(group: &str, kind: &str) -> Option<&'static str> {
         ("rbac.authorization.k8s.io", "RoleBinding") => "RoleBinding",
         ("rbac.authorization.k8s.io", "ClusterRoleBinding") => "ClusterRoleBinding",
         ("authorization.k8s.io", "SelfSubjectAccessReview") => "SelfSubjectAccessReview",
+        ("authentication.k8s.io", "TokenRequest") => "TokenRequest",
         ("" | "meta.k8s.io", "DeleteOptions") => "DeleteOptions",
         _ => return None,
     })
@@ -980,6 +981,38 @@ fn fields(msg: &str) -> Option<&'static [Fd]> {
                     o(3, "status", m("SubjectAccessReviewStatus")),
                 ]
             }
+        }
+        // authentication/v1
+        "TokenRequest" => {
+            const {
+                &[
+                    o(1, "metadata", m("ObjectMeta")),
+                    o(2, "spec", m("TokenRequestSpec")),
+                    o(3, "status", m("TokenRequestStatus")),
+                ]
+            }
+        }
+        "TokenRequestSpec" => {
+            const {
+                &[
+                    r(1, "audiences", S),
+                    p(4, "expirationSeconds", I64),
+                    o(3, "boundObjectRef", m("BoundObjectReference")),
+                ]
+            }
+        }
+        "BoundObjectReference" => {
+            const {
+                &[
+                    o(1, "kind", S),
+                    o(2, "apiVersion", S),
+                    o(3, "name", S),
+                    o(4, "uid", S),
+                ]
+            }
+        }
+        "TokenRequestStatus" => {
+            const { &[o(1, "token", S), o(2, "expirationTimestamp", m("Time"))] }
         }
         "SelfSubjectAccessReviewSpec" => {
             const {

@@ -1,10 +1,13 @@
 //! The resource registry: which group/version/resource triples exist, their kinds, scope,
-//! subresources, and (for custom resources) their structural schemas. Built-in kinds are a fixed
-//! table; custom kinds are added and removed as CustomResourceDefinition objects are written.
+//! subresources, and (for custom resources) their structural schemas. Built-in kinds come from
+//! `k8s-openapi`'s types (`builtin`); custom kinds are added and removed as
+//! CustomResourceDefinition objects are written.
 
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
+
+use crate::builtin;
 
 /// One served resource (all of its versions).
 #[derive(Debug, Clone)]
@@ -59,14 +62,6 @@ impl ScalePaths {
     }
 }
 
-/// The built-in resources with a `/scale` subresource (of those kube-emu serves; a real apiserver
-/// adds replicationcontrollers).
-const SCALABLE: &[(&str, &str)] = &[
-    ("apps", "deployments"),
-    ("apps", "replicasets"),
-    ("apps", "statefulsets"),
-];
-
 /// Verbs of an ordinary resource.
 pub const ALL_VERBS: &[&str] = &[
     "create",
@@ -105,278 +100,36 @@ impl ResourceType {
     }
 }
 
-struct B {
-    g: &'static str,
-    v: &'static [&'static str],
-    plural: &'static str,
-    kind: &'static str,
-    ns: bool,
-    status: bool,
-    short: &'static [&'static str],
-}
-
-const BUILTINS: &[B] = &[
-    B {
-        g: "",
-        v: &["v1"],
-        plural: "namespaces",
-        kind: "Namespace",
-        ns: false,
-        status: true,
-        short: &["ns"],
-    },
-    B {
-        g: "",
-        v: &["v1"],
-        plural: "serviceaccounts",
-        kind: "ServiceAccount",
-        ns: true,
-        status: false,
-        short: &["sa"],
-    },
-    B {
-        g: "",
-        v: &["v1"],
-        plural: "configmaps",
-        kind: "ConfigMap",
-        ns: true,
-        status: false,
-        short: &["cm"],
-    },
-    B {
-        g: "",
-        v: &["v1"],
-        plural: "secrets",
-        kind: "Secret",
-        ns: true,
-        status: false,
-        short: &[],
-    },
-    B {
-        g: "",
-        v: &["v1"],
-        plural: "services",
-        kind: "Service",
-        ns: true,
-        status: true,
-        short: &["svc"],
-    },
-    B {
-        g: "",
-        v: &["v1"],
-        plural: "events",
-        kind: "Event",
-        ns: true,
-        status: false,
-        short: &["ev"],
-    },
-    B {
-        g: "",
-        v: &["v1"],
-        plural: "pods",
-        kind: "Pod",
-        ns: true,
-        status: true,
-        short: &["po"],
-    },
-    B {
-        g: "events.k8s.io",
-        v: &["v1"],
-        plural: "events",
-        kind: "Event",
-        ns: true,
-        status: false,
-        short: &["ev"],
-    },
-    B {
-        g: "coordination.k8s.io",
-        v: &["v1"],
-        plural: "leases",
-        kind: "Lease",
-        ns: true,
-        status: false,
-        short: &[],
-    },
-    B {
-        g: "apps",
-        v: &["v1"],
-        plural: "deployments",
-        kind: "Deployment",
-        ns: true,
-        status: true,
-        short: &["deploy"],
-    },
-    B {
-        g: "apps",
-        v: &["v1"],
-        plural: "statefulsets",
-        kind: "StatefulSet",
-        ns: true,
-        status: true,
-        short: &["sts"],
-    },
-    B {
-        g: "apps",
-        v: &["v1"],
-        plural: "daemonsets",
-        kind: "DaemonSet",
-        ns: true,
-        status: true,
-        short: &["ds"],
-    },
-    B {
-        g: "apps",
-        v: &["v1"],
-        plural: "replicasets",
-        kind: "ReplicaSet",
-        ns: true,
-        status: true,
-        short: &["rs"],
-    },
-    B {
-        g: "batch",
-        v: &["v1"],
-        plural: "jobs",
-        kind: "Job",
-        ns: true,
-        status: true,
-        short: &[],
-    },
-    B {
-        g: "",
-        v: &["v1"],
-        plural: "persistentvolumeclaims",
-        kind: "PersistentVolumeClaim",
-        ns: true,
-        status: true,
-        short: &["pvc"],
-    },
-    B {
-        g: "rbac.authorization.k8s.io",
-        v: &["v1"],
-        plural: "roles",
-        kind: "Role",
-        ns: true,
-        status: false,
-        short: &[],
-    },
-    B {
-        g: "rbac.authorization.k8s.io",
-        v: &["v1"],
-        plural: "rolebindings",
-        kind: "RoleBinding",
-        ns: true,
-        status: false,
-        short: &[],
-    },
-    B {
-        g: "rbac.authorization.k8s.io",
-        v: &["v1"],
-        plural: "clusterroles",
-        kind: "ClusterRole",
-        ns: false,
-        status: false,
-        short: &[],
-    },
-    B {
-        g: "rbac.authorization.k8s.io",
-        v: &["v1"],
-        plural: "clusterrolebindings",
-        kind: "ClusterRoleBinding",
-        ns: false,
-        status: false,
-        short: &[],
-    },
-    B {
-        g: "apiextensions.k8s.io",
-        v: &["v1"],
-        plural: "customresourcedefinitions",
-        kind: "CustomResourceDefinition",
-        ns: false,
-        status: true,
-        short: &["crd", "crds"],
-    },
-    B {
-        g: "admissionregistration.k8s.io",
-        v: &["v1"],
-        plural: "validatingwebhookconfigurations",
-        kind: "ValidatingWebhookConfiguration",
-        ns: false,
-        status: false,
-        short: &[],
-    },
-    B {
-        g: "authentication.k8s.io",
-        v: &["v1"],
-        plural: "tokenreviews",
-        kind: "TokenReview",
-        ns: false,
-        status: false,
-        short: &[],
-    },
-    B {
-        g: "authorization.k8s.io",
-        v: &["v1"],
-        plural: "subjectaccessreviews",
-        kind: "SubjectAccessReview",
-        ns: false,
-        status: false,
-        short: &[],
-    },
-    B {
-        g: "authorization.k8s.io",
-        v: &["v1"],
-        plural: "selfsubjectaccessreviews",
-        kind: "SelfSubjectAccessReview",
-        ns: false,
-        status: false,
-        short: &[],
-    },
-];
-
-/// The built-in resources in the `all` category (`kubectl get all`), as a real apiserver lists
-/// them (of those kube-emu serves; a real one adds replicationcontrollers, cronjobs and
-/// horizontalpodautoscalers).
-const CATEGORY_ALL: &[(&str, &str)] = &[
-    ("", "pods"),
-    ("", "services"),
-    ("apps", "deployments"),
-    ("apps", "replicasets"),
-    ("apps", "statefulsets"),
-    ("apps", "daemonsets"),
-    ("batch", "jobs"),
-];
-
-/// The built-in resource table.
+/// The built-in resource table, from `k8s-openapi`'s types (see [`crate::builtin`]).
 pub fn builtins() -> Vec<ResourceType> {
-    BUILTINS
-        .iter()
-        .map(|b| {
-            let review = b.plural.ends_with("reviews");
+    builtin::by_resource()
+        .into_iter()
+        .map(|((group, plural), rows)| {
+            let first = rows[0];
+            let verbs = match builtin::VERB_EXCEPTIONS
+                .iter()
+                .find(|(g, p, _)| *g == group && *p == plural)
+            {
+                Some((_, _, v)) => v.to_vec(),
+                None if first.listable => ALL_VERBS.to_vec(),
+                None => vec!["create"],
+            };
             ResourceType {
-                group: b.g.to_string(),
-                versions: b.v.iter().map(|s| s.to_string()).collect(),
-                plural: b.plural.to_string(),
-                singular: b.kind.to_lowercase(),
-                kind: b.kind.to_string(),
-                short_names: b.short.iter().map(|s| s.to_string()).collect(),
-                categories: if CATEGORY_ALL.contains(&(b.g, b.plural)) {
-                    vec!["all".to_string()]
-                } else {
-                    Vec::new()
-                },
-                namespaced: b.ns,
-                status_subresource: b.status,
-                scale: SCALABLE
-                    .contains(&(b.g, b.plural))
+                group: group.to_string(),
+                versions: rows.iter().map(|r| r.version.to_string()).collect(),
+                plural: plural.to_string(),
+                singular: first.kind.to_lowercase(),
+                kind: first.kind.to_string(),
+                short_names: builtin::short_names(group, plural),
+                categories: builtin::categories(group, plural),
+                namespaced: first.namespaced,
+                status_subresource: first.status,
+                scale: builtin::SCALABLE
+                    .contains(&(group, plural))
                     .then(ScalePaths::builtin),
                 schemas: BTreeMap::new(),
                 custom: false,
-                verbs: if review {
-                    vec!["create"]
-                } else {
-                    ALL_VERBS.to_vec()
-                },
+                verbs,
             }
         })
         .collect()

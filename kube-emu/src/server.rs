@@ -1,5 +1,5 @@
-//! The HTTP front: path routing, authentication (bearer tokens), impersonation, authorization,
-//! JSON bodies, `Status` errors, and watch streams. GET and LIST answer a `meta.k8s.io/v1` Table
+//! The HTTP front: path routing, authentication and impersonation (`authn`), authorization,
+//! the audit log (`audit`), JSON bodies, `Status` errors, and watch streams. GET and LIST answer a `meta.k8s.io/v1` Table
 //! when the `Accept` header asks for one (`as=Table`), a PartialObjectMetadata form for
 //! `as=PartialObjectMetadata`; `/openapi/*` comes from `openapi`.
 //!
@@ -28,6 +28,8 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 
 use crate::api_error::{ApiError, ApiResult};
+use crate::audit;
+use crate::authn::{self, authorize};
 use crate::discovery;
 use crate::events;
 use crate::openapi;
@@ -62,16 +64,27 @@ pub async fn handle(
     body: Bytes,
 ) -> Response {
     let q = Query(params.into_iter().collect::<HashMap<_, _>>());
-    if let Some(e) = sh
+    let mut record = sh.audit.as_ref().map(|_| {
+        let ua = headers
+            .get("user-agent")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        audit::Record::new(method.as_str(), &uri.to_string(), ua)
+    });
+    let response = match sh
         .faults
         .check(&method, uri.path(), is_dry_run(&method, &q, &body))
     {
-        return error_response(&e);
+        Some(e) => error_response(&e),
+        None => match route(&sh, &method, &uri, &headers, q, body, &mut record).await {
+            Ok(r) => r,
+            Err(e) => error_response(&e),
+        },
+    };
+    if let (Some(log), Some(record)) = (&sh.audit, &record) {
+        log.write(record, response.status().as_u16());
     }
-    match route(&sh, &method, &uri, &headers, q, body).await {
-        Ok(r) => r,
-        Err(e) => error_response(&e),
-    }
+    response
 }
 
 /// Whether a request is a dry run (`dryRun` in the query, or in a DELETE's `DeleteOptions`).
@@ -81,111 +94,6 @@ fn is_dry_run(method: &Method, q: &Query, body: &Bytes) -> bool {
             && serde_json::from_slice::<Value>(body)
                 .ok()
                 .is_some_and(|v| v.get("dryRun").is_some()))
-}
-
-fn header_all(headers: &HeaderMap, name: &str) -> Vec<String> {
-    headers
-        .get_all(name)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| {
-            v.split(',')
-                .map(|s| s.trim().to_string())
-                .collect::<Vec<_>>()
-        })
-        .filter(|s| !s.is_empty())
-        .collect()
-}
-
-fn authenticate(sh: &Shared, headers: &HeaderMap) -> ApiResult<UserInfo> {
-    let base = match headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-    {
-        None => UserInfo::admin(),
-        Some(tok) => {
-            let st = sh.state.lock();
-            match st.tokens.get(tok.trim()) {
-                Some(u) => u.clone(),
-                None if tok.trim() == sh.admin_token => UserInfo::admin(),
-                None => return Err(ApiError::unauthorized()),
-            }
-        }
-    };
-    let imp_user = headers
-        .get("impersonate-user")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let imp_groups = header_all(headers, "impersonate-group");
-    match imp_user {
-        None if imp_groups.is_empty() => Ok(base),
-        None => Err(ApiError::bad_request(
-            "requested impersonation of groups without impersonating a user",
-        )),
-        Some(u) => {
-            if !base.is_admin() {
-                let st = sh.state.lock();
-                let attrs = Attributes {
-                    verb: "impersonate",
-                    group: "",
-                    resource: "users",
-                    subresource: "",
-                    namespace: "",
-                    name: &u,
-                };
-                if !authorize(&st, &base, &attrs) {
-                    return Err(ApiError::forbidden(format!(
-                        "users \"{u}\" is forbidden: User \"{}\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope",
-                        base.username
-                    )));
-                }
-            }
-            let mut groups = imp_groups;
-            if u != "system:anonymous" && !groups.iter().any(|g| g == "system:authenticated") {
-                groups.push("system:authenticated".into());
-            }
-            let uid = headers
-                .get("impersonate-uid")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("")
-                .to_string();
-            Ok(UserInfo {
-                username: u,
-                groups,
-                uid,
-            })
-        }
-    }
-}
-
-/// Evaluates RBAC against the stored roles and bindings.
-pub fn authorize(st: &State, user: &UserInfo, a: &Attributes<'_>) -> bool {
-    if user.is_admin() {
-        return true;
-    }
-    let g = "rbac.authorization.k8s.io".to_string();
-    let crbs = st.list(&(g.clone(), "clusterrolebindings".into()), None);
-    let rbs = if a.namespace.is_empty() {
-        Vec::new()
-    } else {
-        st.list(&(g.clone(), "rolebindings".into()), Some(a.namespace))
-    };
-    rbac::allowed(
-        user,
-        a,
-        crbs.iter().map(|v| &**v),
-        rbs.iter().map(|v| &**v),
-        |kind, ns, name| {
-            let plural = if kind == "Role" {
-                "roles"
-            } else {
-                "clusterroles"
-            };
-            st.get(&(g.clone(), plural.into()), ns, name)
-                .map(|v| (*v).clone())
-        },
-    )
 }
 
 /// The JSON of a request body: JSON or YAML, Kubernetes protobuf (see `protobuf`); other
@@ -210,6 +118,29 @@ fn parse_body(headers: &HeaderMap, body: &Bytes) -> ApiResult<Value> {
         .map_err(|e| ApiError::bad_request(format!("error decoding body: {e}")))
 }
 
+/// Authenticates and, when the request asks for it, impersonates (see `authn`); records both
+/// users for the audit log.
+fn identify(
+    sh: &Shared,
+    headers: &HeaderMap,
+    record: &mut Option<audit::Record>,
+) -> ApiResult<UserInfo> {
+    let st = sh.state.lock();
+    let user = authn::authenticate(&st, &sh.admin_token, headers)?;
+    if let Some(r) = record.as_mut() {
+        r.user = Some(user.clone());
+    }
+    match authn::impersonate(&st, &user, headers)? {
+        None => Ok(user),
+        Some(acting) => {
+            if let Some(r) = record.as_mut() {
+                r.impersonated = Some(acting.clone());
+            }
+            Ok(acting)
+        }
+    }
+}
+
 async fn route(
     sh: &Arc<Shared>,
     method: &Method,
@@ -217,10 +148,11 @@ async fn route(
     headers: &HeaderMap,
     q: Query,
     body: Bytes,
+    record: &mut Option<audit::Record>,
 ) -> ApiResult<Response> {
     let path = uri.path().trim_end_matches('/');
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let user = authenticate(sh, headers)?;
+    let user = identify(sh, headers, record)?;
     let accept = headers
         .get("accept")
         .and_then(|v| v.to_str().ok())
@@ -246,6 +178,12 @@ async fn route(
         ["openapi", "v3"] => {
             let st = sh.state.lock();
             return Ok(json_response(200, &openapi::v3_root(&st)));
+        }
+        ["openapi", "v3", "api", v] => {
+            let st = sh.state.lock();
+            return openapi::v3_group_version(&st, "", v)
+                .map(|d| json_response(200, &d))
+                .ok_or_else(|| ApiError::no_route(path));
         }
         ["openapi", "v3", "apis", g, v] => {
             let st = sh.state.lock();
@@ -288,33 +226,75 @@ async fn route(
         resolve(&st, group, version, rest).ok_or_else(|| ApiError::no_route(path))?
     };
     let is_watch = q.flag("watch");
+    let token_request =
+        t.sub == "token" && t.rt.group.is_empty() && t.rt.plural == "serviceaccounts";
     let verb = match (method.as_str(), t.name.is_empty()) {
         ("GET", true) if is_watch => "watch",
         ("GET", true) => "list",
         ("GET", false) => "get",
         ("POST", true) => "create",
+        ("POST", false) if token_request => "create",
         ("PUT", false) => "update",
         ("PATCH", false) => "patch",
         ("DELETE", false) => "delete",
         ("DELETE", true) => "deletecollection",
         _ => return Err(ApiError::method_not_allowed()),
     };
+    if let Some(r) = record.as_mut() {
+        r.verb = verb.to_string();
+        r.object_ref = Some(audit::ObjectRef {
+            resource: t.rt.plural.clone(),
+            subresource: t.sub.clone(),
+            namespace: t.ns.clone(),
+            name: t.name.clone(),
+            api_group: t.rt.group.clone(),
+            api_version: t.version.clone(),
+        });
+    }
     if t.rt.is_review() {
         if verb != "create" {
             return Err(ApiError::method_not_allowed());
         }
         let v = parse_body(headers, &body)?;
         let st = sh.state.lock();
+        // The self-reviews are open to every user (upstream's `system:basic-user` role, which
+        // kube-emu has no bootstrap copy of); the others need `create` like any write.
+        if !t.rt.plural.starts_with("self") {
+            let attrs = Attributes {
+                verb,
+                group: &t.rt.group,
+                resource: &t.rt.plural,
+                subresource: "",
+                namespace: &t.ns,
+                name: "",
+            };
+            if !authorize(&st, &user, &attrs) {
+                return Err(ApiError::forbidden(rbac::forbidden_message(&user, &attrs)));
+            }
+        }
         return Ok(json_response(201, &review(&st, &t, &user, v)));
     }
     let known_sub = t.sub.is_empty()
         || (t.sub == "status" && t.rt.status_subresource)
-        || (t.sub == "scale" && t.rt.scale.is_some());
+        || (t.sub == "scale" && t.rt.scale.is_some())
+        || token_request;
     if !known_sub {
         return Err(ApiError::no_route(path));
     }
-    if !t.sub.is_empty() && !matches!(verb, "get" | "update" | "patch") {
+    let sub_verbs: &[&str] = if token_request {
+        &["create"]
+    } else {
+        &["get", "update", "patch"]
+    };
+    if !t.sub.is_empty() && !sub_verbs.contains(&verb) {
         return Err(ApiError::method_not_allowed());
+    }
+    if verb == "create" && t.name.is_empty() {
+        if let (Some(r), Ok(v)) = (record.as_mut(), parse_body(headers, &body)) {
+            if let (Some(o), Some(name)) = (r.object_ref.as_mut(), v["metadata"]["name"].as_str()) {
+                o.name = name.to_string();
+            }
+        }
     }
     {
         let st = sh.state.lock();
@@ -340,6 +320,11 @@ async fn route(
             .to_string(),
     };
     let partial = accept.contains("as=PartialObjectMetadata");
+    if token_request {
+        let v = parse_body(headers, &body)?;
+        let mut st = sh.state.lock();
+        return Ok(json_response(201, &authn::token_request(&mut st, &t, v)?));
+    }
     if t.sub == "scale" {
         let ct = headers
             .get("content-type")
@@ -449,9 +434,20 @@ fn review(st: &State, t: &Target, user: &UserInfo, mut v: Value) -> Value {
         v = json!({});
     }
     match t.rt.plural.as_str() {
+        "selfsubjectreviews" => {
+            v["status"] = json!({"userInfo": user.to_json()});
+        }
+        "selfsubjectrulesreviews" => {
+            // Rule listing is not evaluated: the answer says so, as an incomplete one may.
+            v["status"] = json!({"resourceRules": [], "nonResourceRules": [], "incomplete": true,
+                                 "evaluationError": "kube-emu does not list rules"});
+        }
+        "bindings" => {
+            // No scheduler: a Binding is accepted and changes nothing.
+        }
         "tokenreviews" => {
             let tok = v["spec"]["token"].as_str().unwrap_or("");
-            v["status"] = match st.tokens.get(tok) {
+            v["status"] = match authn::token_user(st, tok) {
                 Some(u) => {
                     json!({"authenticated": true, "user": u.to_json(), "audiences": v["spec"]["audiences"]})
                 }
@@ -459,6 +455,9 @@ fn review(st: &State, t: &Target, user: &UserInfo, mut v: Value) -> Value {
             };
         }
         _ => {
+            if t.rt.plural == "localsubjectaccessreviews" {
+                v["spec"]["resourceAttributes"]["namespace"] = json!(t.ns);
+            }
             let subject = if t.rt.plural == "selfsubjectaccessreviews" {
                 user.clone()
             } else {

@@ -6,8 +6,16 @@
 //!
 //! Rules:
 //! - Simulated resources: Deployments, StatefulSets, DaemonSets (`apps`), Jobs (`batch`),
-//!   PersistentVolumeClaims and Services of type `LoadBalancer` (core). Other objects are left
-//!   alone; an object being deleted (`deletionTimestamp`) is left alone.
+//!   HorizontalPodAutoscalers, PodDisruptionBudgets, PersistentVolumeClaims and Services of
+//!   type `LoadBalancer` (core). Other objects are left alone (a CronJob too: its controller
+//!   writes a status only when a schedule fires, and kstatus reads none: a CronJob is
+//!   `Current` as it is); an object being deleted (`deletionTimestamp`) is left alone.
+//! - HorizontalPodAutoscaler: `currentReplicas` = `desiredReplicas` = `spec.minReplicas`
+//!   (default 1) with the controller's conditions (`AbleToScale`, `ScalingActive`,
+//!   `ScalingLimited`); `fail` → `AbleToScale=False FailedGetScale`, `hold` →
+//!   `ScalingActive=False`. PodDisruptionBudget (kstatus reads it): expected, desired and
+//!   current healthy = an integer `spec.minAvailable` (default 1), `DisruptionAllowed=True`;
+//!   `fail`/`hold` → no healthy pod, `DisruptionAllowed=False InsufficientPods`.
 //! - The outcome is chosen per object by the annotation [`ANNOTATION`]: absent or `healthy` →
 //!   the status of a finished rollout (Deployment: updated, ready and available replicas equal
 //!   `spec.replicas` (default 1), `Available=True`, `Progressing=True NewReplicaSetAvailable`;
@@ -169,6 +177,70 @@ pub fn status_for(key: (&str, &str), o: &Value) -> Option<Value> {
             }),
             Outcome::Hold => json!({"active": 1}),
         }
+    } else if is(key, "autoscaling", "horizontalpodautoscalers") {
+        let r = o
+            .pointer("/spec/minReplicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        let conditions = match outcome {
+            Outcome::Healthy => json!([
+                cond(
+                    "AbleToScale",
+                    "True",
+                    "ReadyForNewScale",
+                    "recommended size matches current size"
+                ),
+                cond(
+                    "ScalingActive",
+                    "True",
+                    "ValidMetricFound",
+                    "the HPA was able to successfully calculate a replica count"
+                ),
+                cond(
+                    "ScalingLimited",
+                    "False",
+                    "DesiredWithinRange",
+                    "the desired count is within the acceptable range"
+                ),
+            ]),
+            Outcome::Fail => json!([cond(
+                "AbleToScale",
+                "False",
+                "FailedGetScale",
+                "the HPA controller was unable to get the target's current scale"
+            ),]),
+            Outcome::Hold => json!([
+                cond(
+                    "AbleToScale",
+                    "True",
+                    "SucceededGetScale",
+                    "the HPA controller was able to get the target's current scale"
+                ),
+                cond(
+                    "ScalingActive",
+                    "False",
+                    "FailedGetResourceMetric",
+                    "the HPA was unable to compute the replica count"
+                ),
+            ]),
+        };
+        json!({"currentReplicas": r, "desiredReplicas": r, "conditions": conditions})
+    } else if is(key, "policy", "poddisruptionbudgets") {
+        let want = o
+            .pointer("/spec/minAvailable")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        let healthy = if outcome == Outcome::Healthy { want } else { 0 };
+        let (status, reason) = if outcome == Outcome::Healthy {
+            ("True", "SufficientPods")
+        } else {
+            ("False", "InsufficientPods")
+        };
+        json!({
+            "expectedPods": want, "desiredHealthy": want, "currentHealthy": healthy,
+            "disruptionsAllowed": 0,
+            "conditions": [cond("DisruptionAllowed", status, reason, "")],
+        })
     } else if is(key, "", "persistentvolumeclaims") {
         match outcome {
             Outcome::Healthy => {
@@ -248,6 +320,25 @@ mod tests {
         let deleting =
             json!({"metadata": {"name": "w", "deletionTimestamp": "2026-01-01T00:00:00Z"}});
         assert!(status_for(key("apps", "deployments"), &deleting).is_none());
+    }
+
+    #[test]
+    fn autoscalers_and_disruption_budgets_get_a_controllers_status() {
+        let hpa = json!({"metadata": {"name": "h", "generation": 2}, "spec": {"minReplicas": 2, "maxReplicas": 5}});
+        let s = status_for(key("autoscaling", "horizontalpodautoscalers"), &hpa).unwrap();
+        assert_eq!(
+            (s["currentReplicas"].clone(), s["desiredReplicas"].clone()),
+            (json!(2), json!(2))
+        );
+        assert_eq!(s["conditions"][1]["reason"], "ValidMetricFound");
+        assert_eq!(s["observedGeneration"], 2);
+        let pdb = json!({"metadata": {"name": "p", "generation": 1}, "spec": {"minAvailable": 2}});
+        let s = status_for(key("policy", "poddisruptionbudgets"), &pdb).unwrap();
+        assert_eq!(s["currentHealthy"], 2);
+        assert_eq!(s["observedGeneration"], 1);
+        let cj =
+            json!({"metadata": {"name": "c", "generation": 1}, "spec": {"schedule": "* * * * *"}});
+        assert!(status_for(key("batch", "cronjobs"), &cj).is_none());
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Snapshot persistence of the store, for the embedded dev cluster (`opm-operator dev
-//! --state-dir`; DESIGN.md §4, "the embedded default").
+//! --state-dir`; docs/design/architecture.md §4, "the embedded default").
 //!
 //! Rules:
 //! - A snapshot holds every stored object (CRDs included) and the global resourceVersion counter;

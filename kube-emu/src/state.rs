@@ -71,6 +71,19 @@ pub enum Change {
     Delete,
 }
 
+/// A token issued by TokenRequest.
+#[derive(Debug, Clone)]
+pub struct ServiceAccountToken {
+    /// The ServiceAccount's namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its uid when the token was issued (a recreated account invalidates the token).
+    pub uid: String,
+    /// When the token stops authenticating.
+    pub expires: std::time::SystemTime,
+}
+
 /// The store.
 pub struct State {
     /// The global resourceVersion counter (last used value).
@@ -87,6 +100,8 @@ pub struct State {
     pub tx: broadcast::Sender<Arc<Event>>,
     /// Registered bearer tokens.
     pub tokens: HashMap<String, UserInfo>,
+    /// Tokens issued by TokenRequest (`authn`).
+    pub sa_tokens: HashMap<String, ServiceAccountToken>,
     /// Write simulated workload statuses in the committing transaction ([`crate::simulate`]
     /// with a zero delay).
     pub simulate_now: bool,
@@ -109,6 +124,7 @@ impl State {
             evicted_upto: 0,
             tx,
             tokens: HashMap::new(),
+            sa_tokens: HashMap::new(),
             simulate_now: false,
         };
         for rt in resources::builtins() {

@@ -1,4 +1,5 @@
-//! RFC 3339 timestamps in UTC with second precision, the format of `metav1.Time`.
+//! RFC 3339 timestamps in UTC: second precision (`metav1.Time`) and microseconds
+//! (`metav1.MicroTime`, audit events).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -9,6 +10,13 @@ pub fn now() -> String {
         .map(|d| d.as_secs())
         .unwrap_or(0);
     format_unix(secs)
+}
+
+/// A time as `YYYY-MM-DDTHH:MM:SS.ffffffZ` (the format of `metav1.MicroTime`).
+pub fn format_micros(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let base = format_unix(d.as_secs());
+    format!("{}.{:06}Z", base.trim_end_matches('Z'), d.subsec_micros())
 }
 
 /// Formats seconds since the Unix epoch (civil-from-days algorithm, proleptic Gregorian calendar).
@@ -36,5 +44,7 @@ mod tests {
         assert_eq!(super::format_unix(0), "1970-01-01T00:00:00Z");
         assert_eq!(super::format_unix(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(super::format_unix(1_700_000_000), "2023-11-14T22:13:20Z");
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_micros(1_700_000_000_000_005);
+        assert_eq!(super::format_micros(t), "2023-11-14T22:13:20.000005Z");
     }
 }

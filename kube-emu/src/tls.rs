@@ -1,4 +1,5 @@
-//! HTTPS serving: a self-signed certificate for 127.0.0.1 and localhost made by rcgen, rustls
+//! HTTPS serving: a self-signed certificate for 127.0.0.1, localhost and the in-cluster
+//! `kubernetes.default.svc` names, made by rcgen, rustls
 //! with ring, and a listener for `axum::serve` that completes TLS handshakes off the accept
 //! loop (a stalled handshake never blocks other connections; failed ones are dropped).
 
@@ -25,10 +26,19 @@ impl TlsListener {
         mut shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Result<(Self, String), Error> {
         let addr = tcp.local_addr()?;
-        let ck = rcgen::generate_simple_self_signed(vec![
-            "127.0.0.1".to_string(),
-            "localhost".to_string(),
-        ])
+        // The in-cluster names of the API server too, for clients configured as in a Pod.
+        let ck = rcgen::generate_simple_self_signed(
+            [
+                "127.0.0.1",
+                "localhost",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ]
+            .map(str::to_string)
+            .to_vec(),
+        )
         .map_err(|e| Error::Tls(e.to_string()))?;
         let pem = ck.cert.pem();
         let key = rustls_pki_types::PrivateKeyDer::Pkcs8(ck.signing_key.serialize_der().into());

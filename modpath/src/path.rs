@@ -1,5 +1,5 @@
 //! Module paths: the one validator the loader, the registry client and the webhooks share
-//! (render-spec.md §2.1; upstream `mod/module/path.go`, `CheckPath` and
+//! (docs/design/render.md §2.1; upstream `mod/module/path.go`, `CheckPath` and
 //! `CheckPathWithoutVersion`).
 //!
 //! Rules (a path without its major suffix, the "base"):

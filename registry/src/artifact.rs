@@ -1,4 +1,4 @@
-//! The OCI artifact of a CUE module, exactly as CUE publishes it (render-spec.md §2.2).
+//! The OCI artifact of a CUE module, exactly as CUE publishes it (docs/design/render.md §2.2).
 //!
 //! Rules implemented:
 //! - The manifest is an OCI image manifest (`schemaVersion: 2`; `mediaType`, when present,

@@ -1,7 +1,7 @@
 //! The on-disk module cache.
 //!
 //! Rules implemented:
-//! - An entry is keyed by registry location AND `module@version` (render-spec.md §2.3's stale-cache
+//! - An entry is keyed by registry location AND `module@version` (docs/design/render.md §2.3's stale-cache
 //!   trap: the same version published to two registries is two entries). Its directory name is a
 //!   readable form of the coordinate plus a hash of the full key, so distinct keys never collide.
 //! - An entry holds `meta.json` (registry key, module, version, verified zip and manifest digests)

@@ -14,6 +14,14 @@
 //! zip safety (`zipfile`), and the module path declared by both the module-file layer and the
 //! zip's `cue.mod/module.cue`, which must equal the requested path. A missing version is
 //! `NotFound` listing the versions published in that major. Every error names the coordinate.
+//!
+//! Signatures (`signed`): when a signature policy applies to a fetch (the registry-wide one set by
+//! [`ModuleRegistry::require`], and the caller's own for [`ModuleRegistry::fetch_module_verified`]),
+//! the manifest is resolved first, its digest verified (cosign layout, [`crate::verify`]), and only
+//! then are the layers of that manifest read, by their digests: content cannot change between the
+//! verification and the read. A memo or disk-cache hit is verified by the manifest digest it
+//! recorded. Results are cached per (digest, key-set fingerprint). Module files read for MVS
+//! ([`ModuleRegistry::module_file`]) are verified under the registry-wide policy the same way.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -31,8 +39,14 @@ use super::cache::{Cache, EntryMeta};
 use super::layout::{Layout, LayoutError};
 use super::mapping::{Location, Mapping};
 use super::remote::{OpError, Remote, Timeouts};
+use super::verify::TrustedKeys;
 use super::zipfile::{self, ZipLimits};
 use super::Error;
+
+mod signed;
+
+use signed::Site;
+pub use signed::{Signed, Verified, VerifyingRegistry};
 
 /// Configuration of a [`ModuleRegistry`].
 #[derive(Clone, Debug)]
@@ -115,6 +129,10 @@ pub struct ModuleRegistry {
     remote: Remote,
     rt: Option<tokio::runtime::Runtime>,
     memo: Mutex<HashMap<(String, ModuleVersion), Arc<FetchedModule>>>,
+    /// The registry-wide signature policy (`signed`).
+    required: std::sync::RwLock<Option<Arc<TrustedKeys>>>,
+    /// Verified (manifest digest, key-set fingerprint) pairs.
+    verified: Mutex<std::collections::HashSet<(String, String)>>,
 }
 
 impl Drop for ModuleRegistry {
@@ -164,6 +182,8 @@ impl ModuleRegistry {
             remote,
             rt: Some(rt),
             memo: Mutex::new(HashMap::new()),
+            required: std::sync::RwLock::new(None),
+            verified: Mutex::new(std::collections::HashSet::new()),
         })
     }
 
@@ -194,18 +214,43 @@ impl ModuleRegistry {
         self.cfg.cache_dir.as_ref().map(Cache::new)
     }
 
-    /// Fetches and verifies a module (memo → disk cache → registry).
+    /// Fetches and verifies a module (memo → disk cache → registry), under the registry-wide
+    /// signature policy if one is set.
     pub fn fetch_module(&self, m: &ModuleVersion) -> Result<Arc<FetchedModule>, RegistryError> {
+        self.fetch_checked(m, None)
+    }
+
+    /// [`ModuleRegistry::fetch_module`], also requiring a signature by one of `extra`'s keys.
+    fn fetch_checked(
+        &self,
+        m: &ModuleVersion,
+        extra: Option<&Arc<TrustedKeys>>,
+    ) -> Result<Arc<FetchedModule>, RegistryError> {
         let coord = m.to_string();
         let base = check_coordinate(m).map_err(|e| invalid(&coord, e.to_string()))?;
         let loc = self.location(base).clone();
         let key = loc.key();
+        let policies = self.policies(extra);
         let memo_key = (key.clone(), m.clone());
         if let Some(hit) = self.memo_get(&memo_key) {
+            self.verify_digest(
+                &coord,
+                Site::of(&loc),
+                &loc.repository(base),
+                &hit.meta.manifest_digest,
+                &policies,
+            )?;
             return Ok(hit);
         }
         if let Some(cache) = self.cache() {
             if let Some(e) = cache.load(&key, m) {
+                self.verify_digest(
+                    &coord,
+                    Site::of(&loc),
+                    &loc.repository(base),
+                    &e.meta.manifest_digest,
+                    &policies,
+                )?;
                 let f = Arc::new(FetchedModule {
                     files: e.files,
                     meta: e.meta,
@@ -219,8 +264,10 @@ impl ModuleRegistry {
         tracing::debug!(module = %coord, location = %loc, repository = %repo, "fetching module");
         let (manifest, manifest_digest, mf_bytes, zip_bytes) = match &loc {
             Location::None => return Err(none_error(&coord, base)),
-            Location::Layout { dir } => self.layout_artifact(&coord, dir, &repo, m)?,
-            Location::Remote { host, .. } => self.remote_artifact(&coord, host, &repo, m)?,
+            Location::Layout { dir } => self.layout_artifact(&coord, dir, &repo, m, &policies)?,
+            Location::Remote { host, .. } => {
+                self.remote_artifact(&coord, host, &repo, m, &policies)?
+            }
         };
         let files = finish(
             m,
@@ -272,32 +319,41 @@ impl ModuleRegistry {
         let coord = m.to_string();
         let base = check_coordinate(m).map_err(|e| invalid(&coord, e.to_string()))?;
         let loc = self.location(base).clone();
+        let repo = loc.repository(base);
+        let policies = self.policies(None);
         if let Some(cache) = self.cache() {
             if let Some(e) = cache.load(&loc.key(), m) {
                 if let Some((_, b)) = e.files.iter().find(|(p, _)| p == zipfile::MODULE_FILE) {
+                    self.verify_digest(
+                        &coord,
+                        Site::of(&loc),
+                        &repo,
+                        &e.meta.manifest_digest,
+                        &policies,
+                    )?;
                     return ModuleFile::parse(b).map_err(|e| invalid(&coord, e));
                 }
             }
         }
-        let repo = loc.repository(base);
         let bytes = match &loc {
             Location::None => return Err(none_error(&coord, base)),
             Location::Layout { dir } => {
                 let l = Layout::new(dir);
-                let (raw, _) = l
+                let (raw, digest) = l
                     .manifest(&repo, &m.version)
                     .map_err(|e| self.layout_error(&coord, &l, &repo, m, e))?;
                 let mm = artifact::check_manifest(&raw).map_err(|e| invalid(&coord, e))?;
+                self.verify_digest(&coord, Site::of(&loc), &repo, &digest, &policies)?;
                 l.blob(&mm.module_file, MAX_MODULE_FILE)
                     .map_err(|e| self.layout_error(&coord, &l, &repo, m, e))?
             }
             Location::Remote { host, .. } => {
                 let remote = self.remote.clone();
                 let r = Reference::with_tag(host.clone(), repo.clone(), m.version.clone());
+                let (mm, digest) = self.remote_manifest(&coord, host, &repo, m)?;
+                self.verify_digest(&coord, Site::of(&loc), &repo, &digest, &policies)?;
                 let res = self
                     .block(async move {
-                        let (raw, _) = remote.manifest(&r).await?;
-                        let mm = artifact::check_manifest(&raw).map_err(OpError::Invalid)?;
                         check_size(&mm.module_file, MAX_MODULE_FILE)?;
                         remote.blob(&r, &mm.module_file).await
                     })
@@ -347,12 +403,14 @@ impl ModuleRegistry {
         dir: &Path,
         repo: &str,
         m: &ModuleVersion,
+        policies: &[Arc<TrustedKeys>],
     ) -> Result<(ModuleManifest, String, Vec<u8>, Vec<u8>), RegistryError> {
         let l = Layout::new(dir);
         let (raw, digest) = l
             .manifest(repo, &m.version)
             .map_err(|e| self.layout_error(coord, &l, repo, m, e))?;
         let mm = artifact::check_manifest(&raw).map_err(|e| invalid(coord, e))?;
+        self.verify_digest(coord, Site::Layout(dir), repo, &digest, policies)?;
         let mf = l
             .blob(&mm.module_file, MAX_MODULE_FILE)
             .map_err(|e| self.layout_error(coord, &l, repo, m, e))?;
@@ -397,19 +455,41 @@ impl ModuleRegistry {
         host: &str,
         repo: &str,
         m: &ModuleVersion,
+        policies: &[Arc<TrustedKeys>],
     ) -> Result<(ModuleManifest, String, Vec<u8>, Vec<u8>), RegistryError> {
+        let (mm, digest) = self.remote_manifest(coord, host, repo, m)?;
+        // The layers below are read by the digests of this manifest, after its digest verified.
+        self.verify_digest(coord, Site::Remote(host), repo, &digest, policies)?;
         let remote = self.remote.clone();
         let r = Reference::with_tag(host.to_string(), repo.to_string(), m.version.clone());
         let max_zip = self.cfg.limits.max_zip_size;
         let res = self
             .block(async move {
-                let (raw, digest) = remote.manifest(&r).await?;
-                let mm = artifact::check_manifest(&raw).map_err(OpError::Invalid)?;
                 check_size(&mm.module_file, MAX_MODULE_FILE)?;
                 check_size(&mm.zip, max_zip)?;
                 let (mf, zip) =
                     futures::try_join!(remote.blob(&r, &mm.module_file), remote.blob(&r, &mm.zip))?;
                 Ok::<_, OpError>((mm, digest, mf, zip))
+            })
+            .map_err(|e| transient(coord, e))?;
+        res.map_err(|e| self.op_error(coord, host, repo, m, e))
+    }
+
+    /// The checked module manifest of `m` at `host/repo` and its digest.
+    fn remote_manifest(
+        &self,
+        coord: &str,
+        host: &str,
+        repo: &str,
+        m: &ModuleVersion,
+    ) -> Result<(ModuleManifest, String), RegistryError> {
+        let remote = self.remote.clone();
+        let r = Reference::with_tag(host.to_string(), repo.to_string(), m.version.clone());
+        let res = self
+            .block(async move {
+                let (raw, digest) = remote.manifest(&r).await?;
+                let mm = artifact::check_manifest(&raw).map_err(OpError::Invalid)?;
+                Ok::<_, OpError>((mm, digest))
             })
             .map_err(|e| transient(coord, e))?;
         res.map_err(|e| self.op_error(coord, host, repo, m, e))

@@ -1,5 +1,5 @@
 //! Flux source artifacts for ModulePackage: download, verify, extract, locate the package
-//! (operator-spec §2.3 steps 4–5; lessons.md §5 on hostile input).
+//! (docs/design/operator.md §2.3 steps 4–5; artifacts are hostile input: docs/design/principles.md rule 21).
 //!
 //! Rules:
 //! - Download: `GET` the artifact URL (plain HTTP or HTTPS is the source-controller's choice; we
@@ -19,7 +19,7 @@
 //! - Package path (step 5): `"/" + path` is cleaned; a `..` component is refused; the result must be
 //!   an existing directory inside the extraction (`PathNotFound`) holding `instance.cue`
 //!   (`InstanceFileNotFound`).
-//! - Every error is typed; [`Error::reason`] gives the ModulePackage condition reason.
+//! - Every error is typed; the ModulePackage reconciler maps its variants to condition reasons.
 
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
@@ -152,17 +152,6 @@ pub enum Error {
     /// The package directory has no `instance.cue`.
     #[error("path {0:?} has no instance.cue")]
     InstanceFileNotFound(String),
-}
-
-impl Error {
-    /// The ModulePackage condition reason of this error (operator-spec §2.3 steps 4–5).
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Error::PathTraversal(_) | Error::PathNotFound(_) => "PathNotFound",
-            Error::InstanceFileNotFound(_) => "InstanceFileNotFound",
-            _ => "FetchFailed",
-        }
-    }
 }
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
@@ -504,7 +493,7 @@ fn check_links(root: &Path, links: &[PathBuf]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Locates the instance package `path` (operator-spec §2.3 step 5) inside `root`.
+/// Locates the instance package `path` (docs/design/operator.md §2.3 step 5) inside `root`.
 pub fn package_dir(root: &Path, path: &str) -> Result<PathBuf, Error> {
     let mut rel = PathBuf::new();
     for part in path.split('/') {
@@ -640,7 +629,6 @@ mod tests {
         for (name, bytes) in cases {
             let (dir, r) = extract_new(&bytes);
             let err = r.err().unwrap_or_else(|| panic!("{name}: extracted"));
-            assert_eq!(err.reason(), "FetchFailed", "{name}");
             assert!(
                 matches!(
                     err,
@@ -727,7 +715,6 @@ mod tests {
         assert!(package_dir(root, "apps/web").is_ok());
         assert!(package_dir(root, "/apps//web/").is_ok());
         let e = package_dir(root, "apps/../apps/web").unwrap_err();
-        assert_eq!(e.reason(), "PathNotFound");
         assert!(matches!(e, Error::PathTraversal(_)));
         let e = package_dir(root, "apps/none").unwrap_err();
         assert!(
@@ -740,7 +727,7 @@ mod tests {
             "a symlink out is not found: {e:?}"
         );
         let e = package_dir(root, "apps/empty").unwrap_err();
-        assert_eq!(e.reason(), "InstanceFileNotFound");
+        assert!(matches!(e, Error::InstanceFileNotFound(_)), "{e:?}");
         // The root itself: no instance.cue there.
         assert!(matches!(
             package_dir(root, "").unwrap_err(),

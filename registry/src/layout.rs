@@ -13,7 +13,7 @@
 //!
 //! Writes (push) store blobs by content (temporary file + rename), then rewrite `index.json`
 //! atomically. A tag that already exists is left alone when it names the same manifest and refused
-//! otherwise (tags are immutable). Writers are expected to be one process at a time (a build step);
+//! otherwise (tags are immutable; [`Layout::replace_raw`] moves a tag, for signature tags). Writers are expected to be one process at a time (a build step);
 //! readers may run concurrently with a writer.
 
 use std::path::{Path, PathBuf};
@@ -180,6 +180,31 @@ impl Layout {
         manifest: &[u8],
         manifest_media_type: &str,
     ) -> Result<bool, String> {
+        self.write_tag(repository, tag, blobs, manifest, manifest_media_type, false)
+    }
+
+    /// Like [`Layout::push_raw`], but a tag naming other content is moved to this manifest (a
+    /// signature tag, to which each new signature adds a layer, as in a registry).
+    pub fn replace_raw(
+        &self,
+        repository: &str,
+        tag: &str,
+        blobs: &[Vec<u8>],
+        manifest: &[u8],
+        manifest_media_type: &str,
+    ) -> Result<bool, String> {
+        self.write_tag(repository, tag, blobs, manifest, manifest_media_type, true)
+    }
+
+    fn write_tag(
+        &self,
+        repository: &str,
+        tag: &str,
+        blobs: &[Vec<u8>],
+        manifest: &[u8],
+        manifest_media_type: &str,
+        replace: bool,
+    ) -> Result<bool, String> {
         self.init()?;
         for b in blobs {
             self.put_blob(b)?;
@@ -201,20 +226,25 @@ impl Layout {
             })
             .and_then(|m| m.as_array_mut())
             .ok_or("index.json: manifests is not a list")?;
-        for m in manifests.iter() {
-            if m.get("annotations")
+        let named = |m: &Value| {
+            m.get("annotations")
                 .and_then(|a| a.get(REF_NAME))
                 .and_then(|n| n.as_str())
                 == Some(name.as_str())
-            {
+        };
+        for m in manifests.iter() {
+            if named(m) {
                 if m.get("digest").and_then(|d| d.as_str()) == Some(md.digest.as_str()) {
                     return Ok(false);
                 }
-                return Err(format!(
-                    "{name} already exists in the layout with different content (tags are immutable)"
-                ));
+                if !replace {
+                    return Err(format!(
+                        "{name} already exists in the layout with different content (tags are immutable)"
+                    ));
+                }
             }
         }
+        manifests.retain(|m| !named(m));
         manifests.push(json!({
             "mediaType": md.media_type,
             "digest": md.digest,

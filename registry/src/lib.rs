@@ -1,4 +1,4 @@
-//! CUE module registry client over OCI (render-spec.md §2; DESIGN.md "Registry").
+//! CUE module registry client over OCI (docs/design/render.md §2; docs/design/architecture.md §3 "Registry").
 //!
 //! [`ModuleRegistry`] implements [`cue::module::Registry`]: it maps module paths to locations with
 //! a CUE_REGISTRY-style [`Mapping`] (remote OCI registries over HTTPS or plain HTTP, OCI image-layout
@@ -15,7 +15,8 @@
 //! Parts: [`mapping`] (CUE_REGISTRY syntax), [`artifact`] (manifest shape and digests),
 //! [`zipfile`] (zip safety and creation), [`remote`] (bounded async OCI access), [`layout`] (OCI
 //! layout directories), [`cache`] (the on-disk cache), [`auth`] (docker config credentials),
-//! [`client`] (the sync facade); [`flux`] downloads and safely extracts Flux source artifacts
+//! [`client`] (the sync facade), [`verify`] and [`sign`] (cosign key-based signatures: verified by
+//! digest before any layer is read when a policy is set, and signing for publishers); [`flux`] downloads and safely extracts Flux source artifacts
 //! (ModulePackage). The `opm-operator module ...` command lives in the binary (`src/cmd/module.rs`).
 //!
 //! Architecture invariant: no kube, axum or operator code; the async runtime (tokio) is private to
@@ -29,15 +30,19 @@ pub mod flux;
 pub mod layout;
 pub mod mapping;
 pub mod remote;
+pub mod sign;
+pub mod verify;
 pub mod zipfile;
 
 use std::path::PathBuf;
 
 pub use client::{
-    install_crypto_provider, FetchedModule, ModuleRegistry, Published, RegistryConfig,
+    install_crypto_provider, FetchedModule, ModuleRegistry, Published, RegistryConfig, Signed,
+    Verified, VerifyingRegistry,
 };
 pub use mapping::{Location, Mapping};
 pub use remote::Timeouts;
+pub use verify::TrustedKeys;
 pub use zipfile::ZipLimits;
 
 /// Errors of the registry module outside the [`cue::module::Registry`] seam (which uses

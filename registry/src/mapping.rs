@@ -1,4 +1,4 @@
-//! CUE_REGISTRY-style mapping from module paths to registry locations (render-spec.md §2.3).
+//! CUE_REGISTRY-style mapping from module paths to registry locations (docs/design/render.md §2.3).
 //!
 //! Supported syntax: a comma-separated list of entries (whitespace around entries is ignored);
 //! each entry is `PREFIX=LOCATION` or a bare `LOCATION`, the catch-all (at most one). A `LOCATION`

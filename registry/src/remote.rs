@@ -152,11 +152,22 @@ impl Remote {
 
     /// Fetches a manifest by tag; returns its bytes and their digest.
     pub async fn manifest(&self, r: &Reference) -> Result<(Bytes, String), OpError> {
+        self.manifest_accepting(r, &[artifact::MANIFEST_MEDIA_TYPE])
+            .await
+    }
+
+    /// Fetches a manifest by tag accepting any of `media_types` (a cosign signature manifest may
+    /// be stored as an OCI or a Docker v2 manifest); returns its bytes and their digest.
+    pub async fn manifest_accepting(
+        &self,
+        r: &Reference,
+        media_types: &[&str],
+    ) -> Result<(Bytes, String), OpError> {
         let auth = self.auth(r.registry());
         self.bounded("manifest", || async {
             let (body, _) = self
                 .client
-                .pull_manifest_raw(r, &auth, &[artifact::MANIFEST_MEDIA_TYPE])
+                .pull_manifest_raw(r, &auth, media_types)
                 .await
                 .map_err(classify)?;
             let digest = artifact::sha256_digest(&body);

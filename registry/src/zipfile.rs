@@ -1,5 +1,5 @@
 //! Module zips: safe extraction of a downloaded zip, and creation from a module directory
-//! (render-spec.md §2.2, CUE's `mod/modzip`).
+//! (docs/design/render.md §2.2, CUE's `mod/modzip`).
 //!
 //! Extraction refuses, with a message naming the entry:
 //! - more than [`ZipLimits::max_entries`] entries, a total uncompressed size above

@@ -1,4 +1,4 @@
-//! Deletion of an instance's objects (operator-spec.md §2.4; lessons.md §5 rules 12–13).
+//! Deletion of an instance's objects (docs/design/operator.md §2.4; docs/design/principles.md rules 12–13).
 //!
 //! Rules:
 //! - [`decide`] turns the inputs of §2.4 into a typed decision; the reconciler sets the

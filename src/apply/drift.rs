@@ -1,4 +1,4 @@
-//! Drift detection (operator-spec.md §6.5, ADR-012; lessons.md §5 rule 6, §1.4).
+//! Drift detection (docs/design/operator.md §6.5, docs/design/decisions.md §6; docs/design/principles.md rule 6 and §1.4).
 //!
 //! Rules:
 //! - Per rendered object, a server-side apply dry-run (with the engine's identity: build the
@@ -9,10 +9,16 @@
 //!   `resourceVersion`, `generation`, `status`) is compared.
 //! - A missing live object is drift (`missing`).
 //! - Ignore rules: JSON pointers (RFC 6901) removed from both sides before the comparison,
-//!   optionally restricted to a kind and/or name.
+//!   optionally restricted to a group, version, kind, namespace and/or name
+//!   ([`IgnoreRule::selects`]). [`strip_ignored`] removes them from an object before it is
+//!   applied: under server-side apply a field the manager stops sending is released (and removed
+//!   by the API server unless another manager owns it).
 //! - A dry-run (or read) error is recorded in `errors`; [`DriftReport::outcome`] is then
 //!   [`DriftOutcome::Unknown`], never "in sync".
 //! - Correction is opt-in ([`DriftOptions::correct`]): drifted objects are re-applied.
+//! - Per-object policies ([`super::policy`]): an `opm.dev/apply: Ignore` object is not checked
+//!   (nor counted); for an `opm.dev/apply: IfNotPresent` object only its absence is drift (its
+//!   fields are not ours to keep), and correction re-creates it.
 
 use futures::stream::{self, StreamExt};
 use kube::api::{Patch, PatchParams};
@@ -39,6 +45,39 @@ pub struct IgnoreRule {
     pub kind: Option<String>,
     /// Only objects with this name (any when `None`).
     pub name: Option<String>,
+    /// Only objects of this API group (`""`: the core group; any when `None`).
+    pub group: Option<String>,
+    /// Only objects of this API version (any when `None`).
+    pub version: Option<String>,
+    /// Only objects in this namespace (any when `None`).
+    pub namespace: Option<String>,
+}
+
+impl IgnoreRule {
+    /// Whether the rule applies to `r` (every field it sets matches).
+    pub fn selects(&self, r: &ObjectRef) -> bool {
+        self.kind.as_deref().is_none_or(|k| k == r.kind)
+            && self.name.as_deref().is_none_or(|n| n == r.name)
+            && self.group.as_deref().is_none_or(|g| g == r.group)
+            && self.version.as_deref().is_none_or(|v| v == r.version)
+            && self
+                .namespace
+                .as_deref()
+                .is_none_or(|n| Some(n) == r.namespace.as_deref())
+    }
+}
+
+/// Removes the paths of the `rules` that select `object` from it (what the operator stops
+/// applying, so it stops owning those fields; see the module rules).
+pub fn strip_ignored(object: &mut Value, rules: &[IgnoreRule]) {
+    let Ok(r) = ObjectRef::of(object) else {
+        return;
+    };
+    for rule in rules.iter().filter(|rule| rule.selects(&r)) {
+        for p in &rule.paths {
+            remove_pointer(object, p);
+        }
+    }
 }
 
 /// Drift settings.
@@ -199,9 +238,7 @@ pub fn differs(
     strip_volatile(&mut a);
     strip_volatile(&mut b);
     for rule in ignore {
-        if rule.kind.as_deref().is_some_and(|k| k != r.kind)
-            || rule.name.as_deref().is_some_and(|n| n != r.name)
-        {
+        if !rule.selects(r) {
             continue;
         }
         for p in &rule.paths {
@@ -261,8 +298,30 @@ impl Engine {
                 }
             }
         };
+        let policy = match super::policy::Policy::of(o) {
+            Ok(p) if p.ignored() => {
+                return Check {
+                    r,
+                    valid: false,
+                    verdict: Ok(None),
+                    corrected: None,
+                }
+            }
+            Ok(p) => p,
+            Err(e) => {
+                return Check {
+                    r,
+                    valid: true,
+                    verdict: Err(e),
+                    corrected: None,
+                }
+            }
+        };
         let body = object::prepare(o, &self.opts.runtime_name, None);
-        let verdict = self.drift_one(&r, &body, opts).await;
+        let verdict = match policy.apply {
+            super::policy::ApplyMode::IfNotPresent => self.missing(&r).await,
+            _ => self.drift_one(&r, &body, opts).await,
+        };
         let corrected = match verdict {
             Ok(Some(_)) if opts.correct => Some(self.correct(&r, &body).await),
             _ => None,
@@ -303,6 +362,11 @@ impl Engine {
             .map_err(|e| self.err(e, r, "apply (dry-run)"))?;
         let planned = super::to_value(&planned, r)?;
         Ok(differs(&planned, &live, &self.opts.field_manager, &opts.ignore, r).then_some(false))
+    }
+
+    /// `Some(true)` when the object is missing, else `None` (module rules, `IfNotPresent`).
+    async fn missing(&self, r: &ObjectRef) -> Result<Option<bool>, Error> {
+        Ok(self.get_live(r).await?.is_none().then_some(true))
     }
 
     async fn correct(&self, r: &ObjectRef, body: &Value) -> Result<(), Error> {
@@ -352,13 +416,13 @@ mod tests {
         let ignore = vec![IgnoreRule {
             paths: vec!["/spec/replicas".into()],
             kind: Some("Deployment".into()),
-            name: None,
+            ..IgnoreRule::default()
         }];
         assert!(!differs(&planned, &live, "opm-controller", &ignore, &r));
         let other_kind = vec![IgnoreRule {
             paths: vec!["/spec/replicas".into()],
             kind: Some("StatefulSet".into()),
-            name: None,
+            ..IgnoreRule::default()
         }];
         assert!(differs(&planned, &live, "opm-controller", &other_kind, &r));
     }

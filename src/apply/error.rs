@@ -1,4 +1,4 @@
-//! The apply engine's one error type (operator-spec.md §2.2 phases 5–6, §2.4, §2.5, §6.3).
+//! The apply engine's one error type (docs/design/operator.md §2.2 phases 5–6, §2.4, §2.5, §6.3).
 //!
 //! Rules:
 //! - Every error is classified where it arises, from the API `Status` (`code`, `reason`, cause
@@ -95,10 +95,10 @@ pub enum Error {
         /// Name of the SA.
         name: String,
     },
-    /// The desired inventory exceeds the size budget (lessons rule 1).
+    /// The desired inventory exceeds the size budget (docs/design/principles.md rule 1).
     #[error("inventory too large: {0}")]
     InventoryTooLarge(#[source] crate::inventory::Error),
-    /// An empty render would prune a non-empty inventory and `allow_empty` is off (lessons rule 3).
+    /// An empty render would prune a non-empty inventory and `allow_empty` is off (docs/design/principles.md rule 3).
     #[error("refusing to apply an empty render over an inventory of {previous} resources (allow empty renders to prune everything)")]
     EmptyRenderRefused {
         /// Entries of the previous inventory.
@@ -151,6 +151,40 @@ pub enum Error {
     /// Several objects failed in one stage; every error is listed.
     #[error("{} errors: {}", .0.len(), .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Many(Vec<Error>),
+    /// An entry of `healthCheckExprs` cannot be used ([`super::health::cel`]): an expression does
+    /// not compile, or the entry repeats a kind.
+    #[error("{}", health_check_expr_message(at, expression, message))]
+    HealthCheckExpr {
+        /// `healthCheckExprs[i].field` (or `healthCheckExprs[i]`).
+        at: String,
+        /// The expression (empty when the entry as a whole is refused).
+        expression: String,
+        /// Why.
+        message: String,
+    },
+    /// A rendered object carries a value of an `opm.dev/*` policy annotation that means nothing
+    /// ([`super::policy`]); nothing is applied.
+    #[error(
+        "{object}: annotation {annotation} has the unknown value {value:?} (allowed: {allowed})"
+    )]
+    InvalidPolicy {
+        /// `Kind/namespace/name`.
+        object: String,
+        /// The annotation.
+        annotation: &'static str,
+        /// Its value.
+        value: String,
+        /// The values it may take, comma-separated.
+        allowed: &'static str,
+    },
+}
+
+fn health_check_expr_message(at: &str, expression: &str, message: &str) -> String {
+    if expression.is_empty() {
+        format!("{at}: {message}")
+    } else {
+        format!("{at}: invalid CEL expression `{expression}`: {message}")
+    }
 }
 
 impl Error {
@@ -199,6 +233,22 @@ impl Error {
     /// ([`Error::Immutable`] or [`Error::RecreateRefused`]).
     pub fn is_immutable(&self) -> bool {
         self.any(&|e| matches!(e, Error::Immutable { .. } | Error::RecreateRefused { .. }))
+    }
+
+    /// Whether this error (or any it aggregates) is a transport failure: the API server did not
+    /// answer (connection refused or reset, TLS or timeout), as opposed to an answer refusing the
+    /// request. A remote cluster that cannot be reached reports it ([`crate::controller`]'s
+    /// `RemoteClusterUnreachable`).
+    pub fn is_unreachable(&self) -> bool {
+        self.any(&|e| {
+            matches!(
+                e,
+                Error::Client {
+                    source: kube::Error::HyperError(_) | kube::Error::Service(_),
+                    ..
+                }
+            )
+        })
     }
 
     /// Whether `pred` holds for this error or any error it aggregates.

@@ -1,4 +1,4 @@
-//! Health in kstatus terms, and the stage-boundary wait (lessons.md §5 rule 7, §1.3–§1.4).
+//! Health in kstatus terms, and the stage-boundary wait (docs/design/principles.md rule 7, §1.3–§1.4).
 //!
 //! Rules ([`assess`], a pure function of the live object):
 //! - Any object with `metadata.deletionTimestamp` is `InProgress` (terminating).
@@ -24,10 +24,14 @@
 //!   NetworkPolicy, PodDisruptionBudget, quotas and limit ranges, classes, Services other than
 //!   `LoadBalancer`) nor the ones stage 0 already waited for (Namespace, CRD). Every other kind
 //!   (workloads, PVCs, custom resources with conditions) is read live.
+//! - Custom health checks ([`cel`], `spec.healthCheckExprs`) replace these rules for the kinds
+//!   they name.
 //! - The wait ([`wait_for`]) polls every interval until every object is Current; it returns at
 //!   once with [`Error::HealthFailed`] when an object is Failed (fail fast), with
 //!   [`Error::Cancelled`] when the cancel signal fires (a newer desired state), and with
 //!   [`Error::Timeout`] naming the objects not ready at the deadline.
+
+pub mod cel;
 
 use std::time::Duration;
 
@@ -222,10 +226,7 @@ fn daemonset(o: &Value) -> Health {
 
 /// Whether `o` (a rendered object) opts out of waits with [`super::WAIT_ANNOTATION`].
 pub fn wait_disabled(o: &Value) -> bool {
-    o.pointer("/metadata/annotations")
-        .and_then(|a| a.get(super::WAIT_ANNOTATION))
-        .and_then(Value::as_str)
-        == Some("disabled")
+    super::policy::is_disabled(o, super::WAIT_ANNOTATION)
 }
 
 /// Whether a health check reads `o` (a rendered object) live (module rules).

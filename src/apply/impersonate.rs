@@ -1,9 +1,15 @@
-//! Impersonation of a tenant ServiceAccount (operator-spec.md §2.5; lessons.md §5 rule 12).
+//! Impersonation of a tenant ServiceAccount (docs/design/operator.md §2.5; docs/design/principles.md rule 12).
 //!
 //! Rules:
-//! - The user is `system:serviceaccount:<ns>:<sa>`; the groups are exactly
-//!   `system:serviceaccounts`, `system:serviceaccounts:<ns>`, `system:authenticated`. Everything
-//!   else of the controller's client configuration is copied.
+//! - The user is `system:serviceaccount:<ns>:<sa>`, sent as `Impersonate-User` alone: the API
+//!   server then gives the request exactly the ServiceAccount's groups (`system:serviceaccounts`,
+//!   `system:serviceaccounts:<ns>`, `system:authenticated`). Sending them as `Impersonate-Group`
+//!   would need `impersonate` on `groups`, a right that also lets its holder impersonate
+//!   `system:masters`; `deploy/rbac.yaml` grants `impersonate` on `serviceaccounts` only (the
+//!   install test proves the operator needs no more). Everything else of the controller's client
+//!   configuration is copied.
+//! - [`impersonate`] is the one place a client configuration gets impersonation headers (the
+//!   render API's dry-runs as the caller use it too): a ServiceAccount user never carries groups.
 //! - The ServiceAccount must exist: it is read with a direct GET through the controller client
 //!   (no cache). NotFound is [`Error::ServiceAccountNotFound`]; other failures keep their type.
 //! - The SA is always looked up in the object's own namespace (the caller passes it).
@@ -21,7 +27,7 @@ pub fn sa_user(namespace: &str, name: &str) -> String {
     format!("system:serviceaccount:{namespace}:{name}")
 }
 
-/// The three impersonated groups of a ServiceAccount in `namespace`.
+/// The groups the API server gives an impersonated ServiceAccount of `namespace`.
 pub fn sa_groups(namespace: &str) -> Vec<String> {
     vec![
         "system:serviceaccounts".to_string(),
@@ -30,12 +36,20 @@ pub fn sa_groups(namespace: &str) -> Vec<String> {
     ]
 }
 
+/// `base` impersonating `user` with `groups`; a ServiceAccount user is sent without groups (the
+/// API server derives them: module docs).
+pub fn impersonate(base: &Config, user: &str, groups: &[String]) -> Config {
+    let mut c = base.clone();
+    c.auth_info.impersonate = Some(user.to_owned());
+    c.auth_info.impersonate_groups = (!user.starts_with("system:serviceaccount:")
+        && !groups.is_empty())
+    .then(|| groups.to_vec());
+    c
+}
+
 /// `base` with impersonation of the ServiceAccount set (and nothing else changed).
 pub fn sa_config(base: &Config, namespace: &str, name: &str) -> Config {
-    let mut c = base.clone();
-    c.auth_info.impersonate = Some(sa_user(namespace, name));
-    c.auth_info.impersonate_groups = Some(sa_groups(namespace));
-    c
+    impersonate(base, &sa_user(namespace, name), &sa_groups(namespace))
 }
 
 /// Checks that the ServiceAccount exists (uncached GET through `controller`).
@@ -81,21 +95,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn user_and_exactly_three_groups() {
+    fn a_service_account_is_impersonated_without_group_headers() {
         let base = Config::new("http://127.0.0.1:1".parse().unwrap_or_default());
         let c = sa_config(&base, "team-a", "deploy-sa");
         assert_eq!(
             c.auth_info.impersonate.as_deref(),
             Some("system:serviceaccount:team-a:deploy-sa")
         );
-        assert_eq!(
-            c.auth_info.impersonate_groups,
-            Some(vec![
-                "system:serviceaccounts".to_string(),
-                "system:serviceaccounts:team-a".to_string(),
-                "system:authenticated".to_string(),
-            ])
-        );
+        assert_eq!(c.auth_info.impersonate_groups, None);
         assert_eq!(c.cluster_url, base.cluster_url);
+        // A user who is not a ServiceAccount keeps the groups the caller authenticated with.
+        let u = impersonate(&base, "alice", &["devs".to_string()]);
+        assert_eq!(u.auth_info.impersonate.as_deref(), Some("alice"));
+        assert_eq!(
+            u.auth_info.impersonate_groups,
+            Some(vec!["devs".to_string()])
+        );
     }
 }

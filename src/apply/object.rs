@@ -1,5 +1,5 @@
-//! Object identity, preparation for apply, and stage classification (operator-spec.md §2.2
-//! phase 5, §6.4; lessons.md §5 rule 4).
+//! Object identity, preparation for apply, and stage classification (docs/design/operator.md §2.2
+//! phase 5, §6.4; docs/design/principles.md rule 4).
 //!
 //! Rules:
 //! - An object is identified by (group, version, kind, namespace, name); it prints as
@@ -12,7 +12,7 @@
 //!   runtime (`opm-controller`), overriding whatever the object carried; the instance identity
 //!   labels `module-instance.opmodel.dev/{name,namespace,uuid}` are stamped when the caller
 //!   passes the instance.
-//! - Stages (fluxcd/pkg/ssa `ApplyAllStaged`, lessons rule 4): 0 = CustomResourceDefinitions,
+//! - Stages (fluxcd/pkg/ssa `ApplyAllStaged`, docs/design/principles.md rule 4): 0 = CustomResourceDefinitions,
 //!   Namespaces, ClusterRoles (waited for and followed by a discovery refresh); 1 = class kinds
 //!   (`*Class` kinds such as StorageClass, IngressClass, PriorityClass); 2 = ServiceAccounts and
 //!   Roles (so bindings never precede what they bind); 3 = everything else, in render order.

@@ -20,6 +20,9 @@
 //!   API preview as its caller, and the controller itself. (The live object itself is still read
 //!   as that identity first, so a caller learns an owner only of an object it may read.)
 //! - A failed owner lookup (403, 5xx) fails the plan of that object: ownership is never guessed.
+//! - The window between this GET and the write (two instances both finding the object absent)
+//!   is closed by [`super::claim`]: an absent object is created through an unforced claim, and
+//!   the loser comes back here with the object its rival created, in the same apply.
 
 use kube::api::{Api, ApiResource, DynamicObject};
 use serde_json::Value;

@@ -1,4 +1,4 @@
-//! Safe prune (operator-spec.md §6.3, ADR-011 + live guard; lessons.md §5 rule 3).
+//! Safe prune (docs/design/operator.md §6.3, docs/design/decisions.md §4; docs/design/principles.md rule 3).
 //!
 //! Per stale entry, in order:
 //! 1. Kind `Namespace` or `CustomResourceDefinition` → skipped, always.

@@ -1,4 +1,4 @@
-//! Kind → API resource resolution with a discovery cache (lessons.md §5 rule 4; as
+//! Kind → API resource resolution with a discovery cache (docs/design/principles.md rule 4; as
 //! controller-runtime's lazy REST mapper: cache what resolved, look again on a miss).
 //!
 //! Rules:

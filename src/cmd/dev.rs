@@ -1,4 +1,4 @@
-//! `opm-operator dev`: the whole product on one machine with no cluster (DESIGN.md §4, the
+//! `opm-operator dev`: the whole product on one machine with no cluster (docs/design/architecture.md §4, the
 //! embedded default; issue 18).
 //!
 //! Rules implemented here:
@@ -32,6 +32,9 @@
 //!   a ModuleInstance shows Ready=Unknown `Progressing` while its Deployment rolls out, then
 //!   Ready=True; an object annotated `kube-emu.opmodel.dev/simulate: fail` makes it Ready=False
 //!   `HealthCheckFailed` (issue 29).
+//! - The controllers run with `--allow-cross-namespace-refs` (the README's `dependsOn` pair is a
+//!   ModuleInstance in `prod` waiting for `demo/hello`: the example's object names are fixed, so
+//!   one instance per namespace).
 //! - The dev token authenticates as user `opm-dev` in `system:masters` (every verb, including
 //!   `create moduleinstances/render`).
 //! - SIGINT/SIGTERM stop the server and controllers (as `serve`), then the emulator, whose final
@@ -716,6 +719,9 @@ fn wiring(state: &StateDir, ports: Ports, source: &Source) -> Result<Wiring, Dev
         "--render-auth=kube".to_owned(),
         "--shutdown-grace=2s".to_owned(),
         "--leader-elect=false".to_owned(),
+        // The README's dependsOn pair spans two namespaces (the example's fixed object names
+        // allow one instance per namespace).
+        "--allow-cross-namespace-refs".to_owned(),
         format!("--kubeconfig={}", p(&state.kubeconfig())),
         format!("--platform-dir={}", p(&state.platform())),
     ];

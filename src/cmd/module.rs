@@ -1,4 +1,5 @@
-//! `opm-operator module ...`: publish, list versions, fetch, and tidy CUE modules.
+//! `opm-operator module ...`: publish, list versions, fetch, and tidy CUE modules; sign and
+//! verify them, and generate signing keys (`sign`).
 //!
 //! Every command takes the registry mapping from `--registry` or `CUE_REGISTRY` (syntax in
 //! `mapping`), or `--layout DIR` to use one OCI image-layout directory for every module (it wins
@@ -14,6 +15,8 @@ use crate::registry::client::{ModuleRegistry, RegistryConfig};
 use crate::registry::mapping::{Location, Mapping};
 use crate::registry::{zipfile, Error};
 use cue::module::ModuleFile;
+
+mod sign;
 
 /// Registry selection shared by the subcommands.
 #[derive(clap::Args, Debug, Clone)]
@@ -74,6 +77,36 @@ pub enum ModuleCommand {
         write: bool,
         #[command(flatten)]
         registry: RegistryArgs,
+    },
+    /// Sign the published PATH@VERSION as cosign does (the signature goes to the tag
+    /// sha256-<digest>.sig of the module's repository). The key is a PEM private key: cosign's
+    /// encrypted key (password from COSIGN_PASSWORD), PKCS#8 or SEC1.
+    Sign {
+        /// Module coordinate, e.g. fixtures.test/modules/demo@v0.1.0.
+        coordinate: String,
+        /// The private key file (cosign.key).
+        #[arg(long)]
+        key: PathBuf,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Verify that PATH@VERSION is signed with the public key(s) of --key, and that it passes
+    /// every fetch check.
+    Verify {
+        /// Module coordinate.
+        coordinate: String,
+        /// A PEM public key file (cosign.pub); repeat for several (any one may have signed).
+        #[arg(long, required = true)]
+        key: Vec<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Write a new ECDSA P-256 key pair as cosign does: PREFIX.key (encrypted with
+    /// COSIGN_PASSWORD) and PREFIX.pub.
+    GenerateKeyPair {
+        /// Output prefix (default: cosign).
+        #[arg(long, default_value = "cosign")]
+        output_key_prefix: PathBuf,
     },
 }
 
@@ -152,6 +185,19 @@ pub fn run_module_command(cmd: ModuleCommand) -> Result<(), Error> {
                 f.meta.zip_digest,
                 dir.display()
             ))
+        }
+        ModuleCommand::Sign {
+            coordinate,
+            key,
+            registry,
+        } => sign::sign(&coordinate, &key, &build(&registry, false)?),
+        ModuleCommand::Verify {
+            coordinate,
+            key,
+            registry,
+        } => sign::verify(&coordinate, &key, &build(&registry, false)?),
+        ModuleCommand::GenerateKeyPair { output_key_prefix } => {
+            sign::generate_key_pair(&output_key_prefix)
         }
         ModuleCommand::Tidy {
             dir,

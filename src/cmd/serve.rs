@@ -1,4 +1,4 @@
-//! `opm-operator serve`: the controller side (operator-spec.md §7.1 flags and startup order).
+//! `opm-operator serve`: the controller side (docs/design/operator.md §7.1 flags and startup order).
 //!
 //! Rules implemented here:
 //! - Webhooks (and later the render endpoint) run on every replica; the controllers run only on
@@ -85,7 +85,7 @@ pub struct ControllerArgs {
     pub platform_dir: Option<PathBuf>,
 
     /// ServiceAccount (in each instance's own namespace) ModuleInstances apply and prune as when
-    /// their spec names none (operator-spec §2.5); empty: the controller identity.
+    /// their spec names none (docs/design/operator.md §2.5); empty: the controller identity.
     #[arg(long, default_value = "", value_name = "NAME")]
     pub default_service_account: String,
 
@@ -94,7 +94,7 @@ pub struct ControllerArgs {
     #[arg(long, value_name = "MAPPING")]
     pub registry: Option<String>,
 
-    /// Module cache directory of the registry client (operator-spec §7.1) [default:
+    /// Module cache directory of the registry client (docs/design/operator.md §7.1) [default:
     /// <temp dir>/cue-cache].
     #[arg(long, env = "CUE_CACHE_DIR", value_name = "DIR")]
     pub cue_cache_dir: Option<PathBuf>,
@@ -103,7 +103,7 @@ pub struct ControllerArgs {
     #[command(flatten)]
     pub generator: GeneratorArgs,
 
-    /// Let a ModulePackage name a Flux source in another namespace (operator-spec §2.3; default
+    /// Let a ModulePackage name a Flux source in another namespace (docs/design/operator.md §2.3; default
     /// deny).
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub allow_cross_namespace_refs: bool,
@@ -134,10 +134,52 @@ pub struct ControllerArgs {
     #[arg(long, default_value = crate::controller::shard::DEFAULT_SHARD_LABEL, value_name = "KEY")]
     pub shard_label: String,
 
+    /// Percentage of jitter applied to `spec.interval` requeues: a value of 10 requeues after the
+    /// interval ± up to 10 %, uniformly (Flux's semantics; below 100; 0: none).
+    #[arg(long, default_value_t = crate::controller::context::DEFAULT_INTERVAL_JITTER_PERCENTAGE, value_parser = clap::value_parser!(u8).range(0..100), value_name = "PERCENT")]
+    pub interval_jitter_percentage: u8,
+
+    /// The drift mode of a ModuleInstance whose `spec.drift.mode` is unset: `warn` (report
+    /// drift: Drifted condition, Warning event), `enabled` (also re-apply drifted objects) or
+    /// `disabled` (no drift check).
+    #[arg(long, value_enum, default_value = "warn", value_name = "MODE")]
+    pub default_drift_mode: DriftModeArg,
+
+    /// How soon a ModuleInstance waiting for a `dependsOn` dependency looks again (it is also
+    /// woken when the dependency changes in this process).
+    #[arg(long, default_value = "5s", value_parser = crds::duration::parse_flag, value_name = "DURATION")]
+    pub requeue_dependency: std::time::Duration,
+
+    /// Label selector of the Secrets and ConfigMaps watched for `valuesFrom`: a change of one
+    /// re-renders the ModuleInstances reading it (others are read at each reconcile).
+    #[arg(long, default_value = crate::controller::context::DEFAULT_WATCH_CONFIGS_LABEL_SELECTOR, value_name = "SELECTOR")]
+    pub watch_configs_label_selector: String,
+
     /// The server's `--max-concurrent-renders` (not a flag of its own: `main` copies it here so
     /// the ModuleInstance controller and the render API share one setting).
     #[arg(skip)]
     pub max_concurrent_renders: Option<u16>,
+}
+
+/// `--default-drift-mode`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DriftModeArg {
+    /// Detect and re-apply.
+    Enabled,
+    /// Detect and report.
+    Warn,
+    /// No drift check.
+    Disabled,
+}
+
+impl From<DriftModeArg> for crds::drift::DriftMode {
+    fn from(m: DriftModeArg) -> Self {
+        match m {
+            DriftModeArg::Enabled => Self::Enabled,
+            DriftModeArg::Warn => Self::Warn,
+            DriftModeArg::Disabled => Self::Disabled,
+        }
+    }
 }
 
 /// The default `--core-module`.
@@ -149,7 +191,7 @@ pub const DEFAULT_CORE_VERSION: &str = "v2.0.0-alpha.4";
 /// and `render --platform` (which generates and builds a Platform CR the same way).
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
 pub struct GeneratorArgs {
-    /// The OPM core module every generated platform pins (operator-spec §3.3 roots).
+    /// The OPM core module every generated platform pins (docs/design/operator.md §3.3 roots).
     #[arg(long, default_value = DEFAULT_CORE_MODULE, value_name = "PATH@MAJOR")]
     pub core_module: String,
 
@@ -157,7 +199,7 @@ pub struct GeneratorArgs {
     #[arg(long, default_value = DEFAULT_CORE_VERSION, value_name = "VERSION")]
     pub core_version: String,
 
-    /// Shape of the generated `#registry`: `catalog-entry` (operator-spec §3.4, with the
+    /// Shape of the generated `#registry`: `catalog-entry` (docs/design/operator.md §3.4, with the
     /// expected-version tripwire) or `subscription` (cores up to 2.0.0-alpha.4).
     #[arg(
         long,
@@ -312,6 +354,9 @@ pub struct Kernel {
     pub renderer: Option<Arc<dyn crate::kernel::ModuleRenderer>>,
     /// Package rendering for the ModulePackage controller (`None`: the controller is off).
     pub package_renderer: Option<Arc<dyn crate::kernel::PackageRenderer>>,
+    /// Signature policies over the shared registry client (`spec.verify`; `None`: a kernel
+    /// without one, and `spec.verify` then stalls `VerificationFailed`).
+    pub signatures: Option<Arc<crate::controller::verify::Signatures>>,
 }
 
 impl std::fmt::Debug for Kernel {
@@ -426,6 +471,8 @@ pub fn sidecar(
     let kernel = kernel(&registry).map_err(ServeError::Kernel)?;
     // The render API shares the store and learns the cluster client once `run` has connected.
     let (connected, client_rx) = watch::channel(None);
+    // One set of controller series; the render API counts its renders into the same families.
+    let controller_metrics = ControllerMetrics::default();
     let render = kernel
         .renderer
         .clone()
@@ -433,14 +480,15 @@ pub fn sidecar(
             store: store.clone(),
             renderer,
             cluster: client_rx,
+            metrics: controller_metrics.render.clone(),
         });
     let metrics: Arc<Mutex<Option<ControllerMetrics>>> = Arc::default();
     let registered = Arc::clone(&metrics);
     let layout = Arc::new(layout);
     Ok(Sidecar {
         register: Box::new(move |r| {
-            let m = ControllerMetrics::register(r);
-            *registered.lock().unwrap_or_else(PoisonError::into_inner) = Some(m);
+            controller_metrics.register_into(r);
+            *registered.lock().unwrap_or_else(PoisonError::into_inner) = Some(controller_metrics);
         }),
         run: Box::new(move |stop| {
             let metrics = metrics
@@ -492,12 +540,17 @@ pub fn operator_sidecar(
             generator.clone(),
             cue::Config::default(),
         ));
-        let renderer = Arc::new(crate::render::Renderer::new(registry));
+        let renderer = Arc::new(crate::render::Renderer::new(registry.clone()));
+        let signatures = Arc::new(crate::controller::verify::Signatures::new(
+            registry,
+            (*renderer).clone(),
+        ));
         Ok(Kernel {
             builder: platform.clone(),
             acquirer: platform,
             renderer: Some(renderer.clone()),
             package_renderer: Some(renderer),
+            signatures: Some(signatures),
         })
     })
 }
@@ -564,10 +617,18 @@ async fn run(
     ctx.metrics = metrics;
     ctx.renderer = kernel.renderer;
     ctx.package_renderer = kernel.package_renderer;
+    ctx.signatures = kernel.signatures;
+    ctx.operator_namespace = args.leader_elect_namespace.clone();
     ctx.allow_cross_namespace_refs = args.allow_cross_namespace_refs;
     ctx.reconcile_timeout = args.reconcile_timeout;
     ctx.health_poll = args.health_poll_interval;
     ctx.health_timeout = args.health_timeout;
+    ctx.gitops = crate::controller::context::GitOps {
+        interval_jitter_percentage: args.interval_jitter_percentage,
+        default_drift_mode: args.default_drift_mode.into(),
+        requeue_dependency: args.requeue_dependency,
+        watch_configs_label_selector: args.watch_configs_label_selector.clone(),
+    };
     ctx.kube_config = Some(config);
     ctx.default_service_account =
         (!args.default_service_account.is_empty()).then(|| args.default_service_account.clone());
@@ -590,12 +651,20 @@ async fn run(
         lease = %shard.lease_name(),
         "ModuleInstance and ModulePackage watches select their shard"
     );
+    let lease = shard.lease_name();
     ctx.shard = shard;
     let (role, mut role_rx) = watch::channel(Role::Follower);
+    let leader_metrics = ctx.metrics.clone();
+    if let Some(m) = &leader_metrics {
+        m.set_leader(&lease, false);
+    }
     let watcher = tokio::spawn(async move {
         while role_rx.changed().await.is_ok() {
             let r = *role_rx.borrow();
             tracing::info!(role = ?r, "leadership changed");
+            if let Some(m) = &leader_metrics {
+                m.set_leader(&lease, r == Role::Leader);
+            }
         }
     });
     manager::run(Arc::new(ctx), elector, stop, role).await;

@@ -1,15 +1,15 @@
-//! The pure verdict steps of the TransformerRegistration reconciler (operator-spec.md §4.1 steps
-//! 5, 7, 8 and §4.4; E0015 D8, D11, D12).
+//! The pure verdict steps of the TransformerRegistration reconciler (docs/design/operator.md §4.1 steps
+//! 5, 7, 8 and §4.4; docs/design/decisions.md §10, §13, §14).
 //!
 //! Rules implemented here:
-//! - **Provides (D11)**: the claim's `spec.provides` must equal, as a sorted set, the contracts the
+//! - **Provides (docs/design/decisions.md §13)**: the claim's `spec.provides` must equal, as a sorted set, the contracts the
 //!   catalog's transformers require with `fulfilment: "provider"`; order in the claim is irrelevant.
-//! - **Build compatibility (D8)**: walk the catalog's requirements in path order; consider only OPM
+//! - **Build compatibility (docs/design/decisions.md §10)**: walk the catalog's requirements in path order; consider only OPM
 //!   paths (prefixes `opmodel.dev/` and `testing.opmodel.dev/` by default); match them to the
 //!   platform's resolved deps by base path (without `@vN`); skip paths the platform does not have.
 //!   A different major refuses (majors are not comparable); a catalog requirement newer than the
 //!   platform's resolved version refuses; equal or older passes.
-//! - **Duplicate claim (D12)**: among the claims of one catalog, the holder is the one with the
+//! - **Duplicate claim (docs/design/decisions.md §14)**: among the claims of one catalog, the holder is the one with the
 //!   earliest creation time, ties broken by the lowest name.
 //! - **Dependents (§4.4)**: the ModuleInstances whose `status.requiredContracts` intersect the
 //!   claim's `spec.provides`, as sorted `ns/name`; an empty `provides` has no dependents. No registry

@@ -1,4 +1,4 @@
-//! What the Platform and TransformerRegistration reconcilers share (operator-spec.md §2.0, §5,
+//! What the Platform and TransformerRegistration reconcilers share (docs/design/operator.md §2.0, §5,
 //! §7.1 startup order).
 //!
 //! Rules:
@@ -61,12 +61,12 @@ pub struct Context {
     /// Package rendering for the ModulePackage reconciler (`None`: its controller does not run).
     pub package_renderer: Option<Arc<dyn PackageRenderer>>,
     /// `--allow-cross-namespace-refs`: a ModulePackage may name a source in another namespace
-    /// (default deny, operator-spec §2.3).
+    /// (default deny, docs/design/operator.md §2.3).
     pub allow_cross_namespace_refs: bool,
     /// `--reconcile-timeout`: the deadline of one ModuleInstance or ModulePackage reconcile run
     /// by the manager (a hung registry or artifact server cannot pin a worker).
     pub reconcile_timeout: Duration,
-    /// Limits of one ModulePackage artifact (operator-spec §2.3 step 4).
+    /// Limits of one ModulePackage artifact (docs/design/operator.md §2.3 step 4).
     pub artifact_limits: crate::registry::flux::Limits,
     /// How often the ModulePackage controller looks for Flux source CRDs that were absent.
     pub source_discovery_interval: Duration,
@@ -79,6 +79,19 @@ pub struct Context {
     /// The default rollout timeout (`--health-timeout`; `spec.rollout.timeout` overrides it;
     /// zero: no health check).
     pub health_timeout: Duration,
+    /// The compiled `spec.healthCheckExprs` of the rendering kinds, per object and generation.
+    pub health_rules: crate::apply::health::cel::RulesCache,
+    /// The remote clusters of `spec.kubeConfig` in use (clients cached per Secret version).
+    pub clusters: super::remote::Clusters,
+    /// Settings of issue 40 (interval jitter, drift default, dependency requeue).
+    pub gitops: GitOps,
+    /// Who waits for whom (`dependsOn`): woken by the frame's commits.
+    pub waiters: super::waiters::Waiters,
+    /// Signature policies (`spec.verify`, [`super::verify`]); `None`: `spec.verify` stalls
+    /// `VerificationFailed` (no verifying kernel).
+    pub signatures: Option<Arc<super::verify::Signatures>>,
+    /// The operator's own namespace (the Platform's `spec.verify` Secret lives there).
+    pub operator_namespace: String,
     /// Consecutive reconcile errors per object key (`Kind/name`), for the error backoff.
     failures: FailureCounts,
     /// What the last apply of an object changed (`Kind/namespace/name` → “1 created, …”), kept
@@ -145,6 +158,12 @@ impl Context {
             shard: super::shard::Shard::default(),
             health_poll: DEFAULT_HEALTH_POLL,
             health_timeout: DEFAULT_HEALTH_TIMEOUT,
+            health_rules: Default::default(),
+            clusters: Default::default(),
+            gitops: GitOps::default(),
+            waiters: super::waiters::Waiters::default(),
+            signatures: None,
+            operator_namespace: "opm-system".to_owned(),
             failures: FailureCounts::default(),
             pending_changes: Mutex::new(HashMap::new()),
         }
@@ -209,6 +228,58 @@ impl Context {
     }
 }
 
+/// The operator-wide settings of `spec.interval`, `spec.drift` and `spec.dependsOn` (issue 40).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitOps {
+    /// `--interval-jitter-percentage`: each interval requeue is the interval ± up to this
+    /// percentage, uniformly (Flux's semantics; below 100; 0: none). [`Context::new`] sets 0,
+    /// `serve` the flag (default 10).
+    pub interval_jitter_percentage: u8,
+    /// `--default-drift-mode`: the drift mode of an instance whose `spec.drift.mode` is unset.
+    pub default_drift_mode: crds::drift::DriftMode,
+    /// `--requeue-dependency`: how soon an instance waiting for a dependency looks again.
+    pub requeue_dependency: Duration,
+    /// `--watch-configs-label-selector`: the Secrets and ConfigMaps watched for `valuesFrom`.
+    pub watch_configs_label_selector: String,
+}
+
+/// The default `--requeue-dependency` (Flux's).
+pub const DEFAULT_REQUEUE_DEPENDENCY: Duration = Duration::from_secs(5);
+/// The default `--interval-jitter-percentage` (Flux's).
+pub const DEFAULT_INTERVAL_JITTER_PERCENTAGE: u8 = 10;
+/// The default `--watch-configs-label-selector` (Flux's).
+pub const DEFAULT_WATCH_CONFIGS_LABEL_SELECTOR: &str = "reconcile.fluxcd.io/watch=Enabled";
+
+impl Default for GitOps {
+    fn default() -> Self {
+        GitOps {
+            interval_jitter_percentage: 0,
+            default_drift_mode: crds::drift::DriftMode::Warn,
+            requeue_dependency: DEFAULT_REQUEUE_DEPENDENCY,
+            watch_configs_label_selector: DEFAULT_WATCH_CONFIGS_LABEL_SELECTOR.to_owned(),
+        }
+    }
+}
+
+impl GitOps {
+    /// `interval` with the jitter (module docs of [`GitOps::interval_jitter_percentage`]).
+    pub fn jittered(&self, interval: Duration) -> Duration {
+        let p = u64::from(self.interval_jitter_percentage.min(99));
+        if p == 0 || interval.is_zero() {
+            return interval;
+        }
+        use std::hash::{BuildHasher, Hasher};
+        // A random draw without a generator of our own: the std hasher is seeded randomly.
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(interval.as_nanos());
+        let draw = h.finish() % 2001; // 0..=2000 → −1.000..=+1.000
+        let span = interval.as_nanos().saturating_mul(u128::from(p)) / 100;
+        let offset = span.saturating_mul(u128::from(draw)) / 1000;
+        let nanos = (interval.as_nanos() + offset).saturating_sub(span);
+        Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+}
+
 /// What one reconcile decided: when to run again and the outcome for the metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reconciled {
@@ -258,6 +329,19 @@ impl FailureCounts {
 mod tests {
     use super::*;
     use crate::controller::outcome::backoff;
+
+    #[test]
+    fn jitter_stays_within_the_percentage_and_varies() {
+        let mut g = GitOps::default();
+        let min = Duration::from_secs(60);
+        assert_eq!(g.jittered(min), min, "0 %: none");
+        g.interval_jitter_percentage = 10;
+        let draws: Vec<Duration> = (0..200).map(|_| g.jittered(min)).collect();
+        assert!(draws
+            .iter()
+            .all(|d| *d >= Duration::from_secs(54) && *d <= Duration::from_secs(66)));
+        assert!(draws.iter().any(|d| *d < min) && draws.iter().any(|d| *d > min));
+    }
 
     #[test]
     fn consecutive_errors_back_off_and_a_success_resets() {

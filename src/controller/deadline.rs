@@ -1,5 +1,5 @@
 //! The per-reconcile deadline of the ModuleInstance and ModulePackage controllers
-//! (`--reconcile-timeout`; operator-spec.md §2.1 classification, §2.6, issue 17 "a hung registry
+//! (`--reconcile-timeout`; docs/design/operator.md §2.1 classification, §2.6, issue 17 "a hung registry
 //! cannot pin a worker").
 //!
 //! Rules:
@@ -31,7 +31,7 @@ use super::render_apply::{counter_u32, Rendered, RenderedStatus};
 use super::runtime::{self, Error};
 
 /// The Ready reason of a reconcile that passed its deadline.
-pub const REASON: &str = "ReconcileTimedOut";
+pub const REASON: &str = crds::conditions::reasons::RECONCILE_TIMED_OUT;
 
 /// The message of a timed-out reconcile.
 pub fn message(after: Duration) -> String {

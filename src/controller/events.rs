@@ -1,4 +1,4 @@
-//! Event deduplication (operator-spec.md §3.6, §4.2, §7.3; scenario 64; lessons.md §1.3
+//! Event deduplication (docs/design/operator.md §3.6, §4.2, §7.3; scenario 64; docs/design/principles.md §1.3
 //! notification-controller#509).
 //!
 //! Rules implemented here:

@@ -1,5 +1,5 @@
-//! The ModuleInstance reconciler (operator-spec.md §2.1, §2.2, §2.4–§2.6, §6, §7.2–§7.3;
-//! lessons.md §5 rules 1–3, 8, 9, 12).
+//! The ModuleInstance reconciler (docs/design/operator.md §2.1, §2.2, §2.4–§2.6, §6, §7.2–§7.3;
+//! docs/design/principles.md rules 1–3, 8, 9, 12).
 //!
 //! The phases ModuleInstance shares with ModulePackage (gates, deletion, identity, render on a
 //! lease, digests, apply/prune, the deferred commit, metrics) live in [`super::render_apply`]; this
@@ -11,7 +11,11 @@
 //! - **Source identity**: the Source digest is sha256 of `path@version`, the Config digest that of
 //!   `spec.values` (§6.1).
 //! - **Phase 1 render** of `spec.module` with `spec.values` on the leased platform; no recorded
-//!   platform is `PlatformNotReady` with backoff (an instance has no interval).
+//!   platform is `PlatformNotReady` with backoff (at `spec.interval` when the instance has one).
+//!   With `spec.verify`, or the Platform's policy in force, the render fetches through a
+//!   verifying view (`super::verify`): an unsigned, wrongly signed or tampered module (or
+//!   dependency) is Ready=False `VerificationFailed` naming it and why, before anything is
+//!   evaluated or applied.
 //! - **Phase 2 bookkeeping**: ModuleResolved=True; `instanceUUID` from the first uuid label;
 //!   `requiredContracts` from the render (persisted by no-ops too; earlier failures keep the old
 //!   value).
@@ -24,7 +28,31 @@
 //! - **Phases 4–6**: the instance labels stamped carry the instance's own name and namespace; prune
 //!   (also on deletion) guards on the owner uuid `status.instanceUUID`; a 403 under a
 //!   ServiceAccount stalls `ImpersonationFailed` (`Rendered::FORBIDDEN_STALLS`).
-//! - **Success** does not requeue; metrics (§7.2) are recorded.
+//! - **Success** requeues after `spec.interval` (jittered by `--interval-jitter-percentage`)
+//!   when set, else not (a Ready instance on a remote cluster is polled, [`super::remote`]);
+//!   metrics (§7.2) are recorded.
+//! - **Target**: the cluster of `spec.kubeConfig` is resolved once per reconcile, before the
+//!   render (an unusable one costs no render), and phase 3 drift and phases 4–6 act on it.
+//!
+//! Issue 40 (GitOps expectations), in reconcile order:
+//! - **Deletion in reverse order** and **`dependsOn`** ([`super::depends_on`]): a deleting
+//!   instance waits for its dependents that are being deleted; past the gates an instance whose
+//!   dependencies are not ready is Ready=False `DependencyNotReady` (requeued at
+//!   `--requeue-dependency`, woken when the dependency changes), a cycle Stalled
+//!   `DependencyCycle`, an invalid entry Stalled `DependencyInvalid`.
+//! - **`valuesFrom`** ([`super::values_from`]): the values rendered are the references' merged
+//!   under `spec.values`; Secret-sourced values never reach a message (conditions, events,
+//!   history, logs).
+//! - **`interval`**: every interval a full reconcile (render, drift check, health).
+//! - **`drift`**: `mode` (else `--default-drift-mode`, `Warn`: the behaviour before the field):
+//!   `Disabled` checks nothing and removes Drifted; `Warn` reports (Drifted, Warning
+//!   `DriftDetected`); `Enabled` reports and, on a NoOp, re-applies through the normal apply (the
+//!   instance's identity, staging, ownership guard), then Normal `DriftCorrected`. `ignore` rules
+//!   are left out of the comparison and removed from the objects applied before (those of the
+//!   inventory), so the operator releases those fields under server-side apply: a field nobody
+//!   else owns is then removed by the API server (its default applies), one another manager
+//!   owns (an HPA's `spec.replicas`) stays as that manager set it. An object applied for the
+//!   first time carries the ignored fields as rendered (their initial value).
 
 use crds::common::FailureCounters;
 use crds::conditions::{self, reasons, types, HasConditions};
@@ -32,13 +60,19 @@ use crds::module_instance::{ModuleInstance, ModuleInstanceStatus, Owner};
 use serde_json::Value;
 
 use super::context::{Context, Reconciled};
-use super::reconcile::{self, End, Halt, Kind, Mode, Note, Run, When};
+use super::depends_on::{self, Blocked, Dependent};
+use super::reconcile::{self, End, Failure, Halt, Kind, Mode, Note, Run, When};
+use super::remote::Target;
 use super::render_apply::{self, Rendered};
 use super::runtime::{self, Error, EventType};
-use crate::apply::drift::{DriftOptions, DriftOutcome};
+use super::values_from;
+use crate::apply::drift::{DriftOptions, DriftOutcome, IgnoreRule};
 use crate::apply::object::InstanceLabels;
 use crate::inventory;
 use crate::kernel::{ModuleRequest, RenderResult};
+use crate::values_from::Redactor;
+use crds::drift::DriftMode;
+use std::time::Duration;
 
 pub use super::render_apply::{
     actions, deletion_sa_missing_message, is_no_op_of, push_history, Digests, DELETION_RECHECK,
@@ -77,9 +111,16 @@ impl Kind for ModuleInstance {
 
     fn gone(ctx: &Context, namespace: &str, name: &str) {
         render_apply::forget::<Self>(ctx, namespace, name);
+        crate::values_from::forget(&values_from::owner_key(namespace, name));
     }
 
-    /// Gate 2, then the shared gates 3–6, then phases 1–7 (module docs).
+    /// `spec.interval` (issue 40): unset, zero or malformed (logged) is none.
+    fn interval(&self) -> Option<Duration> {
+        interval_of(self)
+    }
+
+    /// Gate 2, the reverse deletion order, the shared gates 3–6, `dependsOn`, then phases 1–7
+    /// (module docs).
     async fn phases(run: &mut Run<'_, Self>) -> Result<End, Halt> {
         if run.obj.handed_off() {
             if run.deleting() {
@@ -87,9 +128,13 @@ impl Kind for ModuleInstance {
             }
             return Ok(managed_externally(run));
         }
+        depends_on::await_dependents(run).await?;
         run.gates().await?;
+        depends_on::gate(run).await?;
         let mut digests = Digests::default();
-        let result = reconcile_phases(run, &mut digests).await;
+        let mut redactor = Redactor::default();
+        let result = reconcile_phases(run, &mut digests, &mut redactor).await;
+        let result = values_from::redact_end(&redactor, result);
         run.attempted(result, &digests)
     }
 }
@@ -108,6 +153,94 @@ impl Rendered for ModuleInstance {
     fn handed_off(&self) -> bool {
         self.spec.owner == Some(Owner::Cli)
     }
+}
+
+impl Dependent for ModuleInstance {
+    fn depends_on(&self) -> &[crds::depends_on::DependsOn] {
+        &self.spec.depends_on
+    }
+
+    /// With `--allow-cross-namespace-refs` only.
+    fn cross_namespace(ctx: &Context) -> bool {
+        ctx.allow_cross_namespace_refs
+    }
+
+    /// Not ready: Ready=False `DependencyNotReady` (Normal once per transition, no failure
+    /// counted), requeued at `--requeue-dependency`; a cycle, a refused namespace or an invalid
+    /// `readyExpr` stalls (`DependencyCycle`, `DependencyInvalid`), Warning.
+    fn blocked(run: &Run<'_, Self>, blocked: Blocked) -> Failure {
+        match blocked {
+            Blocked::NotReady { dependency, why } => Failure::transient(
+                reasons::DEPENDENCY_NOT_READY,
+                depends_on::ACTION,
+                Blocked::waiting_message(&dependency, why.as_deref()),
+            )
+            .after(Some(run.ctx.gitops.requeue_dependency))
+            .soft()
+            .event_type(EventType::Normal),
+            Blocked::CrossNamespace { namespace, name } => Failure::stalled(
+                reasons::DEPENDENCY_INVALID,
+                depends_on::ACTION,
+                format!(
+                    "dependency {namespace}/{name}: another namespace is refused (the operator \
+                     runs without --allow-cross-namespace-refs)"
+                ),
+            ),
+            Blocked::Cycle(cycle) => Failure::stalled(
+                reasons::DEPENDENCY_CYCLE,
+                depends_on::ACTION,
+                format!("dependency cycle: {cycle}"),
+            ),
+            Blocked::Invalid(m) => {
+                Failure::stalled(reasons::DEPENDENCY_INVALID, depends_on::ACTION, m)
+            }
+        }
+    }
+}
+
+/// `spec.interval` of `mi` (unset, zero or malformed: none; a malformed one is logged).
+pub fn interval_of(mi: &ModuleInstance) -> Option<Duration> {
+    let s = mi.spec.interval.as_deref()?;
+    match crds::duration::parse_go(s) {
+        Some(d) if !d.is_zero() => Some(d),
+        Some(_) => None,
+        None => {
+            tracing::warn!(
+                interval = s,
+                "spec.interval is not a duration; no periodic reconcile"
+            );
+            None
+        }
+    }
+}
+
+/// The drift mode of `mi`: `spec.drift.mode`, else `default` (`--default-drift-mode`).
+pub fn drift_mode(mi: &ModuleInstance, default: DriftMode) -> DriftMode {
+    mi.spec
+        .drift
+        .as_ref()
+        .and_then(|d| d.mode)
+        .unwrap_or(default)
+}
+
+/// `spec.drift.ignore` as the drift check's rules.
+pub fn ignore_rules(mi: &ModuleInstance) -> Vec<IgnoreRule> {
+    mi.spec
+        .drift
+        .iter()
+        .flat_map(|d| d.ignore.iter())
+        .map(|r| {
+            let t = r.target.clone().unwrap_or_default();
+            IgnoreRule {
+                paths: r.paths.clone(),
+                kind: t.kind,
+                name: t.name,
+                group: t.group,
+                version: t.version,
+                namespace: t.namespace,
+            }
+        })
+        .collect()
 }
 
 /// Reconciles the ModuleInstance `namespace/name` (§2.2).
@@ -142,25 +275,30 @@ fn managed_externally(run: &mut Run<'_, ModuleInstance>) -> End {
 async fn reconcile_phases(
     run: &mut Run<'_, ModuleInstance>,
     digests: &mut Digests,
+    redactor: &mut Redactor,
 ) -> Result<End, Halt> {
     let generation = run.generation();
     run.mark_reconciling();
-    let values_bytes = match &run.obj.spec.values {
-        Some(v) => serde_json::to_vec(v).map_err(|source| Error::Encode {
-            what: "spec.values".to_owned(),
-            source,
-        })?,
-        None => Vec::new(),
-    };
     let (path, version) = (
         run.obj.spec.module.path.clone(),
         run.obj.spec.module.version.clone(),
     );
     digests.source = inventory::source_digest(&path, &version);
-    digests.config = inventory::config_digest(Some(&values_bytes));
+    // `spec.valuesFrom` and `spec.values` (issue 40; `values_from`).
+    let composed = values_from::compose(run).await?;
+    digests.config = inventory::config_digest(Some(&composed.config));
+    *redactor = composed.redactor;
+    // The cluster applied to (`spec.kubeConfig`, `super::remote`): resolved once, before the
+    // render, so an unusable one costs no render.
+    let target = run.target().await?;
 
     // Phase 1: render on a leased platform.
-    let rendered = render(run).await?;
+    let mut rendered = render(run, composed.values).await?;
+    if !redactor.is_empty() {
+        for w in &mut rendered.warnings {
+            *w = redactor.redact(w);
+        }
+    }
 
     // Phase 2: bookkeeping.
     let now = runtime::now();
@@ -181,27 +319,111 @@ async fn reconcile_phases(
         status.required_contracts = rendered.required_contracts.clone();
     }
 
-    // Phase 3: drift (controller identity); NoOp and phases 4–7 follow in the core.
-    let unchanged = render_apply::is_no_op_of(&run.prior.reconcile, digests);
-    drift(run, &objects, unchanged).await;
+    // Phase 3: drift (controller identity) as `spec.drift` says; NoOp and phases 4–7 follow
+    // in the core. Ignored fields are not applied to objects applied before (issue 40).
+    let unchanged =
+        run.same_cluster(&target) && render_apply::is_no_op_of(&run.prior.reconcile, digests);
+    let rules = ignore_rules(&run.obj);
+    let mode = drift_mode(&run.obj, run.ctx.gitops.default_drift_mode);
+    let drifted = drift(run, &target, &objects, unchanged, mode, &rules).await;
+    let objects = strip_ignored(objects, &rules, &run.prior.reconcile);
     let instance = uuid.map(|uuid| InstanceLabels {
         name: run.name.clone(),
         namespace: run.namespace.clone(),
         uuid,
     });
-    run.apply(&objects, &rendered.inventory, digests, instance)
-        .await
+    let correct = unchanged && mode == DriftMode::Enabled && drifted > 0;
+    let end = run
+        .apply_to(
+            &target,
+            &objects,
+            &rendered.inventory,
+            digests,
+            instance,
+            correct,
+        )
+        .await?;
+    Ok(end.note_if(
+        correct,
+        Note::normal(
+            reasons::DRIFT_CORRECTED,
+            actions::RECONCILE,
+            format!("{drifted} drifted resource(s) re-applied (drift.mode Enabled)"),
+        ),
+    ))
 }
 
-/// Phase 1 (§2.2).
-async fn render(run: &Run<'_, ModuleInstance>) -> Result<RenderResult, Halt> {
+/// `objects` without the ignored fields of those the inventory `r` holds (applied before):
+/// the operator stops applying, so stops owning, those fields; an object applied for the first
+/// time carries them (issue 40, module docs of `apply::drift`).
+fn strip_ignored(
+    mut objects: Vec<Value>,
+    rules: &[IgnoreRule],
+    r: &crds::common::ReconcileStatus,
+) -> Vec<Value> {
+    if rules.is_empty() {
+        return objects;
+    }
+    let applied: Vec<crate::apply::object::ObjectRef> = r
+        .inventory
+        .iter()
+        .flat_map(|i| i.entries.iter())
+        .map(crate::apply::object::ObjectRef::of_entry)
+        .collect();
+    for o in &mut objects {
+        let Ok(me) = crate::apply::object::ObjectRef::of(o) else {
+            continue;
+        };
+        let before = applied.iter().any(|a| {
+            a.group == me.group
+                && a.kind == me.kind
+                && a.namespace == me.namespace
+                && a.name == me.name
+        });
+        if before {
+            crate::apply::drift::strip_ignored(o, rules);
+        }
+    }
+    objects
+}
+
+/// Phase 1 (§2.2) with `values` (`spec.values` over `spec.valuesFrom`).
+async fn render(
+    run: &Run<'_, ModuleInstance>,
+    values: Option<Value>,
+) -> Result<RenderResult, Halt> {
     let req = ModuleRequest {
         name: run.name.clone(),
         namespace: run.namespace.clone(),
         path: run.obj.spec.module.path.clone(),
         version: run.obj.spec.module.version.clone(),
-        values: run.obj.spec.values.clone(),
+        values,
     };
+    // Signed modules (`spec.verify`, the Platform's policy): `super::verify`.
+    let keys = match &run.obj.spec.verify {
+        Some(v) => Some(
+            super::verify::trusted_keys(&run.ctx.client, &run.namespace, v)
+                .await
+                .map_err(|e| keys_halt(e, actions::RENDER))?,
+        ),
+        None => None,
+    };
+    let signatures = run.ctx.signatures.clone();
+    if keys.is_some() || signatures.as_ref().is_some_and(|s| s.required().is_some()) {
+        if signatures.is_none() {
+            return Err(Failure::stalled(
+                reasons::VERIFICATION_FAILED,
+                actions::RENDER,
+                "spec.verify: this operator has no verifying registry client".to_owned(),
+            )
+            .into());
+        }
+        return run
+            .render_on("module", signatures, move |s, platform, skew| {
+                s.render(&req, platform, skew, keys)
+            })
+            .await;
+    }
     let renderer = run.ctx.renderer.clone();
     run.render_on("module", renderer, move |renderer, platform, skew| {
         renderer.render_module(&req, platform, skew)
@@ -209,14 +431,41 @@ async fn render(run: &Run<'_, ModuleInstance>) -> Result<RenderResult, Halt> {
     .await
 }
 
+/// The end of a reconcile whose `spec.verify` keys could not be had (`super::verify`).
+fn keys_halt(e: super::verify::KeysError, action: &'static str) -> Halt {
+    match e {
+        super::verify::KeysError::Unusable(m) => {
+            Failure::stalled(reasons::VERIFICATION_FAILED, action, m).into()
+        }
+        super::verify::KeysError::Read(e) => e.into(),
+    }
+}
+
 /// Phase 3 drift (§6.5): Drifted and the drift failure counter;
 /// `unchanged`: the render is the one last applied (a NoOp), so a difference is someone else's.
-async fn drift(run: &mut Run<'_, ModuleInstance>, objects: &[Value], unchanged: bool) {
-    let report = run
-        .ctx
-        .engine
-        .drift(objects, &DriftOptions::default())
-        .await;
+/// `mode` `Disabled` checks nothing (and removes Drifted); `rules` are left out of the
+/// comparison. Returns how many objects drifted (0 when unknown).
+async fn drift(
+    run: &mut Run<'_, ModuleInstance>,
+    target: &Target,
+    objects: &[Value],
+    unchanged: bool,
+    mode: DriftMode,
+    rules: &[IgnoreRule],
+) -> usize {
+    if mode == DriftMode::Disabled {
+        conditions::remove(&mut run.status().conditions, types::DRIFTED);
+        return 0;
+    }
+    let opts = DriftOptions {
+        ignore: rules.to_vec(),
+        ..DriftOptions::default()
+    };
+    let report = target.engine(&run.ctx.engine).drift(objects, &opts).await;
+    let count = match report.outcome() {
+        DriftOutcome::Drifted(n) => n,
+        _ => 0,
+    };
     let generation = run.generation();
     let now = runtime::now();
     let status = run.status();
@@ -258,6 +507,7 @@ async fn drift(run: &mut Run<'_, ModuleInstance>, objects: &[Value], unchanged: 
         )
         .await;
     }
+    count
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! Leader election through a `coordination.k8s.io/v1` Lease (operator-spec.md §7.1; lessons.md
+//! Leader election through a `coordination.k8s.io/v1` Lease (docs/design/operator.md §7.1; docs/design/principles.md
 //! rule 20; the client-go `leaderelection` protocol).
 //!
 //! Rules implemented here:

@@ -1,5 +1,5 @@
 //! The manager: the kube-runtime controllers of the Platform and TransformerRegistration
-//! reconcilers, run on the elected leader only (operator-spec.md §3.7, §4.6, §7.1).
+//! reconcilers, run on the elected leader only (docs/design/operator.md §3.7, §4.6, §7.1).
 //!
 //! One reconciler shape (issue 33; Flux's controllers share one runtime the same way): every
 //! controller is its kind's watches plus its kind's reconcile, run by [`drive`]: the reconcile
@@ -50,6 +50,10 @@
 //!   reconciles it). All shards apply with the one field manager of the controller, so B's apply
 //!   owns exactly the fields A owned: no conflict, nothing left behind. Which shard acted is
 //!   visible in the events' `reportingInstance` (`<shard>/<identity>`, set by `serve`).
+//! - Issue 40: the ModuleInstance controller also watches the Secrets and ConfigMaps labelled
+//!   `--watch-configs-label-selector` (`super::values_from::triggers`), and both rendering
+//!   controllers are woken when an object their reconcile waits for changes
+//!   (`super::waiters`: `dependsOn`, the reverse deletion order).
 //! - Caches are slimmed ([`slim_instance`], [`slim_package`]): the reconcilers read each object
 //!   fresh from the API, the caches only map events to keys and feed the generation predicate, so
 //!   managedFields, the last-applied annotation and status are not kept (memory per instance).
@@ -505,7 +509,16 @@ async fn run_instances_on(
     stop: impl Future<Output = ()> + Send + Sync + 'static,
     workloads: impl Stream<Item = super::workloads::Named> + Send + 'static,
 ) {
-    let (controller, _) = rendered_controller(&ctx, slim_instance, workloads);
+    let (controller, reader) = rendered_controller(&ctx, slim_instance, workloads);
+    // Issue 40: a changed labelled Secret or ConfigMap re-renders the instances reading it; a
+    // dependency's change wakes the instances waiting for it.
+    let controller = controller
+        .reconcile_on(super::values_from::triggers(
+            &ctx.client,
+            &ctx.gitops.watch_configs_label_selector,
+            reader,
+        ))
+        .reconcile_on(woken::<ModuleInstance>(&ctx));
     drive(controller, ctx, stop, |mi: Arc<ModuleInstance>, ctx| {
         bounded(mi, ctx, |ns, name, ctx| async move {
             instance::reconcile(&ns, &name, &ctx).await
@@ -542,9 +555,11 @@ async fn run_packages_on(
         tx,
         ctx.source_discovery_interval,
     );
-    let controller = controller.watches_stream(rx.map(Ok::<_, watcher::Error>), |mp| {
-        Some(ObjectRef::from_obj(&mp))
-    });
+    let controller = controller
+        .watches_stream(rx.map(Ok::<_, watcher::Error>), |mp| {
+            Some(ObjectRef::from_obj(&mp))
+        })
+        .reconcile_on(woken::<ModulePackage>(&ctx));
     let controller = drive(controller, ctx, stop, |mp: Arc<ModulePackage>, ctx| {
         bounded(mp, ctx, |ns, name, ctx| async move {
             package::reconcile(&ns, &name, &ctx).await
@@ -554,6 +569,26 @@ async fn run_packages_on(
     let triggers = Box::pin(triggers);
     let controller = Box::pin(controller);
     future::select(controller, triggers).await;
+}
+
+/// The objects of kind `K` woken because what they wait for changed (`super::waiters`, issue
+/// 40); runs until dropped. A lagging receiver skips what it missed (the requeue covers it).
+fn woken<K>(ctx: &Context) -> impl Stream<Item = ObjectRef<K>> + Send + 'static
+where
+    K: super::reconcile::Kind,
+{
+    futures::stream::unfold(ctx.waiters.subscribe(), |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(key) => return Some((key, rx)),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+    .filter_map(|(kind, ns, name)| {
+        future::ready((kind == K::KIND).then(|| ObjectRef::new(&name).within(&ns)))
+    })
 }
 
 /// Whether the Flux source kind `kind` is served (its CRD is installed).
@@ -568,7 +603,7 @@ async fn source_served(client: &kube::Client, kind: &str) -> Result<bool, kube::
 }
 
 /// Watches the Flux sources and sends the packages a passing source event concerns (§2.3
-/// watches, lessons rule 11): each of OCIRepository, GitRepository and Bucket is looked for at
+/// watches, docs/design/principles.md rule 11): each of OCIRepository, GitRepository and Bucket is looked for at
 /// start and then every `poll` while absent; the absent kinds are logged once, and each kind's
 /// watch starts when its CRD appears, so a cluster without Flux never crashloops and one that
 /// installs Flux later gets the watches without a restart. Runs until dropped.

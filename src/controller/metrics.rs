@@ -1,4 +1,4 @@
-//! The controller metrics of operator-spec.md §7.2 and lessons.md §5 rule 19.
+//! The controller metrics of docs/design/operator.md §7.2 and docs/design/principles.md rule 19.
 //!
 //! Rules implemented:
 //! - `opm_controller_reconcile_total{kind,name,namespace,outcome}` counts every reconcile that
@@ -6,8 +6,8 @@
 //!   `applied_and_pruned`, `failed_transient`, `failed_stalled`).
 //! - `opm_controller_reconcile_duration_seconds{kind,name,namespace}` observes every reconcile,
 //!   including the suspend and deletion paths, which have no outcome: that is why the histogram
-//!   carries no `outcome` label (§7.2 "also suspend/deletion paths").
-//! - Buckets: §7.2 says "default buckets" (controller-runtime's 5 ms–10 s) but lessons rule 19
+//!   carries no `outcome` label (§7.2).
+//! - Buckets: the baseline used controller-runtime's defaults (5 ms–10 s); docs/design/principles.md rule 19
 //!   asks for 10 ms–30 min. We follow rule 19 ([`RECONCILE_BUCKETS`]): a reconcile that renders,
 //!   applies with server-side apply and waits on the API server routinely exceeds 10 s, and with
 //!   a 10 s top bucket every slow reconcile collapses into `+Inf`, so the histogram cannot tell a
@@ -16,7 +16,16 @@
 //!   `opm_controller_prune_resources_total` count objects per apply / prune phase.
 //! - `opm_controller_inventory_size{name,namespace}` is set after a successful reconcile and
 //!   removed with [`ControllerMetrics::forget_inventory`] when the owner is deleted.
-//! - Callers record for ModuleInstances only and never for CLI-owned ones (§7.2); this module
+//! - `opm_controller_ready{kind,name,namespace,status}` is 1 for the status of the object's Ready
+//!   condition after its last committed reconcile (`True`, `False` or `Unknown`) and 0 for the two
+//!   others (Flux's `gotk_reconcile_condition` shape: an alert selects `status="False"` and needs no
+//!   join); the object's three series are removed when it is gone. The `opm-operator` alerts
+//!   ("not Ready for 15 minutes") read it.
+//! - `opm_leader{lease}` is 1 while this process holds the leader Lease `lease`, else 0 (each
+//!   replica exports its own; `max by (lease)` is 0 when nobody leads).
+//! - `opm_render_total{caller,result}` and `opm_render_duration_seconds{caller}` count and time
+//!   every render on a leased platform (see [`crate::render_lease::RenderMetrics`]).
+//! - Callers record for ModuleInstances (never CLI-owned ones), Platforms and claims (§7.2); this module
 //!   does not know ownership, so that filter is the caller's.
 //!
 //! The families are registered into a `prometheus_client` [`Registry`] the caller owns (the
@@ -33,7 +42,7 @@ use prometheus_client::registry::Registry;
 
 use crate::controller::outcome::Outcome;
 
-/// Reconcile-duration buckets in seconds: 10 ms to 30 min (lessons.md §5 rule 19).
+/// Reconcile-duration buckets in seconds: 10 ms to 30 min (docs/design/principles.md rule 19).
 pub const RECONCILE_BUCKETS: [f64; 16] = [
     0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
 ];
@@ -69,6 +78,29 @@ pub struct ApplyLabels {
     pub action: &'static str,
 }
 
+/// Labels of `opm_controller_ready`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReadyLabels {
+    /// The reconciled kind.
+    pub kind: String,
+    /// Object name.
+    pub name: String,
+    /// Object namespace (empty for cluster-scoped kinds).
+    pub namespace: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: &'static str,
+}
+
+/// Labels of `opm_leader`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LeaseLabels {
+    /// The Lease name (`4cc9e43e.opmodel.dev`, or `<shard>.4cc9e43e.opmodel.dev`).
+    pub lease: String,
+}
+
+/// The values of the `status` label of `opm_controller_ready`.
+pub const READY_STATUSES: [&str; 3] = ["True", "False", "Unknown"];
+
 /// Labels of `opm_controller_inventory_size`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct InventoryLabels {
@@ -90,18 +122,38 @@ pub struct ControllerMetrics {
     applied: Family<ApplyLabels, Counter>,
     pruned: Counter,
     inventory: Family<InventoryLabels, Gauge>,
+    ready: Family<ReadyLabels, Gauge>,
+    leader: Family<LeaseLabels, Gauge>,
+    /// The render series (shared with the REST render API).
+    pub render: crate::render_lease::RenderMetrics,
 }
 
-impl ControllerMetrics {
-    /// Creates the families and registers them into `registry`.
-    pub fn register(registry: &mut Registry) -> Self {
-        let m = ControllerMetrics {
+impl Default for ControllerMetrics {
+    fn default() -> Self {
+        ControllerMetrics {
             reconciles: Family::default(),
             durations: Family::new_with_constructor(reconcile_histogram),
             applied: Family::default(),
             pruned: Counter::default(),
             inventory: Family::default(),
-        };
+            ready: Family::default(),
+            leader: Family::default(),
+            render: crate::render_lease::RenderMetrics::default(),
+        }
+    }
+}
+
+impl ControllerMetrics {
+    /// Creates the families and registers them into `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = ControllerMetrics::default();
+        m.register_into(registry);
+        m
+    }
+
+    /// Registers these families (clones share the series) into `registry`.
+    pub fn register_into(&self, registry: &mut Registry) {
+        let m = self;
         // prometheus-client appends `_total` to counter names.
         registry.register(
             "opm_controller_reconcile",
@@ -128,7 +180,54 @@ impl ControllerMetrics {
             "Inventory entries after the last successful reconcile",
             m.inventory.clone(),
         );
-        m
+        registry.register(
+            "opm_controller_ready",
+            "1 for the status of the object's Ready condition after its last reconcile, else 0",
+            m.ready.clone(),
+        );
+        registry.register(
+            "opm_leader",
+            "1 while this process holds the leader Lease, else 0",
+            m.leader.clone(),
+        );
+        m.render.register_into(registry);
+    }
+
+    /// Sets the Ready series of `kind` `namespace/name` to `status` (`True`, `False`, `Unknown`);
+    /// `None` (no Ready condition) counts as `Unknown`.
+    pub fn set_ready(&self, kind: &str, namespace: &str, name: &str, status: Option<&str>) {
+        let current = status.unwrap_or("Unknown");
+        for s in READY_STATUSES {
+            self.ready
+                .get_or_create(&ReadyLabels {
+                    kind: kind.to_owned(),
+                    name: name.to_owned(),
+                    namespace: namespace.to_owned(),
+                    status: s,
+                })
+                .set(i64::from(s == current));
+        }
+    }
+
+    /// Removes the Ready series of an object that is gone.
+    pub fn forget_ready(&self, kind: &str, namespace: &str, name: &str) {
+        for status in READY_STATUSES {
+            self.ready.remove(&ReadyLabels {
+                kind: kind.to_owned(),
+                name: name.to_owned(),
+                namespace: namespace.to_owned(),
+                status,
+            });
+        }
+    }
+
+    /// Records whether this process holds the Lease `lease`.
+    pub fn set_leader(&self, lease: &str, leading: bool) {
+        self.leader
+            .get_or_create(&LeaseLabels {
+                lease: lease.to_owned(),
+            })
+            .set(i64::from(leading));
     }
 
     /// Records one reconcile that ended in `outcome` and took `duration`.
@@ -213,6 +312,47 @@ mod tests {
 
     fn series(text: &str) -> Vec<&str> {
         text.lines().filter(|l| !l.starts_with('#')).collect()
+    }
+
+    #[test]
+    fn ready_series_follow_the_condition_and_are_forgotten() {
+        let mut registry = Registry::default();
+        let m = ControllerMetrics::register(&mut registry);
+        m.set_ready("ModuleInstance", "apps", "web", Some("False"));
+        let l = "kind=\"ModuleInstance\",name=\"web\",namespace=\"apps\"";
+        let text = encode(&registry);
+        for (status, v) in [("True", 0), ("False", 1), ("Unknown", 0)] {
+            let line = format!("opm_controller_ready{{{l},status=\"{status}\"}} {v}");
+            assert!(
+                series(&text).contains(&line.as_str()),
+                "missing {line} in {text}"
+            );
+        }
+        m.set_ready("ModuleInstance", "apps", "web", Some("True"));
+        let text = encode(&registry);
+        let line = format!("opm_controller_ready{{{l},status=\"True\"}} 1");
+        assert!(series(&text).contains(&line.as_str()), "{text}");
+        m.forget_ready("ModuleInstance", "apps", "web");
+        let text = encode(&registry);
+        assert!(!text.contains("opm_controller_ready{"), "{text}");
+    }
+
+    #[test]
+    fn the_leader_gauge_says_who_leads() {
+        let mut registry = Registry::default();
+        let m = ControllerMetrics::register(&mut registry);
+        m.set_leader("4cc9e43e.opmodel.dev", true);
+        let text = encode(&registry);
+        assert!(
+            series(&text).contains(&"opm_leader{lease=\"4cc9e43e.opmodel.dev\"} 1"),
+            "{text}"
+        );
+        m.set_leader("4cc9e43e.opmodel.dev", false);
+        let text = encode(&registry);
+        assert!(
+            series(&text).contains(&"opm_leader{lease=\"4cc9e43e.opmodel.dev\"} 0"),
+            "{text}"
+        );
     }
 
     #[test]

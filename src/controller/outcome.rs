@@ -1,12 +1,13 @@
-//! Reconcile outcomes, backoff and failure classification (operator-spec.md §2.1, §2.2 phase 1,
-//! §3.6; ADR-005).
+//! Reconcile outcomes, backoff and failure classification (docs/design/operator.md §2.1, §2.2 phase 1,
+//! §3.6; docs/design/decisions.md §1).
 //!
 //! Rules implemented here:
 //! - Five outcomes with stable metric labels: `no_op`, `applied`, `applied_and_pruned`,
 //!   `failed_transient`, `failed_stalled`.
 //! - Transient failures requeue with backoff `min(5s · 2^(n−1), 5m)` where `n` is the reconcile
 //!   failure counter plus one (`n ≤ 1` gives 5 s); stalled failures recheck after 30 minutes;
-//!   successes of a ModuleInstance do not requeue (a ModulePackage requeues at its interval).
+//!   successes of a ModuleInstance requeue at its `spec.interval` when set and otherwise not (a
+//!   ModulePackage requeues at its interval).
 //! - Classified failures return a requeue interval, never an error to the controller runtime.
 //! - A render error maps to its condition reason by its [`ErrorClass`], never by message text:
 //!   PlatformNotReady and transient pulls are `Ready=False` with backoff; skew refusals,
@@ -32,7 +33,7 @@ pub const BACKOFF_BASE: Duration = Duration::from_secs(5);
 /// Transient backoff ceiling.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(5 * 60);
 
-/// How one reconcile ended (operator-spec §2.1).
+/// How one reconcile ended (docs/design/operator.md §2.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Outcome {
     /// Nothing changed.
@@ -77,8 +78,8 @@ pub fn backoff(counter: u32) -> Duration {
     Duration::from_secs(secs).min(BACKOFF_MAX)
 }
 
-/// The requeue interval after `outcome`; `interval` is the object's own interval (ModulePackage
-/// `spec.interval`), `None` for a ModuleInstance (no requeue on success).
+/// The requeue interval after `outcome`; `interval` is the object's own interval (`spec.interval`;
+/// `None` for a ModuleInstance without one: no requeue on success).
 pub fn requeue_after(
     outcome: Outcome,
     counter: u32,
@@ -91,7 +92,7 @@ pub fn requeue_after(
     }
 }
 
-/// How a render failure is reported (operator-spec §2.2 phase 1 table).
+/// How a render failure is reported (docs/design/operator.md §2.2 phase 1 table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RenderFailure {
     /// The Ready (and, when stalled, Stalled) condition reason; also the Warning event reason.
@@ -110,6 +111,7 @@ pub fn classify_render(class: ErrorClass) -> RenderFailure {
             (reasons::RESOLUTION_FAILED, Outcome::FailedStalled)
         }
         ErrorClass::UnsupportedKind => (reasons::UNSUPPORTED_KIND, Outcome::FailedStalled),
+        ErrorClass::Verification => (reasons::VERIFICATION_FAILED, Outcome::FailedStalled),
         ErrorClass::Timeout | ErrorClass::Other => (reasons::RENDER_FAILED, Outcome::FailedStalled),
     };
     RenderFailure { reason, outcome }

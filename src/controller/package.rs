@@ -1,4 +1,4 @@
-//! The ModulePackage reconciler (operator-spec.md §2.1, §2.3, §2.4, §2.5, §6, §7.3; lessons.md §5
+//! The ModulePackage reconciler (docs/design/operator.md §2.1, §2.3, §2.4, §2.5, §6, §7.3; docs/design/principles.md
 //! rules 1–3, 11).
 //!
 //! The phases ModulePackage shares with ModuleInstance (gates, deletion, identity, render on a
@@ -8,12 +8,14 @@
 //!    logged): a success, a NoOp and every soft failure (source not ready, fetch, no platform)
 //!    requeue after it. Deletion prunes with an empty owner uuid (no uuid guard); no Prometheus
 //!    metrics (as upstream alpha.12), so suspend and deletion record none either.
-//! 2. `dependsOn` before anything else: a dependency in another namespace is an error (“…
+//! 2. `dependsOn` before anything else, through the gate both kinds share
+//!    ([`super::depends_on`]: `readyExpr`, cycles, readiness at the current generation, waking,
+//!    reverse deletion order): a dependency in another namespace is an error (“…
 //!    cross-namespace dependencies are not supported”, Warning); a missing one blocks as
-//!    `<ns>/<name> (not found)`, one whose Ready is not True blocks as `<ns>/<name>`; a blocker
+//!    `<ns>/<name> (not found)`, one not ready blocks as `<ns>/<name>`; a blocker
 //!    is Ready=False `DependenciesNotReady` “waiting for dependency X” (Normal, action
-//!    `DependsOn`). Always observedGeneration, one patch, requeue after the interval; nothing is
-//!    fetched or rendered.
+//!    `DependsOn`); a cycle stalls `DependencyCycle`. Always observedGeneration, one patch,
+//!    requeue after the interval; nothing is fetched or rendered.
 //! 3. MarkReconciling, then the source ([`source`]): an unsupported kind, a refused
 //!    cross-namespace reference (`--allow-cross-namespace-refs` off) or a missing source (or
 //!    missing Flux CRD) is Stalled `SourceNotReady` (30m); a source not Ready or without artifact
@@ -36,12 +38,13 @@ pub mod source;
 
 use std::time::Duration;
 
-use crds::conditions::{self, reasons, types};
+use crds::conditions::reasons;
 use crds::module_package::{ModulePackage, ModulePackageStatus, SourceStatus};
 use kube::api::DynamicObject;
 use kube::Api;
 
 use super::context::{Context, Reconciled};
+use super::depends_on::{self, Blocked, Dependent};
 use super::reconcile::{self, End, Failure, Halt, Kind, Mode, Run};
 use super::render_apply::{self, Digests, Rendered};
 use super::runtime::{self, Error, EventType};
@@ -113,12 +116,11 @@ impl Kind for ModulePackage {
         Some(interval_of(self))
     }
 
-    /// The shared gates, step 2, then steps 3–9 (module docs).
+    /// The reverse deletion order, the shared gates, step 2, then steps 3–9 (module docs).
     async fn phases(run: &mut Run<'_, Self>) -> Result<End, Halt> {
+        depends_on::await_dependents(run).await?;
         run.gates().await?;
-        if !run.obj.spec.depends_on.is_empty() {
-            depends_on(run).await?;
-        }
+        depends_on::gate(run).await?;
         let mut digests = Digests {
             config: inventory::config_digest(None),
             ..Default::default()
@@ -141,59 +143,49 @@ pub async fn reconcile(namespace: &str, name: &str, ctx: &Context) -> Result<Rec
     reconcile::reconcile::<ModulePackage>(ctx, namespace, name, Mode::Lead).await
 }
 
-/// Step 2: `Err` when blocked (Ready=False `DependenciesNotReady`, the event once per
-/// transition, requeued at the interval, no failure counted), `Ok` when every dependency is Ready.
-async fn depends_on(run: &mut Run<'_, ModulePackage>) -> Result<(), Halt> {
-    let api: Api<ModulePackage> = Api::namespaced(run.ctx.client.clone(), &run.namespace);
-    let mut blocked: Option<(EventType, String)> = None;
-    for dep in run.obj.spec.depends_on.clone() {
-        let ns = dep
-            .namespace
-            .as_deref()
-            .filter(|n| !n.is_empty())
-            .unwrap_or(&run.namespace)
-            .to_owned();
-        if ns != run.namespace {
-            blocked = Some((
-                EventType::Warning,
-                cross_namespace_dependency_message(&ns, &dep.name),
-            ));
-            break;
-        }
-        let got = api.get_opt(&dep.name).await.map_err(|e| {
-            Error::kube(
-                format!("reading dependency ModulePackage {ns}/{}", dep.name),
-                e,
+impl Dependent for ModulePackage {
+    fn depends_on(&self) -> &[crds::depends_on::DependsOn] {
+        &self.spec.depends_on
+    }
+
+    /// Never (§2.3 step 2).
+    fn cross_namespace(_ctx: &Context) -> bool {
+        false
+    }
+
+    /// Step 2 (module docs): Ready=False `DependenciesNotReady` “waiting for dependency X”
+    /// (Normal; the cross-namespace message as a Warning), the event once per transition,
+    /// requeued at the interval, no failure counted; a cycle or an invalid `readyExpr` stalls
+    /// (`DependencyCycle`, `DependencyInvalid`).
+    fn blocked(run: &Run<'_, Self>, blocked: Blocked) -> Failure {
+        let not_ready = |message: String, event_type: EventType| {
+            Failure::transient(
+                reasons::DEPENDENCIES_NOT_READY,
+                actions::DEPENDS_ON,
+                message,
             )
-        })?;
-        let blocker = match got {
-            None => Some(format!("{ns}/{} (not found)", dep.name)),
-            Some(d) => {
-                let ready = d
-                    .status
-                    .as_ref()
-                    .is_some_and(|s| conditions::is_true(&s.conditions, types::READY));
-                (!ready).then(|| format!("{ns}/{}", dep.name))
-            }
+            .after(run.interval)
+            .event_type(event_type)
         };
-        if let Some(b) = blocker {
-            blocked = Some((EventType::Normal, format!("waiting for dependency {b}")));
-            break;
+        match blocked {
+            Blocked::NotReady { dependency, why } => not_ready(
+                Blocked::waiting_message(&dependency, why.as_deref()),
+                EventType::Normal,
+            ),
+            Blocked::CrossNamespace { namespace, name } => not_ready(
+                cross_namespace_dependency_message(&namespace, &name),
+                EventType::Warning,
+            ),
+            Blocked::Cycle(cycle) => Failure::stalled(
+                reasons::DEPENDENCY_CYCLE,
+                actions::DEPENDS_ON,
+                format!("dependency cycle: {cycle}"),
+            ),
+            Blocked::Invalid(m) => {
+                Failure::stalled(reasons::DEPENDENCY_INVALID, actions::DEPENDS_ON, m)
+            }
         }
     }
-    let Some((event_type, message)) = blocked else {
-        return Ok(());
-    };
-    let generation = run.generation();
-    run.status().observed_generation = generation;
-    let f = Failure::transient(
-        reasons::DEPENDENCIES_NOT_READY,
-        actions::DEPENDS_ON,
-        message,
-    )
-    .after(run.interval)
-    .event_type(event_type);
-    Err(f.into())
 }
 
 /// Step 3: the source's artifact, or a classified failure.

@@ -1,4 +1,4 @@
-//! The Platform reconciler (operator-spec.md §3, keyed on the package identity of §5.4).
+//! The Platform reconciler (docs/design/operator.md §3, keyed on the package identity of §5.4).
 //!
 //! Rules implemented here, in order:
 //! - §3.1 guards: a request for any name but `cluster` is ignored (store untouched); a missing
@@ -23,7 +23,12 @@
 //!   while the cluster sees only the leader.
 //! - Success: Ready=True `Generated` “Platform module generated and built for generation N”,
 //!   Normal event `Generated`, no requeue; the TransformerRegistration controller is signalled.
-//! - Messages: the kernel's errors already carry the spec's prefixes (`resolving platform
+//! - `spec.verify` (issue 41, `super::verify`): the keys of the Secret in the operator's
+//!   namespace become the process's registry-wide policy before anything is generated, so the
+//!   closure's module files and the build's catalogs are verified by digest; a catalog that does
+//!   not verify (or an unusable key Secret) is Stalled `VerificationFailed`; a package recorded
+//!   under other keys (or none) is not skipped but built again.
+//! - Messages: the kernel's errors already carry the prefixes of §3.3–§3.5 (`resolving platform
 //!   dependencies: …`, `generating platform module: …`, `building platform module: …`, `reading
 //!   the platform's contract inventory: …`) and name the path, version or field; they are written
 //!   verbatim (with their structured problems). The reason is chosen by step and class, never by
@@ -235,9 +240,34 @@ impl Kind for Platform {
             _ => None,
         });
 
-        // §3.9 skip keyed on the package identity.
+        // Signed catalogs (`spec.verify`): the registry-wide policy is set before anything is
+        // read (`super::verify`).
+        let keys = match &plat.spec.verify {
+            Some(v) => Some(
+                super::verify::trusted_keys(&ctx.client, &ctx.operator_namespace, v)
+                    .await
+                    .map_err(keys_halt)?,
+            ),
+            None => None,
+        };
+        match &ctx.signatures {
+            Some(s) => s.require(keys.clone()),
+            None if keys.is_some() => {
+                let msg = "spec.verify: this operator has no verifying registry client".to_owned();
+                return Err(failure(reasons::VERIFICATION_FAILED, msg, None).into());
+            }
+            None => {}
+        }
+        let verified_build =
+            |s: &super::verify::Signatures| s.built_under(&identity.to_string(), keys.as_deref());
+
+        // §3.9 skip keyed on the package identity (and the keys it was built under).
         if let Some(held) = ctx.store.generated() {
-            if held.identity == identity && held.skew == skew && held.dir.is_dir() {
+            if held.identity == identity
+                && held.skew == skew
+                && held.dir.is_dir()
+                && ctx.signatures.as_deref().is_none_or(verified_build)
+            {
                 let built = held.platform.clone();
                 return Ok(succeed(run, identity, pinned, &built, false));
             }
@@ -256,6 +286,7 @@ impl Kind for Platform {
             // The kernel's message carries the §3.3/§3.4 prefix; the reason follows the class.
             let reason = match e.class {
                 ErrorClass::TransientPull | ErrorClass::Resolution => reasons::BUILD_FAILED,
+                ErrorClass::Verification => reasons::VERIFICATION_FAILED,
                 _ => reasons::GENERATE_FAILED,
             };
             failure(reason, e.to_string(), Some(e.class))
@@ -272,7 +303,16 @@ impl Kind for Platform {
             builder.build(&build_dir)
         })
         .await?
-        .map_err(|e| failure(reasons::BUILD_FAILED, e.to_string(), Some(e.class)))?;
+        .map_err(|e| {
+            let reason = match e.class {
+                ErrorClass::Verification => reasons::VERIFICATION_FAILED,
+                _ => reasons::BUILD_FAILED,
+            };
+            failure(reason, e.to_string(), Some(e.class))
+        })?;
+        if let Some(s) = &ctx.signatures {
+            s.record_built(&identity.to_string(), keys.as_deref());
+        }
         if let Some(refusal) = platform_gate::gate(&built.contracts) {
             return Err(failure(refusal.reason, refusal.message, None).into());
         }
@@ -331,6 +371,16 @@ fn succeed(
         })
         .note_if(recorded, Note::normal(reasons::GENERATED, ACTION, msg))
         .then(Context::notify_recorded)
+}
+
+/// The end of a reconcile whose `spec.verify` keys could not be had (`super::verify`).
+fn keys_halt(e: super::verify::KeysError) -> Halt {
+    match e {
+        super::verify::KeysError::Unusable(m) => {
+            failure(reasons::VERIFICATION_FAILED, m, None).into()
+        }
+        super::verify::KeysError::Read(e) => e.into(),
+    }
 }
 
 /// A failed step (§3.6): Stalled with `reason`/`message`, a Warning once per transition (action

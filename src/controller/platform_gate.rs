@@ -1,5 +1,5 @@
-//! The Platform contract-inventory gate and the ContractsFulfilled condition (operator-spec.md
-//! §3.5 step 4, §3.6; E0015 D5/D18).
+//! The Platform contract-inventory gate and the ContractsFulfilled condition (docs/design/operator.md
+//! §3.5 step 4, §3.6; docs/design/decisions.md §9).
 //!
 //! Rules implemented here, as pure functions of a [`ContractInventory`]:
 //! - *(post-seed)* A contract defined by more than one enabled entry (`collisions` non-empty)
@@ -26,8 +26,8 @@ use crds::conditions::reasons;
 use crate::kernel::ContractInventory;
 
 /// The Ready/Stalled reason of a contract defined by more than one enabled catalog (post-seed,
-/// operator-spec §3.5 step 4 and §7.4; not yet among the CRD crate's reasons).
-pub const CONTRACT_COLLISIONS: &str = "ContractCollisions";
+/// docs/design/operator.md §3.5 step 4 and §7.4).
+pub use crds::conditions::reasons::CONTRACT_COLLISIONS;
 
 /// A refusal of the inventory gate: the Ready/Stalled reason and its message.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,9 +1,9 @@
 //! The one reconcile every kind goes through (issue 33 “one reconciler shape”; Flux's
 //! `pkg/runtime` with each controller's sub-reconcilers): a kind supplies its phases, this module
-//! does everything around them (operator-spec.md §2.1, §3.6, §4.2, §7.2, §7.3).
+//! does everything around them (docs/design/operator.md §2.1, §3.6, §4.2, §7.2, §7.3).
 //!
 //! The frame, for every [`Kind`]:
-//! 1. **Read**: one GET of the object (ADR-016: no mid-loop re-GET). A missing object is done:
+//! 1. **Read**: one GET of the object (docs/design/decisions.md §2: no mid-loop re-GET). A missing object is done:
 //!    [`Kind::gone`] forgets what the process kept about it.
 //! 2. **Prepare**: one span ([`super::runtime::reconcile_span`]), one status [`Patcher`] whose
 //!    diff base is the object as read, the status as read (`prior`).
@@ -35,6 +35,10 @@
 //!   makes the progress; the events of the end are [`Note`]s of the [`End`].
 //! - Process-local effects that must follow a committed status (signals, gauges, remembered
 //!   notes) are the end's [`End::then`]: a failed patch leaves the process as it was.
+//!
+//! Waiting (issue 40): a committed status write, a finalizer change and a missing object wake
+//! the reconciles registered as waiting for the object ([`super::waiters`]); [`Kind::interval`]
+//! is jittered by `--interval-jitter-percentage` once per reconcile.
 //!
 //! Modes ([`Mode`]): the leader writes; an observer ([`Mode::Observe`], the Platform follower)
 //! runs the same phases but writes no status and no event, and records no outcome or metric.
@@ -136,6 +140,10 @@ pub async fn frame<K: Kind>(
         .map_err(|e| Error::kube(format!("reading {what}"), e))?
     else {
         K::gone(ctx, namespace, name);
+        if let Some(m) = &ctx.metrics {
+            m.forget_ready(K::KIND, namespace, name);
+        }
+        ctx.waiters.wake(K::KIND, namespace, name);
         return Ok(Reconciled::done());
     };
     let generation = obj.meta().generation.unwrap_or_default();
@@ -144,15 +152,19 @@ pub async fn frame<K: Kind>(
     let result = async {
         let mut run = Run::new(api, obj, ctx, mode, started)?;
         let end = phases(&mut run).await;
-        run.conclude(end).await
+        let reconciled = run.conclude(end).await?;
+        Ok::<_, Error>((reconciled, run.ready_status()))
     }
     .instrument(span)
     .await;
     if metered {
-        let outcome = result.as_ref().ok().and_then(|r| r.outcome);
+        let outcome = result.as_ref().ok().and_then(|(r, _)| r.outcome);
         ctx.observe(K::KIND, namespace, name, outcome, started);
+        if let (Some(m), Ok((_, ready))) = (&ctx.metrics, &result) {
+            m.set_ready(K::KIND, namespace, name, *ready);
+        }
     }
-    result
+    result.map(|(r, _)| r)
 }
 
 /// `Kind ns/name`, or `Kind name` for a cluster-scoped object.
@@ -567,7 +579,7 @@ impl<'a, K: Kind> Run<'a, K> {
         let name = obj.name_any();
         let patcher = Patcher::new(api, &obj, what(K::KIND, &namespace, &name))?;
         let prior = obj.status_of().cloned().unwrap_or_default();
-        let interval = obj.interval();
+        let interval = obj.interval().map(|d| ctx.gitops.jittered(d));
         let at = obj.meta().generation;
         Ok(Run {
             ctx,
@@ -656,7 +668,21 @@ impl<'a, K: Kind> Run<'a, K> {
     async fn set_finalizers(&mut self, finalizers: Vec<String>) -> Result<(), Error> {
         let written = self.patcher.patch_finalizers(&finalizers).await?;
         self.obj.meta_mut().finalizers = written.meta().finalizers.clone();
+        self.ctx.waiters.wake(K::KIND, &self.namespace, &self.name);
         Ok(())
+    }
+
+    /// The status of the object's Ready condition as it stands (`True`, `False`, `Unknown`), for
+    /// the `opm_controller_ready` series; `None` without one.
+    fn ready_status(&self) -> Option<&'static str> {
+        self.obj
+            .status_of()
+            .and_then(|s| crds::conditions::get(s.conditions(), crds::conditions::types::READY))
+            .map(|c| match c.status.as_str() {
+                "True" => "True",
+                "False" => "False",
+                _ => "Unknown",
+            })
     }
 
     /// Commits how the phases ended (the commit of the module docs).
@@ -691,6 +717,10 @@ impl<'a, K: Kind> Run<'a, K> {
         let lead = self.mode == Mode::Lead;
         if lead {
             let wrote = self.patcher.patch_status(&self.obj).await?;
+            if wrote {
+                // Dependents blocked on this object look again (`super::waiters`).
+                self.ctx.waiters.wake(K::KIND, &self.namespace, &self.name);
+            }
             let changed = super::events::ready_changed(
                 self.prior.conditions(),
                 self.obj

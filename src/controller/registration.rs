@@ -1,4 +1,4 @@
-//! The TransformerRegistration reconciler (operator-spec.md §4; E0015 D2, D3, D8, D11, D12).
+//! The TransformerRegistration reconciler (docs/design/operator.md §4; docs/design/decisions.md §7, §8, §10, §13, §14).
 //!
 //! Rules implemented here:
 //! - §4.1 the verdict steps run in order and the first refusal or deferral wins: lease the store
@@ -73,7 +73,7 @@ enum Verdict {
     Hold(String),
 }
 
-/// Whether a claim counts for D12/D2: not deleting, or deleting while holding the finalizer.
+/// Whether a claim counts as a holder (docs/design/decisions.md §14, §7): not deleting, or deleting while holding the finalizer.
 pub fn counts(tr: &TransformerRegistration) -> bool {
     tr.metadata.deletion_timestamp.is_none()
         || tr.finalizers().iter().any(|f| f == FINALIZER_DEPENDENTS)

@@ -1,10 +1,10 @@
-//! The reconcile core the ModuleInstance and ModulePackage reconcilers share (operator-spec.md
-//! §2.1–§2.5, §6.1, §6.6, §6.7, §7.2, §7.3; ADR-005, ADR-016; lessons.md §5 rules 1–3, 8, 9, 11,
+//! The reconcile core the ModuleInstance and ModulePackage reconcilers share (docs/design/operator.md
+//! §2.1–§2.5, §6.1, §6.6, §6.7, §7.2, §7.3; docs/design/decisions.md §1–§2; docs/design/principles.md rules 1–3, 8, 9, 11,
 //! 12).
 //!
 //! Both kinds render a module on a leased platform, apply its objects, prune what the render no
 //! longer holds and record an inventory. They differ in where the render comes from (a module
-//! reference; a Flux artifact) and in a few rules the spec states per kind. This module owns every
+//! reference; a Flux artifact) and in a few rules the design states per kind. This module owns every
 //! phase they share, once, generic over `Rendered`: the object's status, the spec fields the core
 //! reads and the per-kind rules (`Rendered::METRICS`, `Rendered::FORBIDDEN_STALLS`,
 //! `Rendered::DETECTS_DRIFT`, `Rendered::interval`, `Rendered::owner_uuid`). `instance.rs`
@@ -62,7 +62,7 @@
 //!   and prune errors are Ready=False `ApplyFailed`/`PruneFailed` with backoff, except that a kind
 //!   with `Rendered::FORBIDDEN_STALLS` (ModuleInstance) stalls `ImpersonationFailed` on a 403
 //!   under a ServiceAccount (the Warning keeps the phase's reason; the prune stall writes no
-//!   history entry, the spec's quirk). Per-phase failure counters (§6.6): an apply error counts
+//!   history entry, the baseline's quirk). Per-phase failure counters (§6.6): an apply error counts
 //!   apply; a prune error resets apply and counts prune.
 //! - **Health** (issue 29, “Ready means healthy”; [`crate::apply::health`]): after a successful
 //!   apply and on a NoOp, every applied object the health check reads
@@ -89,15 +89,28 @@
 //!   revision one more than before, 1 first; §6.1), a `complete` history entry, counters reset
 //!   (reconcile, apply, prune when it ran), `nextRetryAt: null`, Drifted removed (kinds that detect drift, §6.5), Ready
 //!   `ReconciliationSucceeded` and its Normal event. Failure: Ready=False (with Stalled=True when
-//!   stalled) with the phase's reason, the reconcile counter + 1 (not for a soft block, ADR-005),
+//!   stalled) with the phase's reason, the reconcile counter + 1 (not for a soft block, docs/design/decisions.md §1),
 //!   `nextRetryAt` = now + requeue, a `failed` history entry when there is a message (unless the
 //!   failure says otherwise), a Warning once per transition ([`super::events::ready_changed`]).
 //!   History holds at most [`HISTORY_LIMIT`] entries, newest first, sequence monotonic (§6.7).
-//! - **Requeue** (§2.1): success and NoOp after the kind's interval (ModulePackage) or never
-//!   (ModuleInstance); a transient failure after its own requeue (the interval of a soft block),
+//! - **Requeue** (§2.1): success and NoOp after the kind's interval (ModulePackage; a
+//!   ModuleInstance with `spec.interval`) or never (a ModuleInstance without); a transient failure after its own requeue (the interval of a soft block),
 //!   else backoff of the reconcile counter; a stalled one after 30 minutes.
+//! - **Issue 40**: [`Run::apply_client`] is the client of the apply identity on the operator's
+//!   own cluster (what `valuesFrom` reads with); [`Run::apply_to`] with `reapply` applies even on
+//!   a NoOp (drift correction of `drift.mode: Enabled`).
 //! - **Metrics** (§7.2, kinds that record them): apply counts and pruned count per phase, the
 //!   inventory size after success, forgotten when the finalizer is released.
+//! - **Target cluster** (`target`, [`super::remote`]): `spec.kubeConfig` makes apply, prune,
+//!   drift, health and deletion act on a remote cluster (its ServiceAccount impersonated there);
+//!   unset, the operator's own cluster at no cost. An unusable one is `KubeConfigNotFound`,
+//!   `KubeConfigInvalid` or `RemoteClusterUnreachable`; the inventory records its cluster, and an
+//!   inventory of another cluster is never pruned on the current one nor a NoOp.
+//! - **Custom health** (`health`, [`crate::apply::health::cel`]): `spec.healthCheckExprs`,
+//!   compiled once per generation, judge the kinds they name instead of kstatus; a bad one stalls
+//!   `HealthCheckExprInvalid` before anything is applied.
+//! - **Per-object policies** ([`crate::apply::policy`]): `opm.dev/apply: Ignore` objects are not
+//!   recorded, so the inventory digest is that of the recorded entries.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -125,11 +138,14 @@ use crate::apply::{self, ApplyOptions, Engine, Phase, SyncError, SyncOptions};
 use crate::inventory;
 use crate::kernel::SkewPolicy;
 use crate::kernel::{BuiltPlatform, KernelError, RenderResult};
+use crate::render_lease::{Origin, RenderEnd};
 
 mod deletion;
 mod health;
+mod target;
 
-use health::health_note;
+use super::remote::Target;
+use health::{health_note, Checks};
 pub use health::{verdict_of, Verdict, HEALTH_NAMES, HEALTH_RECHECK};
 
 /// Maximum history entries kept (§6.7).
@@ -267,6 +283,10 @@ pub struct Settings<'a> {
     pub service_account_name: Option<&'a str>,
     /// `spec.rollout`.
     pub rollout: Option<&'a Rollout>,
+    /// `spec.healthCheckExprs` (`health`).
+    pub health_check_exprs: &'a [crds::custom_health::HealthCheckExpr],
+    /// `spec.kubeConfig` (`target`, [`super::remote`]).
+    pub kube_config: Option<&'a crds::kube_config::KubeConfigReference>,
 }
 
 /// A kind whose reconcile renders, applies and records an inventory (module docs); also what
@@ -305,6 +325,8 @@ macro_rules! same_named_fields {
                 prune: self.spec.prune,
                 service_account_name: self.spec.service_account_name.as_deref(),
                 rollout: self.spec.rollout.as_ref(),
+                health_check_exprs: &self.spec.health_check_exprs,
+                kube_config: self.spec.kube_config.as_ref(),
             }
         }
     };
@@ -317,6 +339,8 @@ pub(crate) fn forget<K: Rendered>(ctx: &Context, namespace: &str, name: &str) {
     if let Some(m) = metrics_of::<K>(ctx) {
         m.forget_inventory(namespace, name);
     }
+    ctx.health_rules
+        .forget(&format!("{}/{namespace}/{name}", K::KIND));
 }
 
 /// The metrics of a kind that records them.
@@ -346,7 +370,7 @@ impl Failure {
                 ..Failure::stalled(reasons::IMPERSONATION_FAILED, actions::APPLY, message)
             },
             Phase::Apply => Failure::transient(reasons::APPLY_FAILED, actions::APPLY, message),
-            // The spec's quirk: the SA-403 prune stall records no history entry.
+            // The baseline's quirk: the SA-403 prune stall records no history entry.
             Phase::Prune if forbidden => Failure {
                 event: reasons::PRUNE_FAILED,
                 history: false,
@@ -431,30 +455,25 @@ impl<'a, K: Rendered> Run<'a, K> {
         )
     }
 
-    /// The identity apply and prune act as (§2.5); `None` is the controller identity.
-    async fn identity(&self) -> Option<(String, Result<Engine, apply::Error>)> {
+    /// The identity apply and prune act as on `target` (§2.5; on a remote cluster, the
+    /// ServiceAccount there); `None` is the target's base identity (the controller's here).
+    async fn identity(&self, target: &Target) -> Option<(String, Result<Engine, apply::Error>)> {
         let sa = service_account(
             self.obj.settings().service_account_name,
             self.ctx.default_service_account.as_deref(),
         )?;
-        let engine = match &self.ctx.kube_config {
-            Some(config) => {
-                self.ctx
-                    .engine
-                    .impersonating(config, &self.namespace, &sa)
-                    .await
-            }
+        let on = target.engine(&self.ctx.engine);
+        let engine = match target.base_config(self.ctx.kube_config.as_ref()) {
+            Some(config) => on.impersonating(config, &self.namespace, &sa).await,
             // Without a configuration to copy, the SA's existence is still checked first, so a
             // missing SA keeps its typed NotFound (§2.4 DeletionSAMissing).
-            None => {
-                match apply::impersonate::check_sa(&self.ctx.client, &self.namespace, &sa).await {
-                    Err(e) => Err(e),
-                    Ok(()) => Err(apply::Error::InvalidObject {
-                        object: format!("ServiceAccount/{}/{sa}", self.namespace),
-                        reason: "no client configuration to impersonate with".to_owned(),
-                    }),
-                }
-            }
+            None => match apply::impersonate::check_sa(&on.client(), &self.namespace, &sa).await {
+                Err(e) => Err(e),
+                Ok(()) => Err(apply::Error::InvalidObject {
+                    object: format!("ServiceAccount/{}/{sa}", self.namespace),
+                    reason: "no client configuration to impersonate with".to_owned(),
+                }),
+            },
         };
         Some((sa, engine))
     }
@@ -503,8 +522,14 @@ impl<'a, K: Rendered> Run<'a, K> {
             )
             .into());
         };
+        let metrics = self.ctx.metrics.as_ref().map(|m| m.render.clone());
         let out = crate::render_lease::render_on_lease(lease, (), move |platform, skew| {
-            render(&renderer, platform, skew)
+            let started = std::time::Instant::now();
+            let out = render(&renderer, platform, skew);
+            if let Some(m) = metrics {
+                m.record(Origin::Reconcile, RenderEnd::of(&out), started.elapsed());
+            }
+            out
         })
         .await
         .map_err(|e| Error::Join {
@@ -533,12 +558,18 @@ impl<'a, K: Rendered> Run<'a, K> {
         // (`RenderResult::new`); they are read here, not computed again.
         let objects: Vec<Value> = rendered.objects.iter().map(|o| o.object.clone()).collect();
         digests.render = rendered.digest.clone();
-        digests.inventory = inventory::inventory_digest(&rendered.inventory);
+        // Objects `opm.dev/apply: Ignore` are not recorded (`crate::apply::policy`): the digest
+        // is that of the entries recorded. An unknown policy value fails the apply that follows.
+        digests.inventory = match apply::policy::ignored(&objects) {
+            Ok(ignored) if !ignored.is_empty() => {
+                inventory::inventory_digest(&apply::policy::recorded(&rendered.inventory, &ignored))
+            }
+            _ => inventory::inventory_digest(&rendered.inventory),
+        };
         Ok(objects)
     }
 
-    /// NoOp, or identity, apply and prune, then the commit (module docs); `entries` are the
-    /// render's inventory entries of `objects`, `instance` the identity stamped on the objects.
+    /// [`Run::apply_to`] on the target `spec.kubeConfig` names (`target`).
     pub async fn apply(
         &mut self,
         objects: &[Value],
@@ -546,13 +577,56 @@ impl<'a, K: Rendered> Run<'a, K> {
         digests: &Digests,
         instance: Option<InstanceLabels>,
     ) -> Result<End, Halt> {
-        if is_no_op_of(self.prior.reconcile(), digests) {
-            let applied_at = self.prior.reconcile().last_applied_at.clone();
-            let verdict = self.health(objects, applied_at.as_ref()).await;
-            return Ok(self.no_op(verdict));
+        let target = self.target().await?;
+        self.apply_to(&target, objects, entries, digests, instance, false)
+            .await
+    }
+
+    /// The client of the identity apply acts as on the operator's own cluster (module docs,
+    /// “Identity”): what `valuesFrom` reads the instance's Secrets and ConfigMaps with (they live
+    /// beside the instance, whatever `spec.kubeConfig` names); a failure to build it stalls
+    /// `ImpersonationFailed` as the apply's does.
+    pub async fn apply_client(&self) -> Result<kube::Client, Failure> {
+        match self.identity(&Target::local()).await {
+            None => Ok(self.ctx.client.clone()),
+            Some((_, Ok(e))) => Ok(e.client()),
+            Some((_, Err(e))) => Err(Failure::stalled(
+                reasons::IMPERSONATION_FAILED,
+                actions::RENDER,
+                e.to_string(),
+            )),
         }
-        let engine = match self.identity().await {
-            None => self.ctx.engine.clone(),
+    }
+
+    /// NoOp, or identity, apply and prune on `target`, then the commit (module docs); `entries`
+    /// are the render's inventory entries of `objects`, `instance` the identity stamped on the
+    /// objects. The custom health checks are compiled first (`health`), and an inventory of
+    /// another cluster is never pruned here nor a NoOp (`target`). With `reapply` the apply runs
+    /// even when the digests say NoOp (drift correction of `drift.mode: Enabled`).
+    pub async fn apply_to(
+        &mut self,
+        target: &Target,
+        objects: &[Value],
+        entries: &[InventoryEntry],
+        digests: &Digests,
+        instance: Option<InstanceLabels>,
+        reapply: bool,
+    ) -> Result<End, Halt> {
+        let rules = self.health_rules()?;
+        let ctx = self.ctx;
+        let checks = Checks {
+            engine: target.engine(&ctx.engine),
+            rules: rules.as_deref(),
+        };
+        let same_cluster = self.same_cluster(target);
+        if !reapply && same_cluster && is_no_op_of(self.prior.reconcile(), digests) {
+            let applied_at = self.prior.reconcile().last_applied_at.clone();
+            let verdict = self.health(&checks, objects, applied_at.as_ref()).await;
+            let end = self.no_op(verdict);
+            return Ok(target.polled(end, self.interval));
+        }
+        let engine = match self.identity(target).await {
+            None => target.engine(&ctx.engine).clone(),
             Some((_, Ok(e))) => e,
             Some((_, Err(e))) => {
                 let f =
@@ -577,13 +651,21 @@ impl<'a, K: Rendered> Run<'a, K> {
             },
             ..Default::default()
         };
-        let previous = self.previous_entries();
+        // An inventory of another cluster is nothing to prune here (`target`).
+        let previous = if same_cluster {
+            self.previous_entries()
+        } else {
+            Vec::new()
+        };
         let impersonated = engine.impersonated().is_some();
         match engine
             .sync_entries(objects, entries.to_vec(), &previous, &opts)
             .await
         {
             Ok(result) => {
+                if !same_cluster {
+                    self.orphan_other_cluster(target).await;
+                }
                 self.event(
                     EventType::Normal,
                     reasons::APPLIED,
@@ -624,8 +706,16 @@ impl<'a, K: Rendered> Run<'a, K> {
                     result.changes.count(apply::Action::Configured),
                     result.changes.count(apply::Action::Unchanged),
                 );
-                let verdict = self.health(objects, None).await;
-                Ok(self.succeed(result.inventory, digests, outcome, prune, changed, verdict))
+                let verdict = self.health(&checks, objects, None).await;
+                let end = self.succeed(result.inventory, digests, outcome, prune, changed, verdict);
+                // The inventory records the cluster it lives on (`target`).
+                if let Some(i) = self.status().reconcile_mut().inventory.as_mut() {
+                    i.cluster = target.cluster();
+                }
+                Ok(target.polled(end, self.interval))
+            }
+            Err(e) if target.is_remote() && e.error.is_unreachable() => {
+                Err(self.unreachable_during_sync(target, e).into())
             }
             Err(e) => Err(self.sync_failed(e, impersonated).await.into()),
         }
@@ -811,6 +901,7 @@ impl<'a, K: Rendered> Run<'a, K> {
             digest: digests.inventory.clone(),
             count,
             entries,
+            cluster: None,
         });
         push_history(
             &mut r.history,
@@ -984,7 +1075,7 @@ mod tests {
                 )
             );
         }
-        // The spec's quirk: only the forbidden prune stall skips the history entry.
+        // The baseline's quirk: only the forbidden prune stall skips the history entry.
         assert!(f(Phase::Apply, true).history);
         assert!(!f(Phase::Prune, true).history);
     }

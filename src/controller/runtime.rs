@@ -1,4 +1,4 @@
-//! The reconciler runtime every reconciler shares (operator-spec.md §2.1, §3.6, §4.2, §7.3; ADR-005).
+//! The reconciler runtime every reconciler shares (docs/design/operator.md §2.1, §3.6, §4.2, §7.3; docs/design/decisions.md §1).
 //!
 //! Rules implemented here:
 //! - **Status patcher** (Flux SerialPatcher semantics): the patch is a JSON merge patch computed as
@@ -71,7 +71,7 @@ pub enum Error {
         /// The deadline.
         after: Duration,
     },
-    /// Deleting an object's inventory failed (the finalizer is kept; operator-spec §2.4 step 3).
+    /// Deleting an object's inventory failed (the finalizer is kept; docs/design/operator.md §2.4 step 3).
     #[error("{what}: {source}")]
     Delete {
         /// The owner whose inventory was being deleted.

@@ -1,6 +1,6 @@
 //! Workload health triggers: an instance's Ready follows its workloads after the apply too
 //! (issue 29's follow-up; kstatus as in Flux's health checks, event-driven as Argo CD's resource
-//! tracking). Without them a ModuleInstance, which has no periodic reconcile (§2.2 requeue table),
+//! tracking). Without them a ModuleInstance, which has no periodic reconcile (docs/design/operator.md §2.2),
 //! would stay Ready=True while a Deployment it applied crash-loops an hour later.
 //!
 //! Rules:

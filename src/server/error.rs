@@ -129,8 +129,13 @@ error_codes! {
     AuthUnavailable = ("auth_unavailable", SERVICE_UNAVAILABLE);
     /// validate/diff need the cluster and the operator is not connected to it (yet).
     ClusterUnavailable = ("cluster_unavailable", SERVICE_UNAVAILABLE);
-    /// The caller may not read what the answer needs (e.g. the instance for `diff`).
+    /// The caller may not read what the answer needs (e.g. the instance for `diff`, a
+    /// `valuesFrom` object).
     Forbidden = ("forbidden", FORBIDDEN);
+    /// A required `valuesFrom` Secret, ConfigMap or key does not exist.
+    ValuesFromNotFound = ("values_from_not_found", UNPROCESSABLE_ENTITY);
+    /// A `valuesFrom` reference names another namespace, or its content is not usable.
+    ValuesFromInvalid = ("values_from_invalid", UNPROCESSABLE_ENTITY);
 }
 
 /// The `error` member of [`ErrorBody`].

@@ -9,6 +9,8 @@
 //!   with `result` one of `allowed`, `denied`, `error` (the body could not be judged) or `timeout`.
 //! - `http_requests_in_flight{listener}`: requests being served.
 //! - `admission_reviews_in_flight`: reviews holding or waiting for an evaluation permit.
+//! - `opm_build_info{version, commit}`: always 1; the binary's version and git commit (what
+//!   `--version` prints), so dashboards can show which build each replica runs.
 //! - `cert_reload_total{result="success|failure"}` and `cert_not_after_seconds`: read from
 //!   [`certs::CertMetrics`] at scrape time (the `certs` crate has no registry of its own).
 
@@ -49,6 +51,13 @@ pub struct ReviewLabels {
     pub webhook: &'static str,
     /// `allowed`, `denied`, `error` or `timeout`.
     pub result: &'static str,
+}
+
+/// Labels of `opm_build_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+    commit: &'static str,
 }
 
 /// Latency buckets in seconds, dense below 10 ms where a healthy webhook lives.
@@ -191,6 +200,18 @@ impl Metrics {
             "admission_reviews_in_flight",
             "AdmissionReviews holding or waiting for an evaluation permit",
             in_flight.clone(),
+        );
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+                commit: crate::GIT_COMMIT,
+            })
+            .set(1);
+        registry.register(
+            "opm_build_info",
+            "The binary's version and git commit (always 1)",
+            build_info,
         );
         if let Some(store) = certs {
             registry.register_collector(Box::new(CertCollector(store)));

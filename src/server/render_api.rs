@@ -1,5 +1,5 @@
-//! The REST render API: `POST /v1/namespaces/{ns}/render` (issue 16, DESIGN.md §3 "HTTP",
-//! lessons.md §1.6 and rule 16).
+//! The REST render API: `POST /v1/namespaces/{ns}/render` (issue 16, docs/design/architecture.md §3 "HTTP",
+//! docs/design/principles.md §1.6 and rule 16).
 //!
 //! Rules:
 //! - The body names a module either as `module` (`path`, `version`) + `values` + `name`, or as a
@@ -34,6 +34,16 @@
 //!   object is a result, never a failed request: the preview is fail-slow like apply.
 //! - Without a configured backend (no platform store / kernel, e.g. a webhook-only server) the
 //!   route answers 503 `render_unavailable`.
+//! - `valuesFrom` (issue 40; a manifest's `spec.valuesFrom`, or the member next to `module`):
+//!   the Secrets and ConfigMaps are read **as the caller** (impersonating the TokenReview's user
+//!   and groups; as the operator with `--render-auth=none`), in the path's namespace only, before
+//!   the platform lease, merged under `values` ([`crate::values_from`]): a caller who may not
+//!   `get` one gets 403 `forbidden` naming the object (never its content), a missing required
+//!   one 422 `values_from_not_found`, another namespace or unusable content 422
+//!   `values_from_invalid`, no cluster connection 503 `cluster_unavailable`. No Secret value
+//!   read is in an error answer (message, problems), a refusal or a diff patch, nor in a log
+//!   line while the request runs; the rendered objects are the answer and carry what they were
+//!   rendered from. A `diff` of a Secret masks every value under `/data` and `/stringData`.
 
 pub mod auth;
 
@@ -49,6 +59,8 @@ use super::error::{json_response, ApiError, ErrorCode, ErrorProblem};
 use super::state::AppState;
 use crate::apply::{Action, ApplyOptions, Engine, EngineOptions};
 use crate::kernel::{ErrorClass, KernelError, ModuleRequest};
+use crate::render_lease::{Origin, RenderEnd};
+use crate::values_from::Redactor;
 
 /// Route of the render API.
 pub const RENDER_PATH: &str = "/v1/namespaces/{ns}/render";
@@ -110,6 +122,13 @@ pub struct RenderRequest {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub instance: Option<serde_json::Value>,
+    /// Values read from Secrets and ConfigMaps of the namespace **as the caller** (the
+    /// ModuleInstance's `spec.valuesFrom`: `kind`, `name`, `valuesKey`, `targetPath`,
+    /// `optional`), merged in order under `values` (with `module` only; a manifest carries its
+    /// own).
+    #[serde(default, rename = "valuesFrom")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub values_from: Option<Vec<crds::values_from::ValuesReference>>,
 }
 
 /// The body of a 403: the Kubernetes `Status` when the caller may not create
@@ -260,15 +279,35 @@ pub fn parse_request(
     bytes: &[u8],
     namespace: &str,
 ) -> Result<(RenderMode, ModuleRequest), RequestError> {
+    parse_request_with_sources(bytes, namespace).map(|(mode, request, _)| (mode, request))
+}
+
+/// [`parse_request`] with the request's `valuesFrom` (or the manifest's `spec.valuesFrom`).
+pub fn parse_request_with_sources(
+    bytes: &[u8],
+    namespace: &str,
+) -> Result<
+    (
+        RenderMode,
+        ModuleRequest,
+        Vec<crds::values_from::ValuesReference>,
+    ),
+    RequestError,
+> {
     let req: RenderRequest =
         serde_json::from_slice(bytes).map_err(|e| RequestError::Shape(e.to_string()))?;
-    let (name, module, values) = match (req.module, req.instance) {
+    let (name, module, values, sources) = match (req.module, req.instance) {
         (Some(module), None) => {
             let name = req.name.ok_or(RequestError::Field {
                 field: "name",
                 message: "required with `module` (the instance name)".to_string(),
             })?;
-            (name, module, req.values)
+            (
+                name,
+                module,
+                req.values,
+                req.values_from.unwrap_or_default(),
+            )
         }
         (None, Some(instance)) => {
             if req.values.is_some() {
@@ -276,6 +315,9 @@ pub fn parse_request(
             }
             if req.name.is_some() {
                 return Err(RequestError::WithInstance("name"));
+            }
+            if req.values_from.is_some() {
+                return Err(RequestError::WithInstance("valuesFrom"));
             }
             from_manifest(instance, namespace)?
         }
@@ -311,13 +353,22 @@ pub fn parse_request(
             version: format!("v{bare}"),
             values,
         },
+        sources,
     ))
 }
+
+/// Name, module, values and `valuesFrom` of a manifest.
+type FromManifest = (
+    String,
+    ModuleCoordinate,
+    Option<serde_json::Value>,
+    Vec<crds::values_from::ValuesReference>,
+);
 
 fn from_manifest(
     instance: serde_json::Value,
     namespace: &str,
-) -> Result<(String, ModuleCoordinate, Option<serde_json::Value>), RequestError> {
+) -> Result<FromManifest, RequestError> {
     let api_version = instance.get("apiVersion").and_then(|v| v.as_str());
     let kind = instance.get("kind").and_then(|v| v.as_str());
     if api_version != Some("opmodel.dev/v1alpha1") || kind != Some("ModuleInstance") {
@@ -343,7 +394,7 @@ fn from_manifest(
         path: mi.spec.module.path,
         version: mi.spec.module.version,
     };
-    Ok((name, module, mi.spec.values))
+    Ok((name, module, mi.spec.values, mi.spec.values_from))
 }
 
 /// The error answer of a kernel error, by class.
@@ -356,7 +407,8 @@ pub fn kernel_error(e: KernelError) -> ApiError {
         ErrorClass::SkewRefused => ErrorCode::SkewRefused,
         ErrorClass::UnsupportedKind => ErrorCode::UnsupportedKind,
         ErrorClass::Timeout => ErrorCode::RenderTimeout,
-        ErrorClass::Other => ErrorCode::RenderFailed,
+        // No code of its own: the message names the module and why its signature failed.
+        ErrorClass::Other | ErrorClass::Verification => ErrorCode::RenderFailed,
     };
     let mut err = ApiError::new(code, e.message);
     err.problems = e
@@ -468,12 +520,87 @@ pub async fn render(
         Ok(caller) => caller,
         Err(e) => return auth_error(e),
     };
-    match render_inner(&state, &backend, &ns, &headers, body, cluster, caller).await {
-        Ok(resp) => json_response(StatusCode::OK, &resp),
-        Err(e) => e.into_response(),
+    // `valuesFrom` (issue 40): the values read are kept out of the answer's errors and diffs
+    // and, while the request runs, out of the log (`crate::values_from`).
+    let owner = format!("render/{}", next_request());
+    let mut redactor = Redactor::default();
+    let out = render_inner(
+        &state,
+        &backend,
+        &ns,
+        &headers,
+        body,
+        cluster,
+        caller,
+        (&owner, &mut redactor),
+    )
+    .await;
+    crate::values_from::forget(&owner);
+    match out {
+        Ok(mut resp) => {
+            redact_response(&redactor, &mut resp);
+            json_response(StatusCode::OK, &resp)
+        }
+        Err(e) => redact_error(&redactor, e).into_response(),
     }
 }
 
+/// A process-unique number for each render request (the log redaction's owner key).
+fn next_request() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// `e` without the request's Secret-sourced values.
+fn redact_error(redactor: &Redactor, mut e: ApiError) -> ApiError {
+    if redactor.is_empty() {
+        return e;
+    }
+    e.message = redactor.redact(&e.message);
+    for p in &mut e.problems {
+        p.message = redactor.redact(&p.message);
+        p.path = redactor.redact(&p.path);
+    }
+    e
+}
+
+/// The answer's refusals and diffs without the request's Secret-sourced values (the rendered
+/// objects themselves are the answer: the caller may read what they were rendered from).
+fn redact_response(redactor: &Redactor, resp: &mut RenderResponse) {
+    if redactor.is_empty() {
+        return;
+    }
+    for w in &mut resp.warnings {
+        *w = redactor.redact(w);
+    }
+    for r in resp.results.iter_mut().flatten() {
+        if let Some(e) = r.error.as_mut() {
+            e.message = redactor.redact(&e.message);
+        }
+        if let Some(p) = r.patch.as_mut() {
+            redactor.redact_json(p);
+        }
+    }
+}
+
+/// The error answer of a `valuesFrom` read (issue 40): a missing object or key 422
+/// `values_from_not_found`, a refused namespace or unusable content 422 `values_from_invalid`,
+/// a caller who may not read the object 403 `forbidden`, another failure 503.
+fn values_from_error(e: crate::values_from::Error) -> ApiError {
+    use crate::values_from::Error as E;
+    let code = match &e {
+        E::NotFound { .. } => ErrorCode::ValuesFromNotFound,
+        E::OtherNamespace { .. } | E::Invalid { .. } => ErrorCode::ValuesFromInvalid,
+        E::Forbidden { .. } => ErrorCode::Forbidden,
+        E::Api { .. } => ErrorCode::ClusterUnavailable,
+    };
+    ApiError::new(code, e.to_string())
+}
+
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the handler's parts, passed once; `secrets` is the valuesFrom redaction (owner key, redactor)"
+)]
 async fn render_inner(
     state: &AppState,
     backend: &RenderBackend,
@@ -482,13 +609,31 @@ async fn render_inner(
     body: Body,
     cluster: Option<Cluster>,
     caller: Option<Caller>,
+    secrets: (&str, &mut Redactor),
 ) -> Result<RenderResponse, ApiError> {
     super::body::check_content_type(headers)?;
     let bytes = super::body::read_body(headers, body, state.limits.body_limit).await?;
-    let (mode, request) = parse_request(&bytes, ns)
+    let (mode, mut request, sources) = parse_request_with_sources(&bytes, ns)
         .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.to_string()))?;
     let span = Span::current();
     span.record("name", request.name.as_str());
+    if !sources.is_empty() {
+        // Read as the caller: a caller who may not get a Secret cannot render with it.
+        let Some(c) = cluster.as_ref() else {
+            return Err(ApiError::new(
+                ErrorCode::ClusterUnavailable,
+                "valuesFrom reads Secrets and ConfigMaps from the cluster, and the operator is \
+                 not connected to it yet; retry",
+            ));
+        };
+        let client = engine_for(c, caller.as_ref())?.client();
+        let read = crate::values_from::read(&client, ns, &sources)
+            .await
+            .map_err(values_from_error)?;
+        crate::values_from::register(secrets.0, &read.redactor);
+        request.values = crate::values_from::compose(read.values, request.values.as_ref());
+        *secrets.1 = read.redactor;
+    }
     let cluster =
         match (mode, cluster) {
             (RenderMode::Render, _) => None,
@@ -508,6 +653,7 @@ async fn render_inner(
     let timeout = backend.timeout;
     let semaphore = backend.semaphore.clone();
     let renderer = backend.renderer.clone();
+    let metrics = backend.metrics.clone();
     let render_span = span.clone();
     let work = async move {
         let permit = semaphore
@@ -515,7 +661,10 @@ async fn render_inner(
             .await
             .map_err(|e| ApiError::internal(format!("render semaphore: {e}")))?;
         crate::render_lease::render_on_lease((record, lease), permit, move |platform, skew| {
-            render_span.in_scope(|| renderer.render_module(&request, platform, skew))
+            let started = std::time::Instant::now();
+            let out = render_span.in_scope(|| renderer.render_module(&request, platform, skew));
+            metrics.record(Origin::Api, RenderEnd::of(&out), started.elapsed());
+            out
         })
         .await
         .map_err(|e| ApiError::internal(format!("the render task failed: {e}")))
@@ -525,13 +674,18 @@ async fn render_inner(
         Ok(Ok(Err(e))) => return Err(kernel_error(e)),
         Ok(Err(e)) => return Err(e),
         Err(_) => {
+            // The render may still be running (it is counted when it ends); the caller's
+            // deadline is a time-out of its own.
+            backend
+                .metrics
+                .record(Origin::Api, RenderEnd::Timeout, timeout);
             return Err(ApiError::new(
                 ErrorCode::RenderTimeout,
                 format!(
                     "the render did not finish within {} ms (--render-timeout)",
                     timeout.as_millis()
                 ),
-            ))
+            ));
         }
     };
     let (results, prune) = match cluster {
@@ -560,9 +714,8 @@ fn engine_for(cluster: &Cluster, caller: Option<&Caller>) -> Result<Engine, ApiE
     let Some(caller) = caller else {
         return Ok(base);
     };
-    let mut config = cluster.config.clone();
-    config.auth_info.impersonate = Some(caller.username.clone());
-    config.auth_info.impersonate_groups = Some(caller.groups.clone());
+    let config =
+        crate::apply::impersonate::impersonate(&cluster.config, &caller.username, &caller.groups);
     let client = kube::Client::try_from(config)
         .map_err(|e| ApiError::internal(format!("building the impersonating client: {e}")))?;
     Ok(base.with_identity(client, caller.username.clone()))
@@ -596,6 +749,26 @@ fn refusal(e: &crate::apply::Error) -> ObjectErrorDoc {
     ObjectErrorDoc {
         reason: reason.to_string(),
         message: e.to_string(),
+    }
+}
+
+/// A Secret's patch with every value under `/data` and `/stringData` masked: a diff says which
+/// keys change, never what they hold (issue 40).
+fn mask_secret_patch(patch: &mut serde_json::Value) {
+    let masked = || serde_json::Value::String(crate::values_from::REDACTED.to_owned());
+    for op in patch.as_array_mut().into_iter().flatten() {
+        let path = op.get("path").and_then(|p| p.as_str()).unwrap_or_default();
+        let whole = path == "/data" || path == "/stringData";
+        let under = path.starts_with("/data/") || path.starts_with("/stringData/");
+        match op.get_mut("value") {
+            Some(serde_json::Value::Object(m)) if whole => {
+                for v in m.values_mut() {
+                    *v = masked();
+                }
+            }
+            Some(v) if whole || under => *v = masked(),
+            _ => {}
+        }
     }
 }
 
@@ -636,7 +809,14 @@ async fn preview(
                     Action::Configured => {
                         let patch = match (&p.live, diff) {
                             (Some(live), true) => {
-                                serde_json::to_value(json_patch::diff(live, &p.planned)).ok()
+                                serde_json::to_value(json_patch::diff(live, &p.planned))
+                                    .ok()
+                                    .map(|mut patch| {
+                                        if r.kind == "Secret" && r.group.is_empty() {
+                                            mask_secret_patch(&mut patch);
+                                        }
+                                        patch
+                                    })
                             }
                             _ => None,
                         };

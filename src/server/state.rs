@@ -146,6 +146,8 @@ pub struct RenderBackend {
     pub timeout: Duration,
     /// Renders running at once.
     pub semaphore: Arc<Semaphore>,
+    /// The render series (`opm_render_*`), shared with the reconcilers.
+    pub metrics: crate::render_lease::RenderMetrics,
 }
 
 impl std::fmt::Debug for RenderBackend {
@@ -176,6 +178,13 @@ impl RenderBackend {
             cluster,
             timeout,
             semaphore: Arc::new(Semaphore::new(max_concurrent.max(1))),
+            metrics: crate::render_lease::RenderMetrics::default(),
         }
+    }
+
+    /// Counts renders into `metrics` (by default into series nobody registered).
+    pub fn with_metrics(mut self, metrics: crate::render_lease::RenderMetrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 }

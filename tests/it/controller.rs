@@ -3,7 +3,9 @@
 //! against kube-emu with fake kernel seams; sharded replicas (issue 32).
 
 pub(crate) mod common;
+mod gitops;
 mod health;
+mod health_exprs;
 mod instance;
 mod instance_real;
 mod instance_scenarios;
@@ -15,8 +17,14 @@ mod package_serve;
 mod platform;
 mod platform_real;
 mod platform_serve;
+mod policies;
+mod race;
 mod real;
 mod registration;
+mod remote;
+mod remote_real;
+mod rendered;
 mod requested;
 mod serve;
 mod shard;
+mod signed;

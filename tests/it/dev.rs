@@ -28,12 +28,12 @@ use crate::child::LoggedChild;
 use crate::kubectls::{self, Version};
 
 /// The running `opm-operator dev`; killed on drop (a failing test leaves no process behind).
-struct Dev {
+pub(crate) struct Dev {
     proc: LoggedChild,
 }
 
 impl Dev {
-    fn start(state: &Path) -> Dev {
+    pub(crate) fn start(state: &Path) -> Dev {
         Dev::start_with(state, &[])
     }
 
@@ -55,7 +55,7 @@ impl Dev {
     }
 
     /// Waits for the summary (printed once the server listens) and returns it.
-    fn summary(&mut self) -> String {
+    pub(crate) fn summary(&mut self) -> String {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let out = self.output();
@@ -93,7 +93,7 @@ impl Dev {
 }
 
 /// The summary line that contains all of `needles`.
-fn line<'a>(summary: &'a str, needles: &[&str]) -> &'a str {
+pub(crate) fn line<'a>(summary: &'a str, needles: &[&str]) -> &'a str {
     summary
         .lines()
         .find(|l| needles.iter().all(|n| l.contains(n)))
@@ -109,7 +109,7 @@ fn sh(path: &OsStr, line: &str) -> Output {
         .unwrap()
 }
 
-fn ok(path: &OsStr, line: &str) -> String {
+pub(crate) fn ok(path: &OsStr, line: &str) -> String {
     let out = sh(path, line);
     assert!(
         out.status.success(),
@@ -325,6 +325,18 @@ fn dev_loop(version: Version) {
     };
     assert!(run(&["create", "namespace", "prod"]).contains("namespace/prod created"));
     assert!(run(&["explain", "mi.spec"]).contains("The module to instantiate."));
+    // Signed modules (issue 41): `spec.verify` of both kinds.
+    // (kubectl 1.20 lists no fields of a nullable object; both print the description.)
+    let verify = run(&["explain", "mi.spec.verify"]);
+    assert!(
+        verify.contains("Require the module to be signed"),
+        "{verify}"
+    );
+    let verify = run(&["explain", "platform.spec.verify"]);
+    assert!(
+        verify.contains("Require every module and catalog"),
+        "{verify}"
+    );
     let all = run(&["get", "all", "-n", "demo"]);
     assert!(all.contains("deployment.apps/"), "{all}");
     let deploy = run(&["get", "deploy", "-n", "demo"]);
@@ -366,6 +378,9 @@ fn dev_loop(version: Version) {
             && opm.contains("moduleinstance.opmodel.dev/hello"),
         "{opm}"
     );
+
+    // Issue 40: the README's valuesFrom and dependsOn lines, run as written there.
+    readme_gitops_lines(&path, &kubeconfig);
 
     dev.stop("TERM");
     assert!(state.join("cluster.json").is_file());
@@ -453,6 +468,59 @@ fn dev_loop(version: Version) {
     dev.stop("INT");
 }
 
+/// The README line of the dev session containing `fragment`, as a user pastes it after
+/// `export KUBECONFIG=…` (the session's first line).
+fn readme_line(kubeconfig: &Path, fragment: &str) -> String {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let line = readme
+        .lines()
+        .find(|l| l.contains(fragment))
+        .unwrap_or_else(|| panic!("no README line with {fragment:?}"));
+    format!("export KUBECONFIG={}; {line}", kubeconfig.display())
+}
+
+/// Issue 40's README lines: `kubectl explain` of the new fields, `logLevel` moved into a
+/// watched Secret (its change re-renders at once), and the `dependsOn` pair (`prod/web` waits
+/// for `demo/hello`, then follows it to Ready).
+fn readme_gitops_lines(path: &OsStr, kubeconfig: &Path) {
+    let line = |fragment: &str| readme_line(kubeconfig, fragment);
+    let explained = ok(path, &line("kubectl explain mi.spec.valuesFrom"));
+    for field in ["targetPath", "valuesKey", "readyExpr", "ignore", "mode"] {
+        assert!(explained.contains(field), "{field}: {explained}");
+    }
+    ok(path, &line("kubectl create secret generic hello-values"));
+    ok(
+        path,
+        &line(r#""valuesFrom":[{"kind":"Secret","name":"hello-values"}]"#),
+    );
+    let cm = line("# warn: from the Secret");
+    until_output(path, &cm, "warn", 60);
+    ok(path, &line("kubectl patch secret hello-values"));
+    until_output(path, &cm, "debug", 30);
+    ok(path, &line(r#"{"spec":{"suspend":true}}"#));
+    let ready = format!(
+        "export KUBECONFIG={}; kubectl get mi hello -n demo -o jsonpath='{{.status.conditions[?(@.type==\"Ready\")].reason}}'",
+        kubeconfig.display()
+    );
+    until_output(path, &ready, "Suspended", 30);
+    ok(
+        path,
+        &line(r#""dependsOn":[{"name":"hello","namespace":"demo"}]"#),
+    );
+    until_output(
+        path,
+        &line("# DependencyNotReady"),
+        "DependencyNotReady",
+        30,
+    );
+    ok(path, &line(r#"{"spec":{"suspend":false}}"#));
+    ok(
+        path,
+        &line("kubectl wait --for=condition=Ready mi/web -n prod"),
+    );
+}
+
 /// A corrupt snapshot stops `dev` at start with an error naming the file, and the file is kept.
 #[test]
 fn a_corrupt_state_snapshot_fails_the_start_and_is_kept() {
@@ -490,6 +558,8 @@ struct LayoutCase<'a> {
     module: serde_json::Value,
     /// `spec.values`.
     values: serde_json::Value,
+    /// Kinds (`kind.group`, as `rendered` names them) the render must include.
+    kinds: &'a [&'a str],
     /// A values edit (merge patch of `spec.values`) and what it changes: kind, name, jsonpath,
     /// the value before and after.
     edit: (
@@ -631,6 +701,12 @@ fn layout_session(case: &LayoutCase) {
     let answer = api(&serde_json::json!({"mode": "render", "instance": live_instance}));
     let objects = rendered(&answer);
     assert!(!objects.is_empty(), "{answer}");
+    for kind in case.kinds {
+        assert!(
+            objects.iter().any(|(k, _)| k == kind),
+            "{kind}: {objects:?}"
+        );
+    }
     for (kind, name) in &objects {
         let labels = run(
             &[
@@ -777,6 +853,7 @@ fn dev_layout_runs_the_operator_on_the_modules_of_a_users_layout() {
         manifests: &[],
         module: serde_json::json!({"path": "fixtures.test/modules/demo@v0", "version": "v0.1.0"}),
         values,
+        kinds: &["deployment.apps", "configmap"],
         edit: (
             serde_json::json!({"logLevel": "debug"}),
             "configmap",
@@ -784,6 +861,58 @@ fn dev_layout_runs_the_operator_on_the_modules_of_a_users_layout() {
             "{.data.log-level}",
             "info",
             "debug",
+        ),
+    });
+}
+
+/// `dev --layout` on the kinds fixture (`fixtures/opm/kinds`: a catalog rendering any object as
+/// written, and a module of a CronJob, a HorizontalPodAutoscaler and a cluster-scoped
+/// MutatingWebhookConfiguration): the instance becomes Ready in the embedded cluster, which
+/// serves every built-in kind (issue 42), a values edit re-renders the CronJob, delete prunes.
+#[test]
+fn dev_layout_runs_a_module_of_cronjob_hpa_and_mutating_webhook() {
+    let tmp = tempfile::tempdir().unwrap();
+    let layout = tmp.path().join("layout");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/opm");
+    for m in ["core", "kinds/catalog", "kinds/module"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_opm-operator"))
+            .args(["module", "publish"])
+            .arg(fixtures.join(m))
+            .args(["v0.1.0", "--no-cache", "--layout"])
+            .arg(&layout)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{m}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    layout_session(&LayoutCase {
+        layout: &layout,
+        flags: &[
+            "--catalog",
+            "fixtures.test/catalogs/kinds@v0=0.1.0",
+            "--core-module",
+            "fixtures.test/core@v0",
+            "--core-version",
+            "v0.1.0",
+        ],
+        manifests: &[],
+        module: serde_json::json!({"path": "fixtures.test/modules/kinds@v0", "version": "v0.1.0"}),
+        values: serde_json::json!({}),
+        kinds: &[
+            "cronjob.batch",
+            "horizontalpodautoscaler.autoscaling",
+            "mutatingwebhookconfiguration.admissionregistration.k8s.io",
+        ],
+        edit: (
+            serde_json::json!({"schedule": "0 4 * * *"}),
+            "cronjob",
+            "app-nightly",
+            "{.spec.schedule}",
+            "0 3 * * *",
+            "0 4 * * *",
         ),
     });
 }
@@ -826,6 +955,7 @@ fn dev_layout_runs_web_app_on_the_real_opm_catalog() {
         manifests: &[HTTPROUTE_CRD],
         module: serde_json::json!({"path": "testing.opmodel.dev/modules/web_app@v1", "version": "v1.0.0"}),
         values,
+        kinds: &[],
         edit: (
             serde_json::json!({"replicas": 3}),
             "deployment.apps",

@@ -1,4 +1,4 @@
-//! End to end with the real binaries (issue 17, operator-spec §2.2, §2.4, §6): the `kube-emu`
+//! End to end with the real binaries (issue 17, docs/design/operator.md §2.2, §2.4, §6): the `kube-emu`
 //! binary as the cluster, Debian's `docker-registry` holding the fixture modules published by
 //! `opm-operator module publish`, `opm-operator serve` as the operator, and the real `kubectl`
 //! as the user, once with each tested kubectl version (v1.20 and v1.37, see `kubectls`).
@@ -50,6 +50,16 @@ impl Children {
     /// The output so far of the child `i` ([`Children::spawn`]'s result).
     pub(crate) fn log(&self, i: usize) -> String {
         self.procs[i].1.log()
+    }
+
+    /// The process id of the child `i`.
+    pub(crate) fn pid(&self, i: usize) -> u32 {
+        self.procs[i].1.child.id()
+    }
+
+    /// Whether the child `i` has exited (reaped).
+    pub(crate) fn exited(&mut self, i: usize) -> bool {
+        matches!(self.procs[i].1.child.try_wait(), Ok(Some(_)))
     }
 
     /// The tail of every child's output (for assertion messages).

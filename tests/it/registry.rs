@@ -13,6 +13,7 @@ mod cache;
 mod export;
 mod flux;
 pub mod harness;
+mod signed;
 
 use cue::module::ModuleFile;
 use cue::module::{ModuleVersion, Registry as _, RegistryError};

@@ -1,4 +1,4 @@
-//! The render kernel end to end on the fixture set (fixtures/opm, render-spec §5.4): every module
+//! The render kernel end to end on the fixture set (fixtures/opm, docs/design/render.md §5.4): every module
 //! published to the real `docker-registry` with the CLI, then acquire → synthesize → match →
 //! execute on the generated platform fixture. The valid render equals the hand-written expected
 //! JSON byte for byte (field order included); each negative fixture fails with its class and

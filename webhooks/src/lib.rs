@@ -1,5 +1,5 @@
 //! Pure admission logic for TransformerRegistration claims and the Platform singleton
-//! (operator-spec.md §1.3, §1.4; lessons.md rule 17).
+//! (docs/design/operator.md §1.3, §1.4; docs/design/principles.md rule 17).
 //!
 //! Architecture invariants:
 //! - Every function here is pure: an AdmissionReview in, an AdmissionReview out. No I/O, no tokio, no

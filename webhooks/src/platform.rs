@@ -1,4 +1,4 @@
-//! Admission rules for the `Platform` singleton (operator-spec.md §1.3, §3; E0019 D7/D13/D18).
+//! Admission rules for the `Platform` singleton (docs/design/operator.md §1.3, §3; docs/design/decisions.md §17–§18).
 //!
 //! The Platform spec becomes a generated CUE module (`cue.mod` pins + `#registry` keys), so anything
 //! that would only surface there as `GenerateFailed`/`BuildFailed` for syntax reasons is refused at

@@ -13,13 +13,13 @@
 //!   inside) and the contract's major `@v<N>`. An implementation FQN (`...@1.2.3`, a transformer) is
 //!   refused with that hint, because claims list the contracts they fulfil, not transformers.
 //! - **Reserved namespace**: `opmodel.dev/platforms/` is the generated platform module's namespace
-//!   (operator-spec §1.5: `opmodel.dev/platforms/cluster@v0`, never published), so nothing may claim
+//!   (docs/design/operator.md §1.5: `opmodel.dev/platforms/cluster@v0`, never published), so nothing may claim
 //!   or subscribe to a path under it.
 //! - **Core schema**: `opmodel.dev/core@vN` is the core schema the operator pins itself (§3.3), not a
 //!   catalog, so it can be neither claimed nor subscribed.
 
 /// The core schema module's path (without major). The operator pins it itself as a closure root
-/// (operator-spec §3.3), so it is never a catalog: not claimable, not subscribable.
+/// (docs/design/operator.md §3.3), so it is never a catalog: not claimable, not subscribable.
 pub const CORE_MODULE_PATH: &str = "opmodel.dev/core";
 
 /// The generated platform module's reserved, never-published namespace.

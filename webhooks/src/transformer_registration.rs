@@ -1,4 +1,4 @@
-//! Admission rules for `TransformerRegistration` claims (operator-spec.md §1.4, §4; E0015 D9–D12).
+//! Admission rules for `TransformerRegistration` claims (docs/design/operator.md §1.4, §4; docs/design/decisions.md §11–§14).
 //!
 //! A claim is stamped by a provider module's transformer, never authored by hand, so anything the
 //! reconciler would later refuse for syntax alone is refused here, where the author sees it at apply
@@ -10,7 +10,7 @@
 //! 2. `spec` must be an object.
 //! 3. `spec.providerRef.namespace` must be a DNS-1123 label (a namespace name, ≤ 63 characters);
 //!    `spec.providerRef.name` a DNS-1123 subdomain (an object name, ≤ 253 characters).
-//! 4. `metadata.name` must equal `<spec.providerRef.namespace>.<spec.providerRef.name>` (E0015 D12; the
+//! 4. `metadata.name` must equal `<spec.providerRef.namespace>.<spec.providerRef.name>` (docs/design/decisions.md §14; the
 //!    CRD's CEL rule only checks for the dot).
 //! 5. `spec.catalog` must be a major-suffixed module path (`example.com/catalogs/x@v1`, see
 //!    [`crate::syntax`]); it must not lie under the reserved platforms namespace `opmodel.dev/platforms/`
@@ -37,7 +37,7 @@
 //! - UPDATE dropping contracts from `spec.provides` (instances demanding them stop resolving once the
 //!   claim is re-judged).
 //! - `spec.catalog` containing a `modules` path element (a claim must name a catalog, never a module,
-//!   D10; the reconciler refuses it with `CatalogWrongKind`).
+//!   docs/design/decisions.md §12; the reconciler refuses it with `CatalogWrongKind`).
 //!
 //! DELETE is always allowed (a claim's removal is guarded by the `opmodel.dev/dependents` finalizer,
 //! §4.4, not by admission), with a warning when the claim holds that finalizer (the delete waits until

@@ -1,5 +1,5 @@
 //! Integration tests of the crds crate: the checked-in CRD YAML matches the types, and the
-//! generated schemas carry the invariants of operator-spec.md §1. One binary, modules per topic.
+//! generated schemas carry the invariants of docs/design/operator.md §1. One binary, modules per topic.
 
 #![allow(
     clippy::unwrap_used,
@@ -8,5 +8,8 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
+mod citations;
 mod drift;
+mod reasons;
+mod reference;
 mod schema;

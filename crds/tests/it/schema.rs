@@ -1,4 +1,4 @@
-//! Invariants of the generated CRDs (operator-spec.md §1): scope, short names, printer columns,
+//! Invariants of the generated CRDs (docs/design/operator.md §1): scope, short names, printer columns,
 //! the status subresource, conditions as a list-map keyed by `type`, CEL rules, required fields.
 
 use serde_json::Value;

@@ -1,5 +1,5 @@
 //! The parsed-file cache: syntax trees of dependency-module files, parsed once per process and
-//! shared read-only by every build and [`crate::Runtime`] (render-spec.md §2.3, style.md §5:
+//! shared read-only by every build and [`crate::Runtime`] (docs/design/render.md §2.3, docs/design/conventions.md §5:
 //! sixteen concurrent renders must not hold sixteen copies of the catalogs' syntax trees).
 //!
 //! Rules:

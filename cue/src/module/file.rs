@@ -1,4 +1,4 @@
-//! Reading `cue.mod/module.cue` without the evaluator (render-spec.md §2.1; upstream
+//! Reading `cue.mod/module.cue` without the evaluator (docs/design/render.md §2.1; upstream
 //! `mod/modfile`).
 //!
 //! Rules:

@@ -1,4 +1,4 @@
-//! The package loader (render-spec.md §2.4; upstream `cue/load` and `internal/mod/modpkgload`):
+//! The package loader (docs/design/render.md §2.4; upstream `cue/load` and `internal/mod/modpkgload`):
 //! finds the files of a package and of everything it imports, parses them once, and links the
 //! imports. No evaluation happens here.
 //!

@@ -156,6 +156,14 @@ pub enum RegistryError {
         /// The registry's answer.
         message: String,
     },
+    /// A signature policy is in force and the artifact is not signed as it requires (unsigned,
+    /// signed with another key, or the signature does not match the artifact).
+    Unverified {
+        /// The requested coordinate.
+        module: String,
+        /// Why the verification failed.
+        message: String,
+    },
 }
 
 impl std::fmt::Display for RegistryError {
@@ -177,6 +185,9 @@ impl std::fmt::Display for RegistryError {
             }
             RegistryError::Denied { module, message } => {
                 write!(f, "{module}: access denied: {message}")
+            }
+            RegistryError::Unverified { module, message } => {
+                write!(f, "{module}: signature verification failed: {message}")
             }
         }
     }

@@ -1,7 +1,7 @@
 //! Minimal version selection (MVS) and tidy module files: the only MVS of the project (the
 //! loader's [`super::mvs`], the registry client and `opm-operator mod tidy` all use it).
 //!
-//! Rules (render-spec.md §2.2; upstream `internal/mod/modrequirements`, after Go's MVS):
+//! Rules (docs/design/render.md §2.2; upstream `internal/mod/modrequirements`, after Go's MVS):
 //! - the requirement graph's nodes are `path@vN` + version, its edges the `deps` of each node's
 //!   module file; the main module's deps are the roots;
 //! - every node reachable from the roots is visited once (including versions that end up not

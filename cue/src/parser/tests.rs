@@ -685,7 +685,7 @@ fn string_forms() {
     }
 }
 
-/// Shapes taken from the OPM feature inventory (render-spec.md §3).
+/// Shapes taken from the OPM feature inventory (docs/design/render.md §3).
 #[test]
 fn opm_shapes() {
     let cases: &[(&str, &str)] = &[

@@ -1,5 +1,5 @@
-//! Building the generated platform module and acquiring catalogs (operator-spec.md §2.0, §3.5
-//! steps 2–3, §4.1 steps 4–5 and 7; render-spec.md §1.4–§1.5, §2.4).
+//! Building the generated platform module and acquiring catalogs (docs/design/operator.md §2.0, §3.5
+//! steps 2–3, §4.1 steps 4–5 and 7; docs/design/render.md §1.4–§1.5, §2.4).
 //!
 //! [`PlatformKernel`] implements [`PlatformBuilder`] and [`CatalogAcquirer`] over a module registry.
 //!
@@ -23,7 +23,7 @@
 //!   the disjunction silently, so the build compares the stamp with the default readout and
 //!   refuses with a problem at `#registry."<path>".version` naming both versions. In
 //!   the `#Subscription` shape each enabled entry's catalog is acquired from the registry at
-//!   `"v" + version` (render-spec §1.5: version present, major equal to the key's, identity
+//!   `"v" + version` (docs/design/render.md §1.5: version present, major equal to the key's, identity
 //!   checked).
 //! - From each catalog: `#transformers` (FQN → transformer; its `requiredResources`,
 //!   `requiredTraits`, `requiredBlueprints` keys are contract FQNs whose embedded copies carry
@@ -38,7 +38,7 @@
 //! - [`BuiltPlatform`] carries the directory, the deps of the generated module file, the sorted
 //!   FQNs of the composed (enabled) transformers and the inventory: plain data only.
 //!
-//! Acquire rules (§4.1): the catalog `path@"v"+version` is fetched and built as the main module of
+//! Acquire rules (docs/design/operator.md §4.1): the catalog `path@"v"+version` is fetched and built as the main module of
 //! its own build; a root package whose `kind` is not `"Catalog"` is [`AcquireError::WrongKind`]
 //! (checked on the value, never on message text); the declared `metadata.modulePath` and
 //! `metadata.version` must equal the coordinate; `provides` = the contracts some transformer
@@ -167,6 +167,7 @@ fn inventory_err(message: impl std::fmt::Display) -> KernelError {
 fn registry_class(e: &RegistryError) -> ErrorClass {
     match e {
         RegistryError::Transient { .. } => ErrorClass::TransientPull,
+        RegistryError::Unverified { .. } => ErrorClass::Verification,
         _ => ErrorClass::Resolution,
     }
 }

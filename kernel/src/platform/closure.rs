@@ -1,4 +1,4 @@
-//! The dependency closure of the generated platform module (operator-spec.md §3.3).
+//! The dependency closure of the generated platform module (docs/design/operator.md §3.3).
 //!
 //! Rules implemented:
 //! - Roots: the core pin (`<core path>` at the builder's core version) plus every entry, disabled

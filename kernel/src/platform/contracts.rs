@@ -1,5 +1,5 @@
-//! The platform's contract inventory (operator-spec.md §2.0, §3.5 steps 3–4, §3.6; render-spec.md
-//! §1.5 step 4; E0015 D5/D18).
+//! The platform's contract inventory (docs/design/operator.md §2.0, §3.5 steps 3–4, §3.6; docs/design/render.md
+//! §1.5 step 4; docs/design/decisions.md §9).
 //!
 //! The inventory is computed from plain data read off the built platform ([`EntryFacts`] per
 //! `#registry` entry), so it is a pure, deterministic function (every list sorted):
@@ -52,7 +52,7 @@ pub struct EntryFacts {
 }
 
 /// Contracts some transformer requires with `fulfilment: "provider"`, sorted (a catalog's
-/// `provides()`, operator-spec §4.1 step 5).
+/// `provides()`, docs/design/operator.md §4.1 step 5).
 pub fn provides(transformers: &[TransformerFacts]) -> Vec<String> {
     let set: BTreeSet<&String> = transformers
         .iter()

@@ -1,4 +1,4 @@
-//! Generation of the platform module (operator-spec.md §3.3–§3.4; render-spec.md §1.4).
+//! Generation of the platform module (docs/design/operator.md §3.3–§3.4; docs/design/render.md §1.4).
 //!
 //! The platform module is a pure function of (Platform spec, active claims) as [`PlatformInput`],
 //! the core pin of the [`Generator`], and the published module files the closure reads. The same
@@ -13,7 +13,7 @@
 //!   platform`, the imports (`core "<core path>"`, then `cat<i> "<entry path>"` positional in
 //!   sorted entry order; only in the `#CatalogEntry` shape), `core.#Platform` embedded,
 //!   `metadata: name: "cluster"`, `type: "<type>"` and `#registry`.
-//! - [`RegistryShape::CatalogEntry`] (target, 0019 D5/D13): each entry is `{enable: <bool>,
+//! - [`RegistryShape::CatalogEntry`] (target, docs/design/decisions.md §17): each entry is `{enable: <bool>,
 //!   version: "<bare semver>", #catalog: cat<i>}`; the stamped version is the expected-version
 //!   tripwire (the schema derives `version` from the imported catalog) and the key binds to the
 //!   catalog's `metadata.modulePath`.
@@ -22,7 +22,7 @@
 //!   entry's position among all sorted entries) and `#composedTransformers` — the slot alpha.4
 //!   leaves for the kernel to fill — is written as the same per-entry copy the target shape's
 //!   fold computes (`for fqn, tf in cat<i>.#transformers {(fqn): tf}`, one comprehension per
-//!   enabled entry; `{}` when none is enabled). That is the materialisation of render-spec §1.5
+//!   enabled entry; `{}` when none is enabled). That is the materialisation of docs/design/render.md §1.5
 //!   written in CUE, so a render reads `#composedTransformers` in both shapes; the build still
 //!   acquires each catalog by coordinate (identity, facts) and checks the fold against them.
 //!
@@ -35,7 +35,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use cue::module::ModuleVersion;
+use cue::module::{ModuleVersion, RegistryError};
 use cue::path::quote;
 
 use super::closure::{closure, ClosureError, ModFileSource};
@@ -79,6 +79,9 @@ impl GenerateError {
     pub fn class(&self) -> ErrorClass {
         match self {
             GenerateError::Invalid(_) => ErrorClass::Other,
+            GenerateError::Closure(ClosureError::Resolution(RegistryError::Unverified {
+                ..
+            })) => ErrorClass::Verification,
             GenerateError::Closure(ClosureError::Resolution(_)) => ErrorClass::Resolution,
             GenerateError::Closure(ClosureError::Transient(_)) => ErrorClass::TransientPull,
         }
@@ -332,7 +335,6 @@ fn check_version(m: &ModuleVersion) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::PlatformEntry;
-    use cue::module::RegistryError;
 
     struct Flat(BTreeMap<ModuleVersion, Vec<(String, String)>>);
 

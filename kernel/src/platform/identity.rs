@@ -1,4 +1,4 @@
-//! Package identity (operator-spec.md §5.4): the key of a generated platform package.
+//! Package identity (docs/design/operator.md §5.4): the key of a generated platform package.
 //!
 //! Rules implemented here:
 //! - An identity is `(generation, canonical claims)`. The canonical claims string is the sorted,

@@ -1,4 +1,4 @@
-//! The on-disk layout of generated platform packages under `--platform-dir` (operator-spec.md §5.2,
+//! The on-disk layout of generated platform packages under `--platform-dir` (docs/design/operator.md §5.2,
 //! keyed on [`PackageIdentity`] per §5.4).
 //!
 //! Entries of the root:

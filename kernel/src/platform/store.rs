@@ -1,4 +1,4 @@
-//! The platform store (operator-spec.md §5.1, keyed per §5.4): one slot holding the current
+//! The platform store (docs/design/operator.md §5.1, keyed per §5.4): one slot holding the current
 //! generated platform record, plus lease counts per package identity.
 //!
 //! Rules implemented here:

@@ -1,5 +1,5 @@
-//! The render module's dependency list: promotion and skew (render-spec.md §1.7, D7/D18;
-//! operator-spec.md §3.3).
+//! The render module's dependency list: promotion and skew (docs/design/render.md §1.7, docs/design/decisions.md §18;
+//! docs/design/operator.md §3.3).
 //!
 //! Rules:
 //! - The render build's main module is the staged instance module; its `cue.mod/module.cue` is

@@ -1,4 +1,4 @@
-//! Render errors (render-spec.md §1.9; operator-spec.md §2.0 `KernelError`).
+//! Render errors (docs/design/render.md §1.9; docs/design/operator.md §2.0 `KernelError`).
 //!
 //! Rules:
 //! - Every failure of the kernel is one [`Error`] variant, raised where it arises; its
@@ -15,7 +15,7 @@ use cue::module::RegistryError;
 
 use crate::{ErrorClass, KernelError, Problem};
 
-/// Which identity field disagrees (render-spec §1.2 step 4, 0010 D11).
+/// Which identity field disagrees (docs/design/render.md §1.2 step 4, docs/design/decisions.md §24).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IdentityField {
     /// `metadata.modulePath` versus the requested path.
@@ -33,7 +33,7 @@ impl fmt::Display for IdentityField {
     }
 }
 
-/// Why a demand of a component is unresolved (render-spec §1.6, D28).
+/// Why a demand of a component is unresolved (docs/design/render.md §1.6, docs/design/decisions.md §26).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DemandReason {
     /// No transformer of the platform lists the contract; `alternatives` are the same contract at
@@ -153,7 +153,7 @@ pub enum Error {
         /// The diagnostics.
         problems: Vec<Problem>,
     },
-    /// The module's root package is not a module (render-spec §1.2 step 3).
+    /// The module's root package is not a module (docs/design/render.md §1.2 step 3).
     #[error("{coordinate}: not an OPM module: {message}")]
     Shape {
         /// `path@version`.
@@ -201,7 +201,7 @@ pub enum Error {
         /// The platform's pin.
         platform_version: String,
     },
-    /// Unresolved demands and unmatched components (render-spec §1.6).
+    /// Unresolved demands and unmatched components (docs/design/render.md §1.6).
     #[error("{}", resolution_message(.instance, .demands, .unmatched))]
     Resolution {
         /// The instance (`name/namespace`).
@@ -270,12 +270,13 @@ fn execute_message(instance: &str, failures: &[PairFailure]) -> String {
 }
 
 impl Error {
-    /// How callers react (operator-spec §2.2).
+    /// How callers react (docs/design/operator.md §2.2).
     pub fn class(&self) -> ErrorClass {
         match self {
             Error::PlatformNotReady => ErrorClass::PlatformNotReady,
             Error::Pull { error, .. } => match error {
                 RegistryError::Transient { .. } => ErrorClass::TransientPull,
+                RegistryError::Unverified { .. } => ErrorClass::Verification,
                 _ => ErrorClass::Resolution,
             },
             Error::Request { .. }

@@ -1,16 +1,16 @@
-//! Matching components to transformers (render-spec.md §1.6, D28), in Rust over the built values.
+//! Matching components to transformers (docs/design/render.md §1.6, docs/design/decisions.md §26), in Rust over the built values.
 //!
 //! Choice: the matcher runs in Rust over the single render build rather than as CUE glue
-//! (experiment 05's matchdef). Reason: D10 leaves both open with Rust as the declared fallback;
+//! (experiment 05's matchdef). Reason (docs/design/decisions.md §21): the design left both open, Rust as the fallback;
 //! Rust matching keeps every outcome typed (MissingFQN with its alternatives, unify-rung causes,
-//! D28 trait postures) without round-tripping diagnostics through CUE data, costs one lookup per
+//! trait postures) without round-tripping diagnostics through CUE data, costs one lookup per
 //! contract instead of evaluating a match table per (component × transformer), and leaves only
 //! execution to CUE, per matched pair. The inputs are read from the same build the pairs execute
 //! in, so the contract copies compared by the unify rung are the same package instances.
 //!
 //! Rules:
 //! - Demands of a component are the keys of `#resources` and `#traits`; its labels are
-//!   `matchLabels` (values stringified); `metadata.labels` is never read for matching (0010 D36).
+//!   `matchLabels` (values stringified); `metadata.labels` is never read for matching (docs/design/decisions.md §25).
 //! - Buckets: contract FQN → transformers listing it in `requiredResources`, or in
 //!   `requiredTraits` ∪ `optionalTraits`.
 //! - Rung 1 (lookup): a resource demand with no bucket is unresolved (`MissingFqn`, with the same
@@ -18,11 +18,11 @@
 //! - Rung 2 (always-unify): for each FQN a component carries and a transformer requires, the two
 //!   bodies are unified and validated non-concretely; a conflict disqualifies the transformer for
 //!   that component. Diagnostics located at `metadata.catalogVersion` or `metadata.description`
-//!   are ignored (D30).
+//!   are ignored (docs/design/decisions.md §27).
 //! - Rung 3 (predicate): every `requiredLabels` pair is in `matchLabels`, every
 //!   `requiredResources` key is in `#resources`, every `requiredTraits` key in `#traits`. Every
 //!   satisfied, non-disqualified transformer pairs with the component.
-//! - D28: a resource demand whose bucket is fully disqualified is unresolved (`Disqualified`,
+//! - Demand resolution (docs/design/decisions.md §26): a resource demand whose bucket is fully disqualified is unresolved (`Disqualified`,
 //!   with the causes). A trait no matched transformer requires or lists as optional is resolved by
 //!   its posture, `#traits[fqn].optional` with its default taken: `true` is a warning (values
 //!   ignored), `false` is `TraitRequired`, unset is `TraitUnstated`. A component with no pair is
@@ -285,7 +285,7 @@ pub fn match_all(components: &[ComponentInfo], transformers: &[TransformerInfo])
                 matched.push(i);
             }
         }
-        // Resource demands (rung 1 and D28 full disqualification).
+        // Resource demands (rung 1 and full disqualification, docs/design/decisions.md §26).
         for f in &c.resources {
             let bucket: Vec<usize> = buckets
                 .get(f.as_str())
@@ -325,7 +325,7 @@ pub fn match_all(components: &[ComponentInfo], transformers: &[TransformerInfo])
                 });
             }
         }
-        // Trait demands (D28).
+        // Trait demands (docs/design/decisions.md §26).
         for f in &c.traits {
             let handled = matched.iter().any(|&i| {
                 transformers[i].required_traits.contains(f)

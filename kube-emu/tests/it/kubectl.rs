@@ -156,7 +156,7 @@ async fn kubectl_scripted_session_with(version: Version) {
     let v = k.run(&["version"]).await;
     assert!(v.ok, "{}", v.stderr);
     assert!(
-        v.stdout.contains("Server Version") && v.stdout.contains("v1.36.0-kube-emu"),
+        v.stdout.contains("Server Version") && v.stdout.contains("v1.37.0-kube-emu"),
         "{}",
         v.stdout
     );
@@ -977,3 +977,171 @@ async fn scale_with(version: Version) {
     let o = k.run(&["scale", "configmap/c", "--replicas=2"]).await;
     assert!(!o.ok, "{}", o.stdout);
 }
+
+/// `kubectl create token` (kubectl ≥ 1.24, so 1.37 only; it sends the TokenRequest as
+/// protobuf): the token authenticates as the service account, and RBAC applies to it. Over
+/// HTTPS: kubectl sends no bearer token to a plain-HTTP server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_token_v1_37() {
+    let opts = kube_emu::Options {
+        tls: true,
+        ..Default::default()
+    };
+    let (emu, k, _tmp) = session(Version::V1_37, opts).await;
+    k.ok(&["create", "serviceaccount", "op"]).await;
+    let o = k.run(&["create", "token", "nope"]).await;
+    assert!(!o.ok);
+    assert!(
+        o.stderr.contains("serviceaccounts \"nope\" not found"),
+        "{}",
+        o.stderr
+    );
+    let token = k
+        .ok(&["create", "token", "op", "--duration=20m", "--audience=a,b"])
+        .await;
+    let token = token.trim();
+    assert_eq!(token.split('.').count(), 3, "{token}");
+    let as_op = |args: &[&str]| {
+        let mut a = vec!["--token", token];
+        a.extend_from_slice(args);
+        a.into_iter().map(str::to_string).collect::<Vec<_>>()
+    };
+    let args = as_op(&["auth", "can-i", "list", "configmaps"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = k.run(&args).await;
+    assert_eq!(o.stdout.trim(), "no", "{}", o.stderr);
+    k.ok(&[
+        "create",
+        "rolebinding",
+        "op-view",
+        "--clusterrole=view-cm",
+        "--serviceaccount=default:op",
+    ])
+    .await;
+    k.ok(&[
+        "create",
+        "clusterrole",
+        "view-cm",
+        "--verb=list",
+        "--resource=configmaps",
+    ])
+    .await;
+    let o = k.run(&args).await;
+    assert_eq!(o.stdout.trim(), "yes", "{}", o.stderr);
+    let args = as_op(&["get", "configmaps", "-o", "name"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    k.ok(&args).await;
+    emu.shutdown().await;
+}
+
+/// `kubectl api-resources` lists every GA resource of `k8s-openapi`'s Kubernetes version (the
+/// list read from its sources), and `kubectl explain` reads the built-in kinds' definitions.
+async fn api_resources_and_explain_with(version: Version) {
+    let (emu, k, _tmp) = session(version, kube_emu::Options::default()).await;
+    let out = k.ok(&["api-resources", "-o", "name"]).await;
+    let listed: std::collections::BTreeSet<String> = out.lines().map(str::to_string).collect();
+    let expected: std::collections::BTreeSet<String> = crate::builtin::k8s_openapi_ga_resources()
+        .into_iter()
+        .map(|(g, _, p)| if g.is_empty() { p } else { format!("{p}.{g}") })
+        .collect();
+    assert_eq!(listed, expected);
+    // kubectl 1.20 has no --categories.
+    if version == Version::V1_37 {
+        let out = k
+            .ok(&["api-resources", "--categories=all", "-o", "name"])
+            .await;
+        for r in [
+            "cronjobs.batch",
+            "horizontalpodautoscalers.autoscaling",
+            "deployments.apps",
+        ] {
+            assert!(out.lines().any(|l| l == r), "{r} in category all:\n{out}");
+        }
+    }
+    let ex = k.ok(&["explain", "deployment.spec.replicas"]).await;
+    assert!(ex.contains("<integer>"), "{ex}");
+    assert!(ex.contains("Number of desired pods"), "{ex}");
+    let ex = k.ok(&["explain", "cronjob.spec.schedule"]).await;
+    assert!(ex.contains("<string>"), "{ex}");
+    emu.shutdown().await;
+}
+both_kubectls!(api_resources_and_explain, api_resources_and_explain_with);
+
+const CRONJOB_HPA_MWC: &str = r#"apiVersion: batch/v1
+kind: CronJob
+metadata: {name: nightly}
+spec:
+  schedule: "0 3 * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers: [{name: c, image: busybox, args: ["true"]}]
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: web}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  minReplicas: 2
+  maxReplicas: 3
+  metrics: [{type: Resource, resource: {name: cpu, target: {type: Utilization, averageUtilization: 80}}}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: mut}
+webhooks:
+- name: mut.example.com
+  clientConfig: {url: "https://127.0.0.1:1/mutate"}
+  rules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}]
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  failurePolicy: Ignore
+"#;
+
+/// A CronJob, an HPA and a MutatingWebhookConfiguration: applied (client-side, validated
+/// against the built-in definitions by kubectl 1.20, and server-side), listed, the HPA
+/// given a controller's status by the workload simulator.
+async fn cronjob_hpa_and_mutating_webhook_with(version: Version) {
+    let opts = kube_emu::Options {
+        workloads: Some(kube_emu::simulate::Workloads::immediate()),
+        ..Default::default()
+    };
+    let (emu, k, _tmp) = session(version, opts).await;
+    let f = k.file("objs.yaml", CRONJOB_HPA_MWC);
+    let out = k.ok(&["apply", "-f", &f]).await;
+    assert!(out.contains("cronjob.batch/nightly created"), "{out}");
+    assert!(
+        out.contains("horizontalpodautoscaler.autoscaling/web created"),
+        "{out}"
+    );
+    assert!(
+        out.contains("mutatingwebhookconfiguration.admissionregistration.k8s.io/mut created"),
+        "{out}"
+    );
+    let out = k.ok(&["apply", "--server-side", "-f", &f]).await;
+    assert!(
+        out.contains("cronjob.batch/nightly serverside-applied"),
+        "{out}"
+    );
+    let out = k
+        .ok(&["get", "cj,hpa,mutatingwebhookconfigurations", "-o", "name"])
+        .await;
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "cronjob.batch/nightly",
+            "horizontalpodautoscaler.autoscaling/web",
+            "mutatingwebhookconfiguration.admissionregistration.k8s.io/mut"
+        ]
+    );
+    let hpa = k.json(&["get", "hpa", "web"]).await;
+    assert_eq!(hpa["status"]["currentReplicas"], 2, "{hpa}");
+    assert_eq!(hpa["status"]["conditions"][0]["type"], "AbleToScale");
+    emu.shutdown().await;
+}
+both_kubectls!(
+    cronjob_hpa_and_mutating_webhook,
+    cronjob_hpa_and_mutating_webhook_with
+);

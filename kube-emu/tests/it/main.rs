@@ -4,6 +4,9 @@
 // Test helpers outside #[test] functions fail loudly by design.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod authn;
+mod binary;
+mod builtin;
 mod common;
 mod controller;
 mod crud;

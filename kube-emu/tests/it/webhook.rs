@@ -44,7 +44,7 @@ impl axum::serve::Listener for TlsListener {
     }
 }
 
-type Seen = Arc<Mutex<Vec<Value>>>;
+pub type Seen = Arc<Mutex<Vec<Value>>>;
 
 async fn validate(State(seen): State<Seen>, Json(review): Json<Value>) -> Json<Value> {
     let req = &review["request"];
@@ -62,8 +62,12 @@ async fn validate(State(seen): State<Seen>, Json(review): Json<Value>) -> Json<V
 }
 
 /// Starts the webhook; returns its base URL, the base64 CA bundle and the received requests.
-async fn serve_webhook() -> (String, String, Seen) {
-    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+pub async fn serve_webhook() -> (String, String, Seen) {
+    let ck = rcgen::generate_simple_self_signed(vec![
+        "127.0.0.1".to_string(),
+        "hook.sys.svc".to_string(),
+    ])
+    .unwrap();
     let ca = base64::engine::general_purpose::STANDARD.encode(ck.cert.pem());
     let key = rustls_pki_types::PrivateKeyDer::Pkcs8(ck.signing_key.serialize_der().into());
     let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
@@ -88,7 +92,7 @@ async fn serve_webhook() -> (String, String, Seen) {
     (format!("https://127.0.0.1:{port}"), ca, seen)
 }
 
-fn vwc(
+pub fn vwc(
     name: &str,
     client_config: Value,
     failure_policy: &str,

@@ -1,4 +1,4 @@
-//! The example catalog and module `opm-operator dev` publishes (DESIGN.md §4): the fixture set's
+//! The example catalog and module `opm-operator dev` publishes (docs/design/architecture.md §4): the fixture set's
 //! `core`, `kube`, `mini`, `gateway` and `demo` modules (fixtures/opm/README.md), embedded in the
 //! binary so `dev` runs from any directory.
 //!

@@ -1,4 +1,4 @@
-//! Flux sources of a ModulePackage (operator-spec.md §2.3 step 3, §2.3 watches, lessons.md §5
+//! Flux sources of a ModulePackage (docs/design/operator.md §2.3 step 3, §2.3 watches, docs/design/principles.md
 //! rule 11).
 //!
 //! Rules:

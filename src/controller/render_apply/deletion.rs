@@ -1,4 +1,4 @@
-//! Deletion of a ModuleInstance or ModulePackage (§2.4; the “Deletion” rules of the parent
+//! Deletion of a ModuleInstance or ModulePackage (docs/design/operator.md §2.4; the “Deletion” rules of the parent
 //! module): orphan, stall or delete the inventory, then release the finalizer.
 
 #[allow(
@@ -12,8 +12,22 @@ impl<K: Rendered> Run<'_, K> {
     pub(super) async fn delete(&mut self) -> Result<End, Halt> {
         let entries = self.previous_entries();
         let prune = self.obj.settings().prune.unwrap_or(false);
+        // The cluster the inventory lives on (`target`): unusable → kept or orphaned.
+        let target = if prune && !entries.is_empty() {
+            match self.deletion_target().await? {
+                Some(target) => target,
+                None => {
+                    // Written before the finalizer goes: the object may be gone after it.
+                    self.status().reconcile_mut().inventory = None;
+                    self.patcher.patch_status(&self.obj).await?;
+                    return self.release().await;
+                }
+            }
+        } else {
+            Target::local()
+        };
         let identity = if prune && !entries.is_empty() {
-            self.identity().await
+            self.identity(&target).await
         } else {
             None
         };
@@ -60,7 +74,7 @@ impl<K: Rendered> Run<'_, K> {
             Decision::Prune => {
                 let engine = match identity {
                     Some((_, Ok(e))) => e,
-                    _ => self.ctx.engine.clone(),
+                    _ => target.engine(&self.ctx.engine).clone(),
                 };
                 let opts = PruneOptions {
                     owner_uuid: K::owner_uuid(&self.prior),
@@ -78,6 +92,20 @@ impl<K: Rendered> Run<'_, K> {
                         if engine.impersonated().is_some() && e.is_impersonation_forbidden() =>
                     {
                         Err(self.stall_deletion(reasons::IMPERSONATION_FAILED, e.to_string()))
+                    }
+                    // The remote cluster stopped answering: kept, retried with backoff.
+                    Some(e) if target.is_remote() && e.is_unreachable() => {
+                        self.at = self.prior.observed_generation();
+                        let mut f = Failure::transient(
+                            reasons::REMOTE_CLUSTER_UNREACHABLE,
+                            actions::DELETE,
+                            format!(
+                                "{} stopped answering while deleting the managed resources: {e}",
+                                Target::describe(target.cluster().as_deref())
+                            ),
+                        );
+                        f.history = false;
+                        Err(f.into())
                     }
                     Some(e) => Err(Error::Delete {
                         what: format!(
@@ -115,8 +143,10 @@ impl<K: Rendered> Run<'_, K> {
         if let Some(m) = self.metrics() {
             m.forget_inventory(&self.namespace, &self.name);
         }
-        // What a health wait remembered for the success event goes with the object.
+        // What a health wait remembered for the success event goes with the object, and so do
+        // its compiled health checks.
         self.ctx.take_changes(&self.changes_key());
+        self.ctx.health_rules.forget(&self.changes_key());
         Ok(End::done())
     }
 }

@@ -1,5 +1,12 @@
 //! Ready means healthy (issue 29; the “Health” rules of the parent module): the kstatus verdict
 //! of the applied objects, its conditions, its event and the rollout timeout.
+//!
+//! Custom health checks (`spec.healthCheckExprs`, [`crate::apply::health::cel`]): compiled once
+//! per generation of the object ([`Context::health_rules`]) at the start of every apply or NoOp;
+//! an expression that does not compile, or two entries for one kind, stall
+//! `HealthCheckExprInvalid` naming the entry and the expression, before anything is applied.
+//! The objects of the kinds they name are judged by them instead of kstatus, on the cluster the
+//! object applies to (`super::target`).
 
 #[allow(
     clippy::wildcard_imports,
@@ -81,7 +88,39 @@ pub fn verdict_of(
     ))
 }
 
+/// What a health check reads with: the engine on the target cluster and the custom rules.
+pub(super) struct Checks<'e> {
+    /// The engine acting on the cluster the objects are applied to.
+    pub engine: &'e Engine,
+    /// The compiled `spec.healthCheckExprs` (`None`: kstatus only).
+    pub rules: Option<&'e crate::apply::health::cel::HealthRules>,
+}
+
 impl<K: Rendered> Run<'_, K> {
+    /// The compiled `spec.healthCheckExprs` (module docs), or the stall naming the bad entry.
+    pub(super) fn health_rules(
+        &self,
+    ) -> Result<Option<Arc<crate::apply::health::cel::HealthRules>>, Failure> {
+        let exprs = self.obj.settings().health_check_exprs;
+        if exprs.is_empty() {
+            // Rules compiled for an earlier generation go (no cost while none are cached).
+            if !self.ctx.health_rules.is_empty() {
+                self.ctx.health_rules.forget(&self.changes_key());
+            }
+            return Ok(None);
+        }
+        self.ctx
+            .health_rules
+            .rules(&self.changes_key(), self.generation(), exprs)
+            .map_err(|e| {
+                Failure::stalled(
+                    reasons::HEALTH_CHECK_EXPR_INVALID,
+                    actions::RECONCILE,
+                    format!("spec.{e}"),
+                )
+            })
+    }
+
     /// The key of this object's remembered changes ([`Context::remember_changes`]).
     pub(super) fn changes_key(&self) -> String {
         format!("{}/{}/{}", K::KIND, self.namespace, self.name)
@@ -108,15 +147,19 @@ impl<K: Rendered> Run<'_, K> {
     }
     /// The health of the applied `objects` (module docs, “Health”); `applied_at` is when they
     /// were last applied (`None`: by this reconcile).
-    pub(super) async fn health(&self, objects: &[Value], applied_at: Option<&Time>) -> Verdict {
+    pub(super) async fn health(
+        &self,
+        checks: &Checks<'_>,
+        objects: &[Value],
+        applied_at: Option<&Time>,
+    ) -> Verdict {
         let timeout = self.rollout_timeout();
         if timeout.is_zero() {
             return Verdict::Ready;
         }
-        let report = self
-            .ctx
+        let report = checks
             .engine
-            .health_of(objects)
+            .health_of_with(objects, checks.rules)
             .await
             .into_iter()
             .map(|(r, h)| (r.to_string(), h))

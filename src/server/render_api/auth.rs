@@ -1,4 +1,4 @@
-//! Authentication and authorisation of render requests (issue 16 item 2, DESIGN.md §3 "HTTP").
+//! Authentication and authorisation of render requests (issue 16 item 2, docs/design/architecture.md §3 "HTTP").
 //!
 //! Rules:
 //! - A request carries `Authorization: Bearer <token>`. The token is checked with a
@@ -7,7 +7,7 @@
 //! - The authenticated user (name, uid, groups, extra) is then authorised with a
 //!   `authorization.k8s.io/v1` SubjectAccessReview for verb `create` on the virtual subresource
 //!   `moduleinstances/render` of group `opmodel.dev` in the request's namespace; a denial is a 403.
-//!   The Role a caller needs is `deploy/rbac/render-clusterrole.yaml` (`opm-render`), bound in the
+//!   The Role a caller needs is the ClusterRole `opm-render` of `deploy/rbac.yaml`, bound in the
 //!   namespaces the caller may render in.
 //! - 401 and 403 answers use the Kubernetes `Status` shape (`kind: Status`, `status: Failure`,
 //!   `reason: Unauthorized|Forbidden`, `code`), like the apiserver's own, so kubectl-style clients

@@ -1,4 +1,4 @@
-//! The apply engine's fault suite (lessons.md §1.2 KubeVela #7278/#4320, §5 rules 1–2), with
+//! The apply engine's fault suite (docs/design/principles.md §1.2 (kubevela#7278, #4320), rules 1–2), with
 //! kube-emu request-fault injection: rapid A→B→A never deletes a live desired object; a failed
 //! apply adds nothing to the inventory and prunes nothing; a storm of 500/409 answers converges
 //! after retries; an engine dropped after stage 1 and run again converges.

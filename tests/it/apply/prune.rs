@@ -1,4 +1,4 @@
-//! Prune and deletion against kube-emu: scenarios 37, 38, 44 and 45 of operator-spec §8, the
+//! Prune and deletion against kube-emu: scenarios 37, 38, 44 and 45 of docs/design/operator.md §8, the
 //! Namespace/CRD protection, the foreign-uuid and non-OPM guards, the opt-out annotation and the
 //! empty-render refusal.
 #![allow(

@@ -1,4 +1,4 @@
-//! ModuleInstance reconciler scenarios 27–30, 33, 36, 37, 44 (operator-spec §8) against kube-emu
+//! ModuleInstance reconciler scenarios 27–30, 33, 36, 37, 44 (docs/design/operator.md §8) against kube-emu
 //! with a fake `ModuleRenderer` rendering three ConfigMaps from the values, and a Platform
 //! recorded through the fake builder: fast unit coverage of the reconciler. The same scenarios
 //! run on the real kernel in `instance_real.rs`.
@@ -167,7 +167,7 @@ async fn ready(m: &Mi) -> ModuleInstance {
     get(m).await
 }
 
-/// The platform lease comes before the renderer (operator-spec §2.2 phase 1): without a
+/// The platform lease comes before the renderer (docs/design/operator.md §2.2 phase 1): without a
 /// renderer and without a platform the instance waits on PlatformNotReady like any other, and
 /// only a recorded platform reveals the missing renderer as Stalled RenderFailed. ModulePackage
 /// follows the same order (`package.rs`).

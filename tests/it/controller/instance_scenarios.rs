@@ -1,5 +1,5 @@
-//! ModuleInstance reconciler scenarios 32, 38, 41 and 43 (operator-spec §8; §2.2 phases 1, 4–6,
-//! §2.5, §6.2), and lessons.md §5 rules 2–3 (A→B→A component set, empty render refused), against
+//! ModuleInstance reconciler scenarios 32, 38, 41 and 43 (docs/design/operator.md §8; §2.2 phases 1, 4–6,
+//! §2.5, §6.2), and docs/design/principles.md rules 2–3 (A→B→A component set, empty render refused), against
 //! kube-emu: skew with the real kernel on the fixture modules published to the
 //! real `docker-registry`; staleness across component moves and API versions, and impersonated
 //! apply under kube-emu's RBAC, with a scripted renderer.
@@ -334,7 +334,7 @@ async fn scenarios_41_and_43_apply_and_prune_impersonate_the_service_account() {
 
     // A binding to a Role without `delete`: the apply succeeds, the prune of web-a is a 403
     // under the SA → Stalled ImpersonationFailed, Warning PruneFailed, and no failure history
-    // entry (the spec's quirk); web-a stays.
+    // entry (the baseline's quirk); web-a stays.
     rb.delete("sa-user", &Default::default()).await.unwrap();
     role(
         &m.env.client,

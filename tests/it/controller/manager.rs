@@ -1,4 +1,4 @@
-//! The manager: watches, leader election, restart recovery and the §5.3 hazard at controller
+//! The manager: watches, leader election, restart recovery and the hazard of docs/design/operator.md §5.3 at controller
 //! level, against kube-emu with the fake kernel seams.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

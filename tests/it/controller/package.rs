@@ -1,4 +1,4 @@
-//! ModulePackage reconciler scenarios 47–51, 64–66 (operator-spec §8, §2.3, §2.4) against kube-emu,
+//! ModulePackage reconciler scenarios 47–51, 64–66 (docs/design/operator.md §8, §2.3, §2.4) against kube-emu,
 //! with a test stand-in for Flux's source-controller: the OCIRepository CRD
 //! (`source.toolkit.fluxcd.io/v1`) installed into kube-emu, whose status artifact points at a
 //! tar.gz served over HTTP on 127.0.0.1 by the test (built from `fixtures/opm/package/shop`).
@@ -445,6 +445,7 @@ pub fn depending_on_base() -> ModulePackage {
     mp.spec.depends_on = vec![DependsOn {
         name: "base".into(),
         namespace: None,
+        ready_expr: None,
     }];
     mp
 }
@@ -909,7 +910,7 @@ async fn the_platform_not_ready_waits_for_the_interval() {
     assert_eq!(m.reconcile().await.reason, Some("ReconciliationSucceeded"));
 }
 
-/// The platform lease comes before the renderer (operator-spec §2.3 step 6, as §2.2 phase 1 for
+/// The platform lease comes before the renderer (docs/design/operator.md §2.3 step 6, as §2.2 phase 1 for
 /// ModuleInstance in `instance.rs`): without a renderer and without a platform the package waits
 /// on PlatformNotReady, and only a recorded platform reveals the missing renderer as Stalled
 /// RenderFailed.
@@ -1086,7 +1087,7 @@ async fn a_hung_artifact_server_times_the_reconcile_out_as_a_transient_failure()
     assert_eq!(events(&m.env.client, NAME, deadline::REASON).await.len(), 1);
 }
 
-/// Scenarios 65/66 and lessons rule 11 through the running controller: without the Flux CRDs the
+/// Scenarios 65/66 and docs/design/principles.md rule 11 through the running controller: without the Flux CRDs the
 /// controller runs (the package waits on a missing source); when the OCIRepository CRD appears
 /// its watch starts and a source with an artifact enqueues the package; a new artifact revision
 /// re-renders; a status-only source update does not enqueue.
@@ -1370,4 +1371,44 @@ async fn git_repository_and_bucket_sources_are_supported() {
         assert_eq!(src.r#ref, Some(format!("{kind}/team-a/repo")));
         assert_eq!(m.msg_of("shop-a").await.as_deref(), Some("from-source"));
     }
+}
+
+/// Issue 40: the `dependsOn` gate ModulePackage shares with ModuleInstance: a cycle stalls
+/// `DependencyCycle` naming it, and a `readyExpr` replaces the Ready check.
+#[tokio::test]
+async fn a_package_dependency_cycle_stalls_and_ready_expr_replaces_the_ready_check() {
+    let m = mp_env().await;
+    m.record_platform().await;
+    m.publish("r1", shop_tgz(&[])).await;
+    m.create(depending_on_base()).await;
+    let mut base = ModulePackage::test();
+    base.metadata.name = Some("base".into());
+    base.spec.depends_on = vec![DependsOn {
+        name: NAME.into(),
+        namespace: None,
+        ready_expr: None,
+    }];
+    create(&m.packages(), base).await;
+    let r = m.reconcile().await;
+    assert_eq!(r.reason, Some("DependencyCycle"), "{r:?}");
+    let (_, _, msg) = m.ready_condition().await;
+    assert_eq!(
+        msg,
+        "dependency cycle: team-a/pkg -> team-a/base -> team-a/pkg"
+    );
+    assert_eq!(m.renderer.renders(), 0);
+    // No cycle; base is not Ready, but the expression holds.
+    patch_spec(
+        &m.packages(),
+        "base",
+        serde_json::json!({"dependsOn": null}),
+    )
+    .await;
+    patch_spec(
+        &m.packages(),
+        NAME,
+        serde_json::json!({"dependsOn": [{"name": "base", "readyExpr": "dep.metadata.name == 'base'"}]}),
+    )
+    .await;
+    assert_eq!(m.reconcile().await.reason, Some("ReconciliationSucceeded"));
 }

@@ -1,4 +1,4 @@
-//! ModulePackage scenarios 31, 44 and 47–51, 64–66 (operator-spec §8; §2.3, §2.4) on the REAL
+//! ModulePackage scenarios 31, 44 and 47–51, 64–66 (docs/design/operator.md §8; §2.3, §2.4) on the REAL
 //! kernel: the authored instance package `fixtures/opm/package/shop` served as a tar.gz artifact
 //! by the Flux stand-in of `package.rs` (an OCIRepository whose status artifact points at the
 //! test's HTTP server), extracted, loaded and rendered by `opm_operator::render::Renderer` with

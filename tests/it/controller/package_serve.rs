@@ -1,5 +1,5 @@
-//! `opm-operator serve` as a process with the ModulePackage controller (lessons.md §5 rule 11,
-//! operator-spec §2.3 watches): against a kube-emu without the Flux source CRDs it runs, logs
+//! `opm-operator serve` as a process with the ModulePackage controller (docs/design/principles.md rule 11,
+//! docs/design/operator.md §2.3 watches): against a kube-emu without the Flux source CRDs it runs, logs
 //! the missing CRDs once and a package waits on its missing source; when the OCIRepository CRD and
 //! a source with an artifact appear, the source watch starts without a restart and enqueues the
 //! package (whose own requeue is 30 minutes away), which gets past the source and the fetch.

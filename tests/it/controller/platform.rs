@@ -1,8 +1,8 @@
-//! Platform reconciler scenarios 11–26 and 64 (operator-spec §8) against kube-emu with a fake
+//! Platform reconciler scenarios 11–26 and 64 (docs/design/operator.md §8) against kube-emu with a fake
 //! `PlatformBuilder`. What needs the real kernel and registry (the bytes of `cue.mod/module.cue`,
 //! closure errors naming the real pin, the `#registry."<path>".version` tripwire) is asserted here
 //! only as far as the reconciler carries it: the kernel's error text reaches the condition behind
-//! the spec's prefix.
+//! the prefix docs/design/operator.md §3.5 names.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

@@ -1,4 +1,4 @@
-//! Platform scenarios 11–26 and TransformerRegistration scenarios 52–64 (operator-spec §8) with
+//! Platform scenarios 11–26 and TransformerRegistration scenarios 52–64 (docs/design/operator.md §8) with
 //! the REAL kernel: `PlatformKernel` (closure, generation, build, contract inventory, catalog
 //! acquisition) over the real `docker-registry` holding the fixture modules (`fixtures/opm/{core,
 //! kube,mini,gateway,demo}` and `gateway` renamed `gateway2`, all at v0.1.0), reconciled against

@@ -1,6 +1,6 @@
 //! Leader election and restart with two real `opm-operator serve` processes against one kube-emu
 //! (exposed on a loopback port through a kubeconfig file) and the real `docker-registry` holding
-//! the fixture modules (operator-spec §3, §5.2 reset, §7.1; issue 15 "Leader election").
+//! the fixture modules (docs/design/operator.md §3, §5.2 reset, §7.1; issue 15 "Leader election").
 //!
 //! Asserted: exactly one replica holds the Lease and writes the Platform's status and events
 //! (the follower keeps only its own store and `--platform-dir` current); the leader generates the

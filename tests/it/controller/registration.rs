@@ -1,4 +1,4 @@
-//! TransformerRegistration reconciler scenarios 52–64 (operator-spec §8) against kube-emu with a
+//! TransformerRegistration reconciler scenarios 52–64 (docs/design/operator.md §8) against kube-emu with a
 //! fake `CatalogAcquirer` and a Platform recorded through the fake builder.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

@@ -59,6 +59,12 @@ async fn a_reconcile_request_wakes_the_controller_and_is_recorded() {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        // The status is committed before the reconcile's events are published: wait for the
+        // event, then check there is exactly one more.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while no_ops().await < before + i + 1 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         assert_eq!(no_ops().await, before + i + 1, "one reconcile per request");
     }
     // An unrelated annotation wakes nothing.

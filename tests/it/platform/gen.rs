@@ -1,6 +1,6 @@
 //! Platform generation, build, contract inventory and catalog acquisition against the real
-//! `docker-registry` with the OPM fixture modules published (operator-spec.md §3.3–§3.6, §4.1
-//! steps 4–5 and 7; render-spec.md §1.4–§1.5).
+//! `docker-registry` with the OPM fixture modules published (docs/design/operator.md §3.3–§3.6, §4.1
+//! steps 4–5 and 7; docs/design/render.md §1.4–§1.5).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -90,7 +90,7 @@ impl Rng {
 }
 
 /// Identities cycle over a few generations and claim sets, so the same generation reappears with
-/// different claims (the §5.3 hazard) and identities recur (exercising `ensure` reuse).
+/// different claims (the hazard of docs/design/operator.md §5.3) and identities recur (exercising `ensure` reuse).
 fn pick_identity(rng: &mut Rng, generation: &mut i64) -> PackageIdentity {
     if rng.below(8) == 0 {
         *generation += 1;

@@ -60,6 +60,18 @@ impl ModuleRenderer for Scripted {
                 let _ = rx.recv_timeout(Duration::from_secs(20));
             }
         }
+        if let Some(v) = values.get("echo") {
+            // A values error quoting the value, as CUE quotes a conflicting one.
+            return Err(KernelError {
+                class: ErrorClass::Values,
+                message: format!("values.echo: conflicting values {v} and int"),
+                problems: vec![Problem {
+                    path: "values.echo".into(),
+                    message: format!("conflicting values {v} and int"),
+                    positions: vec![],
+                }],
+            });
+        }
         if let Some(class) = values.get("fail").and_then(Value::as_str) {
             let class = match class {
                 "values" => ErrorClass::Values,
@@ -816,4 +828,170 @@ async fn the_api_renders_the_same_bytes_as_the_cli() {
     );
     assert_eq!(api["inventory"], cli["inventory"]);
     assert_eq!(api["digest"], cli["digest"]);
+}
+
+/// Issue 40: `valuesFrom` is read as the caller; a caller who may not get the Secret gets a 403
+/// naming it, never its content; the values read never appear in an error answer or a diff.
+#[tokio::test]
+async fn values_from_is_read_as_the_caller_and_no_secret_value_leaves_in_errors_or_diffs() {
+    const CANARY: &str = "canary-render-5c1d0e77";
+    // Every log line of this test process at trace level, behind the writer `serve` uses.
+    let logs = Captured::default();
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(opm_operator::values_from::Redacting(logs.clone()))
+        .with_ansi(false)
+        .init();
+    let f = fixture(Duration::from_secs(10), true).await;
+    let admin = f.emu.client().unwrap();
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(admin.clone(), "team-a");
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "creds"},
+                "stringData": {"values.yaml": format!("password: {CANARY}\n"), "raw": CANARY}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let with = |sources: Value| {
+        let mut r = request(json!({"replicas": 1}));
+        r["valuesFrom"] = sources;
+        r
+    };
+    let creds = json!([{"kind": "Secret", "name": "creds"}]);
+    // alice may render but not get Secrets: 403 naming the object.
+    let r = f
+        .render("team-a", Some("alice-token"), &with(creds.clone()))
+        .await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(r.error_code(), "forbidden");
+    assert!(
+        r.text().contains("Secret team-a/creds") && r.text().contains("alice"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(f.kernel.calls.load(Ordering::SeqCst), 0, "nothing rendered");
+    bind_role(
+        &admin,
+        "secrets",
+        ("", "secrets", &["get"]),
+        ("User", "alice"),
+    )
+    .await;
+    let r = f
+        .render("team-a", Some("alice-token"), &with(creds.clone()))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let values = r.json()["objects"][0]["object"]["data"]["values"].clone();
+    assert_eq!(
+        serde_json::from_str::<Value>(values.as_str().unwrap()).unwrap(),
+        json!({"password": CANARY, "replicas": 1}),
+        "merged under values"
+    );
+    // A values error quoting the Secret's value: redacted in the message and the problems.
+    let r = f
+        .render(
+            "team-a",
+            Some("alice-token"),
+            &with(json!([{"kind": "Secret", "name": "creds", "valuesKey": "raw", "targetPath": "echo"}])),
+        )
+        .await;
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert!(
+        r.text().contains("[redacted]") && !r.text().contains(CANARY),
+        "{}",
+        r.text()
+    );
+    // Missing and refused sources.
+    let r = f
+        .render(
+            "team-a",
+            Some("alice-token"),
+            &with(json!([{"kind": "Secret", "name": "nope"}])),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.error_code().as_str()),
+        (422, "values_from_not_found"),
+        "{}",
+        r.text()
+    );
+    let r = f
+        .render(
+            "team-a",
+            Some("alice-token"),
+            &with(json!([{"kind": "Secret", "name": "creds", "namespace": "other"}])),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.error_code().as_str()),
+        (422, "values_from_invalid"),
+        "{}",
+        r.text()
+    );
+    // diff against a live object rendered without the Secret: the patch names the change, not
+    // the value.
+    grant_configmaps(&f, &["get", "create", "patch"]).await;
+    bind_role(
+        &admin,
+        "instances",
+        ("opmodel.dev", "moduleinstances", &["get"]),
+        ("User", "alice"),
+    )
+    .await;
+    let rendered = f
+        .render(
+            "team-a",
+            Some("alice-token"),
+            &request(json!({"replicas": 1})),
+        )
+        .await
+        .json();
+    let engine = opm_operator::apply::Engine::new(admin.clone(), Default::default());
+    engine
+        .apply_all_staged(
+            &[rendered["objects"][0]["object"].clone()],
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+    let mut body = with(creds);
+    body["mode"] = json!("diff");
+    let r = f.render("team-a", Some("alice-token"), &body).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["results"][0]["result"], "update", "{v}");
+    let patch = v["results"][0]["patch"].to_string();
+    assert!(
+        patch.contains("/data/values") && patch.contains("[redacted]"),
+        "{patch}"
+    );
+    assert!(!patch.contains(CANARY), "{patch}");
+    let logged = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    assert!(logged.contains("render"), "captured");
+    assert!(!logged.contains(CANARY), "logs: {logged}");
+}
+
+/// Captured log lines.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Captured {
+        self.clone()
+    }
 }

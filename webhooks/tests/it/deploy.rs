@@ -1,7 +1,7 @@
 //! The manifests under `deploy/` parse and keep their invariants: the kustomization names every
 //! manifest present; the webhook configuration fails closed, times out in ≤ 5 s, targets only our
 //! group and exactly the routes the webhooks crate serves, through the Service's 443 → webhook
-//! port; the Deployment passes the §7 flags whose ports match the container ports and probes, runs
+//! port; the Deployment passes the docs/design/operator.md §7.1 flags whose ports match the container ports and probes, runs
 //! non-root with a read-only root filesystem, resources and the TLS Secret volume; RBAC covers the
 //! four CRDs with status and finalizers, never creates claims, impersonates only service accounts,
 //! and keeps leases in the operator's namespace. `deploy/sharded/` (issue 32) builds one
@@ -334,7 +334,7 @@ fn rbac_is_least_privilege() {
         find(&objs, "Role", "opm-operator-leader-election")["metadata"]["namespace"],
         NS
     );
-    // The apply role never prunes namespaces (§6.3).
+    // The apply role never prunes namespaces (docs/design/operator.md §6.3).
     let apply = rules_of(&objs, "ClusterRole", "opm-operator-apply");
     assert!(allows(apply, "apps", "deployments", "patch"));
     assert!(!allows(apply, "", "namespaces", "delete"));
