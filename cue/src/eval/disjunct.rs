@@ -209,17 +209,20 @@ impl Ev {
         }
         let rest: Vec<PendingDisj> = pend.get(choice.len()..).unwrap_or(&[]).to_vec();
         let base_bounds = vx.value.bounds.len();
-        let from = vx.value.clone();
+        let kinds = vx.value.kinds;
+        let scalar = vx.value.scalar.clone();
+        let scalar_span = vx.value.scalar_span;
+        let bounds = vx.value.bounds.clone();
         let (bspans, seen, inlined) = (
             vx.scr().bound_spans.clone(),
             vx.scr().disj_seen,
             vx.scr().inlined.clone(),
         );
         let c = self.vm(cid);
-        c.value.kinds = from.kinds;
-        c.value.scalar = from.scalar;
-        c.value.scalar_span = from.scalar_span;
-        c.value.bounds = from.bounds;
+        c.value.kinds = kinds;
+        c.value.scalar = scalar;
+        c.value.scalar_span = scalar_span;
+        c.value.bounds = bounds;
         c.status = Status::Expanding;
         let s = c.scr_mut();
         s.bound_spans = bspans;

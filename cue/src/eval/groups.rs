@@ -84,6 +84,7 @@ impl Groups {
     }
 
     /// Appends `g`; returns its index.
+    #[inline]
     pub(super) fn push(&mut self, g: Group) -> usize {
         let x = self.0.get_or_insert_with(Default::default);
         // Most vertices with groups have one: the first is allocated alone.
@@ -95,6 +96,7 @@ impl Groups {
     }
 
     /// The group of closedness id `id`.
+    #[inline]
     pub(super) fn group_of(&self, id: u32) -> Option<usize> {
         self.0
             .as_ref()?
@@ -105,6 +107,7 @@ impl Groups {
     }
 
     /// Records group `g` for `id` unless `id` has a group already.
+    #[inline]
     pub(super) fn set_group_of(&mut self, id: u32, g: usize) {
         if self.group_of(id).is_none() {
             self.0.get_or_insert_with(Default::default).of.push((id, g));

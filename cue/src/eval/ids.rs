@@ -162,6 +162,7 @@ impl Ev {
 }
 
 /// Whether the ids of `a` are all in `b`.
+#[inline]
 pub(super) fn outer_subset(a: &Option<Arc<[u32]>>, b: &Option<Arc<[u32]>>) -> bool {
     match (a, b) {
         (None, _) => true,

@@ -172,7 +172,16 @@ impl Ev {
                 }
             })
             .collect();
-        let mut value = wx.value.clone();
+        // `w`'s value, but for what stays `v`'s own: its error and refusal, and whether only
+        // comprehensions made it a struct.
+        let from = &wx.value;
+        let kinds = from.kinds;
+        let scalar = from.scalar.clone();
+        let scalar_span = from.scalar_span;
+        let bounds = from.bounds.clone();
+        let incomplete = from.incomplete.clone();
+        let unmet = from.unmet.clone();
+        let (is_struct, is_list) = (from.is_struct, from.is_list);
         let bound_spans = wx.scr().bound_spans.clone();
         let disj = wx.disjunction.result.clone();
         for ProxyArc {
@@ -195,13 +204,16 @@ impl Ev {
             self.insert_arc(v, l, c);
         }
         let vert = self.vm(v);
-        // `w`'s value, but for what stays `v`'s own: its error and refusal, and whether only
-        // comprehensions made it a struct.
-        value.err = vert.value.err.take();
-        value.maybe_struct = vert.value.maybe_struct;
-        value.not_allowed = vert.value.not_allowed;
+        let value = &mut vert.value;
+        value.kinds = kinds;
+        value.scalar = scalar;
+        value.scalar_span = scalar_span;
+        value.bounds = bounds;
+        value.incomplete = incomplete;
+        value.unmet = unmet;
+        value.is_struct = is_struct;
+        value.is_list = is_list;
         value.shared = true;
-        vert.value = value;
         vert.scr_mut().bound_spans = bound_spans;
         vert.settle_scratch();
         vert.disjunction.result = disj;

@@ -107,6 +107,7 @@ impl Ev {
 
     /// Adds arc `a` labelled `label` to `v` (replacing one of that label); returns its index.
     /// Every arc is added here.
+    #[inline]
     pub(super) fn insert_arc(&mut self, v: VId, label: Label, a: VId) -> usize {
         self.vm(v).arcs.insert_full(label, a).0
     }

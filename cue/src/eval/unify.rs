@@ -25,15 +25,18 @@ use super::*;
 pub(super) struct Seen(Option<Box<FastMap<ConjKey, SeenList>>>);
 
 impl Seen {
+    #[inline]
     pub(super) fn get(&self, k: &ConjKey) -> Option<&SeenList> {
         self.0.as_ref()?.get(k)
     }
 
+    #[inline]
     pub(super) fn get_mut(&mut self, k: &ConjKey) -> Option<&mut SeenList> {
         self.0.as_mut()?.get_mut(k)
     }
 
     /// The entries of `k`, created empty.
+    #[inline]
     pub(super) fn entry(&mut self, k: ConjKey) -> &mut SeenList {
         self.0
             .get_or_insert_with(Default::default)
@@ -53,6 +56,7 @@ pub(super) enum SeenList {
 }
 
 impl SeenList {
+    #[inline]
     pub(super) fn as_slice(&self) -> &[SeenConj] {
         match self {
             SeenList::Empty => &[],
@@ -61,6 +65,7 @@ impl SeenList {
         }
     }
 
+    #[inline]
     pub(super) fn get_mut(&mut self, i: usize) -> Option<&mut SeenConj> {
         match self {
             SeenList::Empty => None,
@@ -70,6 +75,7 @@ impl SeenList {
     }
 
     /// Appends `e`; returns its index.
+    #[inline]
     pub(super) fn push(&mut self, e: SeenConj) -> usize {
         match std::mem::take(self) {
             SeenList::Empty => {

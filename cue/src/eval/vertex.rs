@@ -49,6 +49,7 @@ impl Arcs {
     }
 
     /// Adds or replaces an arc; returns its index.
+    #[inline]
     pub fn insert_full(&mut self, l: Label, a: VId) -> (usize, Option<VId>) {
         self.0
             .get_or_insert_with(Default::default)
@@ -76,6 +77,7 @@ impl Arcs {
     }
 
     /// Removes every arc.
+    #[inline]
     pub fn clear(&mut self) {
         self.0 = None;
     }
