@@ -6,8 +6,9 @@
 //! - the step counter and the clock are the budget of the whole runtime, never reset per call;
 //!   an API call only clears the previous call's limit error (`Ev::reset_limits`);
 //! - once a limit is exceeded, `Budget::limit_err` is set and every further step fails, so
-//!   every result from then on is that fatal error; each limit error is recorded with its
-//!   class ([`crate::errors::Limit`]), by which diagnostics are classified;
+//!   every result from then on is that fatal error; each limit error has the code
+//!   `ErrorCode::Limit` (kept by every copy, so diagnostics classify it as a limit wherever it
+//!   ends up) and is recorded with its kind ([`crate::errors::Limit`]);
 //! - the stack budget counts from the stack position of the outermost evaluation: deeper
 //!   recursion is a depth limit error, never an overflow.
 
@@ -102,7 +103,7 @@ impl Ev {
 
     /// A limit error of class `kind`, recorded in `Budget::limits` (the first 1024).
     pub fn limit(&mut self, kind: crate::errors::Limit, msg: String, span: Span) -> Arc<Bottom> {
-        let b = Bottom::new(ErrorCode::Eval, msg, span);
+        let b = Bottom::new(ErrorCode::Limit, msg, span);
         if self.budget.limits.len() < 1024 {
             self.budget.limits.push((b.clone(), kind));
         }
