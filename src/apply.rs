@@ -80,7 +80,9 @@ pub mod health;
 pub mod impersonate;
 pub mod object;
 pub mod ownership;
+pub mod plan;
 pub mod policy;
+pub mod preview;
 pub mod prune;
 pub mod resolve;
 
@@ -88,7 +90,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, DynamicObject, Preconditions};
 use kube::Client;
 use serde_json::Value;
 
@@ -96,6 +98,8 @@ use crds::common::InventoryEntry;
 pub use error::Error;
 use health::Cancel;
 use object::{InstanceLabels, ObjectRef};
+use plan::{Plan, Prepared};
+pub use preview::Preview;
 use resolve::{Resolved, Resolver};
 
 /// The SSA field manager and event reporter of the operator.
@@ -246,23 +250,6 @@ impl std::fmt::Debug for Engine {
     }
 }
 
-/// What applying one object would do, and the API to do it with.
-struct Plan {
-    action: Action,
-    api: Api<DynamicObject>,
-    /// The live object (comparable form), if it exists.
-    live: Option<Value>,
-    /// The server-side dry-run result (comparable form); for a recreate, the body to apply.
-    planned: Value,
-    /// For [`Action::Recreated`]: the live uid to delete and the immutable fields.
-    recreate: Option<(String, Vec<String>)>,
-    /// The former owner (`namespace/name`) when the object is adopted ([`ownership`]).
-    adopted: Option<String>,
-    /// Claim managers still holding fields of the live object ([`claim`]): released by the
-    /// write, which therefore happens even when nothing else changed.
-    claims: Vec<String>,
-}
-
 /// One planned write of a stage.
 struct Write {
     index: usize,
@@ -270,29 +257,6 @@ struct Write {
     api: Api<DynamicObject>,
     recreate: Option<(String, Vec<String>)>,
     claims: Vec<String>,
-}
-
-/// What applying one object would do, with both sides (for render previews: validate and diff).
-/// `live` and `planned` have `status`, `managedFields`, `resourceVersion` and `generation`
-/// removed, so any difference between them is a change the apply would make.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Preview {
-    /// The object.
-    pub object: ObjectRef,
-    /// What an apply would do.
-    pub action: Action,
-    /// The live object, if it exists.
-    pub live: Option<Value>,
-    /// The object as the server-side dry-run returned it.
-    pub planned: Value,
-}
-
-/// One prepared object.
-struct Prepared {
-    r: ObjectRef,
-    body: Value,
-    /// Its `opm.dev/*` policy ([`policy`]).
-    policy: policy::Policy,
 }
 
 impl Engine {
@@ -381,49 +345,6 @@ impl Engine {
             Ok(Some(o)) => Ok(Some(to_value(&o, r)?)),
             Ok(None) => Ok(None),
             Err(e) => Err(self.err(e, r, "get")),
-        }
-    }
-
-    fn prepare_all(&self, objects: &[Value], opts: &ApplyOptions) -> Result<Vec<Prepared>, Error> {
-        let mut out = Vec::with_capacity(objects.len());
-        let mut errors = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for o in objects {
-            match ObjectRef::of(o) {
-                Ok(r) => {
-                    let identity = (
-                        r.group.clone(),
-                        r.kind.clone(),
-                        r.namespace.clone(),
-                        r.name.clone(),
-                    );
-                    if !seen.insert(identity) {
-                        errors.push(Error::InvalidObject {
-                            object: r.to_string(),
-                            reason: "the render contains this object more than once".into(),
-                        });
-                        continue;
-                    }
-                    let policy = match policy::Policy::of(o) {
-                        Ok(p) if p.ignored() => continue,
-                        Ok(p) => p,
-                        Err(e) => {
-                            errors.push(e);
-                            continue;
-                        }
-                    };
-                    out.push(Prepared {
-                        body: object::prepare(o, &self.opts.runtime_name, opts.instance.as_ref()),
-                        r,
-                        policy,
-                    })
-                }
-                Err(e) => errors.push(e),
-            }
-        }
-        match Error::collect(errors) {
-            Some(e) => Err(e),
-            None => Ok(out),
         }
     }
 
@@ -555,232 +476,6 @@ impl Engine {
         Ok(ChangeSet {
             changes,
             adopted: adopted.into_iter().flatten().collect(),
-        })
-    }
-
-    /// What applying `objects` would do, without writing anything (GET + server-side dry-run
-    /// per object, all stages at once, no waits): the REST `validate`/`diff` modes and previews
-    /// use it. Objects of a kind not yet served (a CR whose CRD is part of the same set) are
-    /// reported as [`Error::UnknownKind`], since no dry-run can be made for them.
-    pub async fn plan(&self, objects: &[Value], opts: &ApplyOptions) -> Result<ChangeSet, Error> {
-        let prepared = self.prepare_all(objects, opts)?;
-        let planned: Vec<Result<Plan, Error>> = stream::iter(prepared.iter())
-            .map(|p| self.plan_one(p, opts.recreate, opts.instance.as_ref()))
-            .buffered(self.opts.concurrency.max(1))
-            .collect()
-            .await;
-        let mut changes = Vec::new();
-        let mut adopted = Vec::new();
-        let mut errors = Vec::new();
-        for (p, r) in prepared.into_iter().zip(planned) {
-            match r {
-                Ok(plan) => {
-                    if let Some(from) = plan.adopted {
-                        adopted.push(format!("{} (from {from})", p.r));
-                    }
-                    changes.push(Change {
-                        object: p.r,
-                        action: plan.action,
-                    })
-                }
-                Err(e) => errors.push(e),
-            }
-        }
-        match Error::collect(errors) {
-            Some(e) => Err(e),
-            None => Ok(ChangeSet { changes, adopted }),
-        }
-    }
-
-    /// A preview of every object, fail-slow: each entry is what applying that object would do
-    /// (GET + server-side dry-run with this engine's identity), or why the server refused it.
-    /// Nothing is written. An invalid object (no kind/name, duplicates) fails the whole call.
-    pub async fn preview(
-        &self,
-        objects: &[Value],
-        opts: &ApplyOptions,
-    ) -> Result<Vec<(ObjectRef, Result<Preview, Error>)>, Error> {
-        let prepared = self.prepare_all(objects, opts)?;
-        let recreate = opts.recreate;
-        let owner = opts.instance.as_ref();
-        // Owned items (not `iter()`): the future must be `Send` for any caller, including an
-        // axum handler, which a closure over `&Prepared` cannot prove.
-        let planned: Vec<(Prepared, Result<Plan, Error>)> = stream::iter(prepared)
-            .map(|p| async move {
-                let r = self.plan_one(&p, recreate, owner).await;
-                (p, r)
-            })
-            .buffered(self.opts.concurrency.max(1))
-            .collect()
-            .await;
-        Ok(planned
-            .into_iter()
-            .map(|(p, r)| {
-                let object = p.r.clone();
-                let preview = r.map(|plan| Preview {
-                    object: p.r,
-                    action: plan.action,
-                    live: plan.live,
-                    planned: plan.planned,
-                });
-                (object, preview)
-            })
-            .collect())
-    }
-
-    /// GET, the ownership rule ([`ownership`]: an object of another live instance is refused)
-    /// and dry-run of one object (field ownership forced): what applying it would do. An existing
-    /// object whose update is refused for immutable fields is planned [`Action::Recreated`] when
-    /// `recreate` allows it and the object may be recreated (see the module rules).
-    async fn plan_one(
-        &self,
-        p: &Prepared,
-        recreate: bool,
-        me: Option<&InstanceLabels>,
-    ) -> Result<Plan, Error> {
-        let Some((api, _)) = self.api_for(&p.r).await? else {
-            return Err(Error::UnknownKind {
-                object: p.r.to_string(),
-                api_version: p.r.api_version(),
-                kind: p.r.kind.clone(),
-            });
-        };
-        let live = match api.get_opt(&p.r.name).await {
-            Ok(o) => o.map(|o| to_value(&o, &p.r)).transpose()?,
-            Err(e) => return Err(self.err(e, &p.r, "get")),
-        };
-        // `opm.dev/apply: IfNotPresent` ([`policy`]): an existing object is left as it is.
-        if p.policy.apply == policy::ApplyMode::IfNotPresent {
-            if let Some(live) = live {
-                let live = comparable(&live);
-                // Left alone entirely: a leftover claim on it is not released either.
-                return Ok(Plan {
-                    action: Action::Unchanged,
-                    api,
-                    live: Some(live.clone()),
-                    planned: live,
-                    recreate: None,
-                    adopted: None,
-                    claims: Vec::new(),
-                });
-            }
-        }
-        // `opm.dev/force: enabled` ([`policy`]): this object is re-created as with
-        // `rollout.forceConflicts`.
-        let recreate = recreate || p.policy.force;
-        let adopted = match self.ownership(&p.r, live.as_ref(), me).await? {
-            ownership::Ownership::Ours => None,
-            ownership::Ownership::Adopted(from) => Some(from),
-        };
-        let dry = PatchParams::apply(&self.opts.field_manager)
-            .dry_run()
-            .force();
-        let planned = match api.patch(&p.r.name, &dry, &Patch::Apply(&p.body)).await {
-            Ok(o) => comparable(&to_value(&o, &p.r)?),
-            // An apply creates a missing object, so a 404 says the kind (as cached) is not
-            // served, or the namespace is missing: look the kind up afresh (`resolve` rules).
-            Err(e) if error::is_not_found(&e) => {
-                self.resolver.forget(&p.r);
-                return match self.api_for(&p.r).await? {
-                    None => Err(Error::UnknownKind {
-                        object: p.r.to_string(),
-                        api_version: p.r.api_version(),
-                        kind: p.r.kind.clone(),
-                    }),
-                    Some(_) => Err(self.err(e, &p.r, "apply (dry-run)")),
-                };
-            }
-            Err(e) => {
-                let fields = live.as_ref().and_then(|_| error::immutable_fields(&e));
-                return match (fields, live) {
-                    (Some(fields), Some(live)) => self
-                        .plan_recreate(p, api, live, fields, recreate)
-                        .map(|plan| Plan { adopted, ..plan }),
-                    _ => Err(self.err(e, &p.r, "apply (dry-run)")),
-                };
-            }
-        };
-        let claims = live.as_ref().map(claim::claim_managers).unwrap_or_default();
-        let live = live.as_ref().map(comparable);
-        let action = match &live {
-            None => Action::Created,
-            Some(l) if *l == planned => Action::Unchanged,
-            Some(_) => Action::Configured,
-        };
-        Ok(Plan {
-            action,
-            api,
-            live,
-            planned,
-            recreate: None,
-            adopted,
-            claims,
-        })
-    }
-
-    /// The plan for an existing object whose update was refused for immutable `fields`: a
-    /// recreate when allowed, else the typed refusal (module rules, "Conflict semantics").
-    fn plan_recreate(
-        &self,
-        p: &Prepared,
-        api: Api<DynamicObject>,
-        live: Value,
-        fields: Vec<String>,
-        recreate: bool,
-    ) -> Result<Plan, Error> {
-        let object = p.r.to_string();
-        if !recreate {
-            return Err(Error::Immutable { object, fields });
-        }
-        let refused = |why: String| Error::RecreateRefused {
-            object: p.r.to_string(),
-            fields: fields.clone(),
-            why,
-        };
-        if prune::is_protected(&p.r)
-            || (p.r.group.is_empty() && p.r.kind == "PersistentVolumeClaim")
-        {
-            return Err(refused(format!(
-                "a {} is never recreated (its data would be lost)",
-                p.r.kind
-            )));
-        }
-        let live_uuid = live
-            .pointer("/metadata/labels")
-            .and_then(|l| l.get(object::INSTANCE_UUID_LABEL))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let owner = p
-            .body
-            .pointer("/metadata/labels")
-            .and_then(|l| l.get(object::INSTANCE_UUID_LABEL))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        if let Some(skip) = prune::guard(&live, owner) {
-            return Err(refused(format!(
-                "the prune guard keeps the live object ({skip:?})"
-            )));
-        }
-        if !owner.is_empty() && live_uuid != owner {
-            return Err(refused(format!(
-                "the live object belongs to instance uuid {live_uuid:?}, not {owner:?}"
-            )));
-        }
-        let Some(uid) = live
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-        else {
-            return Err(refused("the live object has no uid".into()));
-        };
-        Ok(Plan {
-            action: Action::Recreated,
-            api,
-            live: Some(comparable(&live)),
-            planned: comparable(&p.body),
-            recreate: Some((uid, fields)),
-            adopted: None,
-            claims: Vec::new(),
         })
     }
 
@@ -1066,21 +761,4 @@ pub(crate) fn to_value(o: &DynamicObject, r: &ObjectRef) -> Result<Value, Error>
         object: r.to_string(),
         reason: format!("cannot encode the API object: {e}"),
     })
-}
-
-/// The object with the fields that change on every write removed (for change detection).
-/// `status` is not compared: apply never sends it (it is stripped), so a status difference
-/// between the dry-run answer and the live object (a controller's or the server's timestamps)
-/// is never a change of ours.
-fn comparable(o: &Value) -> Value {
-    let mut o = o.clone();
-    if let Some(m) = o.as_object_mut() {
-        m.remove("status");
-    }
-    if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("managedFields");
-        m.remove("resourceVersion");
-        m.remove("generation");
-    }
-    o
 }
