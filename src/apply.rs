@@ -1,55 +1,36 @@
 //! The apply engine: staged server-side apply, change sets, safe prune, deletion, drift, health
-//! and impersonation (docs/design/operator.md §2.2 phases 3–6, §2.4, §2.5, §6; docs/design/principles.md §1.2–§1.4 and
-//! rules 1–7, 12, 13, 21).
+//! and impersonation (docs/design/operator.md §2.2 phases 3–6, §2.4, §2.5, §6;
+//! docs/design/principles.md §1.2–§1.4 and rules 1–7, 12, 13, 21).
 //!
-//! Rules implemented by the [`Engine`] (details in each submodule):
-//! - **Staged SSA** ([`Engine::apply_all_staged`]): objects are grouped into stages
-//!   ([`object::stage_of`]): CRDs/Namespaces/ClusterRoles, then class kinds, then
-//!   ServiceAccounts/Roles, then the rest. Stage 0 is waited for (CRD `Established`, Namespace
-//!   active) and, when it applied CRDs, followed by a discovery refresh, so a module shipping a
-//!   CRD and its CRs applies in one pass (discovery is otherwise cached: [`resolve`]). Within a stage, every object is first read and applied with `dryRun=All`
-//!   (planned), and only when the whole stage planned without error are the created or
-//!   configured objects applied for real, so a conflict or an invalid object fails its stage
-//!   before any of that stage is written. Change detection compares the dry-run answer with
-//!   the live object, ignoring `managedFields`, `resourceVersion`, `generation` and `status`
-//!   (absent → created; equal → unchanged, not written; else configured). At most
-//!   [`EngineOptions::concurrency`] requests run at once. A kind still not served after the
-//!   refresh is [`Error::UnknownKind`] (no dry-run is attempted for it), and so is one whose
-//!   cached discovery went stale (its dry-run answers 404 and a fresh lookup finds it gone). Every object of a
-//!   stage is planned; the stage's errors are all reported and the later stages do not run.
-//!   Invalid objects and an object rendered twice (same group, kind, namespace, name) fail the
-//!   apply before any write.
-//! - **Conflict semantics** (docs/design/principles.md §1.9 item 5, rule 5; docs/design/operator.md §2.2 phase 5, read as
-//!   Flux's `force`): field manager `opm-controller`, and every SSA of the engine (apply stages,
-//!   their dry-runs, drift checks and corrections, render previews) forces field ownership, so a
-//!   field another manager took (`kubectl edit`) is taken back by the next apply: drift is
-//!   corrected, never a conflict. `rollout.forceConflicts` ([`ApplyOptions::recreate`]) means
-//!   "recreate objects whose update is refused": when the dry-run of an existing object is
-//!   refused for immutable fields ([`error::immutable_fields`]), the object is planned
-//!   [`Action::Recreated`] (so nothing is deleted when another object of the stage fails
-//!   planning), then deleted (uid precondition, background propagation), waited for until gone
-//!   (bounded by [`EngineOptions::stage_timeout`]) and applied again. Without it the refusal is
-//!   [`Error::Immutable`] naming the fields. Never recreated, whatever the setting
-//!   ([`Error::RecreateRefused`], nothing deleted): Namespaces, CRDs and PersistentVolumeClaims
-//!   (data loss), and a live object that the prune guard would not delete as ours
-//!   ([`prune::guard`]; with instance labels, the live uuid must be the instance's). A recreate
-//!   is logged and counted as created in the `Applied` message.
-//! - **Create race** ([`claim`]): with instance labels, an object the plan found absent is
-//!   created through a claim (an unforced apply by the instance's own field manager, then handed
-//!   to `opm-controller`), so of several instances creating it at once exactly one succeeds and
-//!   the others fail with `OwnershipConflict` in the same apply; claims are written first in
-//!   their stage, and a lost claim takes back what the stage claimed.
-//! - **Inventory safety** ([`Engine::sync`]): an empty render over a non-empty inventory is
-//!   refused unless allowed; the desired inventory is checked against the size budget before
-//!   any write; stale entries are computed only after a fully successful apply and pruned with
-//!   the guards of [`prune`]; the new inventory is returned only when apply and prune both
-//!   succeeded, so a failure keeps the previous inventory (nothing of a failed apply is
-//!   recorded, nothing is pruned after it).
-//! - **Health** ([`health`]): with [`ApplyOptions::wait`], every applied object except those
-//!   annotated [`WAIT_ANNOTATION`]` = "disabled"` is waited for after the last stage (kstatus,
-//!   fail fast, deadline, cancellation).
+//! One [`Engine`] (a client, its identity, a shared discovery cache) and its verbs, one file
+//! per verb as fluxcd/pkg's `ssa` splits its resource manager; each file states the rules of its
+//! verb:
+//! - [`staged`]: [`Engine::apply_all_staged`], the staged server-side apply (stages, plan before
+//!   write, the create race, recreates, the stage-0 and final waits).
+//! - [`plan`]: what an apply would do, without writing: the plan of one object (GET, the
+//!   ownership rule, the forced dry-run, change detection, the recreate decision) and
+//!   [`Engine::plan`]; [`preview`]: [`Engine::preview`], the fail-slow preview of every object
+//!   (the render API's `validate` and `diff`).
+//! - [`wait`]: [`Engine::health_of`], [`Engine::health_of_with`] and [`Engine::wait_ready`], the
+//!   live kstatus (or custom) health of applied objects.
+//! - [`sync`]: [`Engine::sync`], apply then prune with the inventory-safety rules.
+//! - [`prune`] and [`deletion`]: stale and whole-inventory deletion with the prune guards;
+//!   [`drift`]: the drift check; [`impersonate`]: the ServiceAccount identity; [`claim`] and
+//!   [`ownership`]: who may write an object; [`policy`]: the per-object `opm.dev/*` annotations;
+//!   [`resolve`]: discovery; [`object`]: object identity, stages and labels; [`health`]: kstatus.
+//!
+//! Rules of the whole engine:
+//! - **Conflict semantics** (docs/design/principles.md §1.9 item 5, rule 5;
+//!   docs/design/operator.md §2.2 phase 5, read as Flux's `force`): field manager
+//!   [`FIELD_MANAGER`], and every SSA of the engine (apply stages, their dry-runs, drift checks
+//!   and corrections, render previews) forces field ownership, so a field another manager took
+//!   (`kubectl edit`) is taken back by the next apply: drift is corrected, never a conflict.
+//!   `rollout.forceConflicts` ([`ApplyOptions::recreate`]) means "recreate objects whose update
+//!   is refused" (the rules of [`plan`] and [`staged`]).
+//! - At most [`EngineOptions::concurrency`] requests run at once in any verb.
 //! - **Identity** ([`impersonate`]): an engine built over an impersonating client records the
-//!   user, so a 403 is [`Error::Forbidden`] with `impersonated: Some(..)`.
+//!   user, so a 403 is [`Error::Forbidden`] with `impersonated: Some(..)`. Owner lookups
+//!   ([`ownership`]) always use the controller's own client.
 //!
 //! How a reconciler uses it (ModuleInstance, §2.2 phases 3–6 and §2.4):
 //!
@@ -67,10 +48,6 @@
 //! // §2.4: deletion::decide(prune, inventory.len(), Some(&identity), annotation), then
 //! // eng.delete_all(&entries, &opts): keep the finalizer unless DeleteResult::complete().
 //! ```
-//!
-//! Known gap: objects created by an apply whose later stage failed are live but not in the
-//! inventory until a later successful apply records them (as in fluxcd/pkg/ssa); if the desired
-//! set drops them before that, they are not pruned.
 
 pub mod claim;
 pub mod deletion;
@@ -86,6 +63,7 @@ pub mod preview;
 pub mod prune;
 pub mod resolve;
 pub mod staged;
+pub mod sync;
 pub mod wait;
 
 use std::sync::Arc;
@@ -95,12 +73,12 @@ use kube::api::{Api, DynamicObject};
 use kube::Client;
 use serde_json::Value;
 
-use crds::common::InventoryEntry;
 pub use error::Error;
 use health::Cancel;
 use object::{InstanceLabels, ObjectRef};
 pub use preview::Preview;
 use resolve::{Resolved, Resolver};
+pub use sync::{Phase, SyncError, SyncOptions, SyncResult};
 
 /// The SSA field manager and event reporter of the operator.
 pub const FIELD_MANAGER: &str = "opm-controller";
@@ -296,6 +274,7 @@ impl Engine {
         self.impersonated.as_deref()
     }
 
+    /// The typed error of `verb` on `object`, naming the impersonated user (if any).
     pub(crate) fn err(&self, e: kube::Error, object: &ObjectRef, verb: &'static str) -> Error {
         Error::from_kube(e, &object.to_string(), verb, self.impersonated.as_deref())
     }
@@ -338,146 +317,9 @@ impl Engine {
             Err(e) => Err(self.err(e, r, "get")),
         }
     }
-
-    /// Apply then prune with every inventory-safety rule of the module docs; the inventory
-    /// entries are computed from `objects` ([`Engine::sync_entries`] takes them computed).
-    pub async fn sync(
-        &self,
-        objects: &[Value],
-        previous: &[InventoryEntry],
-        opts: &SyncOptions,
-    ) -> Result<SyncResult, SyncError> {
-        let desired = crate::inventory::entries_of(objects).map_err(|e| SyncError {
-            phase: Phase::Plan,
-            error: Error::InvalidObject {
-                object: String::new(),
-                reason: e.to_string(),
-            },
-            changes: None,
-            pruned: None,
-        })?;
-        self.sync_entries(objects, desired, previous, opts).await
-    }
-
-    /// [`Engine::sync`] with `desired`, the inventory entries of `objects` (in order) as the
-    /// kernel computed them (`RenderResult::inventory`).
-    pub async fn sync_entries(
-        &self,
-        objects: &[Value],
-        desired: Vec<InventoryEntry>,
-        previous: &[InventoryEntry],
-        opts: &SyncOptions,
-    ) -> Result<SyncResult, SyncError> {
-        let fail = |phase, error| SyncError {
-            phase,
-            error,
-            changes: None,
-            pruned: None,
-        };
-        crate::inventory::check_size(&desired, opts.size_budget)
-            .map_err(|e| fail(Phase::Plan, Error::InventoryTooLarge(e)))?;
-        // `opm.dev/*` policies ([`policy`]): an unknown value refuses the whole apply; an ignored
-        // object is not recorded, and what was recorded of it is never stale.
-        let ignored = policy::ignored(objects).map_err(|e| fail(Phase::Plan, e))?;
-        if desired.is_empty() && !previous.is_empty() && !opts.allow_empty {
-            return Err(fail(
-                Phase::Plan,
-                Error::EmptyRenderRefused {
-                    previous: previous.len(),
-                },
-            ));
-        }
-        let changes = self
-            .apply_all_staged(objects, &opts.apply)
-            .await
-            .map_err(|e| fail(Phase::Apply, e))?;
-        let mut pruned = None;
-        if opts.prune {
-            let stale = crate::inventory::stale(previous, &desired);
-            let mut result = self.prune(&stale, &opts.prune_options).await;
-            if let Some(e) = Error::collect(std::mem::take(&mut result.errors)) {
-                return Err(SyncError {
-                    phase: Phase::Prune,
-                    error: e,
-                    changes: Some(changes),
-                    pruned: Some(result),
-                });
-            }
-            pruned = Some(result);
-        }
-        Ok(SyncResult {
-            changes,
-            pruned,
-            inventory: policy::recorded(&desired, &ignored),
-        })
-    }
 }
 
-/// Settings of [`Engine::sync`].
-#[derive(Debug, Clone)]
-pub struct SyncOptions {
-    /// Apply settings.
-    pub apply: ApplyOptions,
-    /// Prune stale entries (`spec.prune`).
-    pub prune: bool,
-    /// Prune settings (owner uuid, ...).
-    pub prune_options: prune::PruneOptions,
-    /// Allow an empty render to prune a non-empty inventory.
-    pub allow_empty: bool,
-    /// Inventory size budget in bytes.
-    pub size_budget: usize,
-}
-
-impl Default for SyncOptions {
-    fn default() -> Self {
-        SyncOptions {
-            apply: ApplyOptions::default(),
-            prune: true,
-            prune_options: prune::PruneOptions::default(),
-            allow_empty: false,
-            size_budget: crate::inventory::DEFAULT_SIZE_BUDGET,
-        }
-    }
-}
-
-/// A successful sync: the new inventory is to be recorded.
-#[derive(Debug)]
-pub struct SyncResult {
-    /// What apply did.
-    pub changes: ChangeSet,
-    /// What prune did (None when prune is off).
-    pub pruned: Option<prune::PruneResult>,
-    /// The new inventory entries (render order).
-    pub inventory: Vec<InventoryEntry>,
-}
-
-/// The phase a sync failed in; the previous inventory stays in effect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    /// Before any write (invalid object, inventory too large, empty render refused).
-    Plan,
-    /// Apply (nothing pruned).
-    Apply,
-    /// Prune (every stale entry was tried).
-    Prune,
-}
-
-/// A failed sync.
-#[derive(Debug, thiserror::Error)]
-#[error("{phase:?}: {error}")]
-pub struct SyncError {
-    /// Where it failed.
-    pub phase: Phase,
-    /// Why.
-    #[source]
-    pub error: Error,
-    /// The apply's change set when apply succeeded and prune failed (the reconciler still
-    /// emits `Applied` for it, §2.2 phase 5).
-    pub changes: Option<ChangeSet>,
-    /// What prune did before failing (deleted and skipped entries; the errors are in `error`).
-    pub pruned: Option<prune::PruneResult>,
-}
-
+/// The API object `o` (the object `r`) as JSON.
 pub(crate) fn to_value(o: &DynamicObject, r: &ObjectRef) -> Result<Value, Error> {
     serde_json::to_value(o).map_err(|e| Error::InvalidObject {
         object: r.to_string(),
