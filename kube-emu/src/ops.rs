@@ -712,7 +712,7 @@ pub async fn patch(
     let parsed: Value = if ct == "application/apply-patch+yaml" {
         match serde_json::from_slice(body) {
             Ok(v) => v,
-            Err(_) => serde_yaml::from_slice(body)
+            Err(_) => crate::server::yaml_value(body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
         }
     } else {
