@@ -97,6 +97,10 @@ pub enum ErrorCode {
     Incomplete,
     /// A reference cycle; not fatal.
     Cycle,
+    /// A limit of the evaluation's budget was exceeded (steps, depth, wall time, cancellation:
+    /// `eval::budget`). Fatal. The class travels with every copy of the error, so a limit
+    /// error copied into another vertex is still reported as a limit.
+    Limit,
 }
 
 impl ErrorCode {

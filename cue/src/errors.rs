@@ -115,7 +115,10 @@ impl Diagnostic {
         b: &Bottom,
         limits: &[(Arc<Bottom>, Limit)],
     ) -> Diagnostic {
-        let is_limit = limits.iter().any(|(l, _)| std::ptr::eq(Arc::as_ptr(l), b));
+        // A limit error keeps its code when copied; the identity check also covers errors a
+        // limit error was wrapped into under its own pointer.
+        let is_limit = b.code == ErrorCode::Limit
+            || limits.iter().any(|(l, _)| std::ptr::eq(Arc::as_ptr(l), b));
         // The class is the code the evaluator set where it raised the error.
         let code = if is_limit {
             DiagCode::Limit
@@ -128,6 +131,7 @@ impl Diagnostic {
                 ErrorCode::StructuralCycle => DiagCode::StructuralCycle,
                 ErrorCode::Incomplete | ErrorCode::Undefined => DiagCode::Incomplete,
                 ErrorCode::Cycle => DiagCode::Cycle,
+                ErrorCode::Limit => DiagCode::Limit,
             }
         };
         let span = if b.span == Span::default() {
