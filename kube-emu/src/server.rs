@@ -114,22 +114,8 @@ fn parse_body(headers: &HeaderMap, body: &Bytes) -> ApiResult<Value> {
         return Err(ApiError::unsupported_body_media_type(media));
     }
     serde_json::from_slice(body)
-        .or_else(|_| yaml_value(body))
+        .or_else(|_| ops::yaml_value(body))
         .map_err(|e| ApiError::bad_request(format!("error decoding body: {e}")))
-}
-
-/// A YAML request body (or an apply patch) as JSON: YAML 1.2 core as the API server reads it
-/// (`sigs.k8s.io/yaml`): `yes`/`on` are strings, integers with leading zeros or underscores stay
-/// strings.
-pub(crate) fn yaml_value(body: &[u8]) -> Result<Value, serde_saphyr::Error> {
-    serde_saphyr::from_slice_with_options(
-        body,
-        serde_saphyr::options! {
-            strict_booleans: true,
-            leading_zero_numbers_as_strings: true,
-            underscored_numbers_as_strings: true,
-        },
-    )
 }
 
 /// Authenticates and, when the request asks for it, impersonates (see `authn`); records both
