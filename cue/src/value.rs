@@ -34,8 +34,8 @@
 use crate::adt::{self, Expr, Kinds, Label, LabelKind, VId};
 use crate::ast;
 use crate::data::Val;
+use crate::diagnostics::{DiagCode, Diagnostic};
 use crate::error::Error;
-use crate::errors::{DiagCode, Diagnostic};
 use crate::eval::{self, Ev};
 use crate::export;
 use crate::path::{Path, Selector};

@@ -511,9 +511,9 @@ async fn setup(
         ),
     );
     let yaml = crds::all_crds_yaml().map_err(|e| DevError::Crds(e.to_string()))?;
-    for doc in serde_yaml::Deserializer::from_str(&yaml) {
-        let v = <Value as serde::Deserialize>::deserialize(doc)
-            .map_err(|e| DevError::Crds(e.to_string()))?;
+    let docs: Vec<Value> =
+        crds::yaml::from_str_multiple(&yaml).map_err(|e| DevError::Crds(e.to_string()))?;
+    for v in docs {
         if v.is_null() {
             continue;
         }

@@ -8,7 +8,7 @@
 //! - once a limit is exceeded, `Budget::limit_err` is set and every further step fails, so
 //!   every result from then on is that fatal error; each limit error has the code
 //!   `ErrorCode::Limit` (kept by every copy, so diagnostics classify it as a limit wherever it
-//!   ends up) and is recorded with its kind ([`crate::errors::Limit`]);
+//!   ends up) and is recorded with its kind ([`crate::diagnostics::Limit`]);
 //! - the stack budget counts from the stack position of the outermost evaluation: deeper
 //!   recursion is a depth limit error, never an overflow.
 
@@ -56,7 +56,7 @@ pub struct Budget {
     /// Set once a limit is exceeded.
     pub(super) limit_err: Option<Arc<Bottom>>,
     /// Every limit error raised, with its class (diagnostics are classified by identity).
-    pub(super) limits: Vec<(Arc<Bottom>, crate::errors::Limit)>,
+    pub(super) limits: Vec<(Arc<Bottom>, crate::diagnostics::Limit)>,
     /// Set by another thread to stop evaluation (checked with the step limit).
     pub(super) cancel: Arc<AtomicBool>,
 }
@@ -84,7 +84,7 @@ impl Ev {
     fn stack_spent(&mut self) -> bool {
         if self.budget.limit_err.is_none() {
             self.budget.limit_err = Some(self.limit(
-                crate::errors::Limit::Depth,
+                crate::diagnostics::Limit::Depth,
                 "evaluation depth limit exceeded (stack budget)".into(),
                 Span::default(),
             ));
@@ -102,7 +102,12 @@ impl Ev {
     }
 
     /// A limit error of class `kind`, recorded in `Budget::limits` (the first 1024).
-    pub fn limit(&mut self, kind: crate::errors::Limit, msg: String, span: Span) -> Arc<Bottom> {
+    pub fn limit(
+        &mut self,
+        kind: crate::diagnostics::Limit,
+        msg: String,
+        span: Span,
+    ) -> Arc<Bottom> {
         let b = Bottom::new(ErrorCode::Limit, msg, span);
         if self.budget.limits.len() < 1024 {
             self.budget.limits.push((b.clone(), kind));
@@ -111,7 +116,7 @@ impl Ev {
     }
 
     /// Every limit error raised, with its class (diagnostics are classified by identity).
-    pub(crate) fn limits(&self) -> &[(Arc<Bottom>, crate::errors::Limit)] {
+    pub(crate) fn limits(&self) -> &[(Arc<Bottom>, crate::diagnostics::Limit)] {
         &self.budget.limits
     }
 
@@ -134,7 +139,7 @@ impl Ev {
     fn over_time(&mut self) -> bool {
         let (kind, msg) = if self.budget.cancel.load(Ordering::Relaxed) {
             (
-                crate::errors::Limit::Cancelled,
+                crate::diagnostics::Limit::Cancelled,
                 "evaluation cancelled".to_string(),
             )
         } else if self.budget.start.elapsed() > self.config.max_wall_time {
@@ -142,7 +147,7 @@ impl Ev {
                 "evaluation time limit ({:?}) exceeded",
                 self.config.max_wall_time
             );
-            (crate::errors::Limit::Deadline, msg)
+            (crate::diagnostics::Limit::Deadline, msg)
         } else {
             return false;
         };
@@ -157,7 +162,7 @@ impl Ev {
         self.budget.steps += 1;
         if self.budget.steps > self.config.max_steps {
             self.budget.limit_err = Some(self.limit(
-                crate::errors::Limit::Steps,
+                crate::diagnostics::Limit::Steps,
                 format!("evaluation step limit ({}) exceeded", self.config.max_steps),
                 Span::default(),
             ));

@@ -208,7 +208,7 @@ impl Ev {
             errs.push((
                 v,
                 self.limit(
-                    crate::errors::Limit::Depth,
+                    crate::diagnostics::Limit::Depth,
                     "depth limit exceeded".into(),
                     Span::default(),
                 ),
