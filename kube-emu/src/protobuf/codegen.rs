@@ -436,7 +436,8 @@ fn definitions() -> (Map<String, Value>, Vec<(String, String, String)>) {
     (defs, roots)
 }
 
-/// Parses `go_value_fields.txt`: `definition field field ...` per line, `#` comments.
+/// Parses `go_value_fields.txt`: `definition field field ...` per line, `#` comments; the
+/// definition lowercased.
 fn parse_value_fields(text: &str) -> BTreeSet<(String, String)> {
     let mut out = BTreeSet::new();
     for line in text.lines() {
@@ -446,8 +447,9 @@ fn parse_value_fields(text: &str) -> BTreeSet<(String, String)> {
         }
         let mut words = line.split_whitespace();
         if let Some(def) = words.next() {
+            // Definitions compared without case: prost's names lose acronyms' casing.
             for f in words {
-                out.insert((def.to_string(), f.to_string()));
+                out.insert((def.to_lowercase(), f.to_string()));
             }
         }
     }
@@ -637,11 +639,19 @@ impl Walk<'_> {
                 f.ty,
                 PbType::String | PbType::Bool | PbType::Int32 | PbType::Int64 | PbType::Double
             );
+            // The Go struct that declares the field: the embedded one for an inlined message
+            // (`LocalObjectReference` in `ConfigMapKeySelector`), named as its definition.
+            let go_struct = match (props_of, name.rsplit_once('/'), def_name.rsplit_once('.')) {
+                (Some(_), Some((_, embedded)), Some((package, _))) => {
+                    format!("{package}.{embedded}")
+                }
+                _ => def_name.clone(),
+            };
             let keep_zero = scalar
                 && !f.repeated
                 && !self
                     .value_fields
-                    .contains(&(def_name.clone(), json.clone()));
+                    .contains(&(go_struct.to_lowercase(), json.clone()));
             out.push(OutField {
                 tag: f.tag,
                 json,

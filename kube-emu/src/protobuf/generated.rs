@@ -2942,10 +2942,10 @@ pub(super) const MESSAGES: &[Message] = &[
     // 412: k8s-pb api/core/v1/EphemeralContainerCommon
     Message { name: "io.k8s.api.core.v1.EphemeralContainer/EphemeralContainerCommon", shape: Shape::Object, fields: &[
         Field { tag: 1, json: "name", ty: Ty::Str, repeated: false, keep_zero: true, inline: false },
-        Field { tag: 2, json: "image", ty: Ty::Str, repeated: false, keep_zero: true, inline: false },
+        Field { tag: 2, json: "image", ty: Ty::Str, repeated: false, keep_zero: false, inline: false },
         Field { tag: 3, json: "command", ty: Ty::Str, repeated: true, keep_zero: false, inline: false },
         Field { tag: 4, json: "args", ty: Ty::Str, repeated: true, keep_zero: false, inline: false },
-        Field { tag: 5, json: "workingDir", ty: Ty::Str, repeated: false, keep_zero: true, inline: false },
+        Field { tag: 5, json: "workingDir", ty: Ty::Str, repeated: false, keep_zero: false, inline: false },
         Field { tag: 6, json: "ports", ty: Ty::Msg(402), repeated: true, keep_zero: false, inline: false },
         Field { tag: 7, json: "env", ty: Ty::Msg(404), repeated: true, keep_zero: false, inline: false },
         Field { tag: 8, json: "resources", ty: Ty::Msg(308), repeated: false, keep_zero: false, inline: false },
@@ -2953,14 +2953,14 @@ pub(super) const MESSAGES: &[Message] = &[
         Field { tag: 10, json: "livenessProbe", ty: Ty::Msg(409), repeated: false, keep_zero: false, inline: false },
         Field { tag: 11, json: "readinessProbe", ty: Ty::Msg(409), repeated: false, keep_zero: false, inline: false },
         Field { tag: 12, json: "lifecycle", ty: Ty::Msg(410), repeated: false, keep_zero: false, inline: false },
-        Field { tag: 13, json: "terminationMessagePath", ty: Ty::Str, repeated: false, keep_zero: true, inline: false },
-        Field { tag: 14, json: "imagePullPolicy", ty: Ty::Str, repeated: false, keep_zero: true, inline: false },
+        Field { tag: 13, json: "terminationMessagePath", ty: Ty::Str, repeated: false, keep_zero: false, inline: false },
+        Field { tag: 14, json: "imagePullPolicy", ty: Ty::Str, repeated: false, keep_zero: false, inline: false },
         Field { tag: 15, json: "securityContext", ty: Ty::Msg(411), repeated: false, keep_zero: false, inline: false },
-        Field { tag: 16, json: "stdin", ty: Ty::Bool, repeated: false, keep_zero: true, inline: false },
-        Field { tag: 17, json: "stdinOnce", ty: Ty::Bool, repeated: false, keep_zero: true, inline: false },
-        Field { tag: 18, json: "tty", ty: Ty::Bool, repeated: false, keep_zero: true, inline: false },
+        Field { tag: 16, json: "stdin", ty: Ty::Bool, repeated: false, keep_zero: false, inline: false },
+        Field { tag: 17, json: "stdinOnce", ty: Ty::Bool, repeated: false, keep_zero: false, inline: false },
+        Field { tag: 18, json: "tty", ty: Ty::Bool, repeated: false, keep_zero: false, inline: false },
         Field { tag: 19, json: "envFrom", ty: Ty::Msg(403), repeated: true, keep_zero: false, inline: false },
-        Field { tag: 20, json: "terminationMessagePolicy", ty: Ty::Str, repeated: false, keep_zero: true, inline: false },
+        Field { tag: 20, json: "terminationMessagePolicy", ty: Ty::Str, repeated: false, keep_zero: false, inline: false },
         Field { tag: 21, json: "volumeDevices", ty: Ty::Msg(408), repeated: true, keep_zero: false, inline: false },
         Field { tag: 22, json: "startupProbe", ty: Ty::Msg(409), repeated: false, keep_zero: false, inline: false },
         Field { tag: 23, json: "resizePolicy", ty: Ty::Msg(405), repeated: true, keep_zero: false, inline: false },
@@ -3603,7 +3603,7 @@ pub(super) const MESSAGES: &[Message] = &[
     ] },
     // 510: k8s-pb api/core/v1/LocalObjectReference
     Message { name: "io.k8s.api.core.v1.ConfigMapVolumeSource/LocalObjectReference", shape: Shape::Object, fields: &[
-        Field { tag: 1, json: "name", ty: Ty::Str, repeated: false, keep_zero: true, inline: false },
+        Field { tag: 1, json: "name", ty: Ty::Str, repeated: false, keep_zero: false, inline: false },
     ] },
     // 511: k8s-pb api/core/v1/VolumeProjection
     Message { name: "io.k8s.api.core.v1.VolumeProjection", shape: Shape::Object, fields: &[
@@ -3621,11 +3621,11 @@ pub(super) const MESSAGES: &[Message] = &[
     ] },
     // 513: k8s-pb api/core/v1/LocalObjectReference
     Message { name: "io.k8s.api.core.v1.ConfigMapEnvSource/LocalObjectReference", shape: Shape::Object, fields: &[
-        Field { tag: 1, json: "name", ty: Ty::Str, repeated: false, keep_zero: true, inline: false },
+        Field { tag: 1, json: "name", ty: Ty::Str, repeated: false, keep_zero: false, inline: false },
     ] },
     // 514: k8s-pb api/core/v1/LocalObjectReference
     Message { name: "io.k8s.api.core.v1.SecretEnvSource/LocalObjectReference", shape: Shape::Object, fields: &[
-        Field { tag: 1, json: "name", ty: Ty::Str, repeated: false, keep_zero: true, inline: false },
+        Field { tag: 1, json: "name", ty: Ty::Str, repeated: false, keep_zero: false, inline: false },
     ] },
     // 515: k8s-pb api/core/v1/ObjectFieldSelector
     Message { name: "io.k8s.api.core.v1.ObjectFieldSelector", shape: Shape::Object, fields: &[
@@ -3725,11 +3725,11 @@ pub(super) const MESSAGES: &[Message] = &[
     ] },
     // 531: k8s-pb api/core/v1/LocalObjectReference
     Message { name: "io.k8s.api.core.v1.ConfigMapKeySelector/LocalObjectReference", shape: Shape::Object, fields: &[
-        Field { tag: 1, json: "name", ty: Ty::Str, repeated: false, keep_zero: true, inline: false },
+        Field { tag: 1, json: "name", ty: Ty::Str, repeated: false, keep_zero: false, inline: false },
     ] },
     // 532: k8s-pb api/core/v1/LocalObjectReference
     Message { name: "io.k8s.api.core.v1.SecretKeySelector/LocalObjectReference", shape: Shape::Object, fields: &[
-        Field { tag: 1, json: "name", ty: Ty::Str, repeated: false, keep_zero: true, inline: false },
+        Field { tag: 1, json: "name", ty: Ty::Str, repeated: false, keep_zero: false, inline: false },
     ] },
     // 533: k8s-pb api/core/v1/HttpHeader
     Message { name: "io.k8s.api.core.v1.HTTPHeader", shape: Shape::Object, fields: &[
@@ -3738,10 +3738,10 @@ pub(super) const MESSAGES: &[Message] = &[
     ] },
     // 534: k8s-pb api/core/v1/LocalObjectReference
     Message { name: "io.k8s.api.core.v1.SecretProjection/LocalObjectReference", shape: Shape::Object, fields: &[
-        Field { tag: 1, json: "name", ty: Ty::Str, repeated: false, keep_zero: true, inline: false },
+        Field { tag: 1, json: "name", ty: Ty::Str, repeated: false, keep_zero: false, inline: false },
     ] },
     // 535: k8s-pb api/core/v1/LocalObjectReference
     Message { name: "io.k8s.api.core.v1.ConfigMapProjection/LocalObjectReference", shape: Shape::Object, fields: &[
-        Field { tag: 1, json: "name", ty: Ty::Str, repeated: false, keep_zero: true, inline: false },
+        Field { tag: 1, json: "name", ty: Ty::Str, repeated: false, keep_zero: false, inline: false },
     ] },
 ];
