@@ -382,7 +382,19 @@ pub struct Inputs {
 }
 
 /// The schemas of every served kind and of the extra messages clients send.
-fn definitions() -> (Map<String, Value>, Vec<(String, String, String)>) {
+/// A kind a client may send: its `apiVersion` (`*` for any), kind and definition name.
+type Root = (String, String, String);
+
+/// A table entry waiting for its fields: its index and definition name, the `k8s-pb`
+/// message, and the definition whose properties name its fields (an inlined struct's parent).
+struct Pending {
+    index: usize,
+    name: String,
+    msg: (String, String),
+    props_of: Option<String>,
+}
+
+fn definitions() -> (Map<String, Value>, Vec<Root>) {
     use k8s_openapi::api;
     let table = crate::builtin::table();
     let mut defs = table.definitions.clone();
@@ -391,7 +403,7 @@ fn definitions() -> (Map<String, Value>, Vec<(String, String, String)>) {
     settings.meta_schema = None;
     settings.transforms = Vec::new();
     let mut generator = schemars::SchemaGenerator::new(settings);
-    let mut roots: Vec<(String, String, String)> = table
+    let mut roots: Vec<Root> = table
         .rows
         .iter()
         .map(|r| {
@@ -463,7 +475,7 @@ struct Walk<'a> {
     value_fields: &'a BTreeSet<(String, String)>,
     index: HashMap<String, usize>,
     out: Vec<OutMessage>,
-    queue: VecDeque<(usize, String, (String, String), Option<String>)>,
+    queue: VecDeque<Pending>,
     errors: Vec<String>,
     /// Proto fields the served version's JSON has no property for (see the module doc).
     gaps: Vec<String>,
@@ -548,7 +560,12 @@ impl Walk<'_> {
             fields: Vec::new(),
         });
         self.index.insert(name.clone(), i);
-        self.queue.push_back((i, name, msg, props_of));
+        self.queue.push_back(Pending {
+            index: i,
+            name,
+            msg,
+            props_of,
+        });
         i
     }
 
@@ -692,8 +709,8 @@ pub fn generate(inputs: &Inputs) -> Result<String, Error> {
             None => missing.push(format!("{api_version} {kind}")),
         }
     }
-    while let Some((i, name, msg, props_of)) = walk.queue.pop_front() {
-        walk.expand(i, &name, &msg, props_of.as_deref());
+    while let Some(p) = walk.queue.pop_front() {
+        walk.expand(p.index, &p.name, &p.msg, p.props_of.as_deref());
     }
     if !walk.errors.is_empty() {
         return Err(codegen_err(walk.errors.join("\n")));
