@@ -242,7 +242,7 @@ impl Runtime {
                     .map(|b| Diagnostic::from_bottom(String::new(), b)),
             );
             let v = package_root(&mut g.ev, &lits);
-            g.ev.packages.insert(key(i), v);
+            g.ev.add_package(key(i), v);
             if i == root {
                 g.files.extend(asts);
             }
@@ -292,13 +292,7 @@ impl Runtime {
         let mut c = compile::Compiler::new();
         let ce = c.compile_expr_in_package(&refs, &e);
         // The expression is evaluated in an environment whose vertex is the package root.
-        let env = Arc::new(eval::Env {
-            up: None,
-            vertex: pkg.v,
-            kind: eval::EnvKind::Struct(Arc::new(adt::StructLit::default())),
-            id: u64::MAX,
-            canon: u64::MAX,
-        });
+        let env = eval::Env::scope_of(pkg.v);
         g.ev.eval(pkg.v);
         let v = g.ev.anon(Some(env), ce);
         Ok(Value {
@@ -316,14 +310,14 @@ impl Runtime {
     /// The handle that cancels this runtime's evaluations from another thread.
     pub fn cancel_handle(&self) -> CancelHandle {
         CancelHandle {
-            flag: lock(&self.inner).ev.cancel.clone(),
+            flag: lock(&self.inner).ev.cancel_flag(),
         }
     }
 
     /// The limit that stopped the latest evaluation that hit one, if any (cancellation, the
     /// deadline, the step budget, or nesting depth). Typed: callers never read message text.
     pub fn limit_exceeded(&self) -> Option<Limit> {
-        lock(&self.inner).ev.limits.last().map(|(_, k)| *k)
+        lock(&self.inner).ev.limits().last().map(|(_, k)| *k)
     }
 
     /// Time since the runtime was created (its deadline is `Config::max_wall_time` after that).
@@ -398,16 +392,7 @@ impl Default for Runtime {
 fn package_root(ev: &mut Ev, lits: &[Arc<adt::StructLit>]) -> VId {
     let root = ev.new_vertex(None, Label::internal("root"));
     for l in lits {
-        ev.add_conj(
-            root,
-            Conj {
-                env: None,
-                expr: Expr::Struct(l.clone()),
-                close: None,
-                embed: None,
-                outer: None,
-            },
-        );
+        ev.add_conj(root, Conj::new(None, Expr::Struct(l.clone())));
     }
     root
 }

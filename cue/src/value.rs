@@ -143,18 +143,14 @@ impl Value {
         self.with(|ev, v| {
             ev.eval(v);
             let v = ev.deref(v);
-            let arcs: Vec<(Label, VId)> = ev.vs[v as usize]
-                .arcs
-                .iter()
-                .map(|(l, a)| (l.clone(), *a))
-                .collect();
+            let arcs = ev.vertex(v).arc_list();
             let mut out = Vec::new();
             for (l, a) in arcs {
                 if matches!(l.kind, LabelKind::Internal) || !keep_label(&l) {
                     continue;
                 }
                 ev.eval(a);
-                let c = ev.vs[a as usize].constraint;
+                let c = ev.vertex(a).constraint();
                 if keep_constraint(c) {
                     out.push((l, c, a));
                 }
@@ -186,15 +182,16 @@ impl Value {
             let v = ev.deref(v);
             let labels = [Label::ident(name), Label::string(name)];
             let mut found = None;
+            let x = ev.vertex(v);
             for l in labels {
-                if let Some(&a) = ev.vs[v as usize].arcs.get(&l) {
+                if let Some(a) = x.arc(&l) {
                     found = Some(a);
                     break;
                 }
             }
-            if found.is_none() && ev.vs[v as usize].is_list {
+            if found.is_none() && x.is_list() {
                 if let Ok(i) = name.parse::<usize>() {
-                    found = ev.vs[v as usize].arcs.get(&Label::index(i)).copied();
+                    found = x.arc(&Label::index(i));
                 }
             }
             if let Some(a) = found {
@@ -224,20 +221,7 @@ impl Value {
         self.with(|ev, v| {
             ev.eval(v);
             let v = ev.deref(v);
-            let x = &ev.vs[v as usize];
-            if x.err.is_some() {
-                return 0;
-            }
-            if let Some(s) = &x.scalar {
-                return s.kind();
-            }
-            if x.is_struct {
-                return adt::K_STRUCT;
-            }
-            if x.is_list {
-                return adt::K_LIST;
-            }
-            x.kinds
+            ev.vertex(v).kind()
         })
     }
 
@@ -255,7 +239,7 @@ impl Value {
         self.with(|ev, v| {
             ev.eval(v);
             let v = ev.deref(v);
-            ev.vs[v as usize].err.is_some()
+            ev.vertex(v).err().is_some()
         })
     }
 
@@ -283,10 +267,10 @@ impl Value {
         u.with(|ev, v| {
             ev.eval(v);
             let v = ev.deref(v);
-            match ev.vs[v as usize].arcs.get(&lab).copied() {
+            match ev.vertex(v).arc(&lab) {
                 Some(a) => {
                     ev.eval(a);
-                    ev.vs[a as usize].err.is_none()
+                    ev.vertex(a).err().is_none()
                 }
                 None => false,
             }
@@ -347,7 +331,7 @@ impl Value {
                 continue;
             }
             let path = ev.path_text(at);
-            for d in Diagnostic::from_error_in(&path, &b, &ev.limits) {
+            for d in Diagnostic::from_error_in(&path, &b, ev.limits()) {
                 if seen.insert((d.path.clone(), d.message.clone())) {
                     diags.push(d);
                 }
@@ -426,9 +410,8 @@ impl Value {
 
     fn to_cue_in(&self, g: &mut Inner) -> String {
         let root =
-            g.ev.vs
-                .get(self.v as usize)
-                .is_some_and(|x| x.parent.is_none());
+            g.ev.get_vertex(self.v)
+                .is_some_and(|x| x.parent().is_none());
         let mut s = if root {
             g.ev.print_cue_file(self.v)
         } else {
@@ -487,11 +470,11 @@ impl Value {
                 let label = s.label();
                 ev.eval(v);
                 let d = ev.deref(v);
-                let x = &ev.vs[d as usize];
-                if label.kind == LabelKind::Index && !x.is_list {
+                let x = ev.vertex(d);
+                if label.kind == LabelKind::Index && !x.is_list() {
                     return None;
                 }
-                v = x.arcs.get(&label).copied()?;
+                v = x.arc(&label)?;
                 ev.eval(v);
             }
             Some(v)
@@ -515,7 +498,7 @@ impl Value {
         let a = self.with(|ev, v| {
             ev.eval(v);
             let v = ev.deref(v);
-            let a = ev.vs[v as usize].arcs.get(&label).copied()?;
+            let a = ev.vertex(v).arc(&label)?;
             ev.eval(a);
             Some(a)
         })?;
@@ -897,7 +880,7 @@ data: {items: [{name: "a", v: 1}]}
     ];
 
     fn vertices(v: &Value) -> usize {
-        lock(&v.inner).ev.vs.len()
+        lock(&v.inner).ev.vertex_count()
     }
 
     fn stats(v: &Value) -> eval::Stats {

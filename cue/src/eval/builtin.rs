@@ -46,8 +46,8 @@ fn snapshot(ev: &mut Ev, s: &Val, span: Span) -> Expr {
     match s {
         Val::Vertex(v) => {
             let v = ev.deref(*v);
-            let vx = &ev.vs[v as usize];
-            if vx.is_list {
+            let vx = ev.vx(v);
+            if vx.is_list() {
                 let elems = vx
                     .arcs
                     .values()
@@ -64,9 +64,7 @@ fn snapshot(ev: &mut Ev, s: &Val, span: Span) -> Expr {
                 .iter()
                 .map(|(l, a)| FieldDecl {
                     label: LabelExpr::Fixed(l.clone()),
-                    constraint: ev.vs[*a as usize]
-                        .constraint
-                        .unwrap_or(FieldConstraint::Regular),
+                    constraint: ev.vx(*a).constraint().unwrap_or(FieldConstraint::Regular),
                     value: Expr::Vertex(*a, span),
                     span,
                 })
@@ -140,7 +138,7 @@ fn opaque_value(ev: &mut Ev, env: &Option<Arc<super::Env>>, a: &Expr) -> Val {
     }
     // ... but a disjunction is kept whole rather than replaced by its default.
     let w = ev.deref_redirect(w);
-    if ev.vx(w).disj.is_some() {
+    if ev.vx(w).disjunction.result.is_some() {
         Val::Vertex(w)
     } else {
         v
@@ -151,7 +149,7 @@ fn opaque_value(ev: &mut Ev, env: &Option<Arc<super::Env>>, a: &Expr) -> Val {
 /// disjunction, otherwise the vertex itself ([`BVal::Opaque`]).
 fn opaque_data(ev: &mut Ev, w: VId) -> BVal {
     let w = ev.deref_redirect(w);
-    if ev.vx(w).disj.is_none() {
+    if ev.vx(w).disjunction.result.is_none() {
         let mut scratch = Vec::new();
         if let Some(d) = ev.to_data(w, &mut scratch, 0) {
             if scratch.is_empty() {
@@ -291,10 +289,7 @@ impl Host for HostImpl<'_> {
         );
         self.ev.eval(a);
         let a = self.ev.deref(a);
-        let less = self.ev.vs[a as usize]
-            .arcs
-            .get(&Label::ident("less"))
-            .copied();
+        let less = self.ev.vx(a).arcs.get(&Label::ident("less")).copied();
         match less {
             Some(l) => match self.ev.vertex_value(l, span) {
                 Val::Bool(b) => Ok(b),
@@ -362,8 +357,8 @@ fn closed_len_in_progress(ev: &mut Ev, env: &Option<Arc<super::Env>>, e: &Expr) 
         return None;
     };
     let w = ev.deref_redirect(w);
-    let vx = &ev.vs[w as usize];
-    if vx.status != super::Status::Expanding || !vx.is_list {
+    let vx = ev.vx(w);
+    if vx.status != super::Status::Expanding || !vx.is_list() {
         return None;
     }
     vx.scr().list.as_ref().and_then(|l| l.closed_len)
@@ -373,13 +368,14 @@ fn list_items(ev: &mut Ev, v: &Val) -> Option<Vec<VId>> {
     if let Val::Vertex(w) = v {
         ev.eval(*w);
         let w = ev.deref(*w);
-        if ev.vs[w as usize].is_list {
-            return Some(ev.vs[w as usize].arcs.values().copied().collect());
+        if ev.vx(w).is_list() {
+            return Some(ev.vx(w).arcs.values().copied().collect());
         }
     }
     None
 }
 
+/// A call of a predeclared builtin (spec "Builtin functions").
 fn predeclared(
     ev: &mut Ev,
     env: &Option<Arc<super::Env>>,
@@ -387,75 +383,22 @@ fn predeclared(
     args: &[Expr],
     span: Span,
 ) -> Val {
-    let argn = |n: usize| -> Option<Val> {
-        if args.len() != n {
-            Some(err(
-                ErrorCode::Eval,
-                format!("{name}: expected {n} arguments, got {}", args.len()),
-                span,
-            ))
-        } else {
-            None
-        }
+    let arity = match name {
+        "len" | "close" | "and" | "or" => Some(1),
+        "div" | "mod" | "quo" | "rem" | "matchN" => Some(2),
+        "matchIf" => Some(3),
+        _ => None,
     };
+    if let Some(n) = arity.filter(|n| args.len() != *n) {
+        return err(
+            ErrorCode::Eval,
+            format!("{name}: expected {n} arguments, got {}", args.len()),
+            span,
+        );
+    }
     match name {
-        "len" => {
-            if let Some(e) = argn(1) {
-                return e;
-            }
-            let v = ev.eval_expr(env, &args[0]);
-            if let Val::Bottom(b) = &v {
-                if b.code == ErrorCode::Cycle {
-                    // A list being evaluated whose length a list literal already fixed (`a:
-                    // [{}]` with `a: _Q[0:len(a)]`): no conjunct can change that length, so it
-                    // is the answer rather than a cycle.
-                    if let Some(n) = closed_len_in_progress(ev, env, &args[0]) {
-                        return Val::int(n);
-                    }
-                }
-            }
-            let v = ev.concrete_default(v);
-            match v {
-                Val::Str(s) => Val::int(s.len()),
-                Val::Bytes(b) => Val::int(b.len()),
-                Val::Vertex(w) => {
-                    let w = ev.deref(w);
-                    let vx = &ev.vs[w as usize];
-                    if vx.is_list {
-                        Val::int(vx.elements().len())
-                    } else {
-                        let arcs: Vec<(Label, VId)> =
-                            vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
-                        let mut n = 0usize;
-                        for (l, a) in arcs {
-                            if !l.is_regular() {
-                                continue;
-                            }
-                            ev.eval(a);
-                            if ev.vs[a as usize].constraint == Some(FieldConstraint::Regular) {
-                                n += 1;
-                            }
-                        }
-                        Val::int(n)
-                    }
-                }
-                Val::Bottom(b) => Val::Bottom(b),
-                other if other.is_concrete_scalar() => err(
-                    ErrorCode::Eval,
-                    format!("invalid argument to len: {}", ops::show(&other)),
-                    span,
-                ),
-                other => err(
-                    ErrorCode::Incomplete,
-                    format!("len: non-concrete argument {}", ops::show(&other)),
-                    span,
-                ),
-            }
-        }
+        "len" => len(ev, env, &args[0], span),
         "close" | "and" | "or" => {
-            if let Some(e) = argn(1) {
-                return e;
-            }
             let a = ev.anon(
                 env.clone(),
                 Expr::Call(
@@ -467,9 +410,6 @@ fn predeclared(
             ev.vertex_value(a, span)
         }
         "div" | "mod" | "quo" | "rem" => {
-            if let Some(e) = argn(2) {
-                return e;
-            }
             let a = ev.eval_expr(env, &args[0]);
             let b = ev.eval_expr(env, &args[1]);
             let a = ev.concrete_default(a);
@@ -477,9 +417,6 @@ fn predeclared(
             ops::int_div(name, &a, &b, span)
         }
         "matchN" => {
-            if let Some(e) = argn(2) {
-                return e;
-            }
             let n = ev.eval_expr(env, &args[0]);
             let n = ev.concrete_default(n);
             if let Val::Bottom(b) = n {
@@ -497,9 +434,6 @@ fn predeclared(
             Val::Validator(Arc::new(Validator::MatchN(n, schemas, span)))
         }
         "matchIf" => {
-            if let Some(e) = argn(3) {
-                return e;
-            }
             let mut vs = Vec::new();
             for a in args {
                 let x = ev.anon(env.clone(), a.clone());
@@ -529,6 +463,58 @@ fn predeclared(
     }
 }
 
+/// `len(x)`: the bytes of a string or bytes value, the elements of a list, the regular
+/// fields of a struct.
+fn len(ev: &mut Ev, env: &Option<Arc<super::Env>>, arg: &Expr, span: Span) -> Val {
+    let v = ev.eval_expr(env, arg);
+    if let Val::Bottom(b) = &v {
+        if b.code == ErrorCode::Cycle {
+            // A list being evaluated whose length a list literal already fixed (`a:
+            // [{}]` with `a: _Q[0:len(a)]`): no conjunct can change that length, so it
+            // is the answer rather than a cycle.
+            if let Some(n) = closed_len_in_progress(ev, env, arg) {
+                return Val::int(n);
+            }
+        }
+    }
+    let v = ev.concrete_default(v);
+    match v {
+        Val::Str(s) => Val::int(s.len()),
+        Val::Bytes(b) => Val::int(b.len()),
+        Val::Vertex(w) => {
+            let w = ev.deref(w);
+            let vx = ev.vx(w);
+            if vx.is_list() {
+                Val::int(vx.elements().len())
+            } else {
+                let arcs: Vec<(Label, VId)> = vx.arc_list();
+                let mut n = 0usize;
+                for (l, a) in arcs {
+                    if !l.is_regular() {
+                        continue;
+                    }
+                    ev.eval(a);
+                    if ev.vx(a).constraint() == Some(FieldConstraint::Regular) {
+                        n += 1;
+                    }
+                }
+                Val::int(n)
+            }
+        }
+        Val::Bottom(b) => Val::Bottom(b),
+        other if other.is_concrete_scalar() => err(
+            ErrorCode::Eval,
+            format!("invalid argument to len: {}", ops::show(&other)),
+            span,
+        ),
+        other => err(
+            ErrorCode::Incomplete,
+            format!("len: non-concrete argument {}", ops::show(&other)),
+            span,
+        ),
+    }
+}
+
 /// A list argument of a structural builtin: concrete data where it is concrete, its elements
 /// otherwise, each as data or as [`BVal::Opaque`] (nested lists opened `levels - 1` further).
 /// `None` for anything but a list without errors.
@@ -541,8 +527,8 @@ fn open_list(ev: &mut Ev, w: VId, levels: u32) -> Option<BVal> {
     }
     ev.eval(w);
     let d = ev.deref(w);
-    let vx = &ev.vs[d as usize];
-    if levels == 0 || !vx.is_list || vx.err.is_some() || vx.disj.is_some() {
+    let vx = ev.vx(d);
+    if levels == 0 || !vx.is_list() || vx.err().is_some() || vx.disjunction.result.is_some() {
         return None;
     }
     let arcs = vx.elements();
@@ -550,7 +536,7 @@ fn open_list(ev: &mut Ev, w: VId, levels: u32) -> Option<BVal> {
     for a in arcs {
         ev.eval(a);
         let ad = ev.deref(a);
-        if ev.vs[ad as usize].err.is_some() {
+        if ev.vx(ad).err().is_some() {
             return None;
         }
         out.push(open_list(ev, a, levels - 1).unwrap_or(BVal::Opaque(a as u64)));

@@ -10,6 +10,18 @@
 
 use super::*;
 
+/// A comprehension of a struct literal waiting to run (see `comprehension`): its environment
+/// and clauses, and the closedness of the literal's conjunct its results are embedded with.
+#[derive(Clone, Debug)]
+pub(super) struct PendingComp {
+    pub(super) env: Arc<Env>,
+    pub(super) comp: ComprehensionC,
+    pub(super) close: Option<u32>,
+    /// The group its results record their labels into (they are embeddings).
+    pub(super) embed: Option<u32>,
+    pub(super) outer: Option<Arc<[u32]>>,
+}
+
 impl Ev {
     /// Runs comprehension clauses; collects the environments in which the body is yielded.
     pub(super) fn run_clauses(
@@ -21,7 +33,7 @@ impl Ev {
         out: &mut Vec<Arc<Env>>,
     ) -> Option<Arc<Bottom>> {
         if !self.step() {
-            return self.limit_err.clone();
+            return self.budget.limit_err.clone();
         }
         let Some(cl) = comp.clauses.get(i) else {
             out.push(env.clone());
@@ -34,20 +46,19 @@ impl Ev {
                     Val::Vertex(w) => {
                         self.eval(w);
                         let w = self.deref(w);
-                        if let Some(b) = self.vx(w).err.clone() {
+                        if let Some(b) = self.vx(w).value.err.clone() {
                             return Some(b);
                         }
                         let wx = self.vx(w);
-                        if wx.disj.is_some() {
+                        if wx.disjunction.result.is_some() {
                             return Some(Bottom::new(
                                 ErrorCode::Incomplete,
                                 "cannot range over unresolved disjunction",
                                 *span,
                             ));
                         }
-                        let arcs: Vec<(Label, VId)> =
-                            wx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
-                        let is_list = wx.is_list;
+                        let arcs: Vec<(Label, VId)> = wx.arc_list();
+                        let is_list = wx.is_list();
                         for (l, a) in arcs {
                             if is_list {
                                 if l.kind != LabelKind::Index {
@@ -58,7 +69,7 @@ impl Ev {
                                     continue;
                                 }
                                 self.eval(a);
-                                if self.vx(a).constraint != Some(FieldConstraint::Regular) {
+                                if self.vx(a).constraint() != Some(FieldConstraint::Regular) {
                                     continue;
                                 }
                             }
@@ -132,12 +143,12 @@ impl Ev {
             }
             let mut failed = Vec::new();
             let mut progressed = false;
-            for (env, comp, close, embed, outer) in comps {
+            for pc in comps {
                 let mut bodies = Vec::new();
-                let r = self.run_clauses(v, &env, &comp, 0, &mut bodies);
+                let r = self.run_clauses(v, &pc.env, &pc.comp, 0, &mut bodies);
                 match r {
                     Some(b) if !b.code.is_fatal() && round == 0 => {
-                        failed.push((env, comp, close, embed, outer, b));
+                        failed.push((pc, b));
                     }
                     Some(b) => {
                         self.set_err(v, b);
@@ -149,10 +160,10 @@ impl Ev {
                                 v,
                                 Conj {
                                     env: Some(benv),
-                                    expr: Expr::Struct(comp.body.clone()),
-                                    close,
-                                    embed,
-                                    outer: outer.clone(),
+                                    expr: Expr::Struct(pc.comp.body.clone()),
+                                    close: pc.close,
+                                    embed: pc.embed,
+                                    outer: pc.outer.clone(),
                                 },
                             );
                         }
@@ -167,7 +178,7 @@ impl Ev {
                 continue;
             }
             if !progressed || round > 0 {
-                for (_, _, _, _, _, b) in failed {
+                for (_, b) in failed {
                     if b.code == ErrorCode::Incomplete {
                         self.stuck_comprehensions.insert(v, ());
                     }
@@ -179,11 +190,8 @@ impl Ev {
                 continue;
             }
             round += 1;
-            for (env, comp, close, embed, outer, _) in failed {
-                self.vm(v)
-                    .scr_mut()
-                    .comps
-                    .push((env, comp, close, embed, outer));
+            for (pc, _) in failed {
+                self.vm(v).scr_mut().comps.push(pc);
             }
         }
     }

@@ -7,6 +7,15 @@
 
 use super::*;
 
+/// A copy of the struct or list vertex `from` into a vertex whose ancestor already holds one
+/// (see `Ev::flush_cyclic`), held back with the conjunct referring to it and its position.
+#[derive(Clone, Debug)]
+pub(super) struct HeldCopy {
+    pub(super) from: VId,
+    pub(super) conj: Conj,
+    pub(super) span: Span,
+}
+
 impl Ev {
     pub(super) fn is_ancestor_regular(&self, anc: VId, v: VId) -> Option<bool> {
         // Returns Some(all_regular) if `anc` is a strict ancestor of `v`.
@@ -16,7 +25,7 @@ impl Ev {
         let mut n = 0;
         while let Some(p) = cur {
             // A disjunct stands for the vertex it is a choice of (`c: 1 | {d: c}`).
-            if p == anc || self.vx(p).clone_of == Some(anc) {
+            if p == anc || self.vx(p).disjunction.clone_of == Some(anc) {
                 return Some(all_regular);
             }
             let px = self.vx(p);
@@ -45,13 +54,13 @@ impl Ev {
     }
 
     /// Whether a strict ancestor of `v` holds an unfed copy of `w` (see `flush_cyclic`).
-    pub(super) fn suspect_above(&self, v: VId, w: VId) -> bool {
+    fn suspect_above(&self, v: VId, w: VId) -> bool {
         self.ancestors(v)
             .any(|p| self.vx(p).scr().suspect.contains(&w))
     }
 
     /// Whether `v` or an ancestor up to the root is an optional field or a definition.
-    pub(super) fn under_optional(&self, v: VId) -> bool {
+    fn under_optional(&self, v: VId) -> bool {
         std::iter::once(v).chain(self.ancestors(v)).any(|p| {
             let px = self.vx(p);
             px.constraint == Some(FieldConstraint::Optional) || px.label.is_def()
@@ -72,7 +81,7 @@ impl Ev {
             rounds += 1;
             let pending = self.vm(v).take_scratch(|x| &mut x.cyc_pending);
             let vx = self.vx(v);
-            if vx.err.is_some() || rounds > 64 {
+            if vx.value.err.is_some() || rounds > 64 {
                 return;
             }
             // Data counts only if it does not come from the repeated structure itself: a field
@@ -80,7 +89,7 @@ impl Ev {
             // level (upstream's self-feeding cycle).
             let decls: Vec<Span> = pending
                 .iter()
-                .flat_map(|(w, _, _)| self.vx(*w).conjuncts.iter().map(|c| c.expr.span()))
+                .flat_map(|h| self.vx(h.from).conjuncts.iter().map(|c| c.expr.span()))
                 .collect();
             let inside = |s: Span| {
                 decls
@@ -96,13 +105,18 @@ impl Ev {
                 let mut cycle = None;
                 let mut copied = false;
                 // A disjunct is given no extra round: its cycle eliminates it.
-                let disjunct = vx.nosplit && !vx.scr().choice.is_empty();
-                for (w, c, span) in pending {
+                let disjunct = vx.disjunction.nosplit && !vx.scr().choice.is_empty();
+                for HeldCopy {
+                    from: w,
+                    conj,
+                    span,
+                } in pending
+                {
                     if disjunct || self.suspect_above(v, w) {
                         cycle.get_or_insert(span);
                     } else if !self.vx(v).scr().inlined.contains(&w) {
                         self.vm(v).scr_mut().suspect.push(w);
-                        self.inline(v, w, &c, span);
+                        self.inline(v, w, &conj, span);
                         copied = true;
                     }
                 }
@@ -114,9 +128,14 @@ impl Ev {
                 }
                 continue;
             }
-            for (w, c, span) in pending {
+            for HeldCopy {
+                from: w,
+                conj,
+                span,
+            } in pending
+            {
                 if !self.vx(v).scr().inlined.contains(&w) {
-                    self.inline(v, w, &c, span);
+                    self.inline(v, w, &conj, span);
                 }
             }
         }

@@ -22,33 +22,118 @@
 
 use super::*;
 
+/// A disjunction met while expanding a vertex, split on once the vertex is finished (see
+/// `disjunct`).
+#[derive(Clone, Debug)]
+pub(super) struct PendingDisj {
+    /// The conjunct holding the disjunction.
+    pub(super) conj: Conj,
+    /// The alternatives, each with its default mark.
+    pub(super) alts: Arc<[(Expr, bool)]>,
+    /// Met inside an alternative of another disjunction.
+    pub(super) nested: bool,
+    /// The vertex's atom state when it was met.
+    pub(super) met: Met,
+}
+
+/// What a vertex held when one of its disjunctions was met: whether it had a scalar and how
+/// many bounds. A disjunct that starts from the vertex's complete atom state
+/// (`Ev::atom_disjunct`) is exact only if nothing it orders by arrival came in after.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Met {
+    pub(super) scalar: bool,
+    pub(super) bounds: usize,
+}
+
+/// A state of a vertex being split on its disjunctions: a clone with the history of its
+/// choices (the first state is the vertex itself, with none).
+struct State {
+    vertex: VId,
+    hist: Vec<Chosen>,
+}
+
+/// One choice of a state: the disjunction (by position) and the class of the alternative
+/// taken: 0 an alternative of an unmarked disjunction, 1 a marked alternative, 2 an unmarked
+/// alternative of a marked disjunction.
+#[derive(Clone, Copy)]
+struct Chosen {
+    at: Span,
+    class: u8,
+}
+
+/// The default provenance of a state: the highest class among its choices.
+fn prov(h: &[Chosen]) -> u8 {
+    h.iter().map(|x| x.class).max().unwrap_or(0)
+}
+
+/// What splitting a vertex collects across levels.
+#[derive(Default)]
+struct Split {
+    /// The states with no disjunction left.
+    finals: Vec<State>,
+    /// Disjunctions whose marks stand whatever survives (a marked alternative is an error by
+    /// itself).
+    keep_marks: HashSet<Span>,
+    /// The error of every eliminated disjunct, with its path below the vertex.
+    errs: Vec<(String, Arc<Bottom>)>,
+}
+
+impl Split {
+    /// Each final state with its default mode: a disjunction none of whose marked
+    /// alternatives survives has no default, so its other alternatives count as unmarked.
+    fn final_marks(&mut self) -> Vec<(VId, u8)> {
+        let mut marked_alive: HashSet<Span> = self
+            .finals
+            .iter()
+            .flat_map(|st| st.hist.iter())
+            .filter(|e| e.class == 1)
+            .map(|e| e.at)
+            .collect();
+        marked_alive.extend(std::mem::take(&mut self.keep_marks));
+        std::mem::take(&mut self.finals)
+            .into_iter()
+            .map(|st| {
+                let m = st
+                    .hist
+                    .iter()
+                    .map(|e| match e.class {
+                        2 if !marked_alive.contains(&e.at) => 0,
+                        c => c,
+                    })
+                    .max()
+                    .unwrap_or(0);
+                (st.vertex, m)
+            })
+            .collect()
+    }
+}
+
 impl Ev {
     // ----------------------------------------------------------------------------------------
     // Disjunctions.
 
-    pub(super) fn make_clone(&mut self, v: VId, choice: Vec<usize>) -> VId {
+    fn make_clone(&mut self, v: VId, choice: Vec<usize>) -> VId {
         let vert = self.vx(v);
         let mut clone = Vertex::new(vert.parent, vert.label.clone());
         clone.conjuncts = vert.conjuncts.clone();
         clone.constraint = vert.constraint;
         clone.def_close = vert.def_close;
         clone.span = vert.span;
-        clone.not_allowed = vert.not_allowed;
-        if vert.not_allowed {
+        clone.value.not_allowed = vert.value.not_allowed;
+        if vert.value.not_allowed {
             // The refusal with its positions (see `Ev::expand`).
-            clone.err = vert.err.clone();
+            clone.value.err = vert.value.err.clone();
         }
         clone.scr_mut().choice = choice;
-        clone.nosplit = true;
-        clone.clone_of = Some(vert.clone_of.unwrap_or(v));
-        let cid = self.vs.len() as VId;
+        clone.disjunction.nosplit = true;
+        clone.disjunction.clone_of = Some(vert.disjunction.clone_of.unwrap_or(v));
         self.stats.clones += 1;
-        self.vs.push(clone);
-        self.disj_ctx.push((v, cid));
+        let cid = self.push_vertex(clone);
+        self.active.disjuncts.push((v, cid));
         if !self.atom_disjunct(v, cid) {
             self.eval(cid);
         }
-        self.disj_ctx.pop();
+        self.active.disjuncts.pop();
         cid
     }
 
@@ -61,7 +146,7 @@ impl Ev {
         let c = self.vm(cid);
         if c.arcs.is_empty() {
             c.conjuncts = Vec::new();
-            c.bounds = Vec::new();
+            c.value.bounds = Vec::new();
             c.x = None;
         }
     }
@@ -86,18 +171,18 @@ impl Ev {
         // Atoms only, errors aside.
         fn atom_only(x: &Vertex) -> bool {
             x.arcs.is_empty()
-                && !x.is_struct
-                && !x.is_list
-                && !x.maybe_struct
-                && x.redirect.is_none()
-                && x.disj.is_none()
-                && x.unmet.is_none()
-                && !x.shared
-                && !x.not_allowed
+                && !x.value.is_struct
+                && !x.value.is_list
+                && !x.value.maybe_struct
+                && x.disjunction.redirect.is_none()
+                && x.disjunction.result.is_none()
+                && x.value.unmet.is_none()
+                && !x.value.shared
+                && !x.value.not_allowed
                 && x.scr().nothing_deferred()
         }
         let vx = self.vx(v);
-        if !atom_only(vx) || vx.err.is_some() || vx.incomplete.is_some() {
+        if !atom_only(vx) || vx.value.err.is_some() || vx.value.incomplete.is_some() {
             return false;
         }
         let choice = self.vx(cid).scr().choice.clone();
@@ -109,36 +194,35 @@ impl Ev {
         // Whether every chosen disjunction was met after all of `v`'s scalar and bounds.
         let mut in_order = true;
         for (j, &ch) in choice.iter().enumerate() {
-            let Some((dc, alts, nested, met)) = pend.get(j) else {
+            let Some(pd) = pend.get(j) else {
                 return false;
             };
-            let Some((e, _)) = alts.get(ch) else {
+            let Some((e, _)) = pd.alts.get(ch) else {
                 return false;
             };
-            if *nested {
+            if pd.nested {
                 return false;
             }
-            in_order &= met.bounds == vx.bounds.len() && (met.scalar || vx.scalar.is_none());
-            chosen.push(dc.with_expr(e.clone()));
+            in_order &= pd.met.bounds == vx.value.bounds.len()
+                && (pd.met.scalar || vx.value.scalar.is_none());
+            chosen.push(pd.conj.with_expr(e.clone()));
         }
         let rest: Vec<PendingDisj> = pend.get(choice.len()..).unwrap_or(&[]).to_vec();
-        let base_bounds = vx.bounds.len();
-        let (kinds, scalar, sspan, bounds) = (
-            vx.kinds,
-            vx.scalar.clone(),
-            vx.scalar_span,
-            vx.bounds.clone(),
-        );
+        let base_bounds = vx.value.bounds.len();
+        let kinds = vx.value.kinds;
+        let scalar = vx.value.scalar.clone();
+        let scalar_span = vx.value.scalar_span;
+        let bounds = vx.value.bounds.clone();
         let (bspans, seen, inlined) = (
             vx.scr().bound_spans.clone(),
             vx.scr().disj_seen,
             vx.scr().inlined.clone(),
         );
         let c = self.vm(cid);
-        c.kinds = kinds;
-        c.scalar = scalar;
-        c.scalar_span = sspan;
-        c.bounds = bounds;
+        c.value.kinds = kinds;
+        c.value.scalar = scalar;
+        c.value.scalar_span = scalar_span;
+        c.value.bounds = bounds;
         c.status = Status::Expanding;
         let s = c.scr_mut();
         s.bound_spans = bspans;
@@ -146,23 +230,23 @@ impl Ev {
         s.inlined = inlined;
         // Past every disjunction `v` met: one an alternative brings is new, and refused below.
         s.disj_seen = seen;
-        self.in_progress.push(cid);
+        self.active.expanding.push(cid);
         for c in chosen {
-            self.vm(cid).nest += 1;
+            self.vm(cid).disjunction.nest += 1;
             self.process(cid, c);
-            self.vm(cid).nest -= 1;
+            self.vm(cid).disjunction.nest -= 1;
         }
         let cx = self.vx(cid);
         let ok = atom_only(cx)
             && cx.scr().pending_disj.is_empty()
-            && (in_order || cx.bounds.len() == base_bounds);
+            && (in_order || cx.value.bounds.len() == base_bounds);
         if ok {
             self.vm(cid).scr_mut().pending_disj = rest;
             self.finish(cid);
         }
-        if !ok || (!in_order && self.vx(cid).err.is_some()) {
+        if !ok || (!in_order && self.vx(cid).value.err.is_some()) {
             // Evaluated from its conjuncts instead (`expand` starts it over).
-            self.in_progress.pop();
+            self.active.expanding.pop();
             self.vm(cid).status = Status::Fresh;
             return false;
         }
@@ -175,7 +259,8 @@ impl Ev {
     /// disjunct is evaluated as the value of the field, so a reference from inside it to the
     /// field itself sees that disjunct, not the undecided whole).
     pub(super) fn current_disjunct(&self, a: VId) -> VId {
-        self.disj_ctx
+        self.active
+            .disjuncts
             .iter()
             .rev()
             .find(|(o, _)| *o == a)
@@ -184,152 +269,150 @@ impl Ev {
 
     /// Splits `v` on its disjunctions level by level: each state is a clone with a prefix of
     /// choices fixed; failing states are dropped and equal states merged before the next level.
+    /// The survivors decide `v`: an error when none survives, a redirect to the single one, or
+    /// the disjunction of all of them with their defaults.
     pub(super) fn resolve_disjunctions(&mut self, v: VId) {
-        // A state is a clone with the history of its choices: (disjunction span, class) where
-        // class 0 = alternative of an unmarked disjunction, 1 = marked alternative, 2 = unmarked
-        // alternative of a marked disjunction. The first state is `v` itself.
-        type Hist = Vec<(Span, u8)>;
-        fn prov(h: &Hist) -> u8 {
-            h.iter().map(|x| x.1).max().unwrap_or(0)
-        }
-        let mut frontier: Vec<(VId, Hist)> = vec![(v, Vec::new())];
-        let mut finals: Vec<(VId, Hist)> = Vec::new();
-        let mut keep_marks: HashSet<(u32, u32, u32)> = HashSet::new();
-        // The error of every eliminated disjunct, with its path below `v`.
-        let mut errs: Vec<(String, Arc<Bottom>)> = Vec::new();
+        let mut split = Split::default();
+        let mut frontier = vec![State {
+            vertex: v,
+            hist: Vec::new(),
+        }];
         // One disjunction is split per round, so the loop ends when every state has chosen an
         // alternative of each of its (finitely many) disjunctions; no fixed cap drops
         // surviving states (the evaluation limits still apply).
         while !frontier.is_empty() {
-            if self.limit_err.is_some() {
+            if self.budget.limit_err.is_some() {
                 break;
             }
-            let mut next: Vec<(VId, Hist)> = Vec::new();
-            for (st, hist) in std::mem::take(&mut frontier) {
-                let Some((dc, alts, _, _)) = self.vx(st).scr().pending_disj.first().cloned() else {
-                    finals.push((st, hist));
-                    continue;
-                };
-                let dspan = dc.expr.span();
-                let has_marks = alts.iter().any(|(_, d)| *d);
-                // A marked alternative that is an error by itself keeps the disjunction's marks.
-                if alts
-                    .iter()
-                    .any(|(e, d)| *d && matches!(e, Expr::Lit(Val::Bottom(_), _) | Expr::Bad(_)))
-                {
-                    keep_marks.insert((dspan.file.0, dspan.start, dspan.end));
-                }
-                let base_choice = self.vx(st).scr().choice.clone();
-                for (i, (_, mark)) in alts.iter().enumerate() {
-                    if self.limit_err.is_some() {
-                        break;
-                    }
-                    let mut ch = base_choice.clone();
-                    ch.push(i);
-                    let cid = self.make_clone(v, ch);
-                    let undefined = self
-                        .vx(cid)
-                        .incomplete
-                        .as_ref()
-                        .is_some_and(|b| b.code == ErrorCode::Undefined)
-                        && self.vx(cid).scalar.is_none();
-                    if undefined {
-                        self.release_disjunct(cid);
-                        continue;
-                    }
-                    let mut at = Vec::new();
-                    self.disj_ctx.push((v, cid));
-                    let found = self.error_deep_at(cid, 0, false, &mut at);
-                    self.disj_ctx.pop();
-                    if let Some(e) = found {
-                        // A field the struct does not allow yet may be allowed by an embedded
-                        // disjunction still to be split: such a state is judged at the end.
-                        let later = !self.vx(cid).scr().pending_disj.is_empty()
-                            && e.code == ErrorCode::NotAllowed;
-                        if !later {
-                            errs.push((labels_text(&at), e));
-                            self.release_disjunct(cid);
-                            continue;
-                        }
-                    }
-                    let class: u8 = if !has_marks {
-                        0
-                    } else if *mark {
-                        1
-                    } else {
-                        2
-                    };
-                    let mut h = hist.clone();
-                    h.push((dspan, class));
-                    next.push((cid, h));
-                }
-                // A state that was split is superseded by its clones (each cloned from `v`).
-                if st != v {
-                    self.release_disjunct(st);
-                }
+            let mut next: Vec<State> = Vec::new();
+            for st in std::mem::take(&mut frontier) {
+                self.split_state(v, st, &mut split, &mut next);
             }
-            // Equal states are merged before the next level; a single state has nothing to be
-            // merged with, so its fingerprint (a walk of the whole clone) is not taken.
-            if next.len() < 2 {
-                frontier = next;
+            frontier = self.merge_states(next);
+        }
+        let finals = split.final_marks();
+        self.decide_disjunctions(v, finals, split.errs);
+    }
+
+    /// Splits state `st` of `v` on its next pending disjunction, one clone per alternative
+    /// (each cloned from `v`), into `next`; a state with none left is final. A clone that
+    /// fails is dropped with its error (unless the error is a field not allowed yet, which a
+    /// disjunction still to be split may allow).
+    fn split_state(&mut self, v: VId, st: State, split: &mut Split, next: &mut Vec<State>) {
+        let Some(pd) = self.vx(st.vertex).scr().pending_disj.first().cloned() else {
+            split.finals.push(st);
+            return;
+        };
+        let (dspan, alts) = (pd.conj.expr.span(), pd.alts);
+        let has_marks = alts.iter().any(|(_, d)| *d);
+        // A marked alternative that is an error by itself keeps the disjunction's marks.
+        if alts
+            .iter()
+            .any(|(e, d)| *d && matches!(e, Expr::Lit(Val::Bottom(_), _) | Expr::Bad(_)))
+        {
+            split.keep_marks.insert(dspan);
+        }
+        let base_choice = self.vx(st.vertex).scr().choice.clone();
+        for (i, (_, mark)) in alts.iter().enumerate() {
+            if self.budget.limit_err.is_some() {
+                break;
+            }
+            let mut ch = base_choice.clone();
+            ch.push(i);
+            let cid = self.make_clone(v, ch);
+            let undefined = self
+                .vx(cid)
+                .value
+                .incomplete
+                .as_ref()
+                .is_some_and(|b| b.code == ErrorCode::Undefined)
+                && self.vx(cid).value.scalar.is_none();
+            if undefined {
+                self.release_disjunct(cid);
                 continue;
             }
-            let mut merged: Vec<(VId, Hist, String)> = Vec::with_capacity(next.len());
-            for (cid, h) in next {
-                let mut key = self.fingerprint(cid, 0);
-                for (c, _, _, _) in &self.vx(cid).scr().pending_disj {
-                    key.push_str(&format!("|{:?}", c.expr.span()));
-                }
-                if let Some(u) = merged.iter_mut().find(|u| u.2 == key) {
-                    let better = match (prov(&h), prov(&u.1)) {
-                        (1, x) => x != 1 && h.iter().all(|e| e.1 != 2) || x == 2,
-                        (0, 2) => true,
-                        _ => false,
-                    };
-                    if better {
-                        u.1 = h;
-                    }
+            let mut at = Vec::new();
+            self.active.disjuncts.push((v, cid));
+            let found = self.error_deep_at(cid, 0, false, &mut at);
+            self.active.disjuncts.pop();
+            if let Some(e) = found {
+                // A field the struct does not allow yet may be allowed by an embedded
+                // disjunction still to be split: such a state is judged at the end.
+                let later =
+                    !self.vx(cid).scr().pending_disj.is_empty() && e.code == ErrorCode::NotAllowed;
+                if !later {
+                    split.errs.push((labels_text(&at), e));
                     self.release_disjunct(cid);
-                } else {
-                    merged.push((cid, h, key));
+                    continue;
                 }
             }
-            frontier = merged.into_iter().map(|(a, b, _)| (a, b)).collect();
+            let class: u8 = if !has_marks {
+                0
+            } else if *mark {
+                1
+            } else {
+                2
+            };
+            let mut hist = st.hist.clone();
+            hist.push(Chosen { at: dspan, class });
+            next.push(State { vertex: cid, hist });
         }
-        // A disjunction none of whose marked alternatives survives has no default: its other
-        // alternatives count as unmarked.
-        let mut marked_alive: HashSet<(u32, u32, u32)> = finals
-            .iter()
-            .flat_map(|(_, h)| h.iter())
-            .filter(|e| e.1 == 1)
-            .map(|e| (e.0.file.0, e.0.start, e.0.end))
-            .collect();
-        marked_alive.extend(keep_marks);
-        let finals: Vec<(VId, u8)> = finals
-            .into_iter()
-            .map(|(cid, h)| {
-                let m = h
-                    .iter()
-                    .map(|e| match e.1 {
-                        2 if !marked_alive.contains(&(e.0.file.0, e.0.start, e.0.end)) => 0,
-                        c => c,
-                    })
-                    .max()
-                    .unwrap_or(0);
-                (cid, m)
-            })
-            .collect();
+        // A state that was split is superseded by its clones (each cloned from `v`).
+        if st.vertex != v {
+            self.release_disjunct(st.vertex);
+        }
+    }
+
+    /// Merges equal states of a level (by fingerprint and the disjunctions they have left),
+    /// keeping the best default provenance of each; a single state has nothing to be merged
+    /// with, so its fingerprint (a walk of the whole clone) is not taken.
+    fn merge_states(&mut self, next: Vec<State>) -> Vec<State> {
+        if next.len() < 2 {
+            return next;
+        }
+        let mut merged: Vec<(State, String)> = Vec::with_capacity(next.len());
+        for st in next {
+            let mut key = self.fingerprint(st.vertex, 0);
+            for pd in &self.vx(st.vertex).scr().pending_disj {
+                key.push_str(&format!("|{:?}", pd.conj.expr.span()));
+            }
+            if let Some(u) = merged.iter_mut().find(|u| u.1 == key) {
+                let better = match (prov(&st.hist), prov(&u.0.hist)) {
+                    (1, x) => x != 1 && st.hist.iter().all(|e| e.class != 2) || x == 2,
+                    (0, 2) => true,
+                    _ => false,
+                };
+                if better {
+                    u.0.hist = st.hist;
+                }
+                self.release_disjunct(st.vertex);
+            } else {
+                merged.push((st, key));
+            }
+        }
+        merged.into_iter().map(|(st, _)| st).collect()
+    }
+
+    /// Decides `v` from its final states (each with its default mode): the resolved clones are
+    /// flattened, equal survivors merged; none is an error (every eliminated disjunct's,
+    /// `errs`), one is a redirect, more are the disjunction.
+    fn decide_disjunctions(
+        &mut self,
+        v: VId,
+        finals: Vec<(VId, u8)>,
+        errs: Vec<(String, Arc<Bottom>)>,
+    ) {
         // Flatten resolved clones and merge equal alternatives.
         let mut survivors: Vec<(VId, u8)> = Vec::new();
         for (cid, m) in finals {
             let cx = self.vx(cid);
-            if let Some(dr) = cx.disj.clone() {
+            if let Some(dr) = cx.disjunction.result.clone() {
                 for (i, (a, _)) in dr.alts.iter().enumerate() {
                     survivors.push((*a, m.max(dr.modes.get(i).copied().unwrap_or(0))));
                 }
             } else {
-                let target = cx.redirect.unwrap_or(cid);
-                survivors.push((target, m.max(cx.redirect_mark)));
+                let target = cx.disjunction.redirect.unwrap_or(cid);
+                survivors.push((target, m.max(cx.disjunction.redirect_mark)));
             }
         }
         // A single survivor needs no fingerprint either.
@@ -350,20 +433,80 @@ impl Ev {
         vert.take_scratch(|x| &mut x.pending_disj);
         if uniq.is_empty() {
             let span = vert.span;
-            vert.err = Some(empty_disjunction(errs, span));
+            vert.value.err = Some(empty_disjunction(errs, span));
             return;
         }
         if uniq.len() == 1 {
-            vert.redirect = Some(uniq[0].0);
-            vert.redirect_mark = uniq[0].1;
+            vert.disjunction.redirect = Some(uniq[0].0);
+            vert.disjunction.redirect_mark = uniq[0].1;
             return;
         }
         let has_default = uniq.iter().any(|u| u.1 == 1);
         let modes = uniq.iter().map(|u| u.1).collect();
-        vert.disj = Some(Arc::new(DisjResult {
+        vert.disjunction.result = Some(Arc::new(DisjResult {
             alts: uniq.into_iter().map(|u| (u.0, u.1 == 1)).collect(),
             modes,
             has_default,
         }));
+    }
+}
+
+fn merge_mode(a: u8, b: u8) -> u8 {
+    match (a, b) {
+        (1, _) | (_, 1) => 1,
+        (0, _) | (_, 0) => 0,
+        _ => 2,
+    }
+}
+
+/// Labels as a path suffix (`.a.b.0`), empty for none.
+fn labels_text(labels: &[Label]) -> String {
+    let mut s = String::new();
+    for l in labels {
+        s.push('.');
+        if l.kind == LabelKind::Index {
+            s.push_str(&l.name);
+        } else {
+            s.push_str(&l.path_text());
+        }
+    }
+    s
+}
+
+/// The error of a disjunction none of whose disjuncts survived (upstream: "N errors in empty
+/// disjunction", then each disjunct's error at its own path). A single failing disjunct is its
+/// error, at its path; errors repeated by several disjuncts are listed once.
+fn empty_disjunction(errs: Vec<(String, Arc<Bottom>)>, span: Span) -> Arc<Bottom> {
+    let mut uniq: Vec<(String, Arc<Bottom>)> = Vec::new();
+    for (p, e) in errs {
+        if !uniq
+            .iter()
+            .any(|(q, f)| *q == p && f.msg == e.msg && f.span == e.span)
+        {
+            uniq.push((p, e));
+        }
+    }
+    match uniq.len() {
+        0 => Bottom::new(ErrorCode::Eval, "empty disjunction", span),
+        1 if uniq[0].0.is_empty() => uniq.remove(0).1,
+        n => {
+            let code = if uniq.iter().all(|(_, e)| !e.code.is_fatal()) {
+                ErrorCode::Incomplete
+            } else {
+                ErrorCode::Eval
+            };
+            let msg = if n == 1 {
+                uniq[0].1.msg.clone()
+            } else {
+                format!("{n} errors in empty disjunction")
+            };
+            Arc::new(Bottom {
+                code,
+                msg,
+                span: if n == 1 { uniq[0].1.span } else { span },
+                related: Vec::new(),
+                sub: uniq,
+            })
+        }
     }
 }

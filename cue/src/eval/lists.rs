@@ -8,9 +8,16 @@
 
 use super::*;
 
+#[derive(Clone, Debug, Default)]
+pub(super) struct ListState {
+    pub(super) closed_len: Option<usize>,
+    pub(super) min_len: usize,
+    pub(super) tails: Vec<(usize, Conj)>,
+}
+
 impl Ev {
     pub(super) fn expand_list(&mut self, v: VId, c: &Conj, lit: &Arc<ListLit>) {
-        self.vm(v).is_list = true;
+        self.vm(v).value.is_list = true;
         let child_close = self.child_close(c);
         let child_outer = self.child_outer(c);
         let mut idx = 0usize;

@@ -265,20 +265,6 @@ pub fn binary(ev: &mut Ev, op: BinaryOp, a: Val, b: Val, span: Span) -> Val {
     if let Some(e) = operand_check(&a, &b, op_text(op), span) {
         return e;
     }
-    let mismatch = |a: &Val, b: &Val| {
-        err(
-            ErrorCode::Eval,
-            format!(
-                "invalid operands {} and {} to '{}' (type {} and {})",
-                show(a),
-                show(b),
-                op_text(op),
-                kind_name(a.kind()),
-                kind_name(b.kind())
-            ),
-            span,
-        )
-    };
     match op {
         BinaryOp::And | BinaryOp::Or => match (&a, &b) {
             (Val::Bool(x), Val::Bool(y)) => Val::Bool(if op == BinaryOp::And {
@@ -286,7 +272,7 @@ pub fn binary(ev: &mut Ev, op: BinaryOp, a: Val, b: Val, span: Span) -> Val {
             } else {
                 *x || *y
             }),
-            _ => mismatch(&a, &b),
+            _ => mismatch(op, &a, &b, span),
         },
         BinaryOp::Eq | BinaryOp::Ne => {
             let comparable = match (&a, &b) {
@@ -318,7 +304,7 @@ pub fn binary(ev: &mut Ev, op: BinaryOp, a: Val, b: Val, span: Span) -> Val {
                     BinaryOp::Gt => o.is_gt(),
                     _ => o.is_ge(),
                 }),
-                None => mismatch(&a, &b),
+                None => mismatch(op, &a, &b, span),
             }
         }
         BinaryOp::Match | BinaryOp::NotMatch => match (&a, &b) {
@@ -329,67 +315,86 @@ pub fn binary(ev: &mut Ev, op: BinaryOp, a: Val, b: Val, span: Span) -> Val {
                 }
                 Err(e) => err(ErrorCode::Eval, e, span),
             },
-            _ => mismatch(&a, &b),
+            _ => mismatch(op, &a, &b, span),
         },
-        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => {
-            match (&a, &b) {
-                (Val::Int(x), Val::Int(y)) => {
-                    return Val::int(match op {
-                        BinaryOp::Add => &**x + &**y,
-                        BinaryOp::Sub => &**x - &**y,
-                        _ => &**x * &**y,
-                    })
-                }
-                (Val::Int(_) | Val::Float(_), Val::Int(_) | Val::Float(_)) => {
-                    let (Some(x), Some(y)) = (to_dec(&a), to_dec(&b)) else {
-                        return mismatch(&a, &b);
-                    };
-                    if !exponent_in_range(&x) || !exponent_in_range(&y) {
-                        return err(ErrorCode::Eval, "float exponent out of range", span);
-                    }
-                    let r = match op {
-                        BinaryOp::Add => x + y,
-                        BinaryOp::Sub => x - y,
-                        _ => x * y,
-                    };
-                    let r = round34(r);
-                    if !exponent_in_range(&r) {
-                        return err(ErrorCode::Eval, "float exponent out of range", span);
-                    }
-                    return Val::Float(Arc::new(r));
-                }
-                _ => {}
-            }
-            match (op, &a, &b) {
-                (BinaryOp::Add, Val::Str(x), Val::Str(y)) => Val::Str(format!("{x}{y}").into()),
-                (BinaryOp::Add, Val::Bytes(x), Val::Bytes(y)) => {
-                    let mut v = x.to_vec();
-                    v.extend_from_slice(y);
-                    Val::Bytes(v.into())
-                }
-                (BinaryOp::Mul, Val::Str(s), Val::Int(n))
-                | (BinaryOp::Mul, Val::Int(n), Val::Str(s)) => match n.to_usize() {
-                    Some(n) if s.len().saturating_mul(n) <= 1 << 24 => Val::Str(s.repeat(n).into()),
-                    _ => err(ErrorCode::Eval, "invalid repeat count", span),
-                },
-                (BinaryOp::Mul, Val::Bytes(s), Val::Int(n))
-                | (BinaryOp::Mul, Val::Int(n), Val::Bytes(s)) => match n.to_usize() {
-                    Some(n) if s.len().saturating_mul(n) <= 1 << 24 => {
-                        Val::Bytes(s.repeat(n).into())
-                    }
-                    _ => err(ErrorCode::Eval, "invalid repeat count", span),
-                },
-                _ => mismatch(&a, &b),
-            }
-        }
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => arith(op, &a, &b, span),
         BinaryOp::Div => match (to_dec(&a), to_dec(&b)) {
             (Some(x), Some(y)) => match dec_div(&x, &y) {
                 Some(r) => Val::Float(Arc::new(r)),
                 None => err(ErrorCode::Eval, "failed arithmetic: division by zero", span),
             },
-            _ => mismatch(&a, &b),
+            _ => mismatch(op, &a, &b, span),
         },
-        BinaryOp::Disjunction | BinaryOp::Unification => mismatch(&a, &b),
+        BinaryOp::Disjunction | BinaryOp::Unification => mismatch(op, &a, &b, span),
+    }
+}
+
+/// The error of operands of kinds `op` does not take.
+fn mismatch(op: BinaryOp, a: &Val, b: &Val, span: Span) -> Val {
+    err(
+        ErrorCode::Eval,
+        format!(
+            "invalid operands {} and {} to '{}' (type {} and {})",
+            show(a),
+            show(b),
+            op_text(op),
+            kind_name(a.kind()),
+            kind_name(b.kind())
+        ),
+        span,
+    )
+}
+
+/// `+ - *`: integers exactly, other numbers as 34-digit decimals (a float), strings and
+/// bytes concatenated (`+`) or repeated (`*` by an int, at most 16 MiB).
+fn arith(op: BinaryOp, a: &Val, b: &Val, span: Span) -> Val {
+    match (a, b) {
+        (Val::Int(x), Val::Int(y)) => {
+            return Val::int(match op {
+                BinaryOp::Add => &**x + &**y,
+                BinaryOp::Sub => &**x - &**y,
+                _ => &**x * &**y,
+            })
+        }
+        (Val::Int(_) | Val::Float(_), Val::Int(_) | Val::Float(_)) => {
+            let (Some(x), Some(y)) = (to_dec(a), to_dec(b)) else {
+                return mismatch(op, a, b, span);
+            };
+            if !exponent_in_range(&x) || !exponent_in_range(&y) {
+                return err(ErrorCode::Eval, "float exponent out of range", span);
+            }
+            let r = match op {
+                BinaryOp::Add => x + y,
+                BinaryOp::Sub => x - y,
+                _ => x * y,
+            };
+            let r = round34(r);
+            if !exponent_in_range(&r) {
+                return err(ErrorCode::Eval, "float exponent out of range", span);
+            }
+            return Val::Float(Arc::new(r));
+        }
+        _ => {}
+    }
+    match (op, a, b) {
+        (BinaryOp::Add, Val::Str(x), Val::Str(y)) => Val::Str(format!("{x}{y}").into()),
+        (BinaryOp::Add, Val::Bytes(x), Val::Bytes(y)) => {
+            let mut v = x.to_vec();
+            v.extend_from_slice(y);
+            Val::Bytes(v.into())
+        }
+        (BinaryOp::Mul, Val::Str(s), Val::Int(n)) | (BinaryOp::Mul, Val::Int(n), Val::Str(s)) => {
+            match n.to_usize() {
+                Some(n) if s.len().saturating_mul(n) <= 1 << 24 => Val::Str(s.repeat(n).into()),
+                _ => err(ErrorCode::Eval, "invalid repeat count", span),
+            }
+        }
+        (BinaryOp::Mul, Val::Bytes(s), Val::Int(n))
+        | (BinaryOp::Mul, Val::Int(n), Val::Bytes(s)) => match n.to_usize() {
+            Some(n) if s.len().saturating_mul(n) <= 1 << 24 => Val::Bytes(s.repeat(n).into()),
+            _ => err(ErrorCode::Eval, "invalid repeat count", span),
+        },
+        _ => mismatch(op, a, b, span),
     }
 }
 
@@ -439,7 +444,7 @@ pub fn unary(ev: &mut Ev, op: UnaryOp, v: Val, span: Span) -> Val {
     if let Val::Bottom(e) = v {
         return Val::Bottom(e);
     }
-    if let Some(bop) = super::unary_bound(op) {
+    if let Some(bop) = unary_bound(op) {
         if !v.is_concrete_scalar() {
             return err(
                 ErrorCode::Incomplete,
@@ -613,8 +618,8 @@ pub fn slice(ev: &mut Ev, b: Val, lo: Option<Val>, hi: Option<Val>, span: Span) 
         Val::Vertex(w) => {
             ev.eval(w);
             let w = ev.deref(w);
-            let arcs = ev.vs[w as usize].elements();
-            if !ev.vs[w as usize].is_list {
+            let arcs = ev.vx(w).elements();
+            if !ev.vx(w).is_list() {
                 return err(ErrorCode::Eval, "cannot slice a struct", span);
             }
             let hi = hi.unwrap_or(arcs.len());
@@ -673,79 +678,18 @@ pub fn lossy_utf8(mut b: &[u8]) -> String {
     }
 }
 
-/// Translates an RE2 pattern for the `regex` crate: Perl classes become ASCII classes.
-pub fn translate_re2(re: &str) -> String {
-    let mut out = String::with_capacity(re.len() + 8);
-    let mut chars = re.chars().peekable();
-    let mut in_class = false;
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => {
-                let Some(n) = chars.next() else {
-                    out.push('\\');
-                    break;
-                };
-                let rep = match n {
-                    'd' => Some(("[0-9]", "0-9")),
-                    'D' => Some(("[^0-9]", "\\x00-/:-\\x{10FFFF}")),
-                    'w' => Some(("[0-9A-Za-z_]", "0-9A-Za-z_")),
-                    'W' => Some(("[^0-9A-Za-z_]", "\\x00-/:-@\\[-^`{-\\x{10FFFF}")),
-                    's' => Some(("[\\t\\n\\f\\r ]", "\\t\\n\\f\\r ")),
-                    'S' => Some((
-                        "[^\\t\\n\\f\\r ]",
-                        "\\x00-\\x08\\x0B\\x0E-\\x1F!-\\x{10FFFF}",
-                    )),
-                    _ => None,
-                };
-                match rep {
-                    Some((outside, inside)) => {
-                        out.push_str(if in_class { inside } else { outside })
-                    }
-                    None => match n {
-                        'b' if !in_class => out.push_str("(?-u:\\b)"),
-                        'B' if !in_class => out.push_str("(?-u:\\B)"),
-                        'z' => out.push_str("\\z"),
-                        _ => {
-                            out.push('\\');
-                            out.push(n);
-                        }
-                    },
-                }
-            }
-            '[' if !in_class => {
-                in_class = true;
-                out.push('[');
-                if chars.peek() == Some(&'^') {
-                    out.push('^');
-                    chars.next();
-                }
-                if chars.peek() == Some(&']') {
-                    out.push_str("\\]");
-                    chars.next();
-                }
-                // A POSIX class like [[:alpha:]] is kept as is.
-            }
-            '[' if in_class => {
-                if chars.peek() == Some(&':') {
-                    out.push('[');
-                    for c2 in chars.by_ref() {
-                        out.push(c2);
-                        if c2 == ']' {
-                            break;
-                        }
-                    }
-                } else {
-                    out.push_str("\\[");
-                }
-            }
-            ']' if in_class => {
-                in_class = false;
-                out.push(']');
-            }
-            _ => out.push(c),
-        }
-    }
-    out
+/// Unary-operator helpers re-exported for the builtin module.
+pub(crate) fn unary_bound(op: UnaryOp) -> Option<BoundOp> {
+    Some(match op {
+        UnaryOp::Lt => BoundOp::Lt,
+        UnaryOp::Le => BoundOp::Le,
+        UnaryOp::Gt => BoundOp::Gt,
+        UnaryOp::Ge => BoundOp::Ge,
+        UnaryOp::Ne => BoundOp::Ne,
+        UnaryOp::Match => BoundOp::Match,
+        UnaryOp::NotMatch => BoundOp::NotMatch,
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -758,14 +702,6 @@ mod tests {
         let three: BigDecimal = "3".parse().unwrap();
         let q = dec_div(&two, &three).unwrap();
         assert_eq!(q.to_string(), "0.6666666666666666666666666666666667");
-    }
-
-    #[test]
-    fn perl_classes_are_ascii() {
-        assert_eq!(translate_re2(r"^\d+$"), "^[0-9]+$");
-        assert_eq!(translate_re2(r"[\d.]"), "[0-9.]");
-        let r = regex::Regex::new(&translate_re2(r"^\w+$")).unwrap();
-        assert!(!r.is_match("é"));
     }
 
     #[test]

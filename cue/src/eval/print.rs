@@ -33,8 +33,12 @@ impl Ev {
     pub fn print_cue_file(&mut self, v: VId) -> String {
         self.eval(v);
         let d = self.deref(v);
-        let vx = &self.vs[d as usize];
-        if vx.err.is_none() && vx.disj.is_none() && vx.is_struct && vx.scalar.is_none() {
+        let vx = self.vx(d);
+        if vx.err().is_none()
+            && vx.disjunction.result.is_none()
+            && vx.is_struct()
+            && vx.scalar().is_none()
+        {
             let mut out = String::new();
             self.print_fields(d, 0, &mut out);
             return out;
@@ -49,13 +53,13 @@ impl Ev {
         }
         self.eval(v);
         let v = self.deref_redirect(v);
-        let vx = &self.vs[v as usize];
-        if let Some(e) = &vx.err {
+        let vx = self.vx(v);
+        if let Some(e) = vx.err() {
             out.push_str("_|_ // ");
             out.push_str(&e.msg.replace('\n', " "));
             return;
         }
-        if let Some(d) = vx.disj.clone() {
+        if let Some(d) = vx.disjunction.result.clone() {
             for (i, (a, mark)) in d.alts.iter().enumerate() {
                 if i > 0 {
                     out.push_str(" | ");
@@ -67,11 +71,11 @@ impl Ev {
             }
             return;
         }
-        if let Some(s) = &vx.scalar {
+        if let Some(s) = vx.scalar() {
             out.push_str(&literal(s));
             return;
         }
-        if vx.is_list {
+        if vx.is_list() {
             let arcs = vx.elements();
             let open = vx
                 .scr()
@@ -125,8 +129,8 @@ impl Ev {
             out.push(']');
             return;
         }
-        if vx.is_struct {
-            let shown = vx.arcs.keys().any(shown);
+        if vx.is_struct() {
+            let shown = vx.arcs().any(|(l, _)| shown(l));
             if !shown {
                 out.push_str("{}");
                 return;
@@ -137,15 +141,15 @@ impl Ev {
             out.push('}');
             return;
         }
-        out.push_str(&incomplete_scalar(vx.kinds, &vx.bounds));
+        out.push_str(&incomplete_scalar(vx.value.kinds, &vx.value.bounds));
     }
 
     fn print_fields(&mut self, v: VId, depth: usize, out: &mut String) {
-        let arcs: Vec<(Label, VId)> = self.vs[v as usize]
-            .arcs
-            .iter()
+        let arcs: Vec<(Label, VId)> = self
+            .vx(v)
+            .arcs()
             .filter(|(l, _)| shown(l))
-            .map(|(l, a)| (l.clone(), *a))
+            .map(|(l, a)| (l.clone(), a))
             .collect();
         for (l, a) in arcs {
             if out.len() >= self.config.max_output_bytes {
@@ -153,7 +157,7 @@ impl Ev {
             }
             indent(out, depth);
             out.push_str(&l.path_text());
-            match self.vs[a as usize].constraint {
+            match self.vx(a).constraint() {
                 Some(FieldConstraint::Optional) => out.push('?'),
                 Some(FieldConstraint::Required) => out.push('!'),
                 _ => {}
@@ -161,10 +165,8 @@ impl Ev {
             out.push_str(": ");
             // An optional field is printed as written when that is a reference or a simple
             // expression: evaluating it would unfold recursive schemas without end.
-            let written = match self.vs[a as usize].constraint {
-                Some(FieldConstraint::Optional) => {
-                    conjuncts_text(&self.vs[a as usize].conjuncts.clone())
-                }
+            let written = match self.vx(a).constraint() {
+                Some(FieldConstraint::Optional) => conjuncts_text(&self.vx(a).conjuncts.clone()),
                 _ => None,
             };
             match written {

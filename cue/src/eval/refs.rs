@@ -7,11 +7,23 @@
 
 use super::*;
 
+/// The result of resolving a reference.
+pub(super) enum Res {
+    V(VId),
+    A(Val),
+}
+
 impl Ev {
+    /// Makes the package rooted at `v` importable as `path` (its import path without version
+    /// or qualifier).
+    pub(crate) fn add_package(&mut self, path: String, v: VId) {
+        self.packages.insert(path, v);
+    }
+
     /// Follows single-survivor redirects.
     pub fn deref_redirect(&self, mut v: VId) -> VId {
         let mut n = 0;
-        while let Some(r) = self.vx(v).redirect {
+        while let Some(r) = self.vx(v).disjunction.redirect {
             v = r;
             n += 1;
             if n > 1000 {
@@ -25,7 +37,7 @@ impl Ev {
     pub fn deref(&mut self, v: VId) -> VId {
         let mut v = self.deref_redirect(v);
         let mut n = 0;
-        while let Some(d) = self.vx(v).disj.clone() {
+        while let Some(d) = self.vx(v).disjunction.result.clone() {
             let defs: Vec<VId> = d.alts.iter().filter(|a| a.1).map(|a| a.0).collect();
             if defs.len() == 1 && d.has_default {
                 v = defs[0];
@@ -45,7 +57,7 @@ impl Ev {
     // ----------------------------------------------------------------------------------------
     // References and expressions.
 
-    pub(super) fn let_vertex(
+    fn let_vertex(
         &mut self,
         env: &Arc<Env>,
         idx: u32,
@@ -53,141 +65,41 @@ impl Ev {
         bind_env: Option<Arc<Env>>,
     ) -> VId {
         let key = (env.id, idx);
-        if let Some(&v) = self.let_cache.get(&key) {
+        if let Some(&v) = self.caches.lets.get(&key) {
             return v;
         }
         let v = self.new_vertex(Some(env.vertex), Label::internal("let"));
-        self.vs[v as usize].constraint = Some(FieldConstraint::Regular);
-        self.vs[v as usize].span = expr.span();
-        self.vs[v as usize].conjuncts.push(Conj {
-            env: bind_env,
-            expr: expr.clone(),
-            close: None,
-            embed: None,
-            outer: None,
-        });
-        self.let_cache.insert(key, v);
+        let x = self.vm(v);
+        x.constraint = Some(FieldConstraint::Regular);
+        x.span = expr.span();
+        x.conjuncts.push(Conj::new(bind_env, expr.clone()));
+        self.caches.lets.insert(key, v);
         v
     }
 
+    /// Resolves a reference to the vertex it names, or to an atom (a binding's value, an
+    /// error); any other expression is evaluated.
     pub(super) fn resolve(&mut self, env: &Option<Arc<Env>>, e: &Expr) -> Res {
         match e {
             Expr::SelfRef { up, span } => match env_up(env, *up) {
                 Some(en) => Res::V(self.current_disjunct(en.vertex)),
-                None => Res::A(Val::Bottom(Bottom::new(
-                    ErrorCode::Eval,
-                    "internal: bad environment",
-                    *span,
-                ))),
+                None => bad_env(*span),
             },
-            Expr::FieldRef { up, label, span } => {
-                let Some(en) = env_up(env, *up) else {
-                    return Res::A(Val::Bottom(Bottom::new(
-                        ErrorCode::Eval,
-                        "internal: bad environment",
-                        *span,
-                    )));
-                };
-                let vid = en.vertex;
-                match self.vx(vid).arcs.get(label).copied() {
-                    Some(a) => {
-                        // A reference to an optional field that is not present is incomplete.
-                        // Definitions too: an optional field declares but does not define
-                        // its field (spec "Field constraints").
-                        if self.vx(vid).status != Status::Fresh
-                            && self.vx(a).constraint == Some(FieldConstraint::Optional)
-                        {
-                            return Res::A(Val::Bottom(Bottom::new(
-                                ErrorCode::Undefined,
-                                format!("cannot reference optional field: {}", label.path_text()),
-                                *span,
-                            )));
-                        }
-                        Res::V(self.current_disjunct(a))
-                    }
-                    None => {
-                        // The field may not be declared in this conjunct of the vertex (a
-                        // disjunction clone, or a let at file level); look it up by value.
-                        if self.vx(vid).status == Status::Fresh {
-                            self.eval(vid);
-                        }
-                        let vid2 = self.deref(vid);
-                        match self.vx(vid2).arcs.get(label) {
-                            Some(&a) => Res::V(a),
-                            None => Res::A(Val::Bottom(Bottom::new(
-                                ErrorCode::Incomplete,
-                                format!("reference {:?} not found", &*label.name),
-                                *span,
-                            ))),
-                        }
-                    }
+            Expr::FieldRef { up, label, span } => match env_up(env, *up) {
+                Some(en) => {
+                    let vid = en.vertex;
+                    self.resolve_field(vid, label, *span)
                 }
-            }
-            Expr::LetRef { up, idx, span, .. } => {
-                let Some(en) = env_up(env, *up).cloned() else {
-                    return Res::A(Val::Bottom(Bottom::new(
-                        ErrorCode::Eval,
-                        "internal: bad environment",
-                        *span,
-                    )));
-                };
-                let expr = match &en.kind {
-                    EnvKind::Struct(lit) => lit.lets.get(*idx as usize).map(|l| l.1.clone()),
-                    EnvKind::Bind(_) => None,
-                };
-                match expr {
-                    // A let naming another value by reference (`let X = a`) is that value, as
-                    // the reference itself would be: `X.b` inside `a` selects `a.b` instead
-                    // of copying `a` under itself, which would be a structural cycle.
-                    Some(
-                        x @ (Expr::FieldRef { .. }
-                        | Expr::Selector(..)
-                        | Expr::LetRef { .. }
-                        | Expr::SelfRef { .. }),
-                    ) if !self.let_resolving.contains(&(en.id, *idx)) => {
-                        // A let referring to itself (`let X = Y, let Y = X`) takes the let
-                        // vertex below, where the cycle is met as one.
-                        self.let_resolving.push((en.id, *idx));
-                        let r = self.resolve(&Some(en.clone()), &x);
-                        self.let_resolving.pop();
-                        match r {
-                            Res::V(w) => Res::V(w),
-                            _ => Res::V(self.let_vertex(&en, *idx, &x, Some(en.clone()))),
-                        }
-                    }
-                    Some(x) => Res::V(self.let_vertex(&en, *idx, &x, Some(en.clone()))),
-                    None => Res::A(Val::Bottom(Bottom::new(
-                        ErrorCode::Eval,
-                        "internal: bad let",
-                        *span,
-                    ))),
-                }
-            }
-            Expr::BindRef { up, idx, span } => {
-                let Some(en) = env_up(env, *up).cloned() else {
-                    return Res::A(Val::Bottom(Bottom::new(
-                        ErrorCode::Eval,
-                        "internal: bad environment",
-                        *span,
-                    )));
-                };
-                let b = match &en.kind {
-                    EnvKind::Bind(bs) => bs.get(*idx as usize).cloned(),
-                    EnvKind::Struct(_) => None,
-                };
-                match b {
-                    Some(Binding::Vertex(v)) => Res::V(v),
-                    Some(Binding::Val(a)) => Res::A(a),
-                    Some(Binding::Lazy(lenv, x)) => {
-                        Res::V(self.let_vertex(&en, *idx + 1000, &x, Some(lenv)))
-                    }
-                    None => Res::A(Val::Bottom(Bottom::new(
-                        ErrorCode::Eval,
-                        "internal: bad binding",
-                        *span,
-                    ))),
-                }
-            }
+                None => bad_env(*span),
+            },
+            Expr::LetRef { up, idx, span, .. } => match env_up(env, *up).cloned() {
+                Some(en) => self.resolve_let(en, *idx, *span),
+                None => bad_env(*span),
+            },
+            Expr::BindRef { up, idx, span } => match env_up(env, *up).cloned() {
+                Some(en) => self.resolve_binding(en, *idx, *span),
+                None => bad_env(*span),
+            },
             Expr::Vertex(v, _) => Res::V(*v),
             Expr::Import(path, span) => {
                 let base = crate::compile::import_key(path);
@@ -220,84 +132,188 @@ impl Ev {
                 };
                 self.select(b, label, *span)
             }
-            Expr::Index(base, index, span) => {
-                let iv = self.eval_expr(env, index);
-                let b = match self.resolve(env, base) {
-                    Res::V(w) => w,
-                    Res::A(Val::Vertex(w)) => w,
-                    Res::A(Val::Bottom(b)) => return Res::A(Val::Bottom(b)),
-                    // Only lists and structs can be indexed (spec "Index expressions"): a
-                    // string or bytes value cannot.
-                    Res::A(v @ (Val::Str(_) | Val::Bytes(_))) => {
-                        return Res::A(Val::Bottom(Bottom::new(
-                            ErrorCode::Eval,
-                            format!(
-                                "invalid operand {} (found {}, want list or struct)",
-                                ops::show(&v),
-                                if matches!(v, Val::Str(_)) {
-                                    "string"
-                                } else {
-                                    "bytes"
-                                }
-                            ),
-                            *span,
-                        )));
-                    }
-                    Res::A(other) => {
-                        return Res::A(Val::Bottom(Bottom::new(
-                            if other.is_concrete_scalar() {
-                                ErrorCode::Eval
-                            } else {
-                                ErrorCode::Incomplete
-                            },
-                            format!("invalid index of {}", ops::show(&other)),
-                            *span,
-                        )))
-                    }
-                };
-                match iv {
-                    Val::Int(i) => {
-                        self.eval(b);
-                        let bd = self.deref(b);
-                        let bx = self.vx(bd);
-                        if let Some(e) = &bx.err {
-                            return Res::A(Val::Bottom(e.clone()));
+            Expr::Index(base, index, span) => self.resolve_index(env, base, index, *span),
+            other => Res::A(self.eval_expr(env, other)),
+        }
+    }
+
+    /// The field `label` of the struct literal's vertex `vid` (an identifier resolved to a
+    /// field of an enclosing struct).
+    fn resolve_field(&mut self, vid: VId, label: &Label, span: Span) -> Res {
+        match self.vx(vid).arcs.get(label).copied() {
+            Some(a) => {
+                // A reference to an optional field that is not present is incomplete.
+                // Definitions too: an optional field declares but does not define
+                // its field (spec "Field constraints").
+                if self.vx(vid).status != Status::Fresh
+                    && self.vx(a).constraint == Some(FieldConstraint::Optional)
+                {
+                    return Res::A(Val::Bottom(Bottom::new(
+                        ErrorCode::Undefined,
+                        format!("cannot reference optional field: {}", label.path_text()),
+                        span,
+                    )));
+                }
+                Res::V(self.current_disjunct(a))
+            }
+            None => {
+                // The field may not be declared in this conjunct of the vertex (a
+                // disjunction clone, or a let at file level); look it up by value.
+                if self.vx(vid).status == Status::Fresh {
+                    self.eval(vid);
+                }
+                let vid2 = self.deref(vid);
+                match self.vx(vid2).arcs.get(label) {
+                    Some(&a) => Res::V(a),
+                    None => Res::A(Val::Bottom(Bottom::new(
+                        ErrorCode::Incomplete,
+                        format!("reference {:?} not found", &*label.name),
+                        span,
+                    ))),
+                }
+            }
+        }
+    }
+
+    /// The `let` number `idx` of the struct literal of environment `en`.
+    fn resolve_let(&mut self, en: Arc<Env>, idx: u32, span: Span) -> Res {
+        let expr = match &en.kind {
+            EnvKind::Struct(lit) => lit.lets.get(idx as usize).map(|l| l.1.clone()),
+            EnvKind::Bind(_) => None,
+        };
+        match expr {
+            // A let naming another value by reference (`let X = a`) is that value, as
+            // the reference itself would be: `X.b` inside `a` selects `a.b` instead
+            // of copying `a` under itself, which would be a structural cycle.
+            Some(
+                x @ (Expr::FieldRef { .. }
+                | Expr::Selector(..)
+                | Expr::LetRef { .. }
+                | Expr::SelfRef { .. }),
+            ) if !self.active.let_resolving.contains(&(en.id, idx)) => {
+                // A let referring to itself (`let X = Y, let Y = X`) takes the let
+                // vertex below, where the cycle is met as one.
+                self.active.let_resolving.push((en.id, idx));
+                let r = self.resolve(&Some(en.clone()), &x);
+                self.active.let_resolving.pop();
+                match r {
+                    Res::V(w) => Res::V(w),
+                    _ => Res::V(self.let_vertex(&en, idx, &x, Some(en.clone()))),
+                }
+            }
+            Some(x) => Res::V(self.let_vertex(&en, idx, &x, Some(en.clone()))),
+            None => Res::A(Val::Bottom(Bottom::new(
+                ErrorCode::Eval,
+                "internal: bad let",
+                span,
+            ))),
+        }
+    }
+
+    /// The binding number `idx` of environment `en` (a comprehension's key or value, a
+    /// pattern's label, a lazy `let` clause).
+    fn resolve_binding(&mut self, en: Arc<Env>, idx: u32, span: Span) -> Res {
+        let b = match &en.kind {
+            EnvKind::Bind(bs) => bs.get(idx as usize).cloned(),
+            EnvKind::Struct(_) => None,
+        };
+        match b {
+            Some(Binding::Vertex(v)) => Res::V(v),
+            Some(Binding::Val(a)) => Res::A(a),
+            Some(Binding::Lazy(lenv, x)) => {
+                Res::V(self.let_vertex(&en, idx + 1000, &x, Some(lenv)))
+            }
+            None => Res::A(Val::Bottom(Bottom::new(
+                ErrorCode::Eval,
+                "internal: bad binding",
+                span,
+            ))),
+        }
+    }
+
+    /// `base[index]` (spec "Index expressions"): an element of a list by position, a field of
+    /// a struct by name.
+    fn resolve_index(
+        &mut self,
+        env: &Option<Arc<Env>>,
+        base: &Expr,
+        index: &Expr,
+        span: Span,
+    ) -> Res {
+        let iv = self.eval_expr(env, index);
+        let b = match self.resolve(env, base) {
+            Res::V(w) => w,
+            Res::A(Val::Vertex(w)) => w,
+            Res::A(Val::Bottom(b)) => return Res::A(Val::Bottom(b)),
+            // Only lists and structs can be indexed (spec "Index expressions"): a
+            // string or bytes value cannot.
+            Res::A(v @ (Val::Str(_) | Val::Bytes(_))) => {
+                return Res::A(Val::Bottom(Bottom::new(
+                    ErrorCode::Eval,
+                    format!(
+                        "invalid operand {} (found {}, want list or struct)",
+                        ops::show(&v),
+                        if matches!(v, Val::Str(_)) {
+                            "string"
+                        } else {
+                            "bytes"
                         }
-                        if !bx.is_list {
-                            return Res::A(Val::Bottom(Bottom::new(
-                                if bx.is_struct {
-                                    ErrorCode::Eval
-                                } else {
-                                    ErrorCode::Incomplete
-                                },
-                                format!("invalid index {i} (not a list)"),
-                                *span,
-                            )));
-                        }
-                        let idx: Option<usize> = num_traits::ToPrimitive::to_usize(&*i);
-                        match idx.and_then(|ix| bx.arcs.get(&Label::index(ix))) {
-                            Some(&a) => Res::V(a),
-                            None => Res::A(Val::Bottom(Bottom::new(
-                                ErrorCode::Eval,
-                                format!("index out of range [{}] with length {}", i, bx.arcs.len()),
-                                *span,
-                            ))),
-                        }
-                    }
-                    Val::Str(s) => self.select(b, &Label::string(&s), *span),
-                    Val::Bottom(b) => Res::A(Val::Bottom(b)),
-                    other => Res::A(Val::Bottom(Bottom::new(
-                        if other.is_concrete_scalar() {
+                    ),
+                    span,
+                )));
+            }
+            Res::A(other) => {
+                return Res::A(Val::Bottom(Bottom::new(
+                    if other.is_concrete_scalar() {
+                        ErrorCode::Eval
+                    } else {
+                        ErrorCode::Incomplete
+                    },
+                    format!("invalid index of {}", ops::show(&other)),
+                    span,
+                )))
+            }
+        };
+        match iv {
+            Val::Int(i) => {
+                self.eval(b);
+                let bd = self.deref(b);
+                let bx = self.vx(bd);
+                if let Some(e) = &bx.value.err {
+                    return Res::A(Val::Bottom(e.clone()));
+                }
+                if !bx.value.is_list {
+                    return Res::A(Val::Bottom(Bottom::new(
+                        if bx.value.is_struct {
                             ErrorCode::Eval
                         } else {
                             ErrorCode::Incomplete
                         },
-                        format!("invalid index {}", ops::show(&other)),
-                        *span,
+                        format!("invalid index {i} (not a list)"),
+                        span,
+                    )));
+                }
+                let idx: Option<usize> = num_traits::ToPrimitive::to_usize(&*i);
+                match idx.and_then(|ix| bx.arcs.get(&Label::index(ix))) {
+                    Some(&a) => Res::V(a),
+                    None => Res::A(Val::Bottom(Bottom::new(
+                        ErrorCode::Eval,
+                        format!("index out of range [{}] with length {}", i, bx.arc_count()),
+                        span,
                     ))),
                 }
             }
-            other => Res::A(self.eval_expr(env, other)),
+            Val::Str(s) => self.select(b, &Label::string(&s), span),
+            Val::Bottom(b) => Res::A(Val::Bottom(b)),
+            other => Res::A(Val::Bottom(Bottom::new(
+                if other.is_concrete_scalar() {
+                    ErrorCode::Eval
+                } else {
+                    ErrorCode::Incomplete
+                },
+                format!("invalid index {}", ops::show(&other)),
+                span,
+            ))),
         }
     }
 
@@ -305,10 +321,10 @@ impl Ev {
         self.eval(b);
         let bd = self.deref(b);
         let bx = self.vx(bd);
-        if let Some(e) = &bx.err {
+        if let Some(e) = &bx.value.err {
             return Res::A(Val::Bottom(e.clone()));
         }
-        if bx.disj.is_some() {
+        if bx.disjunction.result.is_some() {
             return Res::A(Val::Bottom(Bottom::new(
                 ErrorCode::Incomplete,
                 format!(
@@ -340,9 +356,9 @@ impl Ev {
                     bx.status == Status::Done && self.packages.values().any(|&p| p == bd);
                 let code = if is_package {
                     ErrorCode::Eval
-                } else if bx.is_struct {
+                } else if bx.value.is_struct {
                     ErrorCode::Undefined
-                } else if bx.scalar.is_some() || bx.is_list {
+                } else if bx.value.scalar.is_some() || bx.value.is_list {
                     ErrorCode::Eval
                 } else {
                     ErrorCode::Undefined
@@ -355,4 +371,13 @@ impl Ev {
             }
         }
     }
+}
+
+/// The error of a reference whose environment is not there (a compiler bug, never user input).
+fn bad_env(span: Span) -> Res {
+    Res::A(Val::Bottom(Bottom::new(
+        ErrorCode::Eval,
+        "internal: bad environment",
+        span,
+    )))
 }

@@ -9,7 +9,7 @@
 //! one is still reported at the referring path, which exports it). Sharing stops after 64
 //! nested levels so that structural cycles are still found.
 //!
-//! The walks over results (`to_data`, `collect_fatal_hidden` in `export.rs`) do not evaluate a
+//! The walks over results (`to_data`, `collect_fatal_hidden` in `readout.rs`) do not evaluate a
 //! proxy that nothing evaluated yet: they go through it to its target (upstream's validator:
 //! `DerefNonShared`), and only if the target has an error do they walk the proxy itself, so
 //! that the error has the proxy's path. In the 129-component render bench this leaves 69.3 k
@@ -17,8 +17,19 @@
 
 use super::*;
 
-/// A refused arc's error, if it has one (`Some(_)` for a refused arc).
-type Refused = Option<Option<Arc<Bottom>>>;
+/// Most ancestors sharing a value (see `Ev::shareable`) a vertex may have and still share one.
+const MAX_SHARED_DEPTH: usize = 64;
+
+/// An arc of a shared vertex, as its proxy in the sharing vertex is made (see [`Ev::share`]).
+struct ProxyArc {
+    label: Label,
+    /// What the proxy's only conjunct refers to.
+    target: VId,
+    constraint: Option<FieldConstraint>,
+    /// A refused arc's error, if it has one (`Some(_)` for a refused arc).
+    refused: Option<Option<Arc<Bottom>>>,
+    span: Span,
+}
 
 impl Ev {
     /// Structure sharing (upstream: `adt.Vertex.BaseValue` set to a shared vertex): a vertex
@@ -29,16 +40,20 @@ impl Ev {
     /// This is what keeps `components: {for n, c in m.#components {(n): c}}` and
     /// `#transform & {#component: comp}` linear in the size of the shared value.
     pub(super) fn shareable(&mut self, v: VId) -> Option<VId> {
-        self.sharing_probes.push(v);
+        self.active.sharing_probes.push(v);
         let r = self.shareable_probe(v);
-        self.sharing_probes.pop();
+        self.active.sharing_probes.pop();
         r
     }
 
     /// [`Ev::shareable`] while `v` is on the probe stack.
     fn shareable_probe(&mut self, v: VId) -> Option<VId> {
         let vx = self.vx(v);
-        if vx.not_allowed || !vx.scr().choice.is_empty() || vx.nosplit || vx.clone_of.is_some() {
+        if vx.value.not_allowed
+            || !vx.scr().choice.is_empty()
+            || vx.disjunction.nosplit
+            || vx.disjunction.clone_of.is_some()
+        {
             return None;
         }
         // A value that shares values all the way down without end (`a: b: c: {a}.b` makes a
@@ -46,7 +61,7 @@ impl Ev {
         // ancestors the vertex is copied instead, where the cycle is found.
         if self
             .ancestors(v)
-            .filter(|p| self.vx(*p).shared)
+            .filter(|p| self.vx(*p).value.shared)
             .nth(MAX_SHARED_DEPTH)
             .is_some()
         {
@@ -84,7 +99,7 @@ impl Ev {
         // A target being expanded, or being checked for sharing further up (a reference cycle
         // through sharing candidates, `b: c, c: b`), is not shared: the expansion of `v` then
         // meets the cycle and treats it as one.
-        if self.vx(w).status == Status::Expanding || self.sharing_probes.contains(&w) {
+        if self.vx(w).status == Status::Expanding || self.active.sharing_probes.contains(&w) {
             return None;
         }
         self.eval(w);
@@ -92,13 +107,13 @@ impl Ev {
         let wx = self.vx(wr);
         if wx.status != Status::Done
             || wx.dirty
-            || wx.err.is_some()
+            || wx.value.err.is_some()
             || !wx.scr().pending_disj.is_empty()
         {
             return None;
         }
-        match &wx.disj {
-            None if !(wx.is_struct || wx.is_list) => return None,
+        match &wx.disjunction.result {
+            None if !(wx.value.is_struct || wx.value.is_list) => return None,
             // A disjunction of values without fields (`name: string | *"web"` read by a field
             // of a copied component) is shared whole: splitting it again where it is
             // referenced gives the same alternatives. One with struct or list alternatives is
@@ -109,8 +124,8 @@ impl Ev {
                     let ax = self.vx(self.deref_redirect(*a));
                     if ax.status != Status::Done
                         || !ax.arcs.is_empty()
-                        || ax.is_struct
-                        || ax.is_list
+                        || ax.value.is_struct
+                        || ax.value.is_list
                     {
                         return None;
                     }
@@ -118,7 +133,7 @@ impl Ev {
             }
             None => {}
         }
-        if self.in_progress.contains(&wr) {
+        if self.active.expanding.contains(&wr) {
             return None;
         }
         Some(wr)
@@ -132,8 +147,8 @@ impl Ev {
     pub(super) fn share(&mut self, v: VId, w: VId) {
         self.stats.shared += 1;
         let wx = self.vx(w);
-        let w_shared = wx.shared;
-        let arcs: Vec<(Label, VId, Option<FieldConstraint>, Refused, Span)> = wx
+        let w_shared = wx.value.shared;
+        let arcs: Vec<ProxyArc> = wx
             .arcs
             .iter()
             .map(|(l, a)| {
@@ -147,51 +162,61 @@ impl Ev {
                     _ => *a,
                 };
                 // A refused arc's error (with its positions) goes with the flag.
-                let refused = ax.not_allowed.then(|| ax.err.clone());
-                (l.clone(), target, ax.constraint, refused, ax.span)
+                let refused = ax.value.not_allowed.then(|| ax.value.err.clone());
+                ProxyArc {
+                    label: l.clone(),
+                    target,
+                    constraint: ax.constraint,
+                    refused,
+                    span: ax.span,
+                }
             })
             .collect();
-        let (kinds, scalar, bounds, bound_spans, incomplete, unmet) = (
-            wx.kinds,
-            wx.scalar.clone(),
-            wx.bounds.clone(),
-            wx.scr().bound_spans.clone(),
-            wx.incomplete.clone(),
-            wx.unmet.clone(),
-        );
-        let (is_struct, is_list, scalar_span) = (wx.is_struct, wx.is_list, wx.scalar_span);
-        let disj = wx.disj.clone();
-        for (l, a, constraint, refused, span) in arcs {
+        // `w`'s value, but for what stays `v`'s own: its error and refusal, and whether only
+        // comprehensions made it a struct.
+        let from = &wx.value;
+        let kinds = from.kinds;
+        let scalar = from.scalar.clone();
+        let scalar_span = from.scalar_span;
+        let bounds = from.bounds.clone();
+        let incomplete = from.incomplete.clone();
+        let unmet = from.unmet.clone();
+        let (is_struct, is_list) = (from.is_struct, from.is_list);
+        let bound_spans = wx.scr().bound_spans.clone();
+        let disj = wx.disjunction.result.clone();
+        for ProxyArc {
+            label: l,
+            target: a,
+            constraint,
+            refused,
+            span,
+        } in arcs
+        {
             let c = self.new_vertex(Some(v), l.clone());
             let cx = self.vm(c);
             cx.constraint = constraint;
             if let Some(err) = refused {
-                cx.not_allowed = true;
-                cx.err = err;
+                cx.value.not_allowed = true;
+                cx.value.err = err;
             }
             cx.span = span;
-            cx.conjuncts.push(Conj {
-                env: None,
-                expr: Expr::Vertex(a, span),
-                close: None,
-                embed: None,
-                outer: None,
-            });
-            self.vm(v).arcs.insert(l, c);
+            cx.conjuncts.push(Conj::new(None, Expr::Vertex(a, span)));
+            self.insert_arc(v, l, c);
         }
         let vert = self.vm(v);
-        vert.kinds = kinds;
-        vert.scalar = scalar;
-        vert.scalar_span = scalar_span;
-        vert.bounds = bounds;
+        let value = &mut vert.value;
+        value.kinds = kinds;
+        value.scalar = scalar;
+        value.scalar_span = scalar_span;
+        value.bounds = bounds;
+        value.incomplete = incomplete;
+        value.unmet = unmet;
+        value.is_struct = is_struct;
+        value.is_list = is_list;
+        value.shared = true;
         vert.scr_mut().bound_spans = bound_spans;
         vert.settle_scratch();
-        vert.incomplete = incomplete;
-        vert.unmet = unmet;
-        vert.is_struct = is_struct;
-        vert.is_list = is_list;
-        vert.disj = disj;
-        vert.shared = true;
+        vert.disjunction.result = disj;
         vert.status = Status::Done;
     }
 }

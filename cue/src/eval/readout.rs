@@ -1,8 +1,12 @@
 //! Reading results out: the error of a value and its children (`error_deep`), fingerprints for
 //! merging equal disjuncts, and the conversion of a finished vertex to data (`to_data`: regular
-//! fields in CUE's order, defaults taken, incomplete values and hidden errors reported).
+//! fields in CUE's order, defaults taken, incomplete values and hidden errors reported); and
+//! data in (`data_to_expr`: concrete data as a literal expression).
 
 use super::*;
+
+/// Most errors collected from one value ([`Ev::to_data`]); the rest are not looked for.
+pub const MAX_ERRORS: usize = 1000;
 
 impl Ev {
     /// The first fatal error in the regular fields of `v`, evaluating them.
@@ -23,37 +27,37 @@ impl Ev {
         strict: bool,
         at: &mut Vec<Label>,
     ) -> Option<Arc<Bottom>> {
-        if depth > 64 || self.limit_err.is_some() || !self.stack_ok() {
-            return self.limit_err.clone();
+        if depth > 64 || self.budget.limit_err.is_some() || !self.stack_ok() {
+            return self.budget.limit_err.clone();
         }
         self.eval(v);
         let v = self.deref_redirect(v);
         let vx = self.vx(v);
-        if let Some(e) = &vx.err {
+        if let Some(e) = vx.err() {
             return Some(e.clone());
         }
-        if vx.disj.is_some() {
+        if vx.disjunction.result.is_some() {
             return None;
         }
-        let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+        let arcs: Vec<(Label, VId)> = vx.arc_list();
         for (l, a) in arcs {
             if !(l.is_regular() || l.kind == LabelKind::Index) {
                 continue;
             }
             at.push(l.clone());
-            if self.vx(a).constraint == Some(FieldConstraint::Optional) {
-                if self.vx(a).not_allowed {
-                    return self.vx(a).err.clone();
+            if self.vx(a).constraint() == Some(FieldConstraint::Optional) {
+                if self.vx(a).value.not_allowed {
+                    return self.vx(a).value.err.clone();
                 }
                 at.pop();
                 continue;
             }
-            if self.in_progress.contains(&a) {
+            if self.active.expanding.contains(&a) {
                 at.pop();
                 continue;
             }
-            if strict && self.vx(a).constraint == Some(FieldConstraint::Required) {
-                let span = self.vx(a).span;
+            if strict && self.vx(a).constraint() == Some(FieldConstraint::Required) {
+                let span = self.vx(a).span();
                 return Some(Bottom::new(ErrorCode::Eval, "required field missing", span));
             }
             if let Some(e) = self.error_deep_at(a, depth + 1, strict, at) {
@@ -77,10 +81,10 @@ impl Ev {
         self.eval(v);
         let v = self.deref_redirect(v);
         let vx = self.vx(v);
-        if let Some(e) = &vx.err {
+        if let Some(e) = vx.err() {
             return format!("_|_({})", e.msg);
         }
-        if let Some(d) = vx.disj.clone() {
+        if let Some(d) = vx.disjunction.result.clone() {
             let mut parts = Vec::new();
             for (a, m) in &d.alts {
                 let f = self.fingerprint_in(*a, depth + 1, optionals);
@@ -89,23 +93,22 @@ impl Ev {
             return parts.join("|");
         }
         let mut s = String::new();
-        if let Some(x) = &vx.scalar {
+        if let Some(x) = vx.scalar() {
             s.push_str(&ops::show(x));
         } else {
-            s.push_str(&kind_name(vx.kinds));
+            s.push_str(&kind_name(vx.value.kinds));
         }
         // A concrete scalar has passed its bounds: they do not tell equal values apart.
-        if vx.scalar.is_none() {
-            for b in &vx.bounds {
+        if vx.scalar().is_none() {
+            for b in &vx.value.bounds {
                 s.push('&');
                 s.push_str(&ops::show(b));
             }
         }
-        if vx.is_struct || vx.is_list {
-            let mut arcs: Vec<(Label, VId)> =
-                vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+        if vx.is_struct() || vx.is_list() {
+            let mut arcs: Vec<(Label, VId)> = vx.arc_list();
             // Equal values whatever order their fields arrived in (field order is not identity).
-            if vx.is_struct {
+            if vx.is_struct() {
                 arcs.sort_by(|x, y| {
                     (x.0.kind, &x.0.name, x.0.index).cmp(&(y.0.kind, &y.0.name, y.0.index))
                 });
@@ -113,7 +116,7 @@ impl Ev {
             let closed = vx.groups.iter().any(|g| g.closing && !g.open);
             s.push(if closed { '#' } else { '{' });
             for (l, a) in arcs {
-                let c = self.vx(a).constraint;
+                let c = self.vx(a).constraint();
                 // An optional field counts with its value, as upstream's structural equality
                 // (`Equal` with `CheckStructural`) compares optional arcs: `{n!: string, m?:
                 // bool}` written twice is one value. Below `MAX_OPTIONAL_DEPTH` optional
@@ -145,7 +148,7 @@ impl Ev {
     }
 
     /// The sources of an unevaluated field: the sorted spans of its conjuncts.
-    pub(super) fn source_fingerprint(&self, v: VId) -> String {
+    fn source_fingerprint(&self, v: VId) -> String {
         let mut spans: Vec<(u32, u32, u32)> = self
             .vx(v)
             .conjuncts
@@ -213,7 +216,7 @@ impl Ev {
             return None;
         }
         if !self.step() {
-            if let Some(b) = self.limit_err.clone() {
+            if let Some(b) = self.budget.limit_err.clone() {
                 if !errs.iter().any(|(_, e)| Arc::ptr_eq(e, &b)) {
                     errs.push((v, b));
                 }
@@ -224,13 +227,13 @@ impl Ev {
         let v0 = v;
         let v = self.deref(v);
         let vx = self.vx(v);
-        if let Some(e) = &vx.err {
+        if let Some(e) = vx.err() {
             errs.push((v0, e.clone()));
             return None;
         }
-        if let Some(d) = &vx.disj {
+        if let Some(d) = &vx.disjunction.result {
             let n = d.alts.len();
-            let span = vx.span;
+            let span = vx.span();
             errs.push((
                 v0,
                 Bottom::new(
@@ -241,7 +244,7 @@ impl Ev {
             ));
             return None;
         }
-        if let Some(e) = &vx.unmet {
+        if let Some(e) = &vx.value.unmet {
             errs.push((v0, e.clone()));
             return None;
         }
@@ -251,101 +254,142 @@ impl Ev {
         // Its fields are still walked: the errors below it count for validation too.
         let mut stuck = false;
         if !self.stuck_comprehensions.is_empty() && self.stuck_comprehensions.contains_key(&v) {
-            if let Some(e) = &vx.incomplete {
+            if let Some(e) = &vx.value.incomplete {
                 errs.push((v0, e.clone()));
                 stuck = true;
             }
         }
-        if vx.is_list {
-            let arcs = vx.elements();
-            let mut out = Vec::new();
-            let mut ok = true;
-            let shared = vx.shared;
-            for a in arcs {
-                match self.data_of_arc(a, shared, errs, depth + 1, keep) {
-                    Some(x) if keep => out.push(x),
-                    Some(_) => {}
-                    None => ok = false,
-                }
-            }
-            return if ok && !stuck {
-                Some(BVal::List(out))
-            } else {
-                None
-            };
+        if vx.is_list() {
+            return self.list_data(v, errs, depth, keep, stuck);
         }
-        if vx.is_struct {
-            let shared = vx.shared;
-            let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
-            let mut out = Vec::new();
-            let mut ok = true;
-            for (l, a) in arcs {
-                if !l.is_regular() {
-                    continue;
-                }
-                if shared && self.unforced_proxy(a).is_some() {
-                    match self.data_of_arc(a, shared, errs, depth + 1, keep) {
-                        Some(x) if keep => out.push((l.name.to_string(), x)),
-                        Some(_) => {}
-                        None => ok = false,
-                    }
-                    continue;
-                }
-                self.eval(a);
-                let ax = self.vx(a);
-                match ax.constraint {
-                    Some(FieldConstraint::Optional) => {
-                        if ax.not_allowed {
-                            if let Some(e) = &ax.err {
-                                errs.push((a, e.clone()));
-                                ok = false;
-                            }
-                        }
-                        continue;
-                    }
-                    Some(FieldConstraint::Required) => {
-                        let span = ax.span;
-                        errs.push((
-                            a,
-                            Bottom::new(
-                                ErrorCode::RequiredMissing,
-                                format!("field is required but not present: {}", l.path_text()),
-                                span,
-                            ),
-                        ));
-                        ok = false;
-                        continue;
-                    }
-                    _ => {}
-                }
-                match self.walk_data(a, errs, depth + 1, keep) {
+        if vx.is_struct() {
+            return self.struct_data(v, errs, depth, keep, stuck);
+        }
+        self.scalar_data(v0, v, errs, keep)
+    }
+
+    /// [`Ev::walk_data`] of the list `v`: its elements (`stuck`: `v` is not concrete, though
+    /// its elements are still walked for their errors).
+    fn list_data(
+        &mut self,
+        v: VId,
+        errs: &mut Vec<(VId, Arc<Bottom>)>,
+        depth: usize,
+        keep: bool,
+        stuck: bool,
+    ) -> Option<BVal> {
+        let vx = self.vx(v);
+        let arcs = vx.elements();
+        let mut out = Vec::new();
+        let mut ok = true;
+        let shared = vx.value.shared;
+        for a in arcs {
+            match self.data_of_arc(a, shared, errs, depth + 1, keep) {
+                Some(x) if keep => out.push(x),
+                Some(_) => {}
+                None => ok = false,
+            }
+        }
+        if ok && !stuck {
+            Some(BVal::List(out))
+        } else {
+            None
+        }
+    }
+
+    /// [`Ev::walk_data`] of the struct `v`: its regular fields in order; an optional field is
+    /// left out (unless a closed struct refused it), a required one is an error.
+    fn struct_data(
+        &mut self,
+        v: VId,
+        errs: &mut Vec<(VId, Arc<Bottom>)>,
+        depth: usize,
+        keep: bool,
+        stuck: bool,
+    ) -> Option<BVal> {
+        let vx = self.vx(v);
+        let shared = vx.value.shared;
+        let arcs: Vec<(Label, VId)> = vx.arc_list();
+        let mut out = Vec::new();
+        let mut ok = true;
+        for (l, a) in arcs {
+            if !l.is_regular() {
+                continue;
+            }
+            if shared && self.unforced_proxy(a).is_some() {
+                match self.data_of_arc(a, shared, errs, depth + 1, keep) {
                     Some(x) if keep => out.push((l.name.to_string(), x)),
                     Some(_) => {}
                     None => ok = false,
                 }
+                continue;
             }
-            return if ok && !stuck {
-                Some(BVal::Struct(out))
-            } else {
-                None
-            };
+            self.eval(a);
+            let ax = self.vx(a);
+            match ax.constraint() {
+                Some(FieldConstraint::Optional) => {
+                    if ax.value.not_allowed {
+                        if let Some(e) = ax.err() {
+                            errs.push((a, e.clone()));
+                            ok = false;
+                        }
+                    }
+                    continue;
+                }
+                Some(FieldConstraint::Required) => {
+                    let span = ax.span();
+                    errs.push((
+                        a,
+                        Bottom::new(
+                            ErrorCode::RequiredMissing,
+                            format!("field is required but not present: {}", l.path_text()),
+                            span,
+                        ),
+                    ));
+                    ok = false;
+                    continue;
+                }
+                _ => {}
+            }
+            match self.walk_data(a, errs, depth + 1, keep) {
+                Some(x) if keep => out.push((l.name.to_string(), x)),
+                Some(_) => {}
+                None => ok = false,
+            }
         }
-        match &vx.scalar {
+        if ok && !stuck {
+            Some(BVal::Struct(out))
+        } else {
+            None
+        }
+    }
+
+    /// [`Ev::walk_data`] of `v` (reached as `v0`) holding no struct or list: its concrete
+    /// scalar, or an incomplete error naming what is known of it.
+    fn scalar_data(
+        &mut self,
+        v0: VId,
+        v: VId,
+        errs: &mut Vec<(VId, Arc<Bottom>)>,
+        keep: bool,
+    ) -> Option<BVal> {
+        let vx = self.vx(v);
+        match vx.scalar() {
             Some(s) if keep => ops::scalar_to_data(s),
             Some(_) => Some(BVal::Null),
             None => {
-                let span = vx.span;
-                let msg = match &vx.incomplete {
+                let span = vx.span();
+                let msg = match &vx.value.incomplete {
                     Some(b) => b.msg.clone(),
                     None => {
-                        let mut s = kind_name(vx.kinds);
-                        for b in &vx.bounds {
+                        let mut s = kind_name(vx.value.kinds);
+                        for b in &vx.value.bounds {
                             s = format!("{s} & {}", ops::show(b));
                         }
                         format!("incomplete value {s}")
                     }
                 };
-                let span = vx.incomplete.as_ref().map(|b| b.span).unwrap_or(span);
+                let span = vx.value.incomplete.as_ref().map(|b| b.span).unwrap_or(span);
                 errs.push((v0, Bottom::new(ErrorCode::Incomplete, msg, span)));
                 None
             }
@@ -360,31 +404,35 @@ impl Ev {
         depth: usize,
         inside: bool,
     ) {
-        if depth > 40 || errs.len() >= MAX_ERRORS || self.limit_err.is_some() || !self.stack_ok() {
+        if depth > 40
+            || errs.len() >= MAX_ERRORS
+            || self.budget.limit_err.is_some()
+            || !self.stack_ok()
+        {
             return;
         }
         self.eval(v);
         let v = self.deref(v);
         let vx = self.vx(v);
         if inside {
-            if let Some(e) = &vx.err {
+            if let Some(e) = vx.err() {
                 if e.code.is_fatal() {
                     errs.push((v, e.clone()));
                 }
                 return;
             }
         }
-        if vx.disj.is_some() {
+        if vx.disjunction.result.is_some() {
             return;
         }
-        let shared = vx.shared;
-        let arcs: Vec<(Label, VId)> = vx.arcs.iter().map(|(l, a)| (l.clone(), *a)).collect();
+        let shared = vx.value.shared;
+        let arcs: Vec<(Label, VId)> = vx.arc_list();
         for (l, a) in arcs {
             let ins = inside || l.is_def() || l.is_hidden();
             if matches!(l.kind, LabelKind::Internal) {
                 continue;
             }
-            if self.vx(a).constraint == Some(FieldConstraint::Optional) {
+            if self.vx(a).constraint() == Some(FieldConstraint::Optional) {
                 continue;
             }
             // A proxy not yet evaluated is walked through its target (see `data_of_arc`); any
@@ -392,7 +440,7 @@ impl Ev {
             if let Some(t) = self.unforced_proxy(a).filter(|_| shared) {
                 let n = errs.len();
                 self.collect_fatal_hidden(t, errs, depth + 1, ins);
-                if errs.len() == n && self.limit_err.is_none() {
+                if errs.len() == n && self.budget.limit_err.is_none() {
                     continue;
                 }
                 errs.truncate(n);
@@ -407,11 +455,11 @@ impl Ev {
     /// other arc. The walks (`to_data`, `collect_fatal_hidden`) go through such an arc to `t`
     /// instead of evaluating it, which would build one proxy vertex per arc of `t`, all the way
     /// down (upstream's validator does the same: `DerefNonShared`).
-    pub(super) fn unforced_proxy(&self, a: VId) -> Option<VId> {
+    fn unforced_proxy(&self, a: VId) -> Option<VId> {
         let ax = self.vx(a);
         if ax.status != Status::Fresh
-            || ax.not_allowed
-            || !matches!(ax.constraint, None | Some(FieldConstraint::Regular))
+            || ax.value.not_allowed
+            || !matches!(ax.constraint(), None | Some(FieldConstraint::Regular))
         {
             return None;
         }
@@ -435,11 +483,56 @@ impl Ev {
         if let Some(t) = self.unforced_proxy(a).filter(|_| shared) {
             let n = errs.len();
             let d = self.walk_data(t, errs, depth, keep);
-            if errs.len() == n && self.limit_err.is_none() && (d.is_some() || n >= MAX_ERRORS) {
+            if errs.len() == n
+                && self.budget.limit_err.is_none()
+                && (d.is_some() || n >= MAX_ERRORS)
+            {
                 return d;
             }
             errs.truncate(n);
         }
         self.walk_data(a, errs, depth, keep)
+    }
+}
+
+/// Builds a value expression from concrete data.
+pub fn data_to_expr(d: &BVal, span: Span) -> Expr {
+    match d {
+        BVal::Null => Expr::Lit(Val::Null, span),
+        BVal::Bool(b) => Expr::Lit(Val::Bool(*b), span),
+        BVal::Int(i) => Expr::Lit(Val::Int(Arc::new(i.clone())), span),
+        BVal::Float(f) if !crate::data::num::exponent_in_range(f) => Expr::Lit(
+            Val::Bottom(Bottom::new(
+                ErrorCode::Eval,
+                "float exponent out of range",
+                span,
+            )),
+            span,
+        ),
+        BVal::Float(f) => Expr::Lit(Val::Float(Arc::new(f.clone())), span),
+        BVal::String(s) => Expr::Lit(Val::Str(s.as_str().into()), span),
+        BVal::Bytes(b) => Expr::Lit(Val::Bytes(b.clone().into()), span),
+        BVal::List(xs) => Expr::List(Arc::new(ListLit {
+            elems: xs
+                .iter()
+                .map(|x| ListElemC::Expr(data_to_expr(x, span)))
+                .collect(),
+            ellipsis: None,
+            span,
+        })),
+        BVal::Struct(fs) => Expr::Struct(Arc::new(StructLit {
+            fields: fs
+                .iter()
+                .map(|(k, x)| FieldDecl {
+                    label: LabelExpr::Fixed(Label::string(k)),
+                    constraint: FieldConstraint::Regular,
+                    value: data_to_expr(x, span),
+                    span,
+                })
+                .collect(),
+            span,
+            ..Default::default()
+        })),
+        BVal::Opaque(v) => Expr::Vertex(*v as VId, span),
     }
 }
