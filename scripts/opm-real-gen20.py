@@ -72,7 +72,8 @@ STATEFUL = """
 					}}
 				}}
 				volumes: data: {{
-					name: "data"
+					name:     "data"
+					readOnly: false
 					persistentClaim: {{size: "1Gi", accessMode: "ReadWriteOnce", storageClass: "standard"}}
 				}}
 			}}
@@ -205,7 +206,8 @@ def main():
     for i in range(3):
         name = f"db{i}"
         out.append(STATEFUL.format(name=name))
-        expect += [f"{name}/statefulset-transformer", f"{name}/service-transformer"]
+        expect += [f"{name}/statefulset-transformer", f"{name}/service-transformer",
+                   f"{name}/pvc-transformer"]
     for i in range(2):
         name = f"agent{i}"
         out.append(DAEMON.format(name=name))
