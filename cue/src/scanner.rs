@@ -175,7 +175,8 @@ impl<'a> Scanner<'a> {
                         // The newline ends the line unless the next token, past any white
                         // space, is `,` or `:` (JSON laid out over lines).
                         let mut next = self.pos;
-                        while let Some(b' ' | b'\t' | b'\r' | b'\n') = self.src.as_bytes().get(next) {
+                        while let Some(b' ' | b'\t' | b'\r' | b'\n') = self.src.as_bytes().get(next)
+                        {
                             next += 1;
                         }
                         if let Some(b',' | b':') = self.src.as_bytes().get(next) {
@@ -653,7 +654,10 @@ mod tests {
     #[test]
     fn no_comma_before_a_colon_or_comma_on_a_later_line() {
         // JSON laid out with a line break between a key and its `:`, or before a `,`.
-        assert_eq!(texts("{\n\"a\"\n: 1\n, \"b\":\n2\n}"), "{ \"a\" : 1 , \"b\" : 2 ⏎ } ⏎");
+        assert_eq!(
+            texts("{\n\"a\"\n: 1\n, \"b\":\n2\n}"),
+            "{ \"a\" : 1 , \"b\" : 2 ⏎ } ⏎"
+        );
         assert_eq!(texts("a\n\n\t: 1"), "a : 1 ⏎");
         // Not past a comment, and not before any other token.
         assert_eq!(texts("a\n// c\n: 1"), "a ⏎ : 1 ⏎");
