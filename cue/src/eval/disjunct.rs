@@ -113,10 +113,9 @@ impl Split {
                 let mut masked: Vec<Span> = Vec::new();
                 let mut m = 0;
                 for e in &st.hist {
-                    let class = if e.within.is_some_and(|w| masked.contains(&w)) {
-                        masked.push(e.at);
-                        0
-                    } else if e.class == 2 && !marked_alive.contains(&e.at) {
+                    let inside_masked = e.within.is_some_and(|w| masked.contains(&w));
+                    let no_default = e.class == 2 && !marked_alive.contains(&e.at);
+                    let class = if inside_masked || no_default {
                         masked.push(e.at);
                         0
                     } else {
