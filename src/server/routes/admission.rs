@@ -33,6 +33,38 @@ use super::super::metrics::ReviewResult;
 use super::super::state::AppState;
 use super::middleware::InFlight;
 
+/// The answers of both review endpoints, for the OpenAPI document (the handlers build them with
+/// [`review`]; this type only describes them).
+#[allow(dead_code)]
+#[derive(utoipa::IntoResponses)]
+enum ReviewResponses {
+    #[response(
+        status = 200,
+        description = "The review, allowed or denied; response.uid echoes request.uid"
+    )]
+    Review(super::super::review_doc::AdmissionReviewDoc),
+    #[response(
+        status = 400,
+        description = "Not a judgeable v1 AdmissionReview (malformed JSON, wrong apiVersion/kind, no request or uid)"
+    )]
+    BadRequest(ErrorBody),
+    #[response(status = 404, description = "Unknown path")]
+    NotFound(ErrorBody),
+    #[response(status = 405, description = "Method other than POST")]
+    MethodNotAllowed(ErrorBody),
+    #[response(status = 408, description = "The request did not complete in time")]
+    Timeout(ErrorBody),
+    #[response(status = 413, description = "Body over 3 MiB")]
+    TooLarge(ErrorBody),
+    #[response(
+        status = 415,
+        description = "Content-Type present and not application/json"
+    )]
+    UnsupportedMediaType(ErrorBody),
+    #[response(status = 500, description = "Internal error (details are logged)")]
+    Internal(ErrorBody),
+}
+
 /// Validates a TransformerRegistration claim.
 #[utoipa::path(
     post,
@@ -52,16 +84,7 @@ use super::middleware::InFlight;
                     "provides": ["opmodel.dev/contracts/backup/schedule@v1"],
                     "providerRef": {"namespace": "team-a", "name": "k8up"}}},
             "dryRun": false}})),
-    responses(
-        (status = 200, description = "The review, allowed or denied; response.uid echoes request.uid", body = super::super::review_doc::AdmissionReviewDoc),
-        (status = 400, description = "Not a judgeable v1 AdmissionReview (malformed JSON, wrong apiVersion/kind, no request or uid)", body = ErrorBody),
-        (status = 404, description = "Unknown path", body = ErrorBody),
-        (status = 405, description = "Method other than POST", body = ErrorBody),
-        (status = 408, description = "The request did not complete in time", body = ErrorBody),
-        (status = 413, description = "Body over 3 MiB", body = ErrorBody),
-        (status = 415, description = "Content-Type present and not application/json", body = ErrorBody),
-        (status = 500, description = "Internal error (details are logged)", body = ErrorBody)
-    )
+    responses(ReviewResponses)
 )]
 pub fn validate_transformer_registrations(
     State(state): State<AppState>,
@@ -88,16 +111,7 @@ pub fn validate_transformer_registrations(
                 "spec": {"type": "kubernetes",
                     "registry": {"opmodel.dev/catalogs/opm@v2": {"version": "2.1.0"}}}},
             "dryRun": false}})),
-    responses(
-        (status = 200, description = "The review, allowed or denied; response.uid echoes request.uid", body = super::super::review_doc::AdmissionReviewDoc),
-        (status = 400, description = "Not a judgeable v1 AdmissionReview (malformed JSON, wrong apiVersion/kind, no request or uid)", body = ErrorBody),
-        (status = 404, description = "Unknown path", body = ErrorBody),
-        (status = 405, description = "Method other than POST", body = ErrorBody),
-        (status = 408, description = "The request did not complete in time", body = ErrorBody),
-        (status = 413, description = "Body over 3 MiB", body = ErrorBody),
-        (status = 415, description = "Content-Type present and not application/json", body = ErrorBody),
-        (status = 500, description = "Internal error (details are logged)", body = ErrorBody)
-    )
+    responses(ReviewResponses)
 )]
 pub fn validate_platforms(
     State(state): State<AppState>,
