@@ -35,6 +35,8 @@
 pub mod codegen;
 #[rustfmt::skip]
 mod generated;
+#[cfg(test)]
+mod pb_encoder;
 
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
@@ -449,37 +451,7 @@ mod tests {
             .unwrap_or_else(|| panic!("no message {name}"))
     }
 
-    /// A protobuf message under construction (test encoder).
-    #[derive(Default)]
-    struct Pb(Vec<u8>);
-
-    impl Pb {
-        fn varint(&mut self, mut n: u64) -> &mut Self {
-            loop {
-                let b = (n & 0x7f) as u8;
-                n >>= 7;
-                if n == 0 {
-                    self.0.push(b);
-                    return self;
-                }
-                self.0.push(b | 0x80);
-            }
-        }
-        fn int(&mut self, f: u64, n: u64) -> &mut Self {
-            self.varint(f << 3).varint(n)
-        }
-        fn bytes(&mut self, f: u64, b: &[u8]) -> &mut Self {
-            self.varint(f << 3 | 2).varint(b.len() as u64);
-            self.0.extend_from_slice(b);
-            self
-        }
-        fn str(&mut self, f: u64, s: &str) -> &mut Self {
-            self.bytes(f, s.as_bytes())
-        }
-        fn msg(&mut self, f: u64, m: &Pb) -> &mut Self {
-            self.bytes(f, &m.0)
-        }
-    }
+    use super::pb_encoder::Pb;
 
     fn envelope(api_version: &str, kind: &str, obj: &Pb) -> Vec<u8> {
         let mut tm = Pb::default();
