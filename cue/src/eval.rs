@@ -323,6 +323,21 @@ struct Active {
     tainted: Vec<Taint>,
 }
 
+impl Active {
+    /// The length of each list of work under way (a throw-away evaluation must leave them so).
+    fn lens(&self) -> [usize; 7] {
+        [
+            self.expanding.len(),
+            self.sharing_probes.len(),
+            self.probe_expanded.len(),
+            self.let_resolving.len(),
+            self.disjuncts.len(),
+            self.copying.len(),
+            self.tainted.len(),
+        ]
+    }
+}
+
 /// Work counters of an evaluator.
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
