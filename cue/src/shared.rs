@@ -63,8 +63,6 @@ pub(crate) fn enter<R>(m: &Mutex<Inner>, f: impl FnOnce(&mut Inner) -> R) -> R {
 pub(crate) fn throw_away<R>(g: &mut Inner, f: impl FnOnce(&mut Inner) -> R) -> R {
     let mark = g.ev.mark();
     let out = f(g);
-    if let Some(m) = mark {
-        g.ev.rollback(m);
-    }
+    g.ev.rollback(mark);
     out
 }

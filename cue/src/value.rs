@@ -1029,4 +1029,45 @@ let A = and([{p: 1}, {q: M.k}])
         assert!(at("a").check_unify(&at("b"), true).is_ok());
         assert!(stats(&pkg).rolled_back > 0, "{:?}", stats(&pkg));
     }
+
+    /// `matchN` decides each schema on a throw-away unification of the schema and the value
+    /// (spec "Validators": a value matches a schema when their unification is not an error).
+    /// The check runs inside the expansion of the value's vertex, and through `export_expr`
+    /// inside another throw-away evaluation: each unification is dropped again once decided,
+    /// so the vertices alive do not grow with the number of checks.
+    #[test]
+    fn matchn_schema_checks_are_dropped_once_decided() {
+        let src = "#S: {a?: int, b?: int, matchN(1, [{a!: _}, {b!: _}])}\n\
+                   one: #S & {a: 1}\n";
+        let many = |n: usize| {
+            let items: Vec<String> = (0..n).map(|i| format!("x{i}: #S & {{a: {i}}}")).collect();
+            format!("{src}many: {{{}}}\n", items.join(", "))
+        };
+        let rt = Runtime::default();
+        let small = rt.build_files(&[("in.cue".into(), many(5))]).unwrap();
+        small.validate(true).unwrap();
+        let large = rt.build_files(&[("in.cue".into(), many(45))]).unwrap();
+        large.validate(true).unwrap();
+        assert_eq!(
+            large.lookup("many.x44").unwrap().to_json_value().unwrap(),
+            serde_json::json!({"a": 44})
+        );
+        // Two schemas per value, each checked and dropped.
+        assert!(stats(&large).rolled_back >= 90, "{:?}", stats(&large));
+        // 40 more values cost the vertices of 40 values (a handful each), not of their checks.
+        let per_value = (vertices(&large) - vertices(&small)) / 40;
+        assert!(per_value <= 8, "{per_value} vertices per value");
+        // A value matching both schemas, or neither, still fails.
+        for bad in ["#S & {a: 1, b: 2}", "#S & {}"] {
+            let v = rt
+                .build_files(&[("in.cue".into(), format!("{src}bad: {bad}\n"))])
+                .unwrap();
+            assert!(v.validate(true).is_err(), "{bad}");
+        }
+        // Nested in the throw-away evaluation of `export_expr`: both are dropped.
+        let before = vertices(&large);
+        let out = rt.export_expr(&large, "#S & {b: 7}").unwrap();
+        assert_eq!(out, serde_json::json!({"b": 7}));
+        assert_eq!(vertices(&large), before);
+    }
 }

@@ -4,9 +4,16 @@
 //! - every vertex is allocated here (`Ev::new_vertex`, `Ev::anon`, `Ev::push_vertex`), in
 //!   chunks of a fixed size, so growing the arena never copies it;
 //! - a throw-away evaluation ([`Ev::mark`], [`Ev::rollback`]) is dropped again if it changed no
-//!   vertex built before its mark: the arena records any mutable borrow of an older vertex, and
-//!   the caches that name vertices are append-only logs truncated to their length at the mark;
-//!   an evaluation that changed an older vertex, or left work under way, is kept whole.
+//!   vertex built before its mark: the arena records the lowest older vertex borrowed mutably,
+//!   and the caches that name vertices are append-only logs truncated to their length at the
+//!   mark; an evaluation that changed an older vertex, or left work under way that was not
+//!   under way at its mark, is kept whole;
+//! - throw-away evaluations nest (a schema check of `matchN` inside the expansion of a vertex,
+//!   inside the export of a pair output): the innermost is watched, and when it ends the
+//!   lowest vertex it touched counts for the enclosing one, which is watched again. One begun
+//!   while vertices are being expanded may be dropped: it leaves the work under way as it
+//!   found it (the same vertices being expanded, decided, copied; no vertex marked to be
+//!   evaluated again), and nothing it built is reachable from an unchanged older vertex.
 
 use super::*;
 
@@ -20,7 +27,12 @@ pub struct Mark {
     pub(super) calls: usize,
     pub(super) shapes: usize,
     pub(super) packages: usize,
-    pub(super) tainted: usize,
+    /// The lengths of the work under way (`Active`) at the mark: it must be as it was.
+    pub(super) active: [usize; 7],
+    /// The enclosing throw-away evaluation's watch and lowest touched vertex, restored when
+    /// this one ends.
+    pub(super) outer_watch: usize,
+    pub(super) outer_touched: usize,
 }
 
 /// Vertices per chunk of [`Arena`].
@@ -30,16 +42,27 @@ const ARENA_CHUNK: usize = 1024;
 /// million vertices held the old and the new buffer at once while doubling: a measured part
 /// of the render's peak memory). Indexed like a slice by `VId as usize`.
 ///
-/// While a [`Mark`] is out (see [`Ev::mark`]), every mutable access to a vertex older than the
-/// mark is recorded: only an evaluation that changed no older vertex can be rolled back.
-#[derive(Default)]
+/// While a [`Mark`] is out (see [`Ev::mark`]), the lowest vertex older than the innermost
+/// mark that was borrowed mutably is recorded: only an evaluation that changed no older vertex
+/// can be rolled back.
 pub struct Arena {
     pub(super) chunks: Vec<Vec<Vertex>>,
     pub(super) len: usize,
     /// Vertices below this index are watched for changes (0: nothing is).
     watch: usize,
-    /// A watched vertex was borrowed mutably since the watch began.
-    touched: bool,
+    /// The lowest watched vertex borrowed mutably since the watch began (`usize::MAX`: none).
+    touched: usize,
+}
+
+impl Default for Arena {
+    fn default() -> Arena {
+        Arena {
+            chunks: Vec::new(),
+            len: 0,
+            watch: 0,
+            touched: usize::MAX,
+        }
+    }
 }
 
 impl Arena {
@@ -91,30 +114,31 @@ impl std::ops::Index<usize> for Arena {
 impl std::ops::IndexMut<usize> for Arena {
     #[inline]
     fn index_mut(&mut self, i: usize) -> &mut Vertex {
-        if i < self.watch {
-            self.touched = true;
+        if i < self.watch && i < self.touched {
+            self.touched = i;
         }
         &mut self.chunks[i / ARENA_CHUNK][i % ARENA_CHUNK]
     }
 }
 
 impl Ev {
-    /// Starts a throw-away evaluation (see [`Ev::rollback`]); `None` while another is out.
-    pub fn mark(&mut self) -> Option<Mark> {
-        if self.vs.watch != 0 {
-            return None;
-        }
-        self.vs.watch = self.vs.len();
-        self.vs.touched = false;
-        Some(Mark {
+    /// Starts a throw-away evaluation (see [`Ev::rollback`]), inside the one already out if
+    /// any. Every mark must be ended by [`Ev::rollback`], innermost first.
+    pub fn mark(&mut self) -> Mark {
+        let m = Mark {
             vertices: self.vs.len(),
             lets: self.caches.lets.len(),
             filters: self.caches.filters.len(),
             calls: self.caches.call_lists.len(),
             shapes: self.envs.shapes.len(),
             packages: self.packages.len(),
-            tainted: self.active.tainted.len(),
-        })
+            active: self.active.lens(),
+            outer_watch: self.vs.watch,
+            outer_touched: self.vs.touched,
+        };
+        self.vs.watch = self.vs.len();
+        self.vs.touched = usize::MAX;
+        m
     }
 
     /// Ends the evaluation begun by `m`: if it changed no vertex older than `m`, everything
@@ -124,19 +148,25 @@ impl Ev {
     /// these caches: a vertex older than the mark that no one changed cannot refer to a newer
     /// one, environments made since are reachable only from the dropped vertices (an older
     /// vertex would have had to change to hold one), and the caches are append-only, so
-    /// truncating them to their length at the mark drops exactly the newer entries. Ids that
-    /// are never reused (environment and closedness ids) just go on counting.
+    /// truncating them to their length at the mark drops exactly the newer entries. The work
+    /// under way must be as it was at the mark: what is being expanded, probed, copied or
+    /// decided then is older than the mark, and a vertex marked for re-evaluation since would
+    /// name a dropped reader. Ids that are never reused (environment and closedness ids) just
+    /// go on counting.
     pub fn rollback(&mut self, m: Mark) -> bool {
-        let clean = !self.vs.touched
+        let touched = self.vs.touched;
+        let clean = touched >= m.vertices
             && self.budget.limit_err.is_none()
             && self.vs.watch == m.vertices
             && self.packages.len() == m.packages
-            && self.active.tainted.len() == m.tainted
-            && self.active.expanding.is_empty()
-            && self.active.disjuncts.is_empty()
-            && self.active.copying.is_empty();
-        self.vs.watch = 0;
-        self.vs.touched = false;
+            && self.active.lens() == m.active;
+        // The enclosing evaluation is watched again; what this one touched counts for it.
+        self.vs.watch = m.outer_watch;
+        self.vs.touched = if clean {
+            m.outer_touched
+        } else {
+            m.outer_touched.min(touched)
+        };
         if !clean {
             self.stats.kept += 1;
             return false;

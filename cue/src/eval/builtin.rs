@@ -80,6 +80,46 @@ fn snapshot(ev: &mut Ev, s: &Val, span: Span) -> Expr {
     }
 }
 
+/// Evaluates, before the throw-away evaluations of schema checks, the older vertices they
+/// read: each schema, and the value with its arcs down its regular fields (the fields
+/// `error_deep` walks), as the check's snapshot refers to every arc. Reached for the first
+/// time inside a check, such a vertex would be changed by it and the check could not be
+/// dropped (see `arena`); evaluated here it is kept, as the value's export or validation
+/// needs it anyway. Vertices being expanded are left alone, as the check would leave them.
+fn settle(ev: &mut Ev, schemas: &[&Val], value: &Val) {
+    for sc in schemas {
+        if let Val::Vertex(w) = sc {
+            ev.eval(*w);
+        }
+    }
+    if let Val::Vertex(v) = value {
+        settle_deep(ev, *v, 0);
+    }
+}
+
+fn settle_deep(ev: &mut Ev, v: VId, depth: usize) {
+    if depth > 64 || ev.budget.limit_err.is_some() || !ev.stack_ok() {
+        return;
+    }
+    ev.eval(v);
+    let v = ev.deref(v);
+    if ev.vx(v).disjunction.result.is_some() {
+        return;
+    }
+    for (l, a) in ev.vx(v).arc_list() {
+        if ev.active.expanding.contains(&a) {
+            continue;
+        }
+        let walk = (l.is_regular() || l.kind == LabelKind::Index)
+            && ev.vx(a).constraint() != Some(FieldConstraint::Optional);
+        if walk {
+            settle_deep(ev, a, depth + 1);
+        } else {
+            ev.eval(a);
+        }
+    }
+}
+
 /// `true` if `value` unified with schema vertex `schema` has no fatal error.
 fn matches_schema(ev: &mut Ev, schema: &Val, value: &Val, span: Span) -> bool {
     match_schema(ev, schema, value, span) == Match::Yes
@@ -101,14 +141,18 @@ fn match_schema(ev: &mut Ev, schema: &Val, value: &Val, span: Span) -> Match {
         Val::Vertex(v) => Expr::Vertex(*v, span),
         other => Expr::Lit(other.clone(), span),
     };
+    // A throw-away evaluation: only the answer is kept (see `arena`).
+    let mark = ev.mark();
     let a = ev.anon(None, Expr::Unify(Arc::new([sch, snap]), span));
-    if ev.error_deep(a, 0, false).is_some() {
+    let out = if ev.error_deep(a, 0, false).is_some() {
         Match::No
     } else if ev.error_deep(a, 0, true).is_some() {
         Match::Maybe
     } else {
         Match::Yes
-    }
+    };
+    ev.rollback(mark);
+    out
 }
 
 /// A schema argument as the evaluator holds it: a fatal error as is, anything else unresolved
@@ -199,6 +243,7 @@ pub fn check_validator(ev: &mut Ev, v: &Validator, s: &Val) -> Option<String> {
             // Definite matches, and schemas the value may still match once its missing
             // required fields are set.
             let (mut count, mut maybe) = (0i64, 0i64);
+            settle(ev, &schemas.iter().collect::<Vec<_>>(), s);
             for sc in schemas {
                 match match_schema(ev, sc, s, *span) {
                     Match::Yes => count += 1,
@@ -234,6 +279,7 @@ pub fn check_validator(ev: &mut Ev, v: &Validator, s: &Val) -> Option<String> {
             }
         }
         Validator::MatchIf(i, t, e, span) => {
+            settle(ev, &[i, t, e], s);
             let ok = if matches_schema(ev, i, s, *span) {
                 matches_schema(ev, t, s, *span)
             } else {
@@ -280,6 +326,9 @@ impl Host for HostImpl<'_> {
             span,
             ..Default::default()
         };
+        // A throw-away evaluation: only the answer is kept (see `arena`).
+        self.ev.eval(*c as VId);
+        let mark = self.ev.mark();
         let a = self.ev.anon(
             None,
             Expr::Unify(
@@ -290,7 +339,7 @@ impl Host for HostImpl<'_> {
         self.ev.eval(a);
         let a = self.ev.deref(a);
         let less = self.ev.vx(a).arcs.get(&Label::ident("less")).copied();
-        match less {
+        let out = match less {
             Some(l) => match self.ev.vertex_value(l, span) {
                 Val::Bool(b) => Ok(b),
                 Val::Bottom(b) => Err(BuiltinError {
@@ -303,11 +352,14 @@ impl Host for HostImpl<'_> {
                 ))),
             },
             None => Err(BuiltinError::new("comparator has no field less")),
-        }
+        };
+        self.ev.rollback(mark);
+        out
     }
 
     fn unifies(&mut self, a: &BVal, b: &BVal) -> Result<bool, BuiltinError> {
         let span = Span::default();
+        let mark = self.ev.mark();
         let x = self.ev.anon(
             None,
             Expr::Unify(
@@ -315,7 +367,9 @@ impl Host for HostImpl<'_> {
                 span,
             ),
         );
-        Ok(self.ev.fatal_error_deep(x, 0).is_none())
+        let out = self.ev.fatal_error_deep(x, 0).is_none();
+        self.ev.rollback(mark);
+        Ok(out)
     }
 }
 

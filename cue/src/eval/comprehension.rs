@@ -7,6 +7,15 @@
 //! a round makes progress; then its error stands. A guard or source that stays incomplete
 //! leaves the struct incomplete (nothing is yielded, and an export of the struct fails: what it
 //! would hold is unknown), as upstream's `cue export` reports `incomplete bool: _`.
+//!
+//! Known gap (issue 43 class 7): a guard that tests a field below the struct
+//! (`if spec.w.s != _|_ {...}`) is decided when it first runs, before a later comprehension
+//! of the same struct adds that field (`if true {spec: w: s: 1}`), so the guarded fields
+//! are missing (`out: {spec: w: {}, if spec.w.s != _|_ {spec: t: spec.w.s}, if true {spec:
+//! w: s: 1}}` gives no `t`; the comprehension fixed point would give `t: 1`). The catalog's
+//! blueprints test `spec.<workload>.scaling` this way while modules hoist `if enabled {spec:
+//! <workload>: scaling: ...}` beside them (a fleet module upstream renders), so such a
+//! component's `spec.scaling.count` stays incomplete here.
 
 use super::*;
 
