@@ -12,7 +12,7 @@
 
 //! - Every render is counted once in [`RenderMetrics`]: `opm_render_total{caller,result}`
 //!   (`caller` = `reconcile` or `api`; `result` = `success`, `error`, `timeout`: the kernel's
-//!   evaluation limit or deadline, or the render API's `--render-timeout`) and
+//!   evaluation limit, memory budget or deadline, or the render API's `--render-timeout`) and
 //!   `opm_render_duration_seconds{caller}` (the render itself, not the wait for a slot).
 
 use std::sync::Arc;
@@ -86,7 +86,9 @@ impl RenderEnd {
     pub fn of<T>(result: &Result<T, KernelError>) -> Self {
         match result {
             Ok(_) => RenderEnd::Success,
-            Err(e) if e.class == ErrorClass::Timeout => RenderEnd::Timeout,
+            Err(e) if matches!(e.class, ErrorClass::Timeout | ErrorClass::ResourceExhausted) => {
+                RenderEnd::Timeout
+            }
             Err(_) => RenderEnd::Error,
         }
     }

@@ -407,6 +407,7 @@ pub fn kernel_error(e: KernelError) -> ApiError {
         ErrorClass::SkewRefused => ErrorCode::SkewRefused,
         ErrorClass::UnsupportedKind => ErrorCode::UnsupportedKind,
         ErrorClass::Timeout => ErrorCode::RenderTimeout,
+        ErrorClass::ResourceExhausted => ErrorCode::RenderMemoryExceeded,
         // No code of its own: the message names the module and why its signature failed.
         ErrorClass::Other | ErrorClass::Verification => ErrorCode::RenderFailed,
     };
@@ -1005,6 +1006,7 @@ mod tests {
             (ErrorClass::SkewRefused, 409),
             (ErrorClass::UnsupportedKind, 422),
             (ErrorClass::Timeout, 504),
+            (ErrorClass::ResourceExhausted, 422),
             (ErrorClass::Other, 422),
         ];
         for (class, status) in cases {
