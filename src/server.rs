@@ -149,6 +149,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_renders: Option<u16>,
 
+    /// Memory budget of one render (reconciles, the render API, platform builds), accounted by
+    /// the evaluator: a render past it stops with `MemoryBudgetExceeded` (the API: 422
+    /// `render_memory_exceeded`). Size the container: floor + renders at once × this.
+    #[arg(long, default_value = crate::kernel::limits::DEFAULT_RENDER_MEMORY_LIMIT, value_parser = crate::kernel::limits::parse_bytes, value_name = "BYTES")]
+    pub render_memory_limit: u64,
+
     /// Interval of the fallback check of the TLS files (file events are watched too).
     #[arg(long, default_value = "5s", value_parser = crds::duration::parse_flag, value_name = "DURATION")]
     pub cert_poll_interval: Duration,

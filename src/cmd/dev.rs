@@ -102,6 +102,10 @@ pub struct DevArgs {
     /// (or `hold`) on an object asks for a failed (or never-ending) rollout.
     #[arg(long, default_value = "2s", value_parser = crds::duration::parse_flag, value_name = "DURATION")]
     pub workload_delay: std::time::Duration,
+
+    /// Memory budget of one render (`serve`'s flag of the same name).
+    #[arg(long, default_value = crate::kernel::limits::DEFAULT_RENDER_MEMORY_LIMIT, value_parser = crate::kernel::limits::parse_bytes, value_name = "BYTES")]
+    pub render_memory_limit: u64,
 }
 
 /// A catalog Platform `cluster` subscribes (`--catalog`).
@@ -683,7 +687,12 @@ struct Wiring {
     controllers: crate::cmd::serve::ControllerArgs,
 }
 
-fn wiring(state: &StateDir, ports: Ports, source: &Source) -> Result<Wiring, DevError> {
+fn wiring(
+    state: &StateDir,
+    ports: Ports,
+    source: &Source,
+    render_memory_limit: u64,
+) -> Result<Wiring, DevError> {
     use clap::Parser as _;
     let p = |p: &Path| p.display().to_string();
     let certs = state.certs();
@@ -724,6 +733,7 @@ fn wiring(state: &StateDir, ports: Ports, source: &Source) -> Result<Wiring, Dev
         "--allow-cross-namespace-refs".to_owned(),
         format!("--kubeconfig={}", p(&state.kubeconfig())),
         format!("--platform-dir={}", p(&state.platform())),
+        format!("--render-memory-limit={render_memory_limit}"),
     ];
     Wiring::try_parse_from(args.into_iter().chain(modules))
         .map_err(|e| DevError::Args(e.to_string()))
@@ -807,7 +817,7 @@ pub fn run(args: DevArgs) -> Result<(), DevError> {
         Ok::<_, DevError>(emu)
     })?;
 
-    let w = wiring(&state, ports, &source)?;
+    let w = wiring(&state, ports, &source, args.render_memory_limit)?;
     let sidecar = crate::cmd::serve::operator_sidecar(&w.server, w.controllers)?;
     let sidecar = announce(sidecar, summary_of(&state, ports, &source), started);
     let served = crate::server::run_with(w.server, Some(sidecar));

@@ -519,7 +519,8 @@ pub fn sidecar(
 /// store for the process (records from the Platform reconciler, leases for renders), one kernel
 /// built from the resolved registry (`RegistryConfig` with the docker config's credentials, the
 /// platform kernel pinning `--core-module`/`--core-version` in `--platform-shape`, the render
-/// kernel), and the server's `--max-concurrent-renders` shared with the ModuleInstance controller.
+/// kernel), and the server's `--max-concurrent-renders` shared with the ModuleInstance controller;
+/// renders and platform builds evaluate under the server's `--render-memory-limit`.
 /// Pass the result to [`crate::server::run_with`] with the same `server` arguments.
 pub fn operator_sidecar(
     server: &crate::server::ServeArgs,
@@ -530,6 +531,11 @@ pub fn operator_sidecar(
     let store = Store::new();
     controllers.max_concurrent_renders = server.max_concurrent_renders;
     let generator = controllers.generator.generator();
+    // `--render-memory-limit`: every render and platform build of the process.
+    let eval_config = crate::kernel::limits::render_config(
+        cue::Config::default(),
+        server.render_memory_limit,
+    );
     sidecar(controllers, store, move |resolved| {
         let mapping = Mapping::parse(&resolved.mapping)?;
         let mut config = RegistryConfig::new(mapping).with_docker_config()?;
@@ -538,9 +544,10 @@ pub fn operator_sidecar(
         let platform = Arc::new(PlatformKernel::new(
             registry.clone(),
             generator.clone(),
-            cue::Config::default(),
+            eval_config.clone(),
         ));
-        let renderer = Arc::new(crate::render::Renderer::new(registry.clone()));
+        let renderer =
+            Arc::new(crate::render::Renderer::new(registry.clone()).with_config(eval_config.clone()));
         let signatures = Arc::new(crate::controller::verify::Signatures::new(
             registry,
             (*renderer).clone(),
