@@ -94,6 +94,9 @@ pub struct Context {
     pub operator_namespace: String,
     /// Consecutive reconcile errors per object key (`Kind/name`), for the error backoff.
     failures: FailureCounts,
+    /// The renders that exhausted a budget: their backoff and the one retry slot
+    /// ([`super::fairness`]).
+    pub exhausted: super::fairness::Gate,
     /// What the last apply of an object changed (`Kind/namespace/name` → “1 created, …”), kept
     /// while its health check waits, for the success event once the objects are ready
     /// (process memory: after a restart the event says only that the check passed).
@@ -165,6 +168,7 @@ impl Context {
             signatures: None,
             operator_namespace: "opm-system".to_owned(),
             failures: FailureCounts::default(),
+            exhausted: super::fairness::Gate::default(),
             pending_changes: Mutex::new(HashMap::new()),
         }
     }

@@ -267,7 +267,8 @@ async fn reconcile_steps(
     })?;
 
     // Step 6: render (the extraction lives until the render is done).
-    let rendered = render(run, fetched, dir).await?;
+    let inputs = (art.digest.clone(), run.obj.spec.path.clone());
+    let rendered = render(run, &inputs, fetched, dir).await?;
 
     // Steps 7–9: digests, NoOp, identity, apply, prune, commit.
     let objects = run.convert(&rendered, digests).await?;
@@ -281,13 +282,16 @@ async fn reconcile_steps(
 }
 
 /// Step 6.
+/// `inputs`: the artifact digest and the path in it (what the render depends on,
+/// `super::fairness`).
 async fn render(
     run: &Run<'_, ModulePackage>,
+    inputs: &(String, String),
     fetched: artifact::Fetched,
     dir: std::path::PathBuf,
 ) -> Result<RenderResult, Halt> {
     let renderer = run.ctx.package_renderer.clone();
-    run.render_on("package", renderer, move |renderer, platform, skew| {
+    run.render_on("package", inputs, renderer, move |renderer, platform, skew| {
         let r = renderer.render_package(&dir, platform, skew);
         drop(fetched);
         r

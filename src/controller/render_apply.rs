@@ -47,6 +47,9 @@
 //!   `RenderFailed` only once a platform is recorded. The render runs on a blocking thread and the lease is
 //!   released when it ends. Kernel errors are classified by their class
 //!   ([`super::outcome::classify_render`]), never by text, Warning `<reason>` (action `Render`).
+//!   A render that exhausted a budget (memory, steps, time) backs off per object and retries
+//!   only in the process's one retry slot ([`super::fairness`]; the kind names the inputs the
+//!   render depends on).
 //! - **Digests** (`Run::convert`; §2.2 phase 2, §2.3 step 7, §6.1): one Warning `RenderWarning`
 //!   (action `Render`) per render warning; the render digest (the kernel's, else computed); the
 //!   inventory entries (a failure is Stalled `ApplyFailed` “converting resources: …”); the
@@ -127,6 +130,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
 use super::context::Context;
+use super::fairness::Admit;
 use super::metrics::ControllerMetrics;
 use super::outcome::{self, classify_render, Outcome, STALLED_RECHECK};
 use super::reconcile::{End, Failure, Halt, Kind, Mark, Note, Run, When};
@@ -339,6 +343,7 @@ pub(crate) fn forget<K: Rendered>(ctx: &Context, namespace: &str, name: &str) {
     if let Some(m) = metrics_of::<K>(ctx) {
         m.forget_inventory(namespace, name);
     }
+    ctx.exhausted.forget(&format!("{}/{namespace}/{name}", K::KIND));
     ctx.health_rules
         .forget(&format!("{}/{namespace}/{name}", K::KIND));
 }
@@ -503,10 +508,13 @@ impl<'a, K: Rendered> Run<'a, K> {
     /// is `PlatformNotReady` whatever else is missing; then a context without a `renderer`
     /// stalls `RenderFailed` “no `<noun>` renderer is configured”; else `render` runs on a
     /// blocking thread with the leased platform and its skew policy, the lease is released and
-    /// a kernel error is classified.
+    /// a kernel error is classified. `inputs` is what the render depends on (the fairness
+    /// gate's fingerprint, [`super::fairness`]): a render that exhausted a budget with the same
+    /// inputs is not run again before its backoff, and then only in the retry slot.
     pub async fn render_on<R: ?Sized + Send + Sync + 'static>(
         &self,
         noun: &str,
+        inputs: &(impl std::hash::Hash + ?Sized),
         renderer: Option<Arc<R>>,
         render: impl FnOnce(&R, &BuiltPlatform, SkewPolicy) -> Result<RenderResult, KernelError>
             + Send
@@ -522,8 +530,21 @@ impl<'a, K: Rendered> Run<'a, K> {
             )
             .into());
         };
+        // Fairness (`super::fairness`): a render that exhausted a budget with these inputs
+        // waits out its backoff, then retries in the one retry slot.
+        let key = format!("{}/{}/{}", K::KIND, self.namespace, self.name);
+        let inputs = super::fairness::fingerprint(inputs, self.obj.meta());
+        let gate = &self.ctx.exhausted;
+        let slot = match gate.admit(&key, inputs, std::time::Instant::now()) {
+            Admit::Render => None,
+            Admit::Retry(permit) => Some(permit),
+            Admit::Wait(failure) => {
+                drop(lease);
+                return Err((*failure).into());
+            }
+        };
         let metrics = self.ctx.metrics.as_ref().map(|m| m.render.clone());
-        let out = crate::render_lease::render_on_lease(lease, (), move |platform, skew| {
+        let out = crate::render_lease::render_on_lease(lease, slot, move |platform, skew| {
             let started = std::time::Instant::now();
             let out = render(&renderer, platform, skew);
             if let Some(m) = metrics {
@@ -536,7 +557,20 @@ impl<'a, K: Rendered> Run<'a, K> {
             what: format!("rendering the {noun}"),
             message: e.to_string(),
         })?;
-        out.map_err(|e| Failure::render(&e).into())
+        let now = std::time::Instant::now();
+        match out {
+            Ok(rendered) => {
+                gate.ended(&key, inputs, None, now);
+                Ok(rendered)
+            }
+            Err(e) => {
+                let failure = Failure::render(&e);
+                let failure = gate
+                    .ended(&key, inputs, Some((e.class, failure.clone())), now)
+                    .unwrap_or(failure);
+                Err(failure.into())
+            }
+        }
     }
 
     /// The render's warnings, digest and inventory entries (module docs): the objects to apply.
