@@ -7,6 +7,7 @@ mod architecture;
 mod chaos;
 mod child;
 mod cluster;
+mod fairness;
 mod controller;
 mod dev;
 mod e2e;
