@@ -145,14 +145,13 @@ impl Gate {
         now: Instant,
     ) -> Option<Failure> {
         let mut map = self.map();
-        let (class, failure) = match end {
-            Some((class, failure)) if exhausts(class) => (class, failure),
+        let failure = match end {
+            Some((class, failure)) if exhausts(class) => failure,
             other => {
                 map.remove(key);
                 return other.map(|(_, f)| f);
             }
         };
-        let _ = class;
         let count = match map.get(key) {
             Some(e) if e.inputs == inputs => e.count.saturating_add(1),
             _ => 1,

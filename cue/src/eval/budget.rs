@@ -241,11 +241,14 @@ impl Ev {
         if self.budget.limit_err.is_some() {
             return false;
         }
+        // The innermost vertex being expanded that a path names (an anonymous value, such as
+        // a list literal passed to a call, has none: its enclosing field is named instead).
         let path = self
             .active
             .expanding
-            .last()
-            .map(|&v| self.path_text(v))
+            .iter()
+            .rev()
+            .find_map(|&v| self.named_path(v))
             .unwrap_or_default();
         let exceeded = crate::errors::MemoryExceeded {
             budget: self.config.max_memory_bytes,
@@ -256,6 +259,19 @@ impl Ev {
         self.budget.memory_exceeded.get_or_insert(exceeded);
         self.budget.limit_err = Some(self.limit(crate::errors::Limit::Memory, msg, Span::default()));
         false
+    }
+
+    /// The path of `v` from its root, unless the root is an anonymous value or `v` is a root.
+    fn named_path(&self, v: VId) -> Option<String> {
+        let mut root = v;
+        while let Some(p) = self.vx(root).parent() {
+            root = p;
+        }
+        let l = self.vx(root).label();
+        if root == v || (l.kind == LabelKind::Internal && &*l.name == "_anon") {
+            return None;
+        }
+        Some(self.path_text(v))
     }
 
     /// Bytes charged to the memory budget so far.
