@@ -859,8 +859,9 @@ mod tests {
         let state = StateDir {
             root: PathBuf::from("/tmp/x"),
         };
-        let w = wiring(&state, Ports::resolve(7443).unwrap(), &Source::Bundled).unwrap();
+        let w = wiring(&state, Ports::resolve(7443).unwrap(), &Source::Bundled, 96 << 20).unwrap();
         assert_eq!(w.server.render_auth, crate::server::RenderAuthMode::Kube);
+        assert_eq!(w.server.render_memory_limit, 96 << 20, "dev's flag reaches serve's");
         assert!(!w.controllers.leader_elect);
         assert_eq!(w.server.webhook_addr.to_string(), "127.0.0.1:7444");
         assert_eq!(
@@ -913,7 +914,7 @@ mod tests {
         .unwrap()
         .dev;
         let source = Source::of(&args, Path::new("/w"));
-        let w = wiring(&state, Ports::resolve(7443).unwrap(), &source).unwrap();
+        let w = wiring(&state, Ports::resolve(7443).unwrap(), &source, 512 << 20).unwrap();
         assert_eq!(w.controllers.registry.as_deref(), Some("oci:/w/out/layout"));
         assert_eq!(w.controllers.generator.core_module, "opmodel.dev/core@v2");
         assert_eq!(
