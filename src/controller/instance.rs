@@ -401,8 +401,8 @@ async fn render(
     };
     // What the render depends on (`super::fairness`): the coordinate and the values.
     let inputs = (
-        &req.path,
-        &req.version,
+        req.path.clone(),
+        req.version.clone(),
         req.values.as_ref().map(Value::to_string),
     );
     // Signed modules (`spec.verify`, the Platform's policy): `super::verify`.
