@@ -4,9 +4,10 @@
 //! `opm-operator serve` with `--max-concurrent-renders 2` and a small `--render-memory-limit`.
 //!
 //! The scenario:
-//! 1. The floor: the process's resident memory once the Platform is Ready and one warm-up
-//!    instance is (registry caches filled), before the measured renders.
-//! 2. 100 instances of the per-instance `demo` alone: the time until all are Ready.
+//! 1. One warm-up instance (registry caches filled).
+//! 2. 100 instances of the per-instance `demo` alone: the time until all are Ready; the
+//!    process's peak resident memory then is the floor (the process with its instances and
+//!    their own renders, each within the budget).
 //! 3. 4 hostile instances, then 100 more `demo` instances: the time until those are Ready is
 //!    within 1.5× the time alone; the hostile ones are `Ready=False` reason
 //!    `MemoryBudgetExceeded`, the message naming the budget and the value being evaluated;
@@ -127,10 +128,9 @@ async fn hostile_modules_hold_up_no_one_and_stay_inside_the_memory_arithmetic() 
     let pid = cluster.children.pid(serve);
     let client = cluster.client.clone();
 
-    // 1. The floor, after one warm-up render.
+    // 1. One warm-up render.
     create(&client, WARM, "warm", DEMO, DEMO_VERSION, valid_values()).await;
     all_ready(&mut cluster, WARM, "warm", 1, Instant::now()).await;
-    let floor = status_bytes(pid, "VmRSS");
 
     // 2. The normal instances alone.
     let started = Instant::now();
@@ -138,6 +138,7 @@ async fn hostile_modules_hold_up_no_one_and_stay_inside_the_memory_arithmetic() 
         create(&client, ALONE, &format!("app{i:03}"), DEMO, DEMO_VERSION, valid_values()).await;
     }
     let alone = all_ready(&mut cluster, ALONE, "app", NORMAL, started).await;
+    let floor = status_bytes(pid, "VmHWM");
 
     // 3. The hostile instances first, then as many normal ones.
     let started = Instant::now();
