@@ -13,6 +13,11 @@ for crate in cue opm-kernel; do
   fi
 done
 
+# Every package of Cargo.lock into the cargo registry, including the optional `k8s-pb` no build
+# compiles: kube-emu's protobuf drift test reads its sources (kube-emu/src/protobuf/codegen.rs), and
+# the tests themselves run on loopback only.
+cargo fetch --locked
+
 # The operator image (release build + buildah, no network): the install test runs the operator from
 # it, as a kubelet would (tests/it/install.rs).
 bash scripts/image.sh

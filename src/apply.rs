@@ -1,55 +1,36 @@
 //! The apply engine: staged server-side apply, change sets, safe prune, deletion, drift, health
-//! and impersonation (docs/design/operator.md §2.2 phases 3–6, §2.4, §2.5, §6; docs/design/principles.md §1.2–§1.4 and
-//! rules 1–7, 12, 13, 21).
+//! and impersonation (docs/design/operator.md §2.2 phases 3–6, §2.4, §2.5, §6;
+//! docs/design/principles.md §1.2–§1.4 and rules 1–7, 12, 13, 21).
 //!
-//! Rules implemented by the [`Engine`] (details in each submodule):
-//! - **Staged SSA** ([`Engine::apply_all_staged`]): objects are grouped into stages
-//!   ([`object::stage_of`]): CRDs/Namespaces/ClusterRoles, then class kinds, then
-//!   ServiceAccounts/Roles, then the rest. Stage 0 is waited for (CRD `Established`, Namespace
-//!   active) and, when it applied CRDs, followed by a discovery refresh, so a module shipping a
-//!   CRD and its CRs applies in one pass (discovery is otherwise cached: [`resolve`]). Within a stage, every object is first read and applied with `dryRun=All`
-//!   (planned), and only when the whole stage planned without error are the created or
-//!   configured objects applied for real, so a conflict or an invalid object fails its stage
-//!   before any of that stage is written. Change detection compares the dry-run answer with
-//!   the live object, ignoring `managedFields`, `resourceVersion`, `generation` and `status`
-//!   (absent → created; equal → unchanged, not written; else configured). At most
-//!   [`EngineOptions::concurrency`] requests run at once. A kind still not served after the
-//!   refresh is [`Error::UnknownKind`] (no dry-run is attempted for it), and so is one whose
-//!   cached discovery went stale (its dry-run answers 404 and a fresh lookup finds it gone). Every object of a
-//!   stage is planned; the stage's errors are all reported and the later stages do not run.
-//!   Invalid objects and an object rendered twice (same group, kind, namespace, name) fail the
-//!   apply before any write.
-//! - **Conflict semantics** (docs/design/principles.md §1.9 item 5, rule 5; docs/design/operator.md §2.2 phase 5, read as
-//!   Flux's `force`): field manager `opm-controller`, and every SSA of the engine (apply stages,
-//!   their dry-runs, drift checks and corrections, render previews) forces field ownership, so a
-//!   field another manager took (`kubectl edit`) is taken back by the next apply: drift is
-//!   corrected, never a conflict. `rollout.forceConflicts` ([`ApplyOptions::recreate`]) means
-//!   "recreate objects whose update is refused": when the dry-run of an existing object is
-//!   refused for immutable fields ([`error::immutable_fields`]), the object is planned
-//!   [`Action::Recreated`] (so nothing is deleted when another object of the stage fails
-//!   planning), then deleted (uid precondition, background propagation), waited for until gone
-//!   (bounded by [`EngineOptions::stage_timeout`]) and applied again. Without it the refusal is
-//!   [`Error::Immutable`] naming the fields. Never recreated, whatever the setting
-//!   ([`Error::RecreateRefused`], nothing deleted): Namespaces, CRDs and PersistentVolumeClaims
-//!   (data loss), and a live object that the prune guard would not delete as ours
-//!   ([`prune::guard`]; with instance labels, the live uuid must be the instance's). A recreate
-//!   is logged and counted as created in the `Applied` message.
-//! - **Create race** ([`claim`]): with instance labels, an object the plan found absent is
-//!   created through a claim (an unforced apply by the instance's own field manager, then handed
-//!   to `opm-controller`), so of several instances creating it at once exactly one succeeds and
-//!   the others fail with `OwnershipConflict` in the same apply; claims are written first in
-//!   their stage, and a lost claim takes back what the stage claimed.
-//! - **Inventory safety** ([`Engine::sync`]): an empty render over a non-empty inventory is
-//!   refused unless allowed; the desired inventory is checked against the size budget before
-//!   any write; stale entries are computed only after a fully successful apply and pruned with
-//!   the guards of [`prune`]; the new inventory is returned only when apply and prune both
-//!   succeeded, so a failure keeps the previous inventory (nothing of a failed apply is
-//!   recorded, nothing is pruned after it).
-//! - **Health** ([`health`]): with [`ApplyOptions::wait`], every applied object except those
-//!   annotated [`WAIT_ANNOTATION`]` = "disabled"` is waited for after the last stage (kstatus,
-//!   fail fast, deadline, cancellation).
+//! One [`Engine`] (a client, its identity, a shared discovery cache) and its verbs, one file
+//! per verb as fluxcd/pkg's `ssa` splits its resource manager; each file states the rules of its
+//! verb:
+//! - [`staged`]: [`Engine::apply_all_staged`], the staged server-side apply (stages, plan before
+//!   write, the create race, recreates, the stage-0 and final waits).
+//! - [`plan`]: what an apply would do, without writing: the plan of one object (GET, the
+//!   ownership rule, the forced dry-run, change detection, the recreate decision) and
+//!   [`Engine::plan`]; [`preview`]: [`Engine::preview`], the fail-slow preview of every object
+//!   (the render API's `validate` and `diff`).
+//! - [`wait`]: [`Engine::health_of`], [`Engine::health_of_with`] and [`Engine::wait_ready`], the
+//!   live kstatus (or custom) health of applied objects.
+//! - [`sync`]: [`Engine::sync`], apply then prune with the inventory-safety rules.
+//! - [`prune`] and [`deletion`]: stale and whole-inventory deletion with the prune guards;
+//!   [`drift`]: the drift check; [`impersonate`]: the ServiceAccount identity; [`claim`] and
+//!   [`ownership`]: who may write an object; [`policy`]: the per-object `opm.dev/*` annotations;
+//!   [`resolve`]: discovery; [`object`]: object identity, stages and labels; [`health`]: kstatus.
+//!
+//! Rules of the whole engine:
+//! - **Conflict semantics** (docs/design/principles.md §1.9 item 5, rule 5;
+//!   docs/design/operator.md §2.2 phase 5, read as Flux's `force`): field manager
+//!   [`FIELD_MANAGER`], and every SSA of the engine (apply stages, their dry-runs, drift checks
+//!   and corrections, render previews) forces field ownership, so a field another manager took
+//!   (`kubectl edit`) is taken back by the next apply: drift is corrected, never a conflict.
+//!   `rollout.forceConflicts` ([`ApplyOptions::recreate`]) means "recreate objects whose update
+//!   is refused" (the rules of [`plan`] and [`staged`]).
+//! - At most [`EngineOptions::concurrency`] requests run at once in any verb.
 //! - **Identity** ([`impersonate`]): an engine built over an impersonating client records the
-//!   user, so a 403 is [`Error::Forbidden`] with `impersonated: Some(..)`.
+//!   user, so a 403 is [`Error::Forbidden`] with `impersonated: Some(..)`. Owner lookups
+//!   ([`ownership`]) always use the controller's own client.
 //!
 //! How a reconciler uses it (ModuleInstance, §2.2 phases 3–6 and §2.4):
 //!
@@ -67,10 +48,6 @@
 //! // §2.4: deletion::decide(prune, inventory.len(), Some(&identity), annotation), then
 //! // eng.delete_all(&entries, &opts): keep the finalizer unless DeleteResult::complete().
 //! ```
-//!
-//! Known gap: objects created by an apply whose later stage failed are live but not in the
-//! inventory until a later successful apply records them (as in fluxcd/pkg/ssa); if the desired
-//! set drops them before that, they are not pruned.
 
 pub mod claim;
 pub mod deletion;
@@ -80,23 +57,28 @@ pub mod health;
 pub mod impersonate;
 pub mod object;
 pub mod ownership;
+pub mod plan;
 pub mod policy;
+pub mod preview;
 pub mod prune;
 pub mod resolve;
+pub mod staged;
+pub mod sync;
+pub mod wait;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::stream::{self, StreamExt};
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DynamicObject};
 use kube::Client;
 use serde_json::Value;
 
-use crds::common::InventoryEntry;
 pub use error::Error;
 use health::Cancel;
 use object::{InstanceLabels, ObjectRef};
+pub use preview::Preview;
 use resolve::{Resolved, Resolver};
+pub use sync::{Phase, SyncError, SyncOptions, SyncResult};
 
 /// The SSA field manager and event reporter of the operator.
 pub const FIELD_MANAGER: &str = "opm-controller";
@@ -246,55 +228,6 @@ impl std::fmt::Debug for Engine {
     }
 }
 
-/// What applying one object would do, and the API to do it with.
-struct Plan {
-    action: Action,
-    api: Api<DynamicObject>,
-    /// The live object (comparable form), if it exists.
-    live: Option<Value>,
-    /// The server-side dry-run result (comparable form); for a recreate, the body to apply.
-    planned: Value,
-    /// For [`Action::Recreated`]: the live uid to delete and the immutable fields.
-    recreate: Option<(String, Vec<String>)>,
-    /// The former owner (`namespace/name`) when the object is adopted ([`ownership`]).
-    adopted: Option<String>,
-    /// Claim managers still holding fields of the live object ([`claim`]): released by the
-    /// write, which therefore happens even when nothing else changed.
-    claims: Vec<String>,
-}
-
-/// One planned write of a stage.
-struct Write {
-    index: usize,
-    action: Action,
-    api: Api<DynamicObject>,
-    recreate: Option<(String, Vec<String>)>,
-    claims: Vec<String>,
-}
-
-/// What applying one object would do, with both sides (for render previews: validate and diff).
-/// `live` and `planned` have `status`, `managedFields`, `resourceVersion` and `generation`
-/// removed, so any difference between them is a change the apply would make.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Preview {
-    /// The object.
-    pub object: ObjectRef,
-    /// What an apply would do.
-    pub action: Action,
-    /// The live object, if it exists.
-    pub live: Option<Value>,
-    /// The object as the server-side dry-run returned it.
-    pub planned: Value,
-}
-
-/// One prepared object.
-struct Prepared {
-    r: ObjectRef,
-    body: Value,
-    /// Its `opm.dev/*` policy ([`policy`]).
-    policy: policy::Policy,
-}
-
 impl Engine {
     /// An engine acting with `client`'s identity.
     pub fn new(client: Client, opts: EngineOptions) -> Engine {
@@ -341,6 +274,7 @@ impl Engine {
         self.impersonated.as_deref()
     }
 
+    /// The typed error of `verb` on `object`, naming the impersonated user (if any).
     pub(crate) fn err(&self, e: kube::Error, object: &ObjectRef, verb: &'static str) -> Error {
         Error::from_kube(e, &object.to_string(), verb, self.impersonated.as_deref())
     }
@@ -383,704 +317,12 @@ impl Engine {
             Err(e) => Err(self.err(e, r, "get")),
         }
     }
-
-    fn prepare_all(&self, objects: &[Value], opts: &ApplyOptions) -> Result<Vec<Prepared>, Error> {
-        let mut out = Vec::with_capacity(objects.len());
-        let mut errors = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for o in objects {
-            match ObjectRef::of(o) {
-                Ok(r) => {
-                    let identity = (
-                        r.group.clone(),
-                        r.kind.clone(),
-                        r.namespace.clone(),
-                        r.name.clone(),
-                    );
-                    if !seen.insert(identity) {
-                        errors.push(Error::InvalidObject {
-                            object: r.to_string(),
-                            reason: "the render contains this object more than once".into(),
-                        });
-                        continue;
-                    }
-                    let policy = match policy::Policy::of(o) {
-                        Ok(p) if p.ignored() => continue,
-                        Ok(p) => p,
-                        Err(e) => {
-                            errors.push(e);
-                            continue;
-                        }
-                    };
-                    out.push(Prepared {
-                        body: object::prepare(o, &self.opts.runtime_name, opts.instance.as_ref()),
-                        r,
-                        policy,
-                    })
-                }
-                Err(e) => errors.push(e),
-            }
-        }
-        match Error::collect(errors) {
-            Some(e) => Err(e),
-            None => Ok(out),
-        }
-    }
-
-    /// Applies `objects` stage by stage (see the module rules) and returns the change set.
-    pub async fn apply_all_staged(
-        &self,
-        objects: &[Value],
-        opts: &ApplyOptions,
-    ) -> Result<ChangeSet, Error> {
-        let prepared = self.prepare_all(objects, opts)?;
-        let mut results: Vec<Option<Action>> = vec![None; prepared.len()];
-        let mut adopted: Vec<Option<String>> = vec![None; prepared.len()];
-        for stage in 0..object::STAGES {
-            let idx: Vec<usize> = (0..prepared.len())
-                .filter(|&i| object::stage_of(&prepared[i].r) == stage)
-                .collect();
-            if idx.is_empty() {
-                continue;
-            }
-            // Plan the whole stage (GET + dry-run per object) before writing any of it.
-            let planned: Vec<(usize, Result<Plan, Error>)> = stream::iter(idx.iter().copied())
-                .map(|i| {
-                    let p = &prepared[i];
-                    async move {
-                        (
-                            i,
-                            self.plan_one(p, opts.recreate, opts.instance.as_ref())
-                                .await,
-                        )
-                    }
-                })
-                .buffered(self.opts.concurrency.max(1))
-                .collect()
-                .await;
-            let mut errors = Vec::new();
-            let mut writes = Vec::new();
-            for (i, r) in planned {
-                match r {
-                    Ok(plan) => {
-                        results[i] = Some(plan.action);
-                        adopted[i] = plan
-                            .adopted
-                            .map(|from| format!("{} (from {from})", prepared[i].r));
-                        if plan.action != Action::Unchanged || !plan.claims.is_empty() {
-                            writes.push(Write {
-                                index: i,
-                                action: plan.action,
-                                api: plan.api,
-                                recreate: plan.recreate,
-                                claims: plan.claims,
-                            });
-                        }
-                    }
-                    Err(e) => errors.push(e),
-                }
-            }
-            if let Some(e) = Error::collect(errors) {
-                return Err(e);
-            }
-            // Claims of absent objects first ([`claim`]): a lost claim writes nothing else of
-            // the stage and takes back what this stage claimed.
-            let me = opts.instance.as_ref();
-            let prepared = &prepared;
-            let (claimed, plain): (Vec<Write>, Vec<Write>) = writes
-                .into_iter()
-                .partition(|w| me.is_some() && w.action == Action::Created);
-            let won: Vec<(Write, Result<Option<String>, Error>)> = stream::iter(claimed)
-                .map(|w| async move {
-                    let r = self.write_one(&prepared[w.index], &w, me).await;
-                    (w, r)
-                })
-                .buffered(self.opts.concurrency.max(1))
-                .collect()
-                .await;
-            if won.iter().any(|(_, r)| r.is_err()) {
-                let mut errors = Vec::new();
-                for (w, r) in won {
-                    match r {
-                        Ok(Some(uid)) => self.roll_back(&prepared[w.index].r, &w.api, &uid).await,
-                        Ok(None) => {}
-                        Err(e) => errors.push(e),
-                    }
-                }
-                if let Some(e) = Error::collect(errors) {
-                    return Err(e);
-                }
-            }
-            let written: Vec<Result<Option<String>, Error>> = stream::iter(plain)
-                .map(|w| async move { self.write_one(&prepared[w.index], &w, me).await })
-                .buffered(self.opts.concurrency.max(1))
-                .collect()
-                .await;
-            if let Some(e) = Error::collect(written.into_iter().filter_map(Result::err).collect()) {
-                return Err(e);
-            }
-            if stage == 0 {
-                let names: Vec<&Prepared> = idx.iter().map(|&i| &prepared[i]).collect();
-                self.wait_refs(
-                    &names.iter().map(|p| p.r.clone()).collect::<Vec<_>>(),
-                    self.opts.stage_timeout,
-                    opts.cancel.clone(),
-                )
-                .await?;
-                // Applied CRDs may change what discovery says (`resolve` module rules).
-                if idx.iter().any(|&i| object::defines_kinds(&prepared[i].r)) {
-                    self.resolver.refresh();
-                }
-            }
-        }
-        if opts.wait {
-            let refs: Vec<ObjectRef> = prepared
-                .iter()
-                .filter(|p| !health::wait_disabled(&p.body))
-                .map(|p| p.r.clone())
-                .collect();
-            self.wait_refs(&refs, opts.wait_timeout, opts.cancel.clone())
-                .await?;
-        }
-        let changes = prepared
-            .into_iter()
-            .zip(results)
-            .filter_map(|(p, a)| {
-                a.map(|action| Change {
-                    object: p.r,
-                    action,
-                })
-            })
-            .collect();
-        Ok(ChangeSet {
-            changes,
-            adopted: adopted.into_iter().flatten().collect(),
-        })
-    }
-
-    /// What applying `objects` would do, without writing anything (GET + server-side dry-run
-    /// per object, all stages at once, no waits): the REST `validate`/`diff` modes and previews
-    /// use it. Objects of a kind not yet served (a CR whose CRD is part of the same set) are
-    /// reported as [`Error::UnknownKind`], since no dry-run can be made for them.
-    pub async fn plan(&self, objects: &[Value], opts: &ApplyOptions) -> Result<ChangeSet, Error> {
-        let prepared = self.prepare_all(objects, opts)?;
-        let planned: Vec<Result<Plan, Error>> = stream::iter(prepared.iter())
-            .map(|p| self.plan_one(p, opts.recreate, opts.instance.as_ref()))
-            .buffered(self.opts.concurrency.max(1))
-            .collect()
-            .await;
-        let mut changes = Vec::new();
-        let mut adopted = Vec::new();
-        let mut errors = Vec::new();
-        for (p, r) in prepared.into_iter().zip(planned) {
-            match r {
-                Ok(plan) => {
-                    if let Some(from) = plan.adopted {
-                        adopted.push(format!("{} (from {from})", p.r));
-                    }
-                    changes.push(Change {
-                        object: p.r,
-                        action: plan.action,
-                    })
-                }
-                Err(e) => errors.push(e),
-            }
-        }
-        match Error::collect(errors) {
-            Some(e) => Err(e),
-            None => Ok(ChangeSet { changes, adopted }),
-        }
-    }
-
-    /// A preview of every object, fail-slow: each entry is what applying that object would do
-    /// (GET + server-side dry-run with this engine's identity), or why the server refused it.
-    /// Nothing is written. An invalid object (no kind/name, duplicates) fails the whole call.
-    pub async fn preview(
-        &self,
-        objects: &[Value],
-        opts: &ApplyOptions,
-    ) -> Result<Vec<(ObjectRef, Result<Preview, Error>)>, Error> {
-        let prepared = self.prepare_all(objects, opts)?;
-        let recreate = opts.recreate;
-        let owner = opts.instance.as_ref();
-        // Owned items (not `iter()`): the future must be `Send` for any caller, including an
-        // axum handler, which a closure over `&Prepared` cannot prove.
-        let planned: Vec<(Prepared, Result<Plan, Error>)> = stream::iter(prepared)
-            .map(|p| async move {
-                let r = self.plan_one(&p, recreate, owner).await;
-                (p, r)
-            })
-            .buffered(self.opts.concurrency.max(1))
-            .collect()
-            .await;
-        Ok(planned
-            .into_iter()
-            .map(|(p, r)| {
-                let object = p.r.clone();
-                let preview = r.map(|plan| Preview {
-                    object: p.r,
-                    action: plan.action,
-                    live: plan.live,
-                    planned: plan.planned,
-                });
-                (object, preview)
-            })
-            .collect())
-    }
-
-    /// GET, the ownership rule ([`ownership`]: an object of another live instance is refused)
-    /// and dry-run of one object (field ownership forced): what applying it would do. An existing
-    /// object whose update is refused for immutable fields is planned [`Action::Recreated`] when
-    /// `recreate` allows it and the object may be recreated (see the module rules).
-    async fn plan_one(
-        &self,
-        p: &Prepared,
-        recreate: bool,
-        me: Option<&InstanceLabels>,
-    ) -> Result<Plan, Error> {
-        let Some((api, _)) = self.api_for(&p.r).await? else {
-            return Err(Error::UnknownKind {
-                object: p.r.to_string(),
-                api_version: p.r.api_version(),
-                kind: p.r.kind.clone(),
-            });
-        };
-        let live = match api.get_opt(&p.r.name).await {
-            Ok(o) => o.map(|o| to_value(&o, &p.r)).transpose()?,
-            Err(e) => return Err(self.err(e, &p.r, "get")),
-        };
-        // `opm.dev/apply: IfNotPresent` ([`policy`]): an existing object is left as it is.
-        if p.policy.apply == policy::ApplyMode::IfNotPresent {
-            if let Some(live) = live {
-                let live = comparable(&live);
-                // Left alone entirely: a leftover claim on it is not released either.
-                return Ok(Plan {
-                    action: Action::Unchanged,
-                    api,
-                    live: Some(live.clone()),
-                    planned: live,
-                    recreate: None,
-                    adopted: None,
-                    claims: Vec::new(),
-                });
-            }
-        }
-        // `opm.dev/force: enabled` ([`policy`]): this object is re-created as with
-        // `rollout.forceConflicts`.
-        let recreate = recreate || p.policy.force;
-        let adopted = match self.ownership(&p.r, live.as_ref(), me).await? {
-            ownership::Ownership::Ours => None,
-            ownership::Ownership::Adopted(from) => Some(from),
-        };
-        let dry = PatchParams::apply(&self.opts.field_manager)
-            .dry_run()
-            .force();
-        let planned = match api.patch(&p.r.name, &dry, &Patch::Apply(&p.body)).await {
-            Ok(o) => comparable(&to_value(&o, &p.r)?),
-            // An apply creates a missing object, so a 404 says the kind (as cached) is not
-            // served, or the namespace is missing: look the kind up afresh (`resolve` rules).
-            Err(e) if error::is_not_found(&e) => {
-                self.resolver.forget(&p.r);
-                return match self.api_for(&p.r).await? {
-                    None => Err(Error::UnknownKind {
-                        object: p.r.to_string(),
-                        api_version: p.r.api_version(),
-                        kind: p.r.kind.clone(),
-                    }),
-                    Some(_) => Err(self.err(e, &p.r, "apply (dry-run)")),
-                };
-            }
-            Err(e) => {
-                let fields = live.as_ref().and_then(|_| error::immutable_fields(&e));
-                return match (fields, live) {
-                    (Some(fields), Some(live)) => self
-                        .plan_recreate(p, api, live, fields, recreate)
-                        .map(|plan| Plan { adopted, ..plan }),
-                    _ => Err(self.err(e, &p.r, "apply (dry-run)")),
-                };
-            }
-        };
-        let claims = live.as_ref().map(claim::claim_managers).unwrap_or_default();
-        let live = live.as_ref().map(comparable);
-        let action = match &live {
-            None => Action::Created,
-            Some(l) if *l == planned => Action::Unchanged,
-            Some(_) => Action::Configured,
-        };
-        Ok(Plan {
-            action,
-            api,
-            live,
-            planned,
-            recreate: None,
-            adopted,
-            claims,
-        })
-    }
-
-    /// The plan for an existing object whose update was refused for immutable `fields`: a
-    /// recreate when allowed, else the typed refusal (module rules, "Conflict semantics").
-    fn plan_recreate(
-        &self,
-        p: &Prepared,
-        api: Api<DynamicObject>,
-        live: Value,
-        fields: Vec<String>,
-        recreate: bool,
-    ) -> Result<Plan, Error> {
-        let object = p.r.to_string();
-        if !recreate {
-            return Err(Error::Immutable { object, fields });
-        }
-        let refused = |why: String| Error::RecreateRefused {
-            object: p.r.to_string(),
-            fields: fields.clone(),
-            why,
-        };
-        if prune::is_protected(&p.r)
-            || (p.r.group.is_empty() && p.r.kind == "PersistentVolumeClaim")
-        {
-            return Err(refused(format!(
-                "a {} is never recreated (its data would be lost)",
-                p.r.kind
-            )));
-        }
-        let live_uuid = live
-            .pointer("/metadata/labels")
-            .and_then(|l| l.get(object::INSTANCE_UUID_LABEL))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let owner = p
-            .body
-            .pointer("/metadata/labels")
-            .and_then(|l| l.get(object::INSTANCE_UUID_LABEL))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        if let Some(skip) = prune::guard(&live, owner) {
-            return Err(refused(format!(
-                "the prune guard keeps the live object ({skip:?})"
-            )));
-        }
-        if !owner.is_empty() && live_uuid != owner {
-            return Err(refused(format!(
-                "the live object belongs to instance uuid {live_uuid:?}, not {owner:?}"
-            )));
-        }
-        let Some(uid) = live
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-        else {
-            return Err(refused("the live object has no uid".into()));
-        };
-        Ok(Plan {
-            action: Action::Recreated,
-            api,
-            live: Some(comparable(&live)),
-            planned: comparable(&p.body),
-            recreate: Some((uid, fields)),
-            adopted: None,
-            claims: Vec::new(),
-        })
-    }
-
-    /// Applies one object for real (ownership forced); a planned recreate first deletes the live
-    /// object (uid precondition) and waits until it is gone. With instance labels `me`, an object
-    /// the plan found absent (or just deleted for a recreate) is created through a claim
-    /// ([`claim`]); the uid of an object this call created is returned (for a stage rollback).
-    async fn write_one(
-        &self,
-        p: &Prepared,
-        w: &Write,
-        me: Option<&InstanceLabels>,
-    ) -> Result<Option<String>, Error> {
-        let api = &w.api;
-        if let Some((uid, fields)) = &w.recreate {
-            tracing::info!(object = %p.r, ?fields, "recreating: the update changes immutable fields (rollout.forceConflicts)");
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: Some(uid.clone()),
-                    resource_version: None,
-                }),
-                ..DeleteParams::background()
-            };
-            match api.delete(&p.r.name, &params).await {
-                Ok(_) => {}
-                Err(e) if error::is_not_found(&e) => {}
-                Err(e) => return Err(self.err(e, &p.r, "delete (recreate)")),
-            }
-            self.wait_gone(p, api, uid).await?;
-        }
-        if let Some(me) = me.filter(|_| matches!(w.action, Action::Created | Action::Recreated)) {
-            return match self.create_claimed(&p.r, &p.body, api, me).await? {
-                claim::Claimed::Won(uid) if w.action == Action::Created => Ok(uid),
-                _ => Ok(None),
-            };
-        }
-        self.hand_over(&p.r, &p.body, api, &w.claims).await?;
-        Ok(None)
-    }
-
-    /// Polls until the object with `uid` is gone (absent or replaced), bounded by the stage
-    /// timeout (finalizers may hold it).
-    async fn wait_gone(
-        &self,
-        p: &Prepared,
-        api: &Api<DynamicObject>,
-        uid: &str,
-    ) -> Result<(), Error> {
-        let deadline = tokio::time::Instant::now() + self.opts.stage_timeout;
-        loop {
-            match api.get_opt(&p.r.name).await {
-                Ok(None) => return Ok(()),
-                Ok(Some(o)) if o.metadata.uid.as_deref() != Some(uid) => return Ok(()),
-                Ok(Some(_)) => {}
-                Err(e) => return Err(self.err(e, &p.r, "get")),
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Err(Error::Timeout {
-                    waiting_for: vec![format!("{}: deletion before recreate", p.r)],
-                    after: self.opts.stage_timeout,
-                });
-            }
-            tokio::time::sleep(self.opts.wait_interval).await;
-        }
-    }
-
-    /// The live kstatus of every object of `objects` (rendered objects) that a health check
-    /// reads ([`health::needs_check`]), in order, at most [`EngineOptions::concurrency`]
-    /// requests at once; an absent object is [`health::Health::NotFound`].
-    pub async fn health_of(
-        &self,
-        objects: &[Value],
-    ) -> Vec<(ObjectRef, Result<health::Health, Error>)> {
-        self.health_of_with(objects, None).await
-    }
-
-    /// [`Engine::health_of`] with the custom health checks `rules` ([`health::cel`]): the objects
-    /// of a kind they judge are read even when [`health::needs_check`] would skip the kind (not
-    /// when `opm.dev/wait: disabled`), and judged by the rules instead of kstatus; objects
-    /// `opm.dev/apply: Ignore` ([`policy`]) are not read.
-    pub async fn health_of_with(
-        &self,
-        objects: &[Value],
-        rules: Option<&health::cel::HealthRules>,
-    ) -> Vec<(ObjectRef, Result<health::Health, Error>)> {
-        let judged = |o: &Value| {
-            rules.is_some_and(|rules| {
-                let s = |k: &str| o.get(k).and_then(Value::as_str).unwrap_or_default();
-                rules.judges(s("apiVersion"), s("kind")) && !health::wait_disabled(o)
-            })
-        };
-        let refs: Vec<ObjectRef> = objects
-            .iter()
-            .filter(|o| health::needs_check(o) || judged(o))
-            .filter(|o| !policy::Policy::of(o).is_ok_and(|p| p.ignored()))
-            .filter_map(|o| ObjectRef::of(o).ok())
-            .collect();
-        stream::iter(refs)
-            .map(|r| async move {
-                let h = match self.get_live(&r).await {
-                    Ok(Some(live)) => Ok(rules
-                        .and_then(|rules| rules.assess(&live))
-                        .unwrap_or_else(|| health::assess(&live))),
-                    Ok(None) => Ok(health::Health::NotFound),
-                    Err(e) => Err(e),
-                };
-                (r, h)
-            })
-            .buffered(self.opts.concurrency.max(1))
-            .collect()
-            .await
-    }
-
-    /// Waits until every object in `refs` is Current (kstatus), failing fast on a terminal
-    /// failure, or until `timeout`, or until `cancel` fires.
-    pub async fn wait_ready(
-        &self,
-        refs: &[ObjectRef],
-        timeout: Duration,
-        cancel: Cancel,
-    ) -> Result<(), Error> {
-        self.wait_refs(refs, timeout, cancel).await
-    }
-
-    async fn wait_refs(
-        &self,
-        refs: &[ObjectRef],
-        timeout: Duration,
-        cancel: Cancel,
-    ) -> Result<(), Error> {
-        let names: Vec<String> = refs.iter().map(ToString::to_string).collect();
-        health::wait_for(
-            &names,
-            |i| self.get_live(&refs[i]),
-            timeout,
-            self.opts.wait_interval,
-            cancel,
-        )
-        .await
-    }
-
-    /// Apply then prune with every inventory-safety rule of the module docs; the inventory
-    /// entries are computed from `objects` ([`Engine::sync_entries`] takes them computed).
-    pub async fn sync(
-        &self,
-        objects: &[Value],
-        previous: &[InventoryEntry],
-        opts: &SyncOptions,
-    ) -> Result<SyncResult, SyncError> {
-        let desired = crate::inventory::entries_of(objects).map_err(|e| SyncError {
-            phase: Phase::Plan,
-            error: Error::InvalidObject {
-                object: String::new(),
-                reason: e.to_string(),
-            },
-            changes: None,
-            pruned: None,
-        })?;
-        self.sync_entries(objects, desired, previous, opts).await
-    }
-
-    /// [`Engine::sync`] with `desired`, the inventory entries of `objects` (in order) as the
-    /// kernel computed them (`RenderResult::inventory`).
-    pub async fn sync_entries(
-        &self,
-        objects: &[Value],
-        desired: Vec<InventoryEntry>,
-        previous: &[InventoryEntry],
-        opts: &SyncOptions,
-    ) -> Result<SyncResult, SyncError> {
-        let fail = |phase, error| SyncError {
-            phase,
-            error,
-            changes: None,
-            pruned: None,
-        };
-        crate::inventory::check_size(&desired, opts.size_budget)
-            .map_err(|e| fail(Phase::Plan, Error::InventoryTooLarge(e)))?;
-        // `opm.dev/*` policies ([`policy`]): an unknown value refuses the whole apply; an ignored
-        // object is not recorded, and what was recorded of it is never stale.
-        let ignored = policy::ignored(objects).map_err(|e| fail(Phase::Plan, e))?;
-        if desired.is_empty() && !previous.is_empty() && !opts.allow_empty {
-            return Err(fail(
-                Phase::Plan,
-                Error::EmptyRenderRefused {
-                    previous: previous.len(),
-                },
-            ));
-        }
-        let changes = self
-            .apply_all_staged(objects, &opts.apply)
-            .await
-            .map_err(|e| fail(Phase::Apply, e))?;
-        let mut pruned = None;
-        if opts.prune {
-            let stale = crate::inventory::stale(previous, &desired);
-            let mut result = self.prune(&stale, &opts.prune_options).await;
-            if let Some(e) = Error::collect(std::mem::take(&mut result.errors)) {
-                return Err(SyncError {
-                    phase: Phase::Prune,
-                    error: e,
-                    changes: Some(changes),
-                    pruned: Some(result),
-                });
-            }
-            pruned = Some(result);
-        }
-        Ok(SyncResult {
-            changes,
-            pruned,
-            inventory: policy::recorded(&desired, &ignored),
-        })
-    }
 }
 
-/// Settings of [`Engine::sync`].
-#[derive(Debug, Clone)]
-pub struct SyncOptions {
-    /// Apply settings.
-    pub apply: ApplyOptions,
-    /// Prune stale entries (`spec.prune`).
-    pub prune: bool,
-    /// Prune settings (owner uuid, ...).
-    pub prune_options: prune::PruneOptions,
-    /// Allow an empty render to prune a non-empty inventory.
-    pub allow_empty: bool,
-    /// Inventory size budget in bytes.
-    pub size_budget: usize,
-}
-
-impl Default for SyncOptions {
-    fn default() -> Self {
-        SyncOptions {
-            apply: ApplyOptions::default(),
-            prune: true,
-            prune_options: prune::PruneOptions::default(),
-            allow_empty: false,
-            size_budget: crate::inventory::DEFAULT_SIZE_BUDGET,
-        }
-    }
-}
-
-/// A successful sync: the new inventory is to be recorded.
-#[derive(Debug)]
-pub struct SyncResult {
-    /// What apply did.
-    pub changes: ChangeSet,
-    /// What prune did (None when prune is off).
-    pub pruned: Option<prune::PruneResult>,
-    /// The new inventory entries (render order).
-    pub inventory: Vec<InventoryEntry>,
-}
-
-/// The phase a sync failed in; the previous inventory stays in effect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    /// Before any write (invalid object, inventory too large, empty render refused).
-    Plan,
-    /// Apply (nothing pruned).
-    Apply,
-    /// Prune (every stale entry was tried).
-    Prune,
-}
-
-/// A failed sync.
-#[derive(Debug, thiserror::Error)]
-#[error("{phase:?}: {error}")]
-pub struct SyncError {
-    /// Where it failed.
-    pub phase: Phase,
-    /// Why.
-    #[source]
-    pub error: Error,
-    /// The apply's change set when apply succeeded and prune failed (the reconciler still
-    /// emits `Applied` for it, §2.2 phase 5).
-    pub changes: Option<ChangeSet>,
-    /// What prune did before failing (deleted and skipped entries; the errors are in `error`).
-    pub pruned: Option<prune::PruneResult>,
-}
-
+/// The API object `o` (the object `r`) as JSON.
 pub(crate) fn to_value(o: &DynamicObject, r: &ObjectRef) -> Result<Value, Error> {
     serde_json::to_value(o).map_err(|e| Error::InvalidObject {
         object: r.to_string(),
         reason: format!("cannot encode the API object: {e}"),
     })
-}
-
-/// The object with the fields that change on every write removed (for change detection).
-/// `status` is not compared: apply never sends it (it is stripped), so a status difference
-/// between the dry-run answer and the live object (a controller's or the server's timestamps)
-/// is never a change of ours.
-fn comparable(o: &Value) -> Value {
-    let mut o = o.clone();
-    if let Some(m) = o.as_object_mut() {
-        m.remove("status");
-    }
-    if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("managedFields");
-        m.remove("resourceVersion");
-        m.remove("generation");
-    }
-    o
 }

@@ -18,9 +18,10 @@
 //!   takes (issue 32).
 //! - [`platform_gate`] and [`platform`]: the Platform reconciler (§3).
 //! - [`claims`] and [`registration`]: the TransformerRegistration reconciler (§4).
-//! - [`render_apply`]: the render-and-apply reconcile ModuleInstance and ModulePackage share
-//!   (gates, identity, render on a lease, apply/prune, the deferred commit; its submodules
-//!   `deletion` and `health`; §2.1–§2.5, §6).
+//! - [`render_apply`]: the render-and-apply run ModuleInstance and ModulePackage share, one type
+//!   ([`render_apply::RenderRun`], composed over the frame's run) whose phases are carried out by
+//!   its submodules `gates`, `deletion`, `target`, `render`, `sync`, `health` and `commit`
+//!   (§2.1–§2.5, §6).
 //! - [`instance`]: the ModuleInstance reconciler's own phases (§2.2, §2.4–§2.6).
 //! - [`package`]: the ModulePackage reconciler's own steps (§2.3, §2.4) and its Flux sources.
 //! - [`fairness`]: renders that exhaust a budget back off per object and retry in one worker,

@@ -260,7 +260,7 @@ pub fn parse_mapping(text: &str) -> Result<Value, String> {
     if text.trim().is_empty() {
         return Ok(Value::Object(Map::new()));
     }
-    let v: Value = serde_yaml::from_str(text).map_err(|e| match e.location() {
+    let v: Value = crds::yaml::from_str(text).map_err(|e| match e.location() {
         Some(l) => format!("not valid YAML (line {}, column {})", l.line(), l.column()),
         None => "not valid YAML".to_owned(),
     })?;

@@ -1,7 +1,7 @@
 //! The crate's one error type, [`Error`] (docs/design/conventions.md §6.1), and which error type goes where.
 //!
 //! - CUE errors are values: building, validating and exporting report [`Diagnostic`]s (module
-//!   `errors`), never an [`Error`].
+//!   `diagnostics`), never an [`Error`].
 //! - A failure is typed where it arises, as plain data saying what went wrong: [`PathError`]
 //!   (path text), [`FsError`] and [`RegistryError`] (the two I/O seams: implementations outside
 //!   the crate return them, callers clone and compare them), [`LoadError`] (the loader's
@@ -14,7 +14,7 @@
 //!   to pass on with `?`. A variant's text is its detail's text, byte for byte; a caller matches
 //!   on the variant and its detail, never on the text.
 
-use crate::errors::{Diagnostic, MemoryExceeded};
+use crate::diagnostics::{Diagnostic, MemoryExceeded};
 use crate::module::{FsError, LoadError, ModuleFileError, RegistryError};
 use crate::path::PathError;
 

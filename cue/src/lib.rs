@@ -44,8 +44,8 @@ pub mod ast;
 mod builtins;
 mod compile;
 mod data;
+pub mod diagnostics;
 mod error;
-pub mod errors;
 mod eval;
 pub mod export;
 pub mod module;
@@ -62,8 +62,8 @@ pub use adt::{
     Kinds, K_BOOL, K_BYTES, K_FLOAT, K_INT, K_LIST, K_NULL, K_NUMBER, K_STRING, K_STRUCT, K_TOP,
 };
 pub use data::Val as Data;
+pub use diagnostics::{DiagCode, Diagnostic, DiagnosticReport, Limit, MemoryExceeded, Position};
 pub use error::{Error, Result};
-pub use errors::{DiagCode, Diagnostic, DiagnosticReport, Limit, MemoryExceeded, Position};
 pub use eval::Config;
 pub use path::{Path, PathError, Selector};
 pub use runtime::{export_args, target_of_args, CancelHandle, Runtime};

@@ -23,7 +23,9 @@
 use crate::adt::{self, Expr, Label, VId};
 use crate::ast;
 use crate::compile;
-use crate::errors::{self, DiagCode, Diagnostic, DiagnosticReport, Limit, MemoryExceeded, Position};
+use crate::diagnostics::{
+    self, DiagCode, Diagnostic, DiagnosticReport, Limit, MemoryExceeded, Position,
+};
 use crate::eval::{self, Config, Conj, Ev};
 use crate::module;
 use crate::parser;
@@ -305,7 +307,7 @@ impl Runtime {
     /// Renders diagnostics with file positions.
     pub fn render(&self, diags: &[Diagnostic]) -> String {
         let g = lock(&self.inner);
-        errors::render(diags, &g.map)
+        diagnostics::render(diags, &g.map)
     }
 
     /// The handle that cancels this runtime's evaluations from another thread.

@@ -6,7 +6,10 @@
 //!   the line; a comment acts like a newline.
 //! - A comma is inserted at a newline (or a comment, or the end of input) when the line's last
 //!   token is an identifier, keyword, bottom, number, string (including the end of an
-//!   interpolation), attribute, `)`, `]`, `}`, `?` or `...` ([`TokenKind::inserts_comma`]).
+//!   interpolation), attribute, `)`, `]`, `}`, `?` or `...` ([`TokenKind::inserts_comma`]) —
+//!   except when the next token after the newline and any further white space (newlines
+//!   included, comments not) is `,` or `:`: JSON may put a key's `:` or a `,` on the next line
+//!   (upstream's scanner does not elide there either).
 //! - A number may not start with `.` right after a token that ends a value (`a.5` is `a`, `.`,
 //!   `5`), so selectors are never taken for floats.
 //! - Identifiers are letters (incl. `_` and `$`) and digits, optionally prefixed by `#` or `_#`.
@@ -169,6 +172,18 @@ impl<'a> Scanner<'a> {
                     if self.insert_comma {
                         let at = self.pos;
                         self.pos += 1;
+                        // The newline ends the line unless the next token, past any white
+                        // space, is `,` or `:` (JSON laid out over lines).
+                        let mut next = self.pos;
+                        while let Some(b' ' | b'\t' | b'\r' | b'\n') = self.src.as_bytes().get(next)
+                        {
+                            next += 1;
+                        }
+                        if let Some(b',' | b':') = self.src.as_bytes().get(next) {
+                            self.pos = next;
+                            self.insert_comma = false;
+                            continue;
+                        }
                         return self.inserted_comma(at);
                     }
                     self.pos += 1;
@@ -634,6 +649,19 @@ mod tests {
         assert_eq!(texts("_|_\n"), "_|_ ⏎");
         assert_eq!(texts("a // c\nb"), "a ⏎ b ⏎");
         assert_eq!(texts("{\n}"), "{ } ⏎");
+    }
+
+    #[test]
+    fn no_comma_before_a_colon_or_comma_on_a_later_line() {
+        // JSON laid out with a line break between a key and its `:`, or before a `,`.
+        assert_eq!(
+            texts("{\n\"a\"\n: 1\n, \"b\":\n2\n}"),
+            "{ \"a\" : 1 , \"b\" : 2 ⏎ } ⏎"
+        );
+        assert_eq!(texts("a\n\n\t: 1"), "a : 1 ⏎");
+        // Not past a comment, and not before any other token.
+        assert_eq!(texts("a\n// c\n: 1"), "a ⏎ : 1 ⏎");
+        assert_eq!(texts("a\n.b"), "a ⏎ . b ⏎");
     }
 
     #[test]

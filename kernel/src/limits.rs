@@ -74,7 +74,16 @@ mod tests {
         assert_eq!(parse_bytes("300M"), Ok(300_000_000));
         assert_eq!(parse_bytes("268435456"), Ok(256 << 20));
         assert_eq!(parse_bytes(DEFAULT_RENDER_MEMORY_LIMIT), Ok(512 << 20));
-        for bad in ["", "Mi", "12 Mi", "1.5Gi", "5Ti", "-1Gi", "1Mi", "99999999999999999999Gi"] {
+        for bad in [
+            "",
+            "Mi",
+            "12 Mi",
+            "1.5Gi",
+            "5Ti",
+            "-1Gi",
+            "1Mi",
+            "99999999999999999999Gi",
+        ] {
             assert!(parse_bytes(bad).is_err(), "{bad:?}");
         }
     }

@@ -25,4 +25,7 @@ pub enum Error {
     /// Loading or writing the store's snapshot failed (`Options::snapshot`).
     #[error(transparent)]
     Snapshot(#[from] crate::snapshot::SnapshotError),
+    /// Generating the protobuf field tables failed (`protobuf::codegen`, the `protogen` bin).
+    #[error("protobuf table generation: {0}")]
+    Codegen(String),
 }

@@ -712,7 +712,7 @@ pub async fn patch(
     let parsed: Value = if ct == "application/apply-patch+yaml" {
         match serde_json::from_slice(body) {
             Ok(v) => v,
-            Err(_) => serde_yaml::from_slice(body)
+            Err(_) => yaml_value(body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
         }
     } else {
@@ -940,4 +940,18 @@ pub async fn delete_collection(
         200,
         json!({"kind": format!("{}List", t.rt.kind), "apiVersion": t.api_version(), "metadata": {}, "items": out}),
     ))
+}
+
+/// A YAML request body (or an apply patch) as JSON: YAML 1.2 core as the API server reads it
+/// (`sigs.k8s.io/yaml`): `yes`/`on` are strings, integers with leading zeros or underscores stay
+/// strings.
+pub(crate) fn yaml_value(body: &[u8]) -> Result<Value, serde_saphyr::Error> {
+    serde_saphyr::from_slice_with_options(
+        body,
+        serde_saphyr::options! {
+            strict_booleans: true,
+            leading_zero_numbers_as_strings: true,
+            underscored_numbers_as_strings: true,
+        },
+    )
 }

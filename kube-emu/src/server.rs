@@ -114,7 +114,7 @@ fn parse_body(headers: &HeaderMap, body: &Bytes) -> ApiResult<Value> {
         return Err(ApiError::unsupported_body_media_type(media));
     }
     serde_json::from_slice(body)
-        .or_else(|_| serde_yaml::from_slice(body))
+        .or_else(|_| ops::yaml_value(body))
         .map_err(|e| ApiError::bad_request(format!("error decoding body: {e}")))
 }
 

@@ -515,9 +515,9 @@ async fn setup(
         ),
     );
     let yaml = crds::all_crds_yaml().map_err(|e| DevError::Crds(e.to_string()))?;
-    for doc in serde_yaml::Deserializer::from_str(&yaml) {
-        let v = <Value as serde::Deserialize>::deserialize(doc)
-            .map_err(|e| DevError::Crds(e.to_string()))?;
+    let docs: Vec<Value> =
+        crds::yaml::from_str_multiple(&yaml).map_err(|e| DevError::Crds(e.to_string()))?;
+    for v in docs {
         if v.is_null() {
             continue;
         }
@@ -859,9 +859,19 @@ mod tests {
         let state = StateDir {
             root: PathBuf::from("/tmp/x"),
         };
-        let w = wiring(&state, Ports::resolve(7443).unwrap(), &Source::Bundled, 96 << 20).unwrap();
+        let w = wiring(
+            &state,
+            Ports::resolve(7443).unwrap(),
+            &Source::Bundled,
+            96 << 20,
+        )
+        .unwrap();
         assert_eq!(w.server.render_auth, crate::server::RenderAuthMode::Kube);
-        assert_eq!(w.server.render_memory_limit, 96 << 20, "dev's flag reaches serve's");
+        assert_eq!(
+            w.server.render_memory_limit,
+            96 << 20,
+            "dev's flag reaches serve's"
+        );
         assert!(!w.controllers.leader_elect);
         assert_eq!(w.server.webhook_addr.to_string(), "127.0.0.1:7444");
         assert_eq!(

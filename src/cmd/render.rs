@@ -182,7 +182,7 @@ fn read_values(files: &[PathBuf], sets: &[String]) -> Result<Option<serde_json::
             .map_err(|e| CliError::Usage(format!("{}: {e}", f.display())))?;
         let v: serde_json::Value = match serde_json::from_str(&text) {
             Ok(v) => v,
-            Err(je) => serde_yaml::from_str(&text).map_err(|ye| {
+            Err(je) => crds::yaml::from_str(&text).map_err(|ye| {
                 CliError::Usage(format!(
                     "{}: neither JSON ({je}) nor YAML ({ye})",
                     f.display()
@@ -259,7 +259,7 @@ fn platform_of(args: &RenderArgs) -> Result<(BuiltPlatform, Option<tempfile::Tem
         ));
     }
     let text = std::fs::read_to_string(&args.platform).map_err(|e| usage(e.to_string()))?;
-    let plat: crds::Platform = serde_yaml::from_str(&text)
+    let plat: crds::Platform = crds::yaml::from_str(&text)
         .map_err(|e| usage(format!("not a Platform manifest (nor a directory): {e}")))?;
     if plat.metadata.name.as_deref() != Some(crds::PLATFORM_NAME) {
         return Err(usage(format!(
@@ -309,7 +309,7 @@ pub fn format_result(r: &RenderResult, output: &str) -> Result<String, CliError>
                     o.component, o.transformer
                 ));
                 let y =
-                    serde_yaml::to_string(&o.object).map_err(|e| CliError::Usage(e.to_string()))?;
+                    crds::yaml::to_string(&o.object).map_err(|e| CliError::Usage(e.to_string()))?;
                 out.push_str(&y);
             }
             Ok(out)

@@ -532,10 +532,8 @@ pub fn operator_sidecar(
     controllers.max_concurrent_renders = server.max_concurrent_renders;
     let generator = controllers.generator.generator();
     // `--render-memory-limit`: every render and platform build of the process.
-    let eval_config = crate::kernel::limits::render_config(
-        cue::Config::default(),
-        server.render_memory_limit,
-    );
+    let eval_config =
+        crate::kernel::limits::render_config(cue::Config::default(), server.render_memory_limit);
     sidecar(controllers, store, move |resolved| {
         let mapping = Mapping::parse(&resolved.mapping)?;
         let mut config = RegistryConfig::new(mapping).with_docker_config()?;
@@ -546,8 +544,9 @@ pub fn operator_sidecar(
             generator.clone(),
             eval_config.clone(),
         ));
-        let renderer =
-            Arc::new(crate::render::Renderer::new(registry.clone()).with_config(eval_config.clone()));
+        let renderer = Arc::new(
+            crate::render::Renderer::new(registry.clone()).with_config(eval_config.clone()),
+        );
         let signatures = Arc::new(crate::controller::verify::Signatures::new(
             registry,
             (*renderer).clone(),

@@ -52,9 +52,7 @@ const REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
 /// The backoff after `n` consecutive exhausted renders (`n ≥ 1`; 0 counts as 1).
 pub fn backoff(n: u32) -> Duration {
     let exp = n.saturating_sub(1).min(16);
-    BACKOFF_BASE
-        .saturating_mul(1u32 << exp)
-        .min(BACKOFF_MAX)
+    BACKOFF_BASE.saturating_mul(1u32 << exp).min(BACKOFF_MAX)
 }
 
 /// Whether a kernel error of `class` exhausted a budget (module docs).
@@ -112,7 +110,9 @@ impl Default for Gate {
 
 impl Gate {
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Exhausted>> {
-        self.exhausted.lock().unwrap_or_else(PoisonError::into_inner)
+        self.exhausted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Whether `key` may render `inputs` now (module docs).
@@ -268,12 +268,7 @@ mod tests {
 
         gate.ended("MI/a/x", 1, Some(exhausted()), t0);
         let other = Failure::stalled(reasons::RENDER_FAILED, "Render", "bad".into());
-        let f = gate.ended(
-            "MI/a/x",
-            1,
-            Some((ErrorClass::Other, other.clone())),
-            t0,
-        );
+        let f = gate.ended("MI/a/x", 1, Some((ErrorClass::Other, other.clone())), t0);
         assert_eq!(f, Some(other), "another failure keeps its own requeue");
         assert!(gate.is_empty());
 
@@ -289,6 +284,9 @@ mod tests {
         assert_eq!(before, fingerprint(&("m@v1", "{}"), &meta));
         meta.annotations = Some([(REQUESTED_AT.to_owned(), "now".to_owned())].into());
         assert_ne!(before, fingerprint(&("m@v1", "{}"), &meta));
-        assert_ne!(before, fingerprint(&("m@v2", "{}"), &kube::api::ObjectMeta::default()));
+        assert_ne!(
+            before,
+            fingerprint(&("m@v2", "{}"), &kube::api::ObjectMeta::default())
+        );
     }
 }

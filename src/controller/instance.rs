@@ -2,8 +2,9 @@
 //! docs/design/principles.md rules 1–3, 8, 9, 12).
 //!
 //! The phases ModuleInstance shares with ModulePackage (gates, deletion, identity, render on a
-//! lease, digests, apply/prune, the deferred commit, metrics) live in [`super::render_apply`]; this
-//! module holds what is the ModuleInstance's own, in the order of §2.2:
+//! lease, digests, apply/prune, the deferred commit, metrics) are those of
+//! [`super::render_apply::RenderRun`]; this module holds what is the ModuleInstance's own, in the
+//! order of §2.2:
 //! - **Gate 2, hand-off.** `owner: cli`: a deleting object is left alone; otherwise Ready=Unknown
 //!   `ManagedExternally`, conditions only (no finalizer, no observedGeneration, the CLI's status
 //!   untouched; a repeat writes nothing), Normal `ManagedExternally` (action `Reconcile`) when the
@@ -63,7 +64,7 @@ use super::context::{Context, Reconciled};
 use super::depends_on::{self, Blocked, Dependent};
 use super::reconcile::{self, End, Failure, Halt, Kind, Mode, Note, Run, When};
 use super::remote::Target;
-use super::render_apply::{self, Rendered};
+use super::render_apply::{self, RenderRun, Rendered};
 use super::runtime::{self, Error, EventType};
 use super::values_from;
 use crate::apply::drift::{DriftOptions, DriftOutcome, IgnoreRule};
@@ -129,13 +130,13 @@ impl Kind for ModuleInstance {
             return Ok(managed_externally(run));
         }
         depends_on::await_dependents(run).await?;
-        run.gates().await?;
-        depends_on::gate(run).await?;
-        let mut digests = Digests::default();
+        let mut rr = RenderRun::new(run);
+        rr.gates().await?;
+        depends_on::gate(rr.run).await?;
         let mut redactor = Redactor::default();
-        let result = reconcile_phases(run, &mut digests, &mut redactor).await;
+        let result = reconcile_phases(&mut rr, &mut redactor).await;
         let result = values_from::redact_end(&redactor, result);
-        run.attempted(result, &digests)
+        rr.attempted(result)
     }
 }
 
@@ -271,29 +272,28 @@ fn managed_externally(run: &mut Run<'_, ModuleInstance>) -> End {
     )
 }
 
-/// Phases 1–7; `digests` are this reconcile's as far as they are known.
+/// Phases 1–7; `rr.digests` are this reconcile's as far as they are known.
 async fn reconcile_phases(
-    run: &mut Run<'_, ModuleInstance>,
-    digests: &mut Digests,
+    rr: &mut RenderRun<'_, '_, ModuleInstance>,
     redactor: &mut Redactor,
 ) -> Result<End, Halt> {
-    let generation = run.generation();
-    run.mark_reconciling();
+    let generation = rr.run.generation();
+    rr.mark_reconciling();
     let (path, version) = (
-        run.obj.spec.module.path.clone(),
-        run.obj.spec.module.version.clone(),
+        rr.run.obj.spec.module.path.clone(),
+        rr.run.obj.spec.module.version.clone(),
     );
-    digests.source = inventory::source_digest(&path, &version);
+    rr.digests.source = inventory::source_digest(&path, &version);
     // `spec.valuesFrom` and `spec.values` (issue 40; `values_from`).
-    let composed = values_from::compose(run).await?;
-    digests.config = inventory::config_digest(Some(&composed.config));
+    let composed = values_from::compose(rr).await?;
+    rr.digests.config = inventory::config_digest(Some(&composed.config));
     *redactor = composed.redactor;
     // The cluster applied to (`spec.kubeConfig`, `super::remote`): resolved once, before the
     // render, so an unusable one costs no render.
-    let target = run.target().await?;
+    let target = rr.target().await?;
 
     // Phase 1: render on a leased platform.
-    let mut rendered = render(run, composed.values).await?;
+    let mut rendered = render(rr, composed.values).await?;
     if !redactor.is_empty() {
         for w in &mut rendered.warnings {
             *w = redactor.redact(w);
@@ -303,16 +303,16 @@ async fn reconcile_phases(
     // Phase 2: bookkeeping.
     let now = runtime::now();
     conditions::mark_module_resolved(
-        run.status().conditions_mut(),
+        rr.run.status().conditions_mut(),
         &path,
         &version,
         generation,
         &now,
     );
-    let objects = run.convert(&rendered, digests).await?;
+    let objects = rr.convert(&rendered).await?;
     let uuid = InstanceLabels::of(&rendered).map(|l| l.uuid);
     {
-        let status = run.status();
+        let status = rr.run.status();
         if uuid.is_some() {
             status.instance_uuid = uuid.clone();
         }
@@ -322,26 +322,19 @@ async fn reconcile_phases(
     // Phase 3: drift (controller identity) as `spec.drift` says; NoOp and phases 4–7 follow
     // in the core. Ignored fields are not applied to objects applied before (issue 40).
     let unchanged =
-        run.same_cluster(&target) && render_apply::is_no_op_of(&run.prior.reconcile, digests);
-    let rules = ignore_rules(&run.obj);
-    let mode = drift_mode(&run.obj, run.ctx.gitops.default_drift_mode);
-    let drifted = drift(run, &target, &objects, unchanged, mode, &rules).await;
-    let objects = strip_ignored(objects, &rules, &run.prior.reconcile);
+        rr.same_cluster(&target) && render_apply::is_no_op_of(&rr.run.prior.reconcile, &rr.digests);
+    let rules = ignore_rules(&rr.run.obj);
+    let mode = drift_mode(&rr.run.obj, rr.run.ctx.gitops.default_drift_mode);
+    let drifted = drift(rr.run, &target, &objects, unchanged, mode, &rules).await;
+    let objects = strip_ignored(objects, &rules, &rr.run.prior.reconcile);
     let instance = uuid.map(|uuid| InstanceLabels {
-        name: run.name.clone(),
-        namespace: run.namespace.clone(),
+        name: rr.run.name.clone(),
+        namespace: rr.run.namespace.clone(),
         uuid,
     });
     let correct = unchanged && mode == DriftMode::Enabled && drifted > 0;
-    let end = run
-        .apply_to(
-            &target,
-            &objects,
-            &rendered.inventory,
-            digests,
-            instance,
-            correct,
-        )
+    let end = rr
+        .apply_to(&target, &objects, &rendered.inventory, instance, correct)
         .await?;
     Ok(end.note_if(
         correct,
@@ -389,9 +382,10 @@ fn strip_ignored(
 
 /// Phase 1 (§2.2) with `values` (`spec.values` over `spec.valuesFrom`).
 async fn render(
-    run: &Run<'_, ModuleInstance>,
+    rr: &RenderRun<'_, '_, ModuleInstance>,
     values: Option<Value>,
 ) -> Result<RenderResult, Halt> {
+    let run = &*rr.run;
     let req = ModuleRequest {
         name: run.name.clone(),
         namespace: run.namespace.clone(),
@@ -424,16 +418,19 @@ async fn render(
             )
             .into());
         }
-        return run
+        return rr
             .render_on("module", &inputs, signatures, move |s, platform, skew| {
                 s.render(&req, platform, skew, keys)
             })
             .await;
     }
     let renderer = run.ctx.renderer.clone();
-    run.render_on("module", &inputs, renderer, move |renderer, platform, skew| {
-        renderer.render_module(&req, platform, skew)
-    })
+    rr.render_on(
+        "module",
+        &inputs,
+        renderer,
+        move |renderer, platform, skew| renderer.render_module(&req, platform, skew),
+    )
     .await
 }
 

@@ -2,8 +2,9 @@
 //! rules 1–3, 11).
 //!
 //! The phases ModulePackage shares with ModuleInstance (gates, deletion, identity, render on a
-//! lease, digests, apply/prune, the deferred commit) live in [`super::render_apply`]; this module holds
-//! what is the ModulePackage's own, in the order of §2.3:
+//! lease, digests, apply/prune, the deferred commit) are those of
+//! [`super::render_apply::RenderRun`]; this module holds what is the ModulePackage's own, in the
+//! order of §2.3:
 //! 1. The interval = `spec.interval` (Go duration; unset, `0` or unparsable → 5m, unparsable
 //!    logged): a success, a NoOp and every soft failure (source not ready, fetch, no platform)
 //!    requeue after it. Deletion prunes with an empty owner uuid (no uuid guard); no Prometheus
@@ -46,7 +47,7 @@ use kube::Api;
 use super::context::{Context, Reconciled};
 use super::depends_on::{self, Blocked, Dependent};
 use super::reconcile::{self, End, Failure, Halt, Kind, Mode, Run};
-use super::render_apply::{self, Digests, Rendered};
+use super::render_apply::{self, RenderRun, Rendered};
 use super::runtime::{self, Error, EventType};
 use crate::apply::object::InstanceLabels;
 use crate::inventory;
@@ -119,14 +120,12 @@ impl Kind for ModulePackage {
     /// The reverse deletion order, the shared gates, step 2, then steps 3–9 (module docs).
     async fn phases(run: &mut Run<'_, Self>) -> Result<End, Halt> {
         depends_on::await_dependents(run).await?;
-        run.gates().await?;
-        depends_on::gate(run).await?;
-        let mut digests = Digests {
-            config: inventory::config_digest(None),
-            ..Default::default()
-        };
-        let result = reconcile_steps(run, &mut digests).await;
-        run.attempted(result, &digests)
+        let mut rr = RenderRun::new(run);
+        rr.gates().await?;
+        depends_on::gate(rr.run).await?;
+        rr.digests.config = inventory::config_digest(None);
+        let result = reconcile_steps(&mut rr).await;
+        rr.attempted(result)
     }
 }
 
@@ -227,16 +226,14 @@ async fn resolve_source(run: &Run<'_, ModulePackage>) -> Result<source::Artifact
     })
 }
 
-/// Steps 3–9; `digests` are this reconcile's as far as they are known.
-async fn reconcile_steps(
-    run: &mut Run<'_, ModulePackage>,
-    digests: &mut Digests,
-) -> Result<End, Halt> {
-    run.mark_reconciling();
+/// Steps 3–9; `rr.digests` are this reconcile's as far as they are known.
+async fn reconcile_steps(rr: &mut RenderRun<'_, '_, ModulePackage>) -> Result<End, Halt> {
+    rr.mark_reconciling();
 
     // Step 3: source.
-    let art = resolve_source(run).await?;
-    digests.source = art.digest.clone();
+    let art = resolve_source(rr.run).await?;
+    rr.digests.source = art.digest.clone();
+    let run = &mut *rr.run;
     let shown = source::ref_string(&run.obj.spec.source_ref, &run.namespace);
     run.status().source = Some(SourceStatus {
         r#ref: Some(shown),
@@ -268,34 +265,34 @@ async fn reconcile_steps(
 
     // Step 6: render (the extraction lives until the render is done).
     let inputs = (art.digest.clone(), run.obj.spec.path.clone());
-    let rendered = render(run, &inputs, fetched, dir).await?;
+    let rendered = render(rr, &inputs, fetched, dir).await?;
 
     // Steps 7–9: digests, NoOp, identity, apply, prune, commit.
-    let objects = run.convert(&rendered, digests).await?;
-    run.apply(
-        &objects,
-        &rendered.inventory,
-        digests,
-        InstanceLabels::of(&rendered),
-    )
-    .await
+    let objects = rr.convert(&rendered).await?;
+    rr.apply(&objects, &rendered.inventory, InstanceLabels::of(&rendered))
+        .await
 }
 
 /// Step 6.
 /// `inputs`: the artifact digest and the path in it (what the render depends on,
 /// `super::fairness`).
 async fn render(
-    run: &Run<'_, ModulePackage>,
+    rr: &RenderRun<'_, '_, ModulePackage>,
     inputs: &(String, String),
     fetched: artifact::Fetched,
     dir: std::path::PathBuf,
 ) -> Result<RenderResult, Halt> {
-    let renderer = run.ctx.package_renderer.clone();
-    run.render_on("package", inputs, renderer, move |renderer, platform, skew| {
-        let r = renderer.render_package(&dir, platform, skew);
-        drop(fetched);
-        r
-    })
+    let renderer = rr.run.ctx.package_renderer.clone();
+    rr.render_on(
+        "package",
+        inputs,
+        renderer,
+        move |renderer, platform, skew| {
+            let r = renderer.render_package(&dir, platform, skew);
+            drop(fetched);
+            r
+        },
+    )
     .await
 }
 

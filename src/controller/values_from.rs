@@ -6,7 +6,7 @@
 //! - **Phase** ([`compose`], before the render): without `valuesFrom` the values are
 //!   `spec.values` and the Config digest is that of their JSON, as before the field existed (so
 //!   upgrading re-applies nothing). With it, the references are read with the client of the
-//!   identity the instance applies as ([`super::render_apply`]'s `apply_client`: the
+//!   identity the instance applies as ([`super::render_apply::RenderRun::apply_client`]: the
 //!   ServiceAccount, else the controller), merged in order, `spec.values` on top; the Config
 //!   digest covers the merged values keyed by the instance uid (a changed Secret re-renders and
 //!   re-applies; the digest stores no value). `spec.drift.ignore` rules, when present, are part
@@ -42,8 +42,8 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 
-use super::reconcile::{End, Failure, Halt, Run};
-use super::render_apply::actions;
+use super::reconcile::{End, Failure, Halt};
+use super::render_apply::{actions, RenderRun};
 use super::runtime::Error;
 use crate::values_from::{self as values, Redactor};
 
@@ -64,7 +64,8 @@ pub fn owner_key(namespace: &str, name: &str) -> String {
 }
 
 /// The phase (module rules).
-pub async fn compose(run: &Run<'_, ModuleInstance>) -> Result<Composed, Halt> {
+pub async fn compose(rr: &RenderRun<'_, '_, ModuleInstance>) -> Result<Composed, Halt> {
+    let run = &*rr.run;
     let key = owner_key(&run.namespace, &run.name);
     let spec = run.obj.spec.values.as_ref();
     let ignore = run
@@ -97,7 +98,7 @@ pub async fn compose(run: &Run<'_, ModuleInstance>) -> Result<Composed, Halt> {
             redactor: Redactor::default(),
         });
     }
-    let client = run.apply_client().await?;
+    let client = rr.apply_client().await?;
     let read = values::read(&client, &run.namespace, &run.obj.spec.values_from)
         .await
         .map_err(failure)?;

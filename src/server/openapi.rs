@@ -13,7 +13,7 @@ use super::render_api::{
     ObjectPreviewDoc, ObjectRefDoc, RenderMode, RenderRequest, RenderResponse, RenderedObjectDoc,
 };
 use super::review_doc::{AdmissionRequestDoc, AdmissionResponseDoc, AdmissionReviewDoc, StatusDoc};
-use super::routes::ProbeStatus;
+use super::routes::probes::ProbeStatus;
 
 /// Adds the `bearer` security scheme the render API uses.
 struct BearerAuth;
@@ -38,11 +38,11 @@ impl utoipa::Modify for BearerAuth {
         license(name = "Apache-2.0")
     ),
     paths(
-        super::routes::validate_transformer_registrations,
-        super::routes::validate_platforms,
-        super::routes::healthz,
-        super::routes::readyz,
-        super::routes::metrics,
+        super::routes::admission::validate_transformer_registrations,
+        super::routes::admission::validate_platforms,
+        super::routes::probes::healthz,
+        super::routes::probes::readyz,
+        super::routes::probes::metrics,
         super::render_api::render,
     ),
     modifiers(&BearerAuth),

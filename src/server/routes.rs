@@ -1,53 +1,40 @@
-//! Routers and handlers.
+//! The routing of the HTTP listeners: which path and method reach which handler, and the one
+//! middleware around each of them.
 //!
 //! Rules:
 //! - [`router`] is the HTTPS webhook router, shared by `main` and the tests. It serves
-//!   `POST /validate/transformerregistrations` and `POST /validate/platforms`; any other path is a
-//!   404 and any other method a 405, both with the JSON error shape.
-//! - A review is answered 200 with an AdmissionReview whenever the body is a judgeable v1 review
-//!   (allowed or denied, `response.uid` = `request.uid`). Bodies that cannot be judged get a 400
-//!   error body; over 3 MiB a 413; a present non-JSON `Content-Type` a 415.
-//! - A review reads its body, then takes a permit of the review semaphore, which bounds the memory
-//!   of concurrent reviews (parsing and evaluation both run under it); a review whose permit does
-//!   not arrive within `eval_timeout` is answered as a denial that says it timed out; a panic
-//!   inside it is a 500. Parsing (one pass into a `webhooks::RequestView` that borrows the body)
-//!   and evaluation run on the async worker, synchronously (both are bounded pure functions of a
-//!   body of at most 3 MiB; the webhooks run no CUE). Only CUE work (the render API) goes to
-//!   `spawn_blocking`.
-//! - Per-request cost is budgeted (issue 16: throughput against a bare hyper + rustls echo): only
-//!   the body crosses an await in a review, so the handler future axum boxes per request stays
-//!   small (the request head and the parsed review never live in it).
-//! - One middleware per route ([`serve_request`]) does, outermost first: trace (one `request` span
-//!   per request, with `uid`, `kind`, `namespace`, `name`, `operation`, `allowed` recorded after
-//!   parsing), metrics (handles resolved once, no label lookup for a 200; each route's layer knows
-//!   its template, so axum's `MatchedPath` is not needed), panic catcher, request timeout.
-//! - [`probe_router`] (`/healthz`, `/readyz`) and [`metrics_router`] (`/metrics`) are plain HTTP.
+//!   `POST /validate/transformerregistrations` and `POST /validate/platforms` (the admission
+//!   handlers, [`admission`]) and the render API; any other path is a 404 and any other method a
+//!   405, both with the JSON error shape.
+//! - [`WebhookService`] serves the webhook listener: [`router`], with the admission reviews
+//!   dispatched directly (same middleware, same handlers, same answers).
+//! - Every route, the 404 fallback included, is wrapped by the request middleware
+//!   ([`middleware`]) of its listener, told its route template once ([`ROUTES`]), so the metric
+//!   labels are static strings.
+//! - [`probe_router`] (`/healthz`, `/readyz`) and [`metrics_router`] (`/metrics`) are plain HTTP
+//!   ([`probes`]); [`probe_and_metrics_router`] serves both on one listener.
 
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::handler::Handler as _;
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use futures::FutureExt as _;
-use kube_core::admission::Operation;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
-use serde::Serialize;
-use tokio::sync::TryAcquireError;
-use tracing::field::Empty;
-use tracing::{Instrument as _, Span};
 use webhooks::WebhookKind;
 
-use super::body::{check_content_type, read_body};
-use super::error::{json_response, ApiError, ErrorBody, ErrorCode};
-use super::metrics::{HttpLabels, ListenerLabels, ReviewResult};
+use super::error::{ApiError, ErrorCode};
 use super::render_api::RENDER_PATH;
 use super::state::AppState;
+
+pub(super) mod admission;
+mod middleware;
+pub(super) mod probes;
+
+use admission::{review, validate_platforms, validate_transformer_registrations};
+use middleware::{make_span, serve_request, RequestHead, RequestLayer, RequestLayerState};
+use probes::{healthz, metrics, readyz};
 
 /// Route of the TransformerRegistration webhook.
 pub const TRANSFORMER_REGISTRATIONS_PATH: &str = "/validate/transformerregistrations";
@@ -225,244 +212,6 @@ const ROUTES: [&str; 6] = [
     "/metrics",
 ];
 
-/// The per-listener state of [`serve_request`]: the in-flight gauge, resolved once, and the
-/// series of successful requests per (route, method), resolved on first use (so `/metrics` lists
-/// no series that never saw a request) and then read without a label lookup.
-struct RequestLayerState {
-    state: AppState,
-    listener: &'static str,
-    timeout: Duration,
-    in_flight: Gauge,
-    /// Indexed by route (in [`ROUTES`] order) then method (POST, GET): status 200's series.
-    ok_series: [[OnceLock<(Counter, Histogram)>; 2]; ROUTES.len()],
-}
-
-impl RequestLayerState {
-    fn new(state: AppState, listener: &'static str) -> Self {
-        let in_flight = state
-            .metrics
-            .http_in_flight
-            .get_or_create(&ListenerLabels { listener })
-            .clone();
-        RequestLayerState {
-            timeout: state.limits.request_timeout,
-            state,
-            listener,
-            in_flight,
-            ok_series: Default::default(),
-        }
-    }
-
-    fn observe(&self, route: Option<usize>, method: &'static str, status: u16, secs: f64) {
-        let slot = match (route, method, status) {
-            (Some(r), "POST", 200) => self.ok_series.get(r).map(|s| &s[0]),
-            (Some(r), "GET", 200) => self.ok_series.get(r).map(|s| &s[1]),
-            _ => None,
-        };
-        let labels = || HttpLabels {
-            listener: self.listener,
-            route: route
-                .and_then(|r| ROUTES.get(r))
-                .copied()
-                .unwrap_or("unmatched"),
-            method,
-            status,
-        };
-        match slot {
-            Some(slot) => {
-                let (count, duration) = slot.get_or_init(|| {
-                    let labels = labels();
-                    (
-                        self.state
-                            .metrics
-                            .http_requests
-                            .get_or_create(&labels)
-                            .clone(),
-                        self.state
-                            .metrics
-                            .http_duration
-                            .get_or_create(&labels)
-                            .clone(),
-                    )
-                });
-                count.inc();
-                duration.observe(secs);
-            }
-            None => {
-                let labels = labels();
-                self.state
-                    .metrics
-                    .http_requests
-                    .get_or_create(&labels)
-                    .inc();
-                self.state
-                    .metrics
-                    .http_duration
-                    .get_or_create(&labels)
-                    .observe(secs);
-            }
-        }
-    }
-}
-
-/// Decrements the in-flight gauge when a request ends, also when the client goes away and its
-/// future is dropped.
-struct InFlight<'a>(&'a Gauge);
-
-impl<'a> InFlight<'a> {
-    fn enter(gauge: &'a Gauge) -> Self {
-        gauge.inc();
-        InFlight(gauge)
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.dec();
-    }
-}
-
-/// The middleware of one route ([`serve_request`]) as a tower layer, with the route's index in
-/// [`ROUTES`] (`None`: the 404 fallback, or a route outside it). Hand-written rather than
-/// `axum::middleware::from_fn`, which per request clones the wrapped route once more and boxes it
-/// again as `Next`; here the wrapped route is called directly (axum routes are always ready).
-#[derive(Clone)]
-struct RequestLayer {
-    shared: Arc<RequestLayerState>,
-    route: Option<usize>,
-}
-
-impl<S> tower::Layer<S> for RequestLayer {
-    type Service = RequestService<S>;
-
-    fn layer(&self, inner: S) -> RequestService<S> {
-        RequestService {
-            inner,
-            layer: self.clone(),
-        }
-    }
-}
-
-/// A route wrapped by [`RequestLayer`].
-#[derive(Clone)]
-struct RequestService<S> {
-    inner: S,
-    layer: RequestLayer,
-}
-
-impl<S> tower::Service<Request> for RequestService<S>
-where
-    S: tower::Service<Request, Error = std::convert::Infallible> + Send + 'static,
-    S::Response: IntoResponse,
-    S::Future: Send + 'static,
-{
-    type Response = Response;
-    type Error = std::convert::Infallible;
-    type Future = futures::future::BoxFuture<'static, Result<Response, Self::Error>>;
-
-    fn poll_ready(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request) -> Self::Future {
-        let head = RequestHead {
-            route: self.layer.route,
-            method: method_label(req.method()),
-            span: make_span(&req),
-        };
-        let inner = self.inner.call(req);
-        Box::pin(serve_request(self.layer.shared.clone(), head, inner).map(Ok))
-    }
-}
-
-/// What [`serve_request`] needs from the request head, read before the route takes the request.
-struct RequestHead {
-    route: Option<usize>,
-    method: &'static str,
-    span: Span,
-}
-
-/// Trace span, in-flight gauge, request timeout (408), panic catcher (500 with the JSON error
-/// shape, no detail), then the request counter and latency histogram, which thus see timeouts
-/// and panics as their 408/500.
-async fn serve_request<F, R>(layer: Arc<RequestLayerState>, head: RequestHead, inner: F) -> Response
-where
-    F: std::future::Future<Output = Result<R, std::convert::Infallible>>,
-    R: IntoResponse,
-{
-    let RequestHead {
-        route,
-        method,
-        span,
-    } = head;
-    let in_flight = InFlight::enter(&layer.in_flight);
-    let start = Instant::now();
-    let guarded = std::panic::AssertUnwindSafe(tokio::time::timeout(layer.timeout, inner))
-        .catch_unwind()
-        .instrument(span.clone());
-    let resp = match guarded.await {
-        Ok(Ok(Ok(resp))) => resp.into_response(),
-        Ok(Ok(Err(never))) => match never {},
-        Ok(Err(_elapsed)) => ApiError::new(
-            ErrorCode::RequestTimeout,
-            format!(
-                "the request did not complete within {} ms",
-                layer.timeout.as_millis()
-            ),
-        )
-        .into_response(),
-        Err(panic) => panic_response(panic),
-    };
-    drop(in_flight);
-    let elapsed = start.elapsed();
-    let status = resp.status().as_u16();
-    span.record("status", status);
-    span.in_scope(|| tracing::debug!(latency_us = elapsed.as_micros() as u64, "answered"));
-    layer.observe(route, method, status, elapsed.as_secs_f64());
-    resp
-}
-
-fn make_span(req: &Request) -> Span {
-    tracing::info_span!(
-        "request",
-        method = %req.method(),
-        path = %req.uri().path(),
-        status = Empty,
-        uid = Empty,
-        kind = Empty,
-        namespace = Empty,
-        name = Empty,
-        operation = Empty,
-        allowed = Empty,
-    )
-}
-
-fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
-    let detail = panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic payload".to_string());
-    ApiError::internal(format!("handler panicked: {detail}")).into_response()
-}
-
-fn method_label(method: &axum::http::Method) -> &'static str {
-    use axum::http::Method;
-    match *method {
-        Method::GET => "GET",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::DELETE => "DELETE",
-        Method::PATCH => "PATCH",
-        Method::HEAD => "HEAD",
-        Method::OPTIONS => "OPTIONS",
-        _ => "other",
-    }
-}
-
 async fn not_found(req: Request) -> ApiError {
     ApiError::new(
         ErrorCode::NotFound,
@@ -477,300 +226,13 @@ async fn method_not_allowed(req: Request) -> ApiError {
     )
 }
 
-/// Body of the probe endpoints.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ProbeStatus {
-    /// `ok` (healthz) or `ready` (readyz).
-    pub status: &'static str,
-}
-
-/// Liveness: 200 while the process runs.
-#[utoipa::path(
-    get,
-    path = "/healthz",
-    tag = "probes",
-    responses((status = 200, description = "The process is alive", body = ProbeStatus))
-)]
-pub async fn healthz() -> Response {
-    json_response(StatusCode::OK, &ProbeStatus { status: "ok" })
-}
-
-/// Readiness: 200 once the HTTPS listener is bound, 503 before and while draining.
-#[utoipa::path(
-    get,
-    path = "/readyz",
-    tag = "probes",
-    responses(
-        (status = 200, description = "The webhook listener is serving", body = ProbeStatus),
-        (status = 503, description = "Starting or draining", body = ErrorBody)
-    )
-)]
-pub async fn readyz(State(state): State<AppState>) -> Response {
-    if state.is_ready() {
-        json_response(StatusCode::OK, &ProbeStatus { status: "ready" })
-    } else {
-        ApiError::new(ErrorCode::NotReady, "the webhook listener is not serving").into_response()
-    }
-}
-
-/// Prometheus metrics in the text exposition format 0.0.4.
-#[utoipa::path(
-    get,
-    path = "/metrics",
-    tag = "metrics",
-    responses((status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain; version=0.0.4"))
-)]
-pub async fn metrics(State(state): State<AppState>) -> Response {
-    match state.metrics.encode() {
-        Ok(text) => {
-            let mut resp = (StatusCode::OK, text).into_response();
-            resp.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-            );
-            resp
-        }
-        Err(e) => ApiError::internal(format!("encoding metrics: {e}")).into_response(),
-    }
-}
-
-/// Validates a TransformerRegistration claim.
-#[utoipa::path(
-    post,
-    path = "/validate/transformerregistrations",
-    tag = "webhooks",
-    request_body(content = super::review_doc::AdmissionReviewDoc, content_type = "application/json",
-        description = "An admission.k8s.io/v1 AdmissionReview with a request",
-        example = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-            "uid": "00000000-0000-4000-8000-000000000001",
-            "kind": {"group": "opmodel.dev", "version": "v1alpha1", "kind": "TransformerRegistration"},
-            "resource": {"group": "opmodel.dev", "version": "v1alpha1", "resource": "transformerregistrations"},
-            "name": "team-a.k8up", "operation": "CREATE",
-            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
-            "object": {"apiVersion": "opmodel.dev/v1alpha1", "kind": "TransformerRegistration",
-                "metadata": {"name": "team-a.k8up"},
-                "spec": {"catalog": "opmodel.dev/catalogs/k8up@v1", "version": "1.0.0",
-                    "provides": ["opmodel.dev/contracts/backup/schedule@v1"],
-                    "providerRef": {"namespace": "team-a", "name": "k8up"}}},
-            "dryRun": false}})),
-    responses(
-        (status = 200, description = "The review, allowed or denied; response.uid echoes request.uid", body = super::review_doc::AdmissionReviewDoc),
-        (status = 400, description = "Not a judgeable v1 AdmissionReview (malformed JSON, wrong apiVersion/kind, no request or uid)", body = ErrorBody),
-        (status = 404, description = "Unknown path", body = ErrorBody),
-        (status = 405, description = "Method other than POST", body = ErrorBody),
-        (status = 408, description = "The request did not complete in time", body = ErrorBody),
-        (status = 413, description = "Body over 3 MiB", body = ErrorBody),
-        (status = 415, description = "Content-Type present and not application/json", body = ErrorBody),
-        (status = 500, description = "Internal error (details are logged)", body = ErrorBody)
-    )
-)]
-pub fn validate_transformer_registrations(
-    State(state): State<AppState>,
-    req: Request,
-) -> impl std::future::Future<Output = Response> + Send {
-    review(state, WebhookKind::TransformerRegistration, req)
-}
-
-/// Validates the Platform singleton.
-#[utoipa::path(
-    post,
-    path = "/validate/platforms",
-    tag = "webhooks",
-    request_body(content = super::review_doc::AdmissionReviewDoc, content_type = "application/json",
-        description = "An admission.k8s.io/v1 AdmissionReview with a request",
-        example = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-            "uid": "00000000-0000-4000-8000-000000000002",
-            "kind": {"group": "opmodel.dev", "version": "v1alpha1", "kind": "Platform"},
-            "resource": {"group": "opmodel.dev", "version": "v1alpha1", "resource": "platforms"},
-            "name": "cluster", "operation": "CREATE",
-            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters"]},
-            "object": {"apiVersion": "opmodel.dev/v1alpha1", "kind": "Platform",
-                "metadata": {"name": "cluster"},
-                "spec": {"type": "kubernetes",
-                    "registry": {"opmodel.dev/catalogs/opm@v2": {"version": "2.1.0"}}}},
-            "dryRun": false}})),
-    responses(
-        (status = 200, description = "The review, allowed or denied; response.uid echoes request.uid", body = super::review_doc::AdmissionReviewDoc),
-        (status = 400, description = "Not a judgeable v1 AdmissionReview (malformed JSON, wrong apiVersion/kind, no request or uid)", body = ErrorBody),
-        (status = 404, description = "Unknown path", body = ErrorBody),
-        (status = 405, description = "Method other than POST", body = ErrorBody),
-        (status = 408, description = "The request did not complete in time", body = ErrorBody),
-        (status = 413, description = "Body over 3 MiB", body = ErrorBody),
-        (status = 415, description = "Content-Type present and not application/json", body = ErrorBody),
-        (status = 500, description = "Internal error (details are logged)", body = ErrorBody)
-    )
-)]
-pub fn validate_platforms(
-    State(state): State<AppState>,
-    req: Request,
-) -> impl std::future::Future<Output = Response> + Send {
-    review(state, WebhookKind::Platform, req)
-}
-
-fn operation_str(op: &Operation) -> &'static str {
-    match op {
-        Operation::Create => "CREATE",
-        Operation::Update => "UPDATE",
-        Operation::Delete => "DELETE",
-        Operation::Connect => "CONNECT",
-    }
-}
-
-/// One review: the head is checked here and dropped, so only the body crosses an await and the
-/// handler future (which axum boxes per request) stays small; then [`judge`], then the review
-/// metrics.
-fn review(
-    state: AppState,
-    kind: WebhookKind,
-    req: Request,
-) -> impl std::future::Future<Output = Response> + Send {
-    let start = Instant::now();
-    let (parts, body) = req.into_parts();
-    let body = check_content_type(&parts.headers)
-        .map(|()| read_body(&parts.headers, body, state.limits.body_limit));
-    drop(parts);
-    async move {
-        let outcome = match body {
-            Ok(read) => match read.await {
-                Ok(bytes) => judge(&state, kind, &bytes).await,
-                Err(e) => Err(e),
-            },
-            Err(e) => Err(e),
-        };
-        let (result, resp) = match outcome {
-            Ok((result, resp)) => (result, resp),
-            Err(e) => (ReviewResult::Error, e.into_response()),
-        };
-        if let Some(series) = state.metrics.review(kind, result) {
-            series.count.inc();
-            series.duration.observe(start.elapsed().as_secs_f64());
-        }
-        resp
-    }
-}
-
-/// Takes an evaluation permit (waiting at most `eval_timeout` for one), then [`evaluate`]s.
-async fn judge(
-    state: &AppState,
-    kind: WebhookKind,
-    bytes: &[u8],
-) -> Result<(ReviewResult, Response), ApiError> {
-    // A free permit is taken without arming a timer; only a review that has to wait for one is
-    // bounded by `eval_timeout` (and then denied, see `evaluate`).
-    let in_flight = InFlight::enter(&state.metrics.in_flight);
-    let permit = match state.semaphore.try_acquire() {
-        Ok(permit) => Some(permit),
-        Err(TryAcquireError::Closed) => {
-            return Err(ApiError::internal("evaluation semaphore closed"))
-        }
-        Err(TryAcquireError::NoPermits) => {
-            match tokio::time::timeout(state.limits.eval_timeout, state.semaphore.acquire()).await {
-                Ok(Ok(permit)) => Some(permit),
-                Ok(Err(e)) => return Err(ApiError::internal(format!("evaluation semaphore: {e}"))),
-                Err(_elapsed) => None,
-            }
-        }
-    };
-    let outcome = evaluate(state, kind, bytes, permit.is_some());
-    drop(permit);
-    drop(in_flight);
-    outcome
-}
-
-/// Parses and judges a review body under an evaluation permit (`permitted`), or denies it when the
-/// permit did not arrive in time. Synchronous on purpose: the parsed request borrows the body and
-/// never lives across an await, which keeps the handler future (boxed by axum per request) small.
-fn evaluate(
-    state: &AppState,
-    kind: WebhookKind,
-    bytes: &[u8],
-    permitted: bool,
-) -> Result<(ReviewResult, Response), ApiError> {
-    let req = webhooks::RequestView::parse(bytes)?;
-    let span = Span::current();
-    span.record("uid", &*req.uid);
-    span.record("kind", &*req.kind.kind);
-    span.record("name", &*req.name);
-    if let Some(ns) = &req.namespace {
-        span.record("namespace", &**ns);
-    }
-    let operation = operation_str(&req.operation);
-    span.record("operation", operation);
-    if !permitted {
-        let eval_timeout = state.limits.eval_timeout;
-        tracing::warn!(
-            timeout_ms = eval_timeout.as_millis() as u64,
-            "admission evaluation timed out"
-        );
-        let message = format!(
-            "opm-operator webhook: evaluating this {} {} timed out after {} ms; \
-             the request was denied by the webhook's own timeout, not by a policy — \
-             retry, and report it if it persists",
-            kind.resource_kind(),
-            operation,
-            eval_timeout.as_millis()
-        );
-        span.record("allowed", false);
-        let denial = req.response().deny(message);
-        return Ok((
-            ReviewResult::Timeout,
-            json_response(StatusCode::OK, &webhooks::ResponseReview::new(&denial)),
-        ));
-    }
-    let response = kind.validate_view(&req);
-    let result = if response.allowed {
-        ReviewResult::Allowed
-    } else {
-        ReviewResult::Denied
-    };
-    span.record("allowed", response.allowed);
-    Ok((
-        result,
-        json_response(StatusCode::OK, &webhooks::ResponseReview::new(&response)),
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use axum::body::Body;
+    use axum::http::header;
     use http_body_util::BodyExt as _;
     use tower::ServiceExt as _;
-
-    async fn panics() -> Response {
-        panic!("boom")
-    }
-
-    #[tokio::test]
-    async fn a_panicking_handler_is_a_500_with_the_json_error_shape() {
-        let state = AppState::new(super::super::Limits::default(), None);
-        let app = routed(
-            &Arc::new(RequestLayerState::new(state.clone(), "webhook")),
-            state.clone(),
-            vec![("/panic", get(panics))],
-        );
-        let resp = app
-            .oneshot(
-                axum::http::Request::get("/panic")
-                    .body(Body::empty())
-                    .unwrap(),
-            )
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
-        let body = resp.into_body().collect().await.unwrap().to_bytes();
-        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(v["error"]["code"], "internal");
-        assert_eq!(
-            v["error"]["message"], "internal server error",
-            "no panic detail leaks"
-        );
-        let text = state.metrics.encode().unwrap();
-        assert!(
-            text.contains(r#"http_requests_total{listener="webhook",route="unmatched",method="GET",status="500"} 1"#),
-            "{text}"
-        );
-    }
 
     /// Requests the direct dispatch takes (POST on a review path) and ones it must leave to the
     /// router (other methods, other paths); both ways must give the same status, body and series.
@@ -805,7 +267,7 @@ mod tests {
         let run = |direct: bool| {
             let cases = cases.clone();
             async move {
-                let state = AppState::new(super::super::Limits::default(), None);
+                let state = AppState::new(crate::server::Limits::default(), None);
                 let mut answers = Vec::new();
                 for (method, path, content_type, body) in cases {
                     let mut req = axum::http::Request::builder().method(method).uri(path);

@@ -52,7 +52,14 @@ fn status_bytes(pid: u32, field: &str) -> u64 {
     kib * 1024
 }
 
-async fn create(client: &kube::Client, ns: &str, name: &str, module: &str, version: &str, values: serde_json::Value) {
+async fn create(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    module: &str,
+    version: &str,
+    values: serde_json::Value,
+) {
     let mi: ModuleInstance = serde_json::from_value(json!({
         "apiVersion": "opmodel.dev/v1alpha1", "kind": "ModuleInstance",
         "metadata": {"name": name, "namespace": ns},
@@ -84,12 +91,23 @@ async fn listed(client: &kube::Client, ns: &str, prefix: &str) -> Vec<ModuleInst
         .unwrap()
         .items
         .into_iter()
-        .filter(|m| m.metadata.name.as_deref().is_some_and(|n| n.starts_with(prefix)))
+        .filter(|m| {
+            m.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with(prefix))
+        })
         .collect()
 }
 
 /// Waits until the `count` instances `prefix*` of `ns` are Ready=True; returns the time taken.
-async fn all_ready(cluster: &mut Cluster, ns: &str, prefix: &str, count: usize, since: Instant) -> Duration {
+async fn all_ready(
+    cluster: &mut Cluster,
+    ns: &str,
+    prefix: &str,
+    count: usize,
+    since: Instant,
+) -> Duration {
     let deadline = since + Duration::from_secs(100);
     loop {
         let items = listed(&cluster.client, ns, prefix).await;
@@ -135,7 +153,15 @@ async fn hostile_modules_hold_up_no_one_and_stay_inside_the_memory_arithmetic() 
     // 2. The normal instances alone.
     let started = Instant::now();
     for i in 0..NORMAL {
-        create(&client, ALONE, &format!("app{i:03}"), DEMO, DEMO_VERSION, valid_values()).await;
+        create(
+            &client,
+            ALONE,
+            &format!("app{i:03}"),
+            DEMO,
+            DEMO_VERSION,
+            valid_values(),
+        )
+        .await;
     }
     let alone = all_ready(&mut cluster, ALONE, "app", NORMAL, started).await;
     let floor = status_bytes(pid, "VmHWM");
@@ -143,10 +169,26 @@ async fn hostile_modules_hold_up_no_one_and_stay_inside_the_memory_arithmetic() 
     // 3. The hostile instances first, then as many normal ones.
     let started = Instant::now();
     for i in 0..HOSTILE {
-        create(&client, MIXED, &format!("hostile{i}"), HOSTILE_MODULE, "v0.1.0", json!({})).await;
+        create(
+            &client,
+            MIXED,
+            &format!("hostile{i}"),
+            HOSTILE_MODULE,
+            "v0.1.0",
+            json!({}),
+        )
+        .await;
     }
     for i in 0..NORMAL {
-        create(&client, MIXED, &format!("app{i:03}"), DEMO, DEMO_VERSION, valid_values()).await;
+        create(
+            &client,
+            MIXED,
+            &format!("app{i:03}"),
+            DEMO,
+            DEMO_VERSION,
+            valid_values(),
+        )
+        .await;
     }
     let mixed = all_ready(&mut cluster, MIXED, "app", NORMAL, started).await;
 
@@ -169,7 +211,9 @@ async fn hostile_modules_hold_up_no_one_and_stay_inside_the_memory_arithmetic() 
     for m in &hostile {
         let (_, _, message) = ready_of(m).unwrap();
         assert!(
-            message.contains(&format!("evaluation memory budget ({BUDGET_MIB}.0 MiB) exceeded")),
+            message.contains(&format!(
+                "evaluation memory budget ({BUDGET_MIB}.0 MiB) exceeded"
+            )),
             "{message}"
         );
         assert!(message.contains("while evaluating "), "{message}");

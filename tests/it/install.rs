@@ -830,7 +830,7 @@ fn install(version: Version) {
     let manifests: Vec<Value> = rendered
         .split("\n---")
         .filter(|d| !d.trim().is_empty())
-        .map(|d| serde_yaml::from_str(d).unwrap())
+        .map(|d| crds::yaml::from_str(d).unwrap())
         .collect();
 
     stage(t0, "certificates");
@@ -1270,7 +1270,7 @@ const DEFAULT_GRANTS: &[(&str, &str, &str)] = &[
 
 /// A token for the ServiceAccount `namespace/name` (TokenRequest, as the kubelet asks for one).
 fn token_for(ns: &Netns, kubeconfig: &Path, ca: &Path, namespace: &str, name: &str) -> String {
-    let kc: Value = serde_yaml::from_str(&std::fs::read_to_string(kubeconfig).unwrap()).unwrap();
+    let kc: Value = crds::yaml::from_str(&std::fs::read_to_string(kubeconfig).unwrap()).unwrap();
     let admin = kc["users"][0]["user"]["token"].as_str().unwrap().to_owned();
     let body = json!({
         "apiVersion": "authentication.k8s.io/v1",

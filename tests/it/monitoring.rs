@@ -85,7 +85,7 @@ fn expand_grafana(expr: &str) -> String {
 
 /// The queries of the PrometheusRule.
 fn rule_queries(text: &str) -> Vec<Query> {
-    let doc: serde_json::Value = serde_yaml::from_str(text).unwrap();
+    let doc: serde_json::Value = crds::yaml::from_str(text).unwrap();
     let mut out = Vec::new();
     for group in doc["spec"]["groups"].as_array().unwrap() {
         for rule in group["rules"].as_array().unwrap() {

@@ -10,9 +10,9 @@
 mod auth;
 mod bad;
 mod cache;
-mod export;
 mod flux;
 pub mod harness;
+mod module_load;
 mod signed;
 
 use cue::module::ModuleFile;

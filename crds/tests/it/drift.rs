@@ -37,9 +37,7 @@ fn checked_in_crd_yaml_matches_the_types() {
 #[test]
 fn all_crds_yaml_is_the_concatenation_of_the_files() {
     let all = crds::all_crds_yaml().unwrap();
-    let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&all)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .collect();
+    let docs: Vec<serde_json::Value> = crds::yaml::from_str_multiple(&all).unwrap();
     let names: Vec<&str> = docs
         .iter()
         .map(|d| d["metadata"]["name"].as_str().unwrap())

@@ -17,7 +17,10 @@
 //!   `? `, `: `), contains `: ` or ` #`, or has leading/trailing spaces becomes single-quoted; tabs,
 //!   control characters, characters outside the BMP and a space before a line break force double
 //!   quotes, with `yaml.v3`'s escapes (`\t`, `\e`, `\N`, `\L`, `\P`, `\xXX`, `\uXXXX`,
-//!   `\UXXXXXXXX`, upper-case hex). Literal blocks that cannot be (trailing space, special
+//!   `\UXXXXXXXX`, upper-case hex). Deviation: U+2028 and U+2029 force double quotes too
+//!   (`\L`, `\P`), where `yaml.v3` may write them raw in a literal block: they are line breaks
+//!   in YAML 1.1 but content in YAML 1.2, so only the escaped form reads back the same in both
+//!   (and in our YAML 1.2 decoder). Literal blocks that cannot be (trailing space, special
 //!   characters, inside a key) fall back to double quotes.
 //! - Long plain and quoted scalars fold at a space once the line passes 80 columns, as `yaml.v3`
 //!   does by default (continuation lines indented like the value).
@@ -26,21 +29,13 @@
 //! - Numbers print as CUE exports them, bytes as `!!binary <base64>`, `null`/`true`/`false` plain.
 //! - `MarshalStream` joins documents with `---\n`.
 //!
-//! Decoder rules (`Unmarshal`): YAML 1.2 core schema via `serde_yaml` (`yes`/`no` are strings,
-//! `0x1F`/`0o17` ints, `~` null), merge keys (`<<`) applied, `!!binary` decoded to bytes,
-//! non-string keys turned into their text. Merged fields take the place of the `<<` key, and
-//! explicit keys of the mapping win over merged ones (earlier sources of a `<<: [*a, *b]` list
-//! win over later ones).
-//! Approximations: floats go through an IEEE double (shortest round-trip text, so `1.50` reads
-//! as `1.5`; `1e3` stays `1E+3`), integers beyond 64 bits are not exact, and `!!binary` scalars
-//! read as their base64 text because `serde_yaml` drops the core tag. Infinities and NaN are
-//! errors (CUE has no such numbers).
+//! Decoder rules (`Unmarshal`, `UnmarshalStream`, `Validate`): see the `decode` module
+//! (YAML 1.2 core as `yaml.v3` resolves it, numbers kept exact, `!!binary` as bytes, merge keys).
 
 use super::args::{builtin, fail, Bytes};
 use super::{no_consts, Builtin, BuiltinError, Package, Val};
 use crate::data::num::format_float;
 use base64::Engine as _;
-use num_bigint::BigInt;
 
 const P: &str = "encoding/yaml";
 
@@ -113,31 +108,7 @@ fn cue_should_quote(s: &str) -> bool {
 
 /// Go's `strconv.ParseInt(s, 0, 64)` or `ParseUint(s, 0, 64)` succeeds.
 fn go_int(s: &str) -> bool {
-    let (neg, body) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let lower = body.to_ascii_lowercase();
-    let (radix, digits) = if let Some(d) = lower.strip_prefix("0x") {
-        (16, d.to_string())
-    } else if let Some(d) = lower.strip_prefix("0o") {
-        (8, d.to_string())
-    } else if let Some(d) = lower.strip_prefix("0b") {
-        (2, d.to_string())
-    } else if lower.len() > 1 && lower.starts_with('0') {
-        (8, lower[1..].to_string())
-    } else {
-        (10, lower.clone())
-    };
-    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
-        return false;
-    }
-    let Some(v) = BigInt::parse_bytes(digits.as_bytes(), radix) else {
-        return false;
-    };
-    let v = if neg { -v } else { v };
-    v >= BigInt::from(i64::MIN) && v <= BigInt::from(u64::MAX)
+    decode::go_int(s).is_some()
 }
 
 /// `yamlStyleFloat`: `^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`.
@@ -257,7 +228,7 @@ fn analyze(value: &str) -> Analysis {
         }
         if c == '\t' {
             tabs = true;
-        } else if !is_printable(c) {
+        } else if !is_printable(c) || matches!(c, '\u{2028}' | '\u{2029}') {
             special = true;
         }
         if c == ' ' {
@@ -671,121 +642,9 @@ builtin! {
     }
 }
 
-fn from_yaml(v: serde_yaml::Value, depth: usize) -> Result<Val, BuiltinError> {
-    use serde_yaml::Value as Y;
-    if depth > MAX_DEPTH {
-        fail!("yaml: value nested too deeply");
-    }
-    Ok(match v {
-        Y::Null => Val::Null,
-        Y::Bool(b) => Val::Bool(b),
-        Y::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Val::Int(i.into())
-            } else if let Some(u) = n.as_u64() {
-                Val::Int(u.into())
-            } else {
-                let f = n.as_f64().unwrap_or(f64::NAN);
-                if !f.is_finite() {
-                    fail!("yaml: cannot represent {n} as a CUE number");
-                }
-                super::strconv::float_val(f)?
-            }
-        }
-        Y::String(s) => Val::String(s),
-        Y::Sequence(items) => Val::List(
-            items
-                .into_iter()
-                .map(|i| from_yaml(i, depth + 1))
-                .collect::<Result<_, _>>()?,
-        ),
-        Y::Mapping(m) => {
-            let mut explicit: Vec<(String, Y)> = Vec::with_capacity(m.len());
-            let mut merges: Vec<(usize, Y)> = Vec::new();
-            for (k, v) in m {
-                let key = match k {
-                    Y::String(s) => s,
-                    Y::Null => "null".to_string(),
-                    Y::Bool(b) => b.to_string(),
-                    Y::Number(n) => n.to_string(),
-                    _ => fail!("yaml: invalid map key: only scalar keys are supported"),
-                };
-                if key == "<<" {
-                    merges.push((explicit.len(), v));
-                } else {
-                    explicit.push((key, v));
-                }
-            }
-            let mut fields: Vec<(String, Val)> = Vec::with_capacity(explicit.len());
-            let mut merges = merges.into_iter().peekable();
-            let explicit_keys: Vec<String> = explicit.iter().map(|(k, _)| k.clone()).collect();
-            let mut insert_merges = |at: usize,
-                                     fields: &mut Vec<(String, Val)>|
-             -> Result<(), BuiltinError> {
-                while let Some((_, src)) = merges.next_if(|(pos, _)| *pos == at) {
-                    let sources = match src {
-                        Y::Sequence(items) => items,
-                        other => vec![other],
-                    };
-                    for source in sources {
-                        let Val::Struct(merged) = from_yaml(source, depth + 1)? else {
-                            fail!("yaml: map merge requires map or sequence of maps as the value");
-                        };
-                        for (k, v) in merged {
-                            if !explicit_keys.contains(&k) && fields.iter().all(|(k2, _)| *k2 != k)
-                            {
-                                fields.push((k, v));
-                            }
-                        }
-                    }
-                }
-                Ok(())
-            };
-            for (i, (k, v)) in explicit.into_iter().enumerate() {
-                insert_merges(i, &mut fields)?;
-                fields.push((k, from_yaml(v, depth + 1)?));
-            }
-            insert_merges(explicit_keys.len(), &mut fields)?;
-            Val::Struct(fields)
-        }
-        Y::Tagged(t) => {
-            let tag = t.tag.to_string();
-            match (tag.as_str(), t.value) {
-                ("!!binary" | "tag:yaml.org,2002:binary", Y::String(s)) => {
-                    let clean: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-                    Val::Bytes(
-                        base64::engine::general_purpose::STANDARD
-                            .decode(clean)
-                            .map_err(|e| {
-                                BuiltinError::new(format!("yaml: invalid !!binary: {e}"))
-                            })?,
-                    )
-                }
-                (_, inner) => from_yaml(inner, depth + 1)?,
-            }
-        }
-    })
-}
+mod decode;
 
-fn decode_doc(doc: serde_yaml::Deserializer<'_>) -> Result<Val, BuiltinError> {
-    use serde::Deserialize as _;
-    let v =
-        serde_yaml::Value::deserialize(doc).map_err(|e| BuiltinError::new(format!("yaml: {e}")))?;
-    from_yaml(v, 0)
-}
-
-/// Parses one YAML document into a value (see the module doc for the rules).
-pub fn from_yaml_str(text: &str) -> Result<Val, BuiltinError> {
-    let mut docs = serde_yaml::Deserializer::from_str(text);
-    let Some(first) = docs.next() else {
-        return Ok(Val::Null);
-    };
-    let v = decode_doc(first)?;
-    if docs.next().is_some() {
-        fail!("yaml: expected a single YAML document, found a stream");
-    }
-    Ok(v)
-}
+pub use decode::from_yaml_str;
 
 fn text(data: Bytes<'_>) -> Result<&str, BuiltinError> {
     std::str::from_utf8(data.0).map_err(|_| BuiltinError::new("yaml: input is not valid UTF-8"))
@@ -801,12 +660,7 @@ builtin! {
 builtin! {
     /// `UnmarshalStream("a: 1\n---\nb: 2\n")` → `[{a: 1}, {b: 2}]`.
     fn unmarshal_stream(_, "yaml.UnmarshalStream", data: Bytes) {
-        let docs = serde_yaml::Deserializer::from_str(text(data)?);
-        let mut out = Vec::new();
-        for doc in docs {
-            out.push(decode_doc(doc)?);
-        }
-        Ok(Val::List(out))
+        Ok(Val::List(decode::stream(text(data)?)?))
     }
 }
 
@@ -816,9 +670,7 @@ fn validate_all(
     schema: &Val,
     name: &str,
 ) -> Result<Val, BuiltinError> {
-    let docs = serde_yaml::Deserializer::from_str(text(data)?);
-    for doc in docs {
-        let v = decode_doc(doc)?;
+    for v in decode::stream(text(data)?)? {
         if !h.unifies(schema, &v)? {
             fail!("{name}: value does not satisfy the schema");
         }

@@ -6,7 +6,9 @@
 //!   (and their types when they differ); bounds and validators are collected and checked once
 //!   the vertex is finished (`finish`), in the order they arrived;
 //! - a std function used as a value is a validator on its only argument; any other function
-//!   used as a value is an error;
+//!   (`len`, `strings.Join`) held in a field or let is that field's value, which a call
+//!   through a reference calls (`_f: strings.Join, x: _f(["a"], "-")`) and an export
+//!   refuses (a function is not data);
 //! - the first fatal error of a vertex stands; a non-fatal one (incomplete, cycle, undefined,
 //!   missing required field) is kept apart, as more information may still resolve it.
 
@@ -52,12 +54,6 @@ impl Ev {
                     .bounds
                     .push(Val::Validator(Arc::new(Validator::Builtin(b, Vec::new()))));
                 vert.scr_mut().bound_spans.push(span);
-            }
-            Val::Builtin(_) | Val::StdFunc(_) => {
-                self.set_err(
-                    v,
-                    Bottom::new(ErrorCode::Eval, "cannot use function as value", span),
-                );
             }
             s => {
                 let existing = self.vx(v).value.scalar.clone();

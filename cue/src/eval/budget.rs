@@ -9,7 +9,7 @@
 //! - once a limit is exceeded, `Budget::limit_err` is set and every further step fails, so
 //!   every result from then on is that fatal error; each limit error has the code
 //!   `ErrorCode::Limit` (kept by every copy, so diagnostics classify it as a limit wherever it
-//!   ends up) and is recorded with its kind ([`crate::errors::Limit`]);
+//!   ends up) and is recorded with its kind ([`crate::diagnostics::Limit`]);
 //! - the stack budget counts from the stack position of the outermost evaluation: deeper
 //!   recursion is a depth limit error, never an overflow;
 //! - memory: every allocation site of the evaluator that grows with the input charges what it
@@ -19,9 +19,9 @@
 //!   interpolation, lists made by builtins, and the data read out. The figure is what the
 //!   runtime allocated, not what it still holds: only a rolled-back throw-away evaluation
 //!   (`Ev::rollback`) gives its charges back. Past `Config::max_memory_bytes` the charge sets
-//!   the limit error ([`crate::errors::Limit::Memory`], message naming the budget, the figure
+//!   the limit error ([`crate::diagnostics::Limit::Memory`], message naming the budget, the figure
 //!   and the path of the vertex being expanded, also kept typed as
-//!   [`crate::errors::MemoryExceeded`]); loops that allocate per item stop on it at once, the
+//!   [`crate::diagnostics::MemoryExceeded`]); loops that allocate per item stop on it at once, the
 //!   rest at the next step, which checks the figure too. A charge is one add and one compare.
 
 use super::*;
@@ -73,14 +73,14 @@ pub struct Budget {
     /// Set once a limit is exceeded.
     pub(super) limit_err: Option<Arc<Bottom>>,
     /// Every limit error raised, with its class (diagnostics are classified by identity).
-    pub(super) limits: Vec<(Arc<Bottom>, crate::errors::Limit)>,
+    pub(super) limits: Vec<(Arc<Bottom>, crate::diagnostics::Limit)>,
     /// Set by another thread to stop evaluation (checked with the step limit).
     pub(super) cancel: Arc<AtomicBool>,
     /// Bytes charged so far (the budget of the whole runtime; a rollback gives back what the
     /// rolled-back evaluation charged).
     pub(super) memory: u64,
     /// The first time the memory budget was exceeded: the budget, the figure, the path.
-    pub(super) memory_exceeded: Option<crate::errors::MemoryExceeded>,
+    pub(super) memory_exceeded: Option<crate::diagnostics::MemoryExceeded>,
 }
 
 /// What the allocation sites charge ([`Ev::charge`]): the size of what they allocate plus the
@@ -107,12 +107,14 @@ pub(super) mod cost {
     /// One binding of an environment, with its key in the shape and its atom.
     pub(in crate::eval) const BINDING: u64 = (std::mem::size_of::<Binding>()
         + std::mem::size_of::<BindKey>()
-        + std::mem::size_of::<num_bigint::BigInt>()) as u64
+        + std::mem::size_of::<num_bigint::BigInt>())
+        as u64
         + BLOCK;
     /// A comprehension result waiting to be added (its environment is charged apart).
     pub(in crate::eval) const YIELD: u64 = std::mem::size_of::<Arc<Env>>() as u64;
     /// A number made by an operator (an `Arc` of a big integer or decimal).
-    pub(in crate::eval) const NUMBER: u64 = std::mem::size_of::<bigdecimal::BigDecimal>() as u64 + BLOCK;
+    pub(in crate::eval) const NUMBER: u64 =
+        std::mem::size_of::<bigdecimal::BigDecimal>() as u64 + BLOCK;
     /// An element of a list of values or of data.
     pub(in crate::eval) const ELEM: u64 = std::mem::size_of::<Expr>() as u64;
 
@@ -128,7 +130,10 @@ pub(super) mod cost {
             BVal::Bytes(b) => text(b.len()),
             BVal::Int(_) | BVal::Float(_) => NUMBER,
             BVal::List(xs) => xs.iter().map(|x| ELEM + data(x)).sum(),
-            BVal::Struct(fs) => fs.iter().map(|(k, x)| ELEM + ARC + text(k.len()) + data(x)).sum(),
+            BVal::Struct(fs) => fs
+                .iter()
+                .map(|(k, x)| ELEM + ARC + text(k.len()) + data(x))
+                .sum(),
             BVal::Null | BVal::Bool(_) | BVal::Opaque(_) => 0,
         }
     }
@@ -157,7 +162,7 @@ impl Ev {
     fn stack_spent(&mut self) -> bool {
         if self.budget.limit_err.is_none() {
             self.budget.limit_err = Some(self.limit(
-                crate::errors::Limit::Depth,
+                crate::diagnostics::Limit::Depth,
                 "evaluation depth limit exceeded (stack budget)".into(),
                 Span::default(),
             ));
@@ -175,7 +180,12 @@ impl Ev {
     }
 
     /// A limit error of class `kind`, recorded in `Budget::limits` (the first 1024).
-    pub fn limit(&mut self, kind: crate::errors::Limit, msg: String, span: Span) -> Arc<Bottom> {
+    pub fn limit(
+        &mut self,
+        kind: crate::diagnostics::Limit,
+        msg: String,
+        span: Span,
+    ) -> Arc<Bottom> {
         let b = Bottom::new(ErrorCode::Limit, msg, span);
         if self.budget.limits.len() < 1024 {
             self.budget.limits.push((b.clone(), kind));
@@ -184,7 +194,7 @@ impl Ev {
     }
 
     /// Every limit error raised, with its class (diagnostics are classified by identity).
-    pub(crate) fn limits(&self) -> &[(Arc<Bottom>, crate::errors::Limit)] {
+    pub(crate) fn limits(&self) -> &[(Arc<Bottom>, crate::diagnostics::Limit)] {
         &self.budget.limits
     }
 
@@ -207,7 +217,7 @@ impl Ev {
     fn over_time(&mut self) -> bool {
         let (kind, msg) = if self.budget.cancel.load(Ordering::Relaxed) {
             (
-                crate::errors::Limit::Cancelled,
+                crate::diagnostics::Limit::Cancelled,
                 "evaluation cancelled".to_string(),
             )
         } else if self.budget.start.elapsed() > self.config.max_wall_time {
@@ -215,7 +225,7 @@ impl Ev {
                 "evaluation time limit ({:?}) exceeded",
                 self.config.max_wall_time
             );
-            (crate::errors::Limit::Deadline, msg)
+            (crate::diagnostics::Limit::Deadline, msg)
         } else {
             return false;
         };
@@ -250,14 +260,15 @@ impl Ev {
             .rev()
             .find_map(|&v| self.named_path(v))
             .unwrap_or_default();
-        let exceeded = crate::errors::MemoryExceeded {
+        let exceeded = crate::diagnostics::MemoryExceeded {
             budget: self.config.max_memory_bytes,
             reached: self.budget.memory,
             path,
         };
         let msg = exceeded.to_string();
         self.budget.memory_exceeded.get_or_insert(exceeded);
-        self.budget.limit_err = Some(self.limit(crate::errors::Limit::Memory, msg, Span::default()));
+        self.budget.limit_err =
+            Some(self.limit(crate::diagnostics::Limit::Memory, msg, Span::default()));
         false
     }
 
@@ -280,7 +291,7 @@ impl Ev {
     }
 
     /// The first time the memory budget was exceeded, if it was.
-    pub(crate) fn memory_exceeded(&self) -> Option<&crate::errors::MemoryExceeded> {
+    pub(crate) fn memory_exceeded(&self) -> Option<&crate::diagnostics::MemoryExceeded> {
         self.budget.memory_exceeded.as_ref()
     }
 
@@ -294,7 +305,7 @@ impl Ev {
         }
         if self.budget.steps > self.config.max_steps {
             self.budget.limit_err = Some(self.limit(
-                crate::errors::Limit::Steps,
+                crate::diagnostics::Limit::Steps,
                 format!("evaluation step limit ({}) exceeded", self.config.max_steps),
                 Span::default(),
             ));

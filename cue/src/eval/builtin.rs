@@ -338,12 +338,40 @@ pub fn call(
     match fv {
         Val::Builtin(name) => predeclared(ev, env, &name, args, span),
         Val::StdFunc(b) => std_call(ev, env, b, args, span),
+        // A std function of one argument held in a field is a validator there (`atoms`), and
+        // still the function when called through the field.
+        Val::Vertex(w) => match held_function(ev, w) {
+            Some(b) => std_call(ev, env, b, args, span),
+            None => err(
+                ErrorCode::Eval,
+                format!("cannot call non-function {}", ops::show(&Val::Vertex(w))),
+                span,
+            ),
+        },
         Val::Bottom(b) => Val::Bottom(b),
         other => err(
             ErrorCode::Eval,
             format!("cannot call non-function {}", ops::show(&other)),
             span,
         ),
+    }
+}
+
+/// The std function a vertex holds as its only value (a validator made of the function
+/// alone, with no argument bound), if it holds one.
+fn held_function(ev: &mut Ev, w: VId) -> Option<&'static crate::builtins::Builtin> {
+    ev.eval(w);
+    let w = ev.deref(w);
+    let vx = ev.vx(w);
+    if vx.value.scalar.is_some() || !vx.arcs.is_empty() || vx.value.is_struct || vx.value.is_list {
+        return None;
+    }
+    match vx.value.bounds.as_slice() {
+        [Val::Validator(x)] => match &**x {
+            Validator::Builtin(b, a) if a.is_empty() => Some(*b),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

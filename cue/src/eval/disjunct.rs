@@ -4,7 +4,13 @@
 //! A vertex meeting a disjunction is cloned once per alternative with the choice fixed; clones
 //! with fatal errors are eliminated and equal survivors merged. The default of a combination is
 //! the conjunction of the chosen alternatives' marks (an unmarked disjunction counts as
-//! all-default). There is no cap on the number of disjunctions: one is split per round until
+//! all-default). A disjunction none of whose marked alternatives survives has no default, and
+//! neither do the disjunctions nested in its alternatives (spec "Default values": the default
+//! of a disjunction with marked terms is made of those terms only, so
+//! `(*3 | (*1 | 2)) & (1 | 2)` is `1 | 2`; `3 | (*1 | 2)` keeps the inner default, and so does
+//! a marked term, `*(*1 | 2) | 3` being 1). When no disjunct survives and one of them failed
+//! for want of information (an incomplete error, a field its value does not define yet), the
+//! disjunction is incomplete, not an error (upstream ranks the incomplete code first). There is no cap on the number of disjunctions: one is split per round until
 //! every state has chosen, and a disjunction equal to one already split (but for its outer
 //! closedness ids) takes that one's choice (`D & D == D`).
 //!
@@ -32,6 +38,8 @@ pub(super) struct PendingDisj {
     pub(super) alts: Arc<[(Expr, bool)]>,
     /// Met inside an alternative of another disjunction.
     pub(super) nested: bool,
+    /// The disjunction whose chosen alternative it was met in (the innermost), if any.
+    pub(super) within: Option<Span>,
     /// The vertex's atom state when it was met.
     pub(super) met: Met,
 }
@@ -59,6 +67,8 @@ struct State {
 struct Chosen {
     at: Span,
     class: u8,
+    /// The disjunction whose chosen alternative this one was met in.
+    within: Option<Span>,
 }
 
 /// The default provenance of a state: the highest class among its choices.
@@ -76,6 +86,9 @@ struct Split {
     keep_marks: HashSet<Span>,
     /// The error of every eliminated disjunct, with its path below the vertex.
     errs: Vec<(String, Arc<Bottom>)>,
+    /// The first disjunct eliminated for selecting a field its value does not define: not
+    /// listed among `errs`, but an empty disjunction is incomplete with it.
+    undefined: Option<Arc<Bottom>>,
 }
 
 impl Split {
@@ -93,15 +106,23 @@ impl Split {
         std::mem::take(&mut self.finals)
             .into_iter()
             .map(|st| {
-                let m = st
-                    .hist
-                    .iter()
-                    .map(|e| match e.class {
-                        2 if !marked_alive.contains(&e.at) => 0,
-                        c => c,
-                    })
-                    .max()
-                    .unwrap_or(0);
+                // A disjunction left without a default is a plain value: the marks of the
+                // disjunctions met inside its chosen alternative are masked with it (spec
+                // "Default values": the default of a disjunction with marked terms is made of
+                // those terms only). Outer choices come first in the history.
+                let mut masked: Vec<Span> = Vec::new();
+                let mut m = 0;
+                for e in &st.hist {
+                    let inside_masked = e.within.is_some_and(|w| masked.contains(&w));
+                    let no_default = e.class == 2 && !marked_alive.contains(&e.at);
+                    let class = if inside_masked || no_default {
+                        masked.push(e.at);
+                        0
+                    } else {
+                        e.class
+                    };
+                    m = m.max(class);
+                }
                 (st.vertex, m)
             })
             .collect()
@@ -232,9 +253,8 @@ impl Ev {
         s.disj_seen = seen;
         self.active.expanding.push(cid);
         for c in chosen {
-            self.vm(cid).disjunction.nest += 1;
-            self.process(cid, c);
-            self.vm(cid).disjunction.nest -= 1;
+            let span = c.expr.span();
+            self.process_chosen(cid, span, c);
         }
         let cx = self.vx(cid);
         let ok = atom_only(cx)
@@ -291,7 +311,7 @@ impl Ev {
             frontier = self.merge_states(next);
         }
         let finals = split.final_marks();
-        self.decide_disjunctions(v, finals, split.errs);
+        self.decide_disjunctions(v, finals, split.errs, split.undefined);
     }
 
     /// Splits state `st` of `v` on its next pending disjunction, one clone per alternative
@@ -328,6 +348,9 @@ impl Ev {
                 .is_some_and(|b| b.code == ErrorCode::Undefined)
                 && self.vx(cid).value.scalar.is_none();
             if undefined {
+                if split.undefined.is_none() {
+                    split.undefined = self.vx(cid).value.incomplete.clone();
+                }
                 self.release_disjunct(cid);
                 continue;
             }
@@ -354,7 +377,11 @@ impl Ev {
                 2
             };
             let mut hist = st.hist.clone();
-            hist.push(Chosen { at: dspan, class });
+            hist.push(Chosen {
+                at: dspan,
+                class,
+                within: pd.within,
+            });
             next.push(State { vertex: cid, hist });
         }
         // A state that was split is superseded by its clones (each cloned from `v`).
@@ -401,6 +428,7 @@ impl Ev {
         v: VId,
         finals: Vec<(VId, u8)>,
         errs: Vec<(String, Arc<Bottom>)>,
+        undefined: Option<Arc<Bottom>>,
     ) {
         // Flatten resolved clones and merge equal alternatives.
         let mut survivors: Vec<(VId, u8)> = Vec::new();
@@ -433,7 +461,7 @@ impl Ev {
         vert.take_scratch(|x| &mut x.pending_disj);
         if uniq.is_empty() {
             let span = vert.span;
-            vert.value.err = Some(empty_disjunction(errs, span));
+            vert.value.err = Some(empty_disjunction(errs, undefined, span));
             return;
         }
         if uniq.len() == 1 {
@@ -475,8 +503,16 @@ fn labels_text(labels: &[Label]) -> String {
 
 /// The error of a disjunction none of whose disjuncts survived (upstream: "N errors in empty
 /// disjunction", then each disjunct's error at its own path). A single failing disjunct is its
-/// error, at its path; errors repeated by several disjuncts are listed once.
-fn empty_disjunction(errs: Vec<(String, Arc<Bottom>)>, span: Span) -> Arc<Bottom> {
+/// error, at its path; errors repeated by several disjuncts are listed once. It is incomplete
+/// when one eliminated disjunct failed for want of information (an incomplete error, or a
+/// field selected from a value that does not define it yet), as upstream's: more conjuncts may
+/// still make that disjunct succeed (a transformer's `output: {...} | [...{...}]` met with a
+/// comprehension over a `#component: _` not given yet is incomplete, not an error).
+fn empty_disjunction(
+    errs: Vec<(String, Arc<Bottom>)>,
+    undefined: Option<Arc<Bottom>>,
+    span: Span,
+) -> Arc<Bottom> {
     let mut uniq: Vec<(String, Arc<Bottom>)> = Vec::new();
     for (p, e) in errs {
         if !uniq
@@ -486,11 +522,16 @@ fn empty_disjunction(errs: Vec<(String, Arc<Bottom>)>, span: Span) -> Arc<Bottom
             uniq.push((p, e));
         }
     }
-    match uniq.len() {
-        0 => Bottom::new(ErrorCode::Eval, "empty disjunction", span),
-        1 if uniq[0].0.is_empty() => uniq.remove(0).1,
-        n => {
-            let code = if uniq.iter().all(|(_, e)| !e.code.is_fatal()) {
+    // Incomplete as soon as one disjunct is: more information may still make it succeed.
+    let incomplete = undefined.is_some() || uniq.iter().any(|(_, e)| !e.code.is_fatal());
+    match (uniq.len(), undefined) {
+        (0, Some(u)) => u,
+        (0, None) => Bottom::new(ErrorCode::Eval, "empty disjunction", span),
+        (1, _) if uniq[0].0.is_empty() && (!incomplete || !uniq[0].1.code.is_fatal()) => {
+            uniq.remove(0).1
+        }
+        (n, _) => {
+            let code = if incomplete {
                 ErrorCode::Incomplete
             } else {
                 ErrorCode::Eval

@@ -135,7 +135,7 @@ impl Ev {
     pub(super) fn inline(&mut self, v: VId, w: VId, c: &Conj, span: Span) {
         if self.active.copying.len() >= self.config.max_depth || !self.stack_ok() {
             let b = self.limit(
-                crate::errors::Limit::Depth,
+                crate::diagnostics::Limit::Depth,
                 format!(
                     "evaluation depth limit ({}) exceeded",
                     self.config.max_depth

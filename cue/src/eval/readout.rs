@@ -208,7 +208,7 @@ impl Ev {
             errs.push((
                 v,
                 self.limit(
-                    crate::errors::Limit::Depth,
+                    crate::diagnostics::Limit::Depth,
                     "depth limit exceeded".into(),
                     Span::default(),
                 ),
@@ -376,6 +376,13 @@ impl Ev {
     ) -> Option<BVal> {
         let vx = self.vx(v);
         match vx.scalar() {
+            Some(f @ (Val::Builtin(_) | Val::StdFunc(_))) => {
+                // A function held in a field is callable through it, but is not data.
+                let msg = format!("cannot export function {}", ops::show(f));
+                let span = vx.span();
+                errs.push((v0, Bottom::new(ErrorCode::Eval, msg, span)));
+                None
+            }
             Some(s) if keep => ops::scalar_to_data(s),
             Some(_) => Some(BVal::Null),
             None => {

@@ -50,7 +50,7 @@ impl Ev {
         }
         if self.budget.depth >= self.config.max_depth || !self.stack_ok() {
             let b = self.limit(
-                crate::errors::Limit::Depth,
+                crate::diagnostics::Limit::Depth,
                 format!(
                     "evaluation depth limit ({}) exceeded",
                     self.config.max_depth

@@ -404,15 +404,14 @@ impl Ev {
         self.vm(v).scr_mut().disj_seen += 1;
         if let Some(&ch) = self.vx(v).scr().choice.get(seen) {
             if let Some((e, _)) = alts.get(ch) {
-                self.vm(v).disjunction.nest += 1;
-                self.process(v, c.with_expr(e.clone()));
-                self.vm(v).disjunction.nest -= 1;
+                self.process_chosen(v, c.expr.span(), c.with_expr(e.clone()));
             }
         } else if alts.len() == 1 {
             self.process(v, c.with_expr(alts[0].0.clone()));
         } else {
             let vx = self.vx(v);
             let nested = vx.disjunction.nest > 0;
+            let within = vx.scr().within.last().copied();
             let met = Met {
                 scalar: vx.value.scalar.is_some(),
                 bounds: vx.value.bounds.len(),
@@ -421,9 +420,20 @@ impl Ev {
                 conj: c.clone(),
                 alts,
                 nested,
+                within,
                 met,
             });
         }
+    }
+
+    /// Processes the alternative `c` chosen for the disjunction at `span` into the disjunct
+    /// `v`; disjunctions met meanwhile are nested in it (`PendingDisj::within`).
+    pub(super) fn process_chosen(&mut self, v: VId, span: Span, c: Conj) {
+        self.vm(v).disjunction.nest += 1;
+        self.vm(v).scr_mut().within.push(span);
+        self.process(v, c);
+        self.vm(v).scr_mut().within.pop();
+        self.vm(v).disjunction.nest -= 1;
     }
 
     /// A reference: the vertex it names is unified into `v` (`inline`), an atom it names is

@@ -212,6 +212,9 @@ pub(super) struct Scratch {
     /// For a disjunct: the alternative chosen for each disjunction, in order met.
     pub(super) choice: Vec<usize>,
     pub(super) disj_seen: usize,
+    /// For a disjunct: the disjunctions whose chosen alternatives are being processed into
+    /// it right now, innermost last.
+    pub(super) within: Vec<Span>,
     pub(super) pending_disj: Vec<PendingDisj>,
     pub(super) comps: Vec<PendingComp>,
     pub(super) dyn_fields: Vec<PendingField>,
@@ -240,6 +243,7 @@ pub(super) struct Scratch {
 static EMPTY_SCRATCH: Scratch = Scratch {
     choice: Vec::new(),
     disj_seen: 0,
+    within: Vec::new(),
     pending_disj: Vec::new(),
     comps: Vec::new(),
     dyn_fields: Vec::new(),
@@ -260,6 +264,7 @@ impl Scratch {
         self.nothing_deferred()
             && self.choice.is_empty()
             && self.disj_seen == 0
+            && self.within.is_empty()
             && self.pending_disj.is_empty()
             && self.inlined.is_empty()
             && self.bound_spans.is_empty()

@@ -1,18 +1,42 @@
-//! Ready means healthy (issue 29; the “Health” rules of the parent module): the kstatus verdict
-//! of the applied objects, its conditions, its event and the rollout timeout.
+//! Ready means healthy (issue 29): the kstatus verdict of the applied objects, its conditions,
+//! its event and the rollout timeout.
 //!
-//! Custom health checks (`spec.healthCheckExprs`, [`crate::apply::health::cel`]): compiled once
-//! per generation of the object ([`Context::health_rules`]) at the start of every apply or NoOp;
-//! an expression that does not compile, or two entries for one kind, stall
-//! `HealthCheckExprInvalid` naming the entry and the expression, before anything is applied.
-//! The objects of the kinds they name are judged by them instead of kstatus, on the cluster the
-//! object applies to (`super::target`).
+//! Rules:
+//! - After a successful apply and on a NoOp, every applied object the health check reads
+//!   ([`crate::apply::health::needs_check`]) is read live (controller identity, on the cluster
+//!   the object applies to: `super::target`) and assessed in kstatus terms. All `Current` →
+//!   Ready=True `ReconciliationSucceeded`. Some `Failed` → Ready=False `HealthCheckFailed` naming
+//!   them. Some not `Current` yet → Ready=Unknown `Progressing` (Reconciling=True) naming them,
+//!   requeued after `--health-poll-interval` (a worker never blocks on a rollout); once
+//!   `spec.rollout.timeout` (else `--health-timeout`) has passed since the wait began,
+//!   Ready=False `HealthCheckFailed` “timed out …”.
+//! - The wait begins with the apply, or — for an instance that was Ready when its workloads
+//!   degraded — when the degradation was seen (`Progressing` keeps that start in its
+//!   lastTransitionTime), so a workload rolling again an hour after the apply is awaited, not
+//!   reported timed out at once. Degradations and recoveries after the apply reach the reconcile
+//!   through the workload watch ([`crate::controller::workloads`]).
+//! - A health failure keeps the apply's record (inventory, history, lastApplied*: the apply
+//!   itself succeeded), counts no failure, emits a Warning once per transition and is checked
+//!   again after [`HEALTH_RECHECK`] (or the kind's interval when shorter). `rollout.timeout: 0`
+//!   turns the check off. A message names at most [`HEALTH_NAMES`] objects, then “and N more”.
+//!   The `ReconciliationSucceeded` event is emitted when Ready=True is reached, after the wait
+//!   too (`super::commit`).
+//! - Custom health checks (`spec.healthCheckExprs`, [`crate::apply::health::cel`]): compiled once
+//!   per generation of the object (`Context::health_rules`) at the start of every apply or
+//!   NoOp; an expression that does not compile, or two entries for one kind, stall
+//!   `HealthCheckExprInvalid` naming the entry and the expression, before anything is applied.
+//!   The objects of the kinds they name are judged by them instead of kstatus.
 
-#[allow(
-    clippy::wildcard_imports,
-    reason = "a part of the parent module's reconcile"
-)]
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crds::conditions::{self, reasons, types, HasConditions};
+use crds::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::Value;
+
+use super::{actions, RenderRun, Rendered, SUCCEEDED_MESSAGE};
+use crate::apply::{self, Engine};
+use crate::controller::reconcile::{Failure, Mark, Note, When};
 
 /// How soon a failed health check is looked at again.
 pub const HEALTH_RECHECK: Duration = Duration::from_secs(30);
@@ -93,128 +117,131 @@ pub(super) struct Checks<'e> {
     /// The engine acting on the cluster the objects are applied to.
     pub engine: &'e Engine,
     /// The compiled `spec.healthCheckExprs` (`None`: kstatus only).
-    pub rules: Option<&'e crate::apply::health::cel::HealthRules>,
+    pub rules: Option<&'e apply::health::cel::HealthRules>,
 }
 
-impl<K: Rendered> Run<'_, K> {
-    /// The compiled `spec.healthCheckExprs` (module docs), or the stall naming the bad entry.
-    pub(super) fn health_rules(
-        &self,
-    ) -> Result<Option<Arc<crate::apply::health::cel::HealthRules>>, Failure> {
-        let exprs = self.obj.settings().health_check_exprs;
-        if exprs.is_empty() {
-            // Rules compiled for an earlier generation go (no cost while none are cached).
-            if !self.ctx.health_rules.is_empty() {
-                self.ctx.health_rules.forget(&self.changes_key());
-            }
-            return Ok(None);
+/// The compiled `spec.healthCheckExprs` (module docs), or the stall naming the bad entry.
+pub(super) fn rules<K: Rendered>(
+    rr: &RenderRun<'_, '_, K>,
+) -> Result<Option<Arc<apply::health::cel::HealthRules>>, Failure> {
+    let run = &*rr.run;
+    let exprs = run.obj.settings().health_check_exprs;
+    if exprs.is_empty() {
+        // Rules compiled for an earlier generation go (no cost while none are cached).
+        if !run.ctx.health_rules.is_empty() {
+            run.ctx.health_rules.forget(&rr.changes_key());
         }
-        self.ctx
-            .health_rules
-            .rules(&self.changes_key(), self.generation(), exprs)
-            .map_err(|e| {
-                Failure::stalled(
-                    reasons::HEALTH_CHECK_EXPR_INVALID,
-                    actions::RECONCILE,
-                    format!("spec.{e}"),
-                )
-            })
+        return Ok(None);
     }
+    run.ctx
+        .health_rules
+        .rules(&rr.changes_key(), run.generation(), exprs)
+        .map_err(|e| {
+            Failure::stalled(
+                reasons::HEALTH_CHECK_EXPR_INVALID,
+                actions::RECONCILE,
+                format!("spec.{e}"),
+            )
+        })
+}
 
-    /// The key of this object's remembered changes ([`Context::remember_changes`]).
-    pub(super) fn changes_key(&self) -> String {
-        format!("{}/{}/{}", K::KIND, self.namespace, self.name)
+/// The rollout timeout: `spec.rollout.timeout` (a malformed one is logged and the operator's
+/// default used), else `--health-timeout`.
+fn rollout_timeout<K: Rendered>(rr: &RenderRun<'_, '_, K>) -> Duration {
+    let default = rr.run.ctx.health_timeout;
+    match rr
+        .run
+        .obj
+        .settings()
+        .rollout
+        .and_then(|r| r.timeout.as_deref())
+    {
+        None => default,
+        Some(s) => crds::duration::parse_go(s).unwrap_or_else(|| {
+            tracing::warn!(
+                timeout = s,
+                "spec.rollout.timeout is not a duration; using the default"
+            );
+            default
+        }),
     }
-    /// The rollout timeout: `spec.rollout.timeout` (a malformed one is logged and the
-    /// operator's default used), else [`Context::health_timeout`].
-    pub(super) fn rollout_timeout(&self) -> Duration {
-        let default = self.ctx.health_timeout;
-        match self
-            .obj
-            .settings()
-            .rollout
-            .and_then(|r| r.timeout.as_deref())
-        {
-            None => default,
-            Some(s) => crds::duration::parse_go(s).unwrap_or_else(|| {
-                tracing::warn!(
-                    timeout = s,
-                    "spec.rollout.timeout is not a duration; using the default"
-                );
-                default
-            }),
-        }
+}
+
+/// The health of the applied `objects` (module docs); `applied_at` is when they were last
+/// applied (`None`: by this reconcile).
+pub(super) async fn check<K: Rendered>(
+    rr: &RenderRun<'_, '_, K>,
+    checks: &Checks<'_>,
+    objects: &[Value],
+    applied_at: Option<&Time>,
+) -> Verdict {
+    let timeout = rollout_timeout(rr);
+    if timeout.is_zero() {
+        return Verdict::Ready;
     }
-    /// The health of the applied `objects` (module docs, “Health”); `applied_at` is when they
-    /// were last applied (`None`: by this reconcile).
-    pub(super) async fn health(
-        &self,
-        checks: &Checks<'_>,
-        objects: &[Value],
-        applied_at: Option<&Time>,
-    ) -> Verdict {
-        let timeout = self.rollout_timeout();
-        if timeout.is_zero() {
-            return Verdict::Ready;
-        }
-        let report = checks
-            .engine
-            .health_of_with(objects, checks.rules)
-            .await
-            .into_iter()
-            .map(|(r, h)| (r.to_string(), h))
-            .collect();
-        let elapsed = self.waiting_since(applied_at).map_or(Duration::ZERO, |t| {
-            let since = crds::k8s_openapi::jiff::Timestamp::now().duration_since(t);
-            Duration::try_from(since).unwrap_or(Duration::ZERO)
-        });
-        verdict_of(report, elapsed, timeout)
+    let report = checks
+        .engine
+        .health_of_with(objects, checks.rules)
+        .await
+        .into_iter()
+        .map(|(r, h)| (r.to_string(), h))
+        .collect();
+    let elapsed = waiting_since(rr, applied_at).map_or(Duration::ZERO, |t| {
+        let since = crds::k8s_openapi::jiff::Timestamp::now().duration_since(t);
+        Duration::try_from(since).unwrap_or(Duration::ZERO)
+    });
+    verdict_of(report, elapsed, timeout)
+}
+
+/// Since when the objects have been awaited (`None`: from now), the start of the rollout
+/// timeout: a reconcile that applies starts it; an instance that was Ready starts it now (its
+/// workloads degraded after the apply: the wait is counted from when that was seen, not from an
+/// apply long ago); one already waiting (Ready=Unknown `Progressing`) keeps the start it
+/// recorded, or the last apply if later; otherwise it is the last apply.
+fn waiting_since<K: Rendered>(
+    rr: &RenderRun<'_, '_, K>,
+    applied_at: Option<&Time>,
+) -> Option<crds::k8s_openapi::jiff::Timestamp> {
+    let applied = applied_at?.0;
+    let ready = conditions::get(rr.run.prior.conditions(), types::READY)?;
+    match (ready.status.as_str(), ready.reason.as_str()) {
+        ("True", _) => None,
+        ("Unknown", reasons::PROGRESSING) => Some(applied.max(ready.last_transition_time.0)),
+        _ => Some(applied),
     }
-    /// Since when the objects have been awaited (`None`: from now), the start of the rollout
-    /// timeout: a reconcile that applies starts it; an instance that was Ready starts it now (its
-    /// workloads degraded after the apply: the wait is counted from when that was seen, not from an
-    /// apply long ago); one already waiting (Ready=Unknown `Progressing`) keeps the start it
-    /// recorded, or the last apply if later; otherwise it is the last apply.
-    fn waiting_since(
-        &self,
-        applied_at: Option<&Time>,
-    ) -> Option<crds::k8s_openapi::jiff::Timestamp> {
-        let applied = applied_at?.0;
-        let ready = conditions::get(self.prior.conditions(), types::READY)?;
-        match (ready.status.as_str(), ready.reason.as_str()) {
-            ("True", _) => None,
-            ("Unknown", reasons::PROGRESSING) => Some(applied.max(ready.last_transition_time.0)),
-            _ => Some(applied),
-        }
-    }
-    /// The conditions of the health verdict and when to look again (`None`: Ready).
-    pub(super) fn health_mark(&self, verdict: &Verdict) -> (Mark, Option<Duration>) {
-        match verdict {
-            Verdict::Ready => (
-                Mark::Ready(
-                    reasons::RECONCILIATION_SUCCEEDED,
-                    SUCCEEDED_MESSAGE.to_owned(),
-                ),
-                None,
+}
+
+/// The conditions of the health verdict and when to look again (`None`: Ready).
+pub(super) fn mark<K: Rendered>(
+    rr: &RenderRun<'_, '_, K>,
+    verdict: &Verdict,
+) -> (Mark, Option<Duration>) {
+    match verdict {
+        Verdict::Ready => (
+            Mark::Ready(
+                reasons::RECONCILIATION_SUCCEEDED,
+                SUCCEEDED_MESSAGE.to_owned(),
             ),
-            Verdict::Waiting(m) => (
-                Mark::Progressing(reasons::PROGRESSING, m.clone()),
-                Some(self.ctx.health_poll),
+            None,
+        ),
+        Verdict::Waiting(m) => (
+            Mark::Progressing(reasons::PROGRESSING, m.clone()),
+            Some(rr.run.ctx.health_poll),
+        ),
+        Verdict::Failed(m) => (
+            Mark::NotReady(reasons::HEALTH_CHECK_FAILED, m.clone()),
+            Some(
+                rr.run
+                    .interval
+                    .map_or(HEALTH_RECHECK, |i| i.min(HEALTH_RECHECK)),
             ),
-            Verdict::Failed(m) => (
-                Mark::NotReady(reasons::HEALTH_CHECK_FAILED, m.clone()),
-                Some(
-                    self.interval
-                        .map_or(HEALTH_RECHECK, |i| i.min(HEALTH_RECHECK)),
-                ),
-            ),
-        }
+        ),
     }
 }
 
 /// The event of a health verdict that is not Ready: a Warning once per transition to
 /// HealthCheckFailed; nothing while waiting.
-pub(super) fn health_note(verdict: &Verdict) -> Option<Note> {
+pub(super) fn note(verdict: &Verdict) -> Option<Note> {
     match verdict {
         Verdict::Failed(m) => Some(
             Note::warning(reasons::HEALTH_CHECK_FAILED, actions::RECONCILE, m.clone())

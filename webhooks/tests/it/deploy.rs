@@ -21,11 +21,9 @@ fn deploy_dir() -> PathBuf {
 
 fn yaml_docs(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap();
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|d| {
-            let v: serde_yaml::Value = serde::Deserialize::deserialize(d).unwrap();
-            serde_json::to_value(v).unwrap()
-        })
+    crds::yaml::from_str_multiple::<Value>(&text)
+        .unwrap()
+        .into_iter()
         .filter(|v| !v.is_null())
         .collect()
 }
@@ -388,9 +386,7 @@ fn kubectl_kustomize_builds_the_base() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).unwrap();
-    let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&text)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .collect();
+    let docs: Vec<Value> = crds::yaml::from_str_multiple(&text).unwrap();
     assert_eq!(
         docs.len(),
         objects().len(),
@@ -431,12 +427,7 @@ fn the_sharded_install_adds_one_deployment_per_shard() {
         String::from_utf8_lossy(&out.stderr)
     );
     let docs: Vec<Value> =
-        serde_yaml::Deserializer::from_str(&String::from_utf8(out.stdout).unwrap())
-            .map(|d| {
-                let v: serde_yaml::Value = serde::Deserialize::deserialize(d).unwrap();
-                serde_json::to_value(v).unwrap()
-            })
-            .collect();
+        crds::yaml::from_str_multiple(&String::from_utf8(out.stdout).unwrap()).unwrap();
     assert!(docs.len() >= 2, "at least two shards");
     let base = objects();
     let base_deploy = find(&base, "Deployment", "opm-operator");
