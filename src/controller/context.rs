@@ -56,8 +56,13 @@ pub struct Context {
     pub kube_config: Option<kube::Config>,
     /// `--default-service-account` (§2.5; empty or `None`: the controller identity).
     pub default_service_account: Option<String>,
-    /// Concurrent ModuleInstance reconciles (`--max-concurrent-renders`; 0 is taken as 1).
+    /// Concurrent ModuleInstance and ModulePackage reconciles (`--max-concurrent-renders`; 0 is
+    /// taken as 1). The renders themselves are bounded by `render_slots`.
     pub max_concurrent_renders: u16,
+    /// The process's render slots (`--max-concurrent-renders`), shared by the reconcilers, the
+    /// Platform build and the REST render API ([`crate::render_lease::RenderSlots`]); a
+    /// context alone has one slot.
+    pub render_slots: crate::render_lease::RenderSlots,
     /// Package rendering for the ModulePackage reconciler (`None`: its controller does not run).
     pub package_renderer: Option<Arc<dyn PackageRenderer>>,
     /// `--allow-cross-namespace-refs`: a ModulePackage may name a source in another namespace
@@ -153,6 +158,7 @@ impl Context {
             kube_config: None,
             default_service_account: None,
             max_concurrent_renders: 1,
+            render_slots: crate::render_lease::RenderSlots::new(1),
             package_renderer: None,
             allow_cross_namespace_refs: false,
             reconcile_timeout: DEFAULT_RECONCILE_TIMEOUT,

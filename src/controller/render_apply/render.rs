@@ -6,7 +6,9 @@
 //!   registry I/O, requeued after the kind's interval, else with backoff; the lease comes first
 //!   for both kinds, so a context without the kind's renderer (only a test builds one: the
 //!   manager runs no controller without it) is Stalled `RenderFailed` only once a platform is
-//!   recorded. The render runs on a blocking thread and the lease is released when it ends; the
+//!   recorded. The render waits for one of the process's render slots
+//!   ([`crate::render_lease::RenderSlots`], shared with the render API and the Platform build),
+//!   runs on a blocking thread, and the slot and the lease are released when it ends; the
 //!   render metrics observe it. Kernel errors are classified by their class
 //!   ([`crate::controller::outcome::classify_render`]), never by text, Warning `<reason>`
 //!   (action `Render`). A render that exhausted a budget (memory, steps, time) backs off per
@@ -96,8 +98,19 @@ pub(super) async fn on_lease<K: Rendered, R: ?Sized + Send + Sync + 'static>(
             return Err((*failure).into());
         }
     };
+    // One of the process's render slots (shared with the render API and the Platform build),
+    // held until the render returns.
+    let permit = run
+        .ctx
+        .render_slots
+        .acquire()
+        .await
+        .map_err(|source| Error::Slots {
+            what: format!("rendering the {noun}"),
+            source,
+        })?;
     let metrics = run.ctx.metrics.as_ref().map(|m| m.render.clone());
-    let out = crate::render_lease::render_on_lease(lease, slot, move |platform, skew| {
+    let out = crate::render_lease::render_on_lease(lease, (slot, permit), move |platform, skew| {
         let started = std::time::Instant::now();
         let out = render(&renderer, platform, skew);
         if let Some(m) = metrics {
