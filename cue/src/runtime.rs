@@ -90,6 +90,9 @@ impl Runtime {
         let mut diags = Vec::new();
         let mut asts = Vec::new();
         for (name, src) in files {
+            // The memory budget: the tree and the compiled form of the text (a spent budget
+            // fails the first step of the evaluation).
+            g.ev.charge_source(src.len());
             let id = g.map.add(name.as_str(), src.as_str());
             let (f, errs) = parser::parse_file(id, src);
             for e in errs {
@@ -179,6 +182,14 @@ impl Runtime {
         // File ids of the loaded trees index `sources`: adopt it when this runtime has no files
         // yet, otherwise register the shared (cached) files under their process-wide ids and
         // re-parse the others under fresh ids of the runtime's map.
+        // The memory budget: the trees and the compiled form of every file built (a spent
+        // budget fails the first step of the evaluation).
+        let text: usize = instances
+            .iter()
+            .flat_map(|inst| &inst.files)
+            .map(|f| sources.text(f.id).len())
+            .sum();
+        g.ev.charge_source(text);
         let adopt = g.map.is_empty();
         if adopt {
             std::mem::swap(&mut g.map, &mut sources);

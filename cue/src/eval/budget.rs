@@ -16,7 +16,8 @@
 //!   allocates to `Budget::memory` ([`Ev::charge`]; the sites and their charges are in
 //!   [`cost`]): vertices, conjuncts, arcs, environments with their bindings and canonical
 //!   shapes, comprehension results, strings, bytes and numbers made by operators and
-//!   interpolation, lists made by builtins, and the data read out. The figure is what the
+//!   interpolation, lists made by builtins, the data read out, and the source text built into
+//!   the runtime (its syntax tree and compiled form, per byte). The figure is what the
 //!   runtime allocated, not what it still holds: only a rolled-back throw-away evaluation
 //!   (`Ev::rollback`) gives its charges back. Past `Config::max_memory_bytes` the charge sets
 //!   the limit error ([`crate::diagnostics::Limit::Memory`], message naming the budget, the figure
@@ -84,13 +85,29 @@ pub struct Budget {
 }
 
 /// What the allocation sites charge ([`Ev::charge`]): the size of what they allocate plus the
-/// allocator's and the containers' overhead, measured (`valgrind --tool=dhat` on the hostile
-/// comprehension and on the real OPM modules: the heap at its peak over the figure charged).
+/// allocator's and the containers' overhead, rounded up so that the figure is never below what a
+/// render makes resident: measured with `valgrind --tool=dhat` (the heap at its peak) and with
+/// the process's resident memory (`/usr/bin/time -v`) on the hostile comprehension and on the
+/// real OPM modules (docs/install.md "Memory sizing" has the figures).
 pub(super) mod cost {
     use super::*;
 
-    /// Allocator overhead per block (glibc: 16 bytes of header and rounding).
-    const BLOCK: u64 = 16;
+    /// Allocator overhead per block (glibc: an 8-byte header, sizes rounded up to 16, 32 at
+    /// least): the worst case of a small block, not the average.
+    const BLOCK: u64 = 32;
+
+    /// What no site charges: the evaluator's maps and caches (closedness, sharing, disjunction
+    /// and call caches, hash maps at their load factor) and the kernel's copies around the
+    /// evaluation. Every charge is taken half again: measured through `opm-operator render`
+    /// (release), the 20-component OPM module grows the process by 96 MB for 74 MB charged
+    /// without it; web_app, podinfo and harness_mini by 23–26 MB for 23–25 MB.
+    pub(in crate::eval) fn with_unseen(bytes: u64) -> u64 {
+        bytes.saturating_add(bytes >> 1)
+    }
+
+    /// A growable vector holds up to twice its length (capacity doubles), and three times while
+    /// it moves: an element pushed is charged twice its size.
+    const GROWTH: u64 = 2;
 
     /// A vertex in the arena, with its first conjunct and its boxed maps as most have them.
     pub(in crate::eval) const VERTEX: u64 =
@@ -98,7 +115,7 @@ pub(super) mod cost {
     /// A further conjunct of a vertex.
     pub(in crate::eval) const CONJ: u64 = std::mem::size_of::<Conj>() as u64;
     /// An arc in a vertex's arc map (label, id and the map's index slot).
-    pub(in crate::eval) const ARC: u64 = (std::mem::size_of::<Label>() + 16) as u64;
+    pub(in crate::eval) const ARC: u64 = GROWTH * (std::mem::size_of::<Label>() + 16) as u64;
     /// An environment (its `Arc`), and its canonical shape in the shape map.
     pub(in crate::eval) const ENV: u64 = (std::mem::size_of::<Env>()
         + std::mem::size_of::<EnvShape>()
@@ -111,12 +128,23 @@ pub(super) mod cost {
         as u64
         + BLOCK;
     /// A comprehension result waiting to be added (its environment is charged apart).
-    pub(in crate::eval) const YIELD: u64 = std::mem::size_of::<Arc<Env>>() as u64;
+    pub(in crate::eval) const YIELD: u64 = GROWTH * std::mem::size_of::<Arc<Env>>() as u64;
     /// A number made by an operator (an `Arc` of a big integer or decimal).
     pub(in crate::eval) const NUMBER: u64 =
         std::mem::size_of::<bigdecimal::BigDecimal>() as u64 + BLOCK;
     /// An element of a list of values or of data.
-    pub(in crate::eval) const ELEM: u64 = std::mem::size_of::<Expr>() as u64;
+    pub(in crate::eval) const ELEM: u64 = GROWTH * std::mem::size_of::<Expr>() as u64;
+
+    /// What a runtime holds per byte of source text it builds: the syntax tree (shared with
+    /// the parse cache for dependency files, charged to every runtime that builds them anyway:
+    /// a render cannot know what the cache will keep) and the compiled struct literals. Measured:
+    /// 17–28 resident bytes per byte over the OPM core and catalog files.
+    const SOURCE_PER_BYTE: u64 = 32;
+
+    /// Source text of `len` bytes built into a runtime ([`SOURCE_PER_BYTE`]).
+    pub(in crate::eval) fn source(len: usize) -> u64 {
+        (len as u64).saturating_mul(SOURCE_PER_BYTE)
+    }
 
     /// A string or bytes value of `len` bytes.
     pub(in crate::eval) fn text(len: usize) -> u64 {
@@ -237,6 +265,7 @@ impl Ev {
     /// once the figure is past `Config::max_memory_bytes`.
     #[inline]
     pub(super) fn charge(&mut self, bytes: u64) -> bool {
+        let bytes = cost::with_unseen(bytes);
         self.budget.memory = self.budget.memory.saturating_add(bytes);
         if self.budget.memory > self.config.max_memory_bytes {
             return self.memory_spent();
@@ -283,6 +312,12 @@ impl Ev {
             return None;
         }
         Some(self.path_text(v))
+    }
+
+    /// Charges `bytes` of source text built into this runtime: its syntax tree and its compiled
+    /// form ([`cost::source`]). `false` once the budget is spent (the next step fails).
+    pub(crate) fn charge_source(&mut self, bytes: usize) -> bool {
+        self.charge(cost::source(bytes))
     }
 
     /// Bytes charged to the memory budget so far.
