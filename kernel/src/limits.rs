@@ -6,12 +6,13 @@
 //!   (`cue::Config::max_memory_bytes`), accounted by the evaluator at its allocation sites;
 //!   past it the render stops with `Error::Memory` (class `ResourceExhausted`) naming the budget,
 //!   the figure reached and the value being evaluated. The time limit stays as it was.
-//! - The default, [`DEFAULT_RENDER_MEMORY_LIMIT`] (512 MiB), is measured: the real OPM modules
-//!   account at most a fifth of it (the figures are in the issue notes of issue 41), so they keep
-//!   ample room, while a module that multiplies lists is refused in seconds and well under
-//!   600 MB of resident memory.
-//! - Memory sizing of a process that renders: its floor plus `--max-concurrent-renders` × the
-//!   budget per render kind that runs at once (docs/install.md, memory sizing).
+//! - The default, [`DEFAULT_RENDER_MEMORY_LIMIT`] (512 MiB), is measured (release,
+//!   `opm-operator render`, docs/install.md "Memory sizing"): the real OPM modules charge at
+//!   most 106 MiB of it (the 20-component module; web_app, podinfo and harness_mini 33–36), so
+//!   they keep more than four times their figure, while a module that multiplies lists is refused
+//!   in seconds and well under 600 MB of resident memory.
+//! - Memory sizing of a process that renders: its floor plus `--max-concurrent-renders` (one set
+//!   of render slots for the whole process) × the budget (docs/install.md, memory sizing).
 //! - The flag takes a byte quantity as Kubernetes writes one: a plain number of bytes, or with a
 //!   binary (`Ki`, `Mi`, `Gi`) or decimal (`k`, `M`, `G`) suffix; at least [`MIN_RENDER_MEMORY_LIMIT`].
 

@@ -5,10 +5,10 @@
 //!
 //! The scenario:
 //! 1. One warm-up instance (registry caches filled).
-//! 2. 100 instances of the per-instance `demo` alone: the time until all are Ready; the
+//! 2. 30 instances of the per-instance `demo` alone: the time until all are Ready; the
 //!    process's peak resident memory then is the floor (the process with its instances and
 //!    their own renders, each within the budget).
-//! 3. 4 hostile instances, then 100 more `demo` instances: the time until those are Ready is
+//! 3. 4 hostile instances, then 30 more `demo` instances: the time until those are Ready is
 //!    within 1.5× the time alone; the hostile ones are `Ready=False` reason
 //!    `MemoryBudgetExceeded`, the message naming the budget and the value being evaluated;
 //!    and the process's peak resident memory (`VmHWM`) stays under floor + concurrency ×
@@ -30,11 +30,11 @@ use crate::e2e::valid_values;
 const ALONE: &str = "fair-alone";
 const MIXED: &str = "fair-mixed";
 const WARM: &str = "fair-warm";
-const NORMAL: usize = 100;
+const NORMAL: usize = 30;
 const HOSTILE: usize = 4;
 const CONCURRENCY: u64 = 2;
 /// The budget of the test's `serve` (`--render-memory-limit`), in MiB.
-const BUDGET_MIB: u64 = 64;
+const BUDGET_MIB: u64 = 32;
 const HOSTILE_MODULE: &str = "fixtures.test/modules/hostile@v0";
 
 /// A line of `/proc/<pid>/status` in bytes (`VmRSS`, `VmHWM`).
