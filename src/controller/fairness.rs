@@ -34,8 +34,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::reconcile::Failure;
-use crate::kernel::ErrorClass;
+use crate::kernel::{ErrorClass, KernelError};
 
 /// The first backoff step after an exhausted render.
 pub const BACKOFF_BASE: Duration = Duration::from_secs(30);
@@ -78,7 +77,7 @@ struct Exhausted {
     inputs: u64,
     count: u32,
     not_before: Instant,
-    failure: Failure,
+    error: KernelError,
 }
 
 /// What the gate decides before a render.
@@ -88,8 +87,14 @@ pub enum Admit {
     Render,
     /// Render holding the retry slot (dropped when the render ends).
     Retry(OwnedSemaphorePermit),
-    /// Do not render: report this failure (the remembered one, requeued for the wait left).
-    Wait(Box<Failure>),
+    /// Do not render: report the remembered error again (no history entry, no failure count),
+    /// requeued `after` (the wait left, or the busy slot's requeue).
+    Wait {
+        /// The kernel error of the last render of these inputs.
+        error: Box<KernelError>,
+        /// When to look again.
+        after: Duration,
+    },
 }
 
 /// The gate of the module docs; cheap to share (one per process, in the context).
@@ -126,30 +131,36 @@ impl Gate {
             return Admit::Render;
         }
         if now < e.not_before {
-            return Admit::Wait(Box::new(again(&e.failure, e.not_before - now)));
+            return Admit::Wait {
+                error: Box::new(e.error.clone()),
+                after: e.not_before - now,
+            };
         }
         match self.slot.clone().try_acquire_owned() {
             Ok(permit) => Admit::Retry(permit),
-            Err(_) => Admit::Wait(Box::new(again(&e.failure, SLOT_BUSY_REQUEUE))),
+            Err(_) => Admit::Wait {
+                error: Box::new(e.error.clone()),
+                after: SLOT_BUSY_REQUEUE,
+            },
         }
     }
 
-    /// Records how the render of `inputs` by `key` ended: `Some(failure)` with the class of its
-    /// kernel error, `None` for a success. Returns the failure to report (an exhausted one
-    /// requeued at its backoff).
+    /// Records how the render of `inputs` by `key` ended: `Some(error)` with its kernel error,
+    /// `None` for a success. Returns the backoff of an exhausted render (its failure is requeued
+    /// after it); `None` for anything else.
     pub fn ended(
         &self,
         key: &str,
         inputs: u64,
-        end: Option<(ErrorClass, Failure)>,
+        end: Option<&KernelError>,
         now: Instant,
-    ) -> Option<Failure> {
+    ) -> Option<Duration> {
         let mut map = self.map();
-        let failure = match end {
-            Some((class, failure)) if exhausts(class) => failure,
-            other => {
+        let error = match end {
+            Some(e) if exhausts(e.class) => e,
+            _ => {
                 map.remove(key);
-                return other.map(|(_, f)| f);
+                return None;
             }
         };
         let count = match map.get(key) {
@@ -157,17 +168,16 @@ impl Gate {
             _ => 1,
         };
         let wait = backoff(count);
-        let failure = failure.after(Some(wait));
         map.insert(
             key.to_owned(),
             Exhausted {
                 inputs,
                 count,
                 not_before: now + wait,
-                failure: failure.clone(),
+                error: error.clone(),
             },
         );
-        Some(failure)
+        Some(wait)
     }
 
     /// Forgets `key` (the object is gone).
@@ -186,29 +196,13 @@ impl Gate {
     }
 }
 
-/// `failure` reported again without a render: no history entry, no failure count, requeued
-/// after `after`.
-fn again(failure: &Failure, after: Duration) -> Failure {
-    let mut f = failure.clone().soft().after(Some(after));
-    f.history = false;
-    f
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::panic, reason = "tests")]
     use super::*;
-    use crds::conditions::reasons;
 
-    fn exhausted() -> (ErrorClass, Failure) {
-        (
-            ErrorClass::ResourceExhausted,
-            Failure::stalled(
-                reasons::MEMORY_BUDGET_EXCEEDED,
-                "Render",
-                "budget 512.0 MiB".into(),
-            ),
-        )
+    fn exhausted() -> KernelError {
+        KernelError::new(ErrorClass::ResourceExhausted, "budget 512.0 MiB")
     }
 
     #[test]
@@ -223,34 +217,33 @@ mod tests {
         let gate = Gate::default();
         let t0 = Instant::now();
         assert!(matches!(gate.admit("MI/a/x", 1, t0), Admit::Render));
-        let f = gate.ended("MI/a/x", 1, Some(exhausted()), t0);
-        assert_eq!(f.map(|f| f.requeue), Some(Some(BACKOFF_BASE)));
+        let wait = gate.ended("MI/a/x", 1, Some(&exhausted()), t0);
+        assert_eq!(wait, Some(BACKOFF_BASE));
 
         // Before the backoff: no render, the same failure, requeued for the time left.
         let t1 = t0 + Duration::from_secs(10);
         match gate.admit("MI/a/x", 1, t1) {
-            Admit::Wait(f) => {
-                assert_eq!(f.reason, reasons::MEMORY_BUDGET_EXCEEDED);
-                assert_eq!(f.requeue, Some(Duration::from_secs(20)));
-                assert!(f.soft && !f.history);
+            Admit::Wait { error, after } => {
+                assert_eq!(*error, exhausted());
+                assert_eq!(after, Duration::from_secs(20));
             }
             other => panic!("{other:?}"),
         }
 
         // After it: a retry, holding the slot; a second object's retry meanwhile waits.
-        gate.ended("MI/a/y", 7, Some(exhausted()), t0);
+        gate.ended("MI/a/y", 7, Some(&exhausted()), t0);
         let t2 = t0 + Duration::from_secs(31);
         let Admit::Retry(permit) = gate.admit("MI/a/x", 1, t2) else {
             panic!("a retry after the backoff")
         };
         match gate.admit("MI/a/y", 7, t2) {
-            Admit::Wait(f) => assert_eq!(f.requeue, Some(SLOT_BUSY_REQUEUE)),
+            Admit::Wait { after, .. } => assert_eq!(after, SLOT_BUSY_REQUEUE),
             other => panic!("{other:?}"),
         }
         // The second exhaustion in a row doubles the backoff.
-        let f = gate.ended("MI/a/x", 1, Some(exhausted()), t2);
+        let wait = gate.ended("MI/a/x", 1, Some(&exhausted()), t2);
         drop(permit);
-        assert_eq!(f.map(|f| f.requeue), Some(Some(2 * BACKOFF_BASE)));
+        assert_eq!(wait, Some(2 * BACKOFF_BASE));
         assert!(matches!(gate.admit("MI/a/y", 7, t2), Admit::Retry(_)));
     }
 
@@ -258,21 +251,21 @@ mod tests {
     fn new_inputs_a_success_or_another_failure_forget_the_exhaustion() {
         let gate = Gate::default();
         let t0 = Instant::now();
-        gate.ended("MI/a/x", 1, Some(exhausted()), t0);
+        gate.ended("MI/a/x", 1, Some(&exhausted()), t0);
         assert!(matches!(gate.admit("MI/a/x", 2, t0), Admit::Render));
         assert!(gate.is_empty());
 
-        gate.ended("MI/a/x", 1, Some(exhausted()), t0);
+        gate.ended("MI/a/x", 1, Some(&exhausted()), t0);
         assert_eq!(gate.ended("MI/a/x", 1, None, t0), None);
         assert!(gate.is_empty());
 
-        gate.ended("MI/a/x", 1, Some(exhausted()), t0);
-        let other = Failure::stalled(reasons::RENDER_FAILED, "Render", "bad".into());
-        let f = gate.ended("MI/a/x", 1, Some((ErrorClass::Other, other.clone())), t0);
-        assert_eq!(f, Some(other), "another failure keeps its own requeue");
+        gate.ended("MI/a/x", 1, Some(&exhausted()), t0);
+        let other = KernelError::new(ErrorClass::Other, "bad");
+        let wait = gate.ended("MI/a/x", 1, Some(&other), t0);
+        assert_eq!(wait, None, "another failure keeps its own requeue");
         assert!(gate.is_empty());
 
-        gate.ended("MI/a/x", 1, Some(exhausted()), t0);
+        gate.ended("MI/a/x", 1, Some(&exhausted()), t0);
         gate.forget("MI/a/x");
         assert!(gate.is_empty());
     }

@@ -93,9 +93,9 @@ pub(super) async fn on_lease<K: Rendered, R: ?Sized + Send + Sync + 'static>(
     let slot = match gate.admit(&key, inputs, std::time::Instant::now()) {
         Admit::Render => None,
         Admit::Retry(permit) => Some(permit),
-        Admit::Wait(failure) => {
+        Admit::Wait { error, after } => {
             drop(lease);
-            return Err((*failure).into());
+            return Err(again(failure(&error), after).into());
         }
     };
     // One of the process's render slots (shared with the render API and the Platform build),
@@ -130,13 +130,22 @@ pub(super) async fn on_lease<K: Rendered, R: ?Sized + Send + Sync + 'static>(
             Ok(rendered)
         }
         Err(e) => {
-            let failure = failure(&e);
-            let failure = gate
-                .ended(&key, inputs, Some((e.class, failure.clone())), now)
-                .unwrap_or(failure);
-            Err(failure.into())
+            let f = failure(&e);
+            let f = match gate.ended(&key, inputs, Some(&e), now) {
+                Some(wait) => f.after(Some(wait)),
+                None => f,
+            };
+            Err(f.into())
         }
     }
+}
+
+/// `failure` reported again without a render (the fairness gate's wait): no history entry, no
+/// failure count, requeued `after`.
+fn again(failure: Failure, after: std::time::Duration) -> Failure {
+    let mut f = failure.soft().after(Some(after));
+    f.history = false;
+    f
 }
 
 /// The render's warnings, digests and inventory entries (module docs): the objects to apply.
