@@ -198,8 +198,8 @@ async fn fixture_with(
         timeout,
         2,
     ));
-    if let (Some(backend), Some(slots)) = (settings.render.take(), slots) {
-        settings.render = Some(backend.sharing(slots));
+    if let Some(slots) = slots {
+        settings.render = settings.render.take().map(|b| b.sharing(slots));
     }
     let server = TestServer::start_with(Options {
         settings,
