@@ -24,6 +24,8 @@
 //!   (§2.1–§2.5, §6).
 //! - [`instance`]: the ModuleInstance reconciler's own phases (§2.2, §2.4–§2.6).
 //! - [`package`]: the ModulePackage reconciler's own steps (§2.3, §2.4) and its Flux sources.
+//! - [`fairness`]: renders that exhaust a budget back off per object and retry in one worker,
+//!   so they never hold up the others (issue 41).
 //! - [`deadline`]: the `--reconcile-timeout` of both; [`workloads`]: the watch that re-enqueues
 //!   an instance when one of its workloads changes health after the apply.
 //! - [`remote`]: `spec.kubeConfig`, the remote cluster both apply to (its client cache, what a
@@ -39,6 +41,7 @@ pub mod claims;
 pub mod context;
 pub mod deadline;
 pub mod events;
+pub mod fairness;
 pub mod instance;
 pub mod leader;
 pub mod manager;

@@ -9,10 +9,14 @@
 //! - The lease (and whatever else `hold` holds, e.g. a render permit) is released when the render
 //!   returns, on that thread: a caller that stops waiting (a timeout) never pulls the platform
 //!   directory from under a render still running.
+//! - A process has ONE set of render slots ([`RenderSlots`], `--max-concurrent-renders`), shared
+//!   by the ModuleInstance and ModulePackage reconcilers, the Platform build and the REST render
+//!   API: a render holds one slot from before the evaluation starts until it returns, so at most
+//!   that many evaluations (each under `--render-memory-limit`) run in the process at once.
 
 //! - Every render is counted once in [`RenderMetrics`]: `opm_render_total{caller,result}`
 //!   (`caller` = `reconcile` or `api`; `result` = `success`, `error`, `timeout`: the kernel's
-//!   evaluation limit or deadline, or the render API's `--render-timeout`) and
+//!   evaluation limit, memory budget or deadline, or the render API's `--render-timeout`) and
 //!   `opm_render_duration_seconds{caller}` (the render itself, not the wait for a slot).
 
 use std::sync::Arc;
@@ -23,9 +27,42 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
 
 use crate::kernel::{BuiltPlatform, ErrorClass, KernelError, SkewPolicy};
 use crate::platform::{Generated, LeaseGuard};
+
+/// The process's render slots (module docs). Cloning shares them.
+#[derive(Clone, Debug)]
+pub struct RenderSlots(Arc<Semaphore>);
+
+impl RenderSlots {
+    /// `n` slots (0 is taken as 1).
+    pub fn new(n: usize) -> Self {
+        RenderSlots(Arc::new(Semaphore::new(n.max(1))))
+    }
+
+    /// A slot, once one is free; held until the permit is dropped. `Err` only if the slots were
+    /// closed, which nothing does.
+    pub async fn acquire(&self) -> Result<OwnedSemaphorePermit, AcquireError> {
+        Arc::clone(&self.0).acquire_owned().await
+    }
+
+    /// A slot if one is free now.
+    pub fn try_acquire(&self) -> Option<OwnedSemaphorePermit> {
+        Arc::clone(&self.0).try_acquire_owned().ok()
+    }
+
+    /// The slots free now.
+    pub fn available(&self) -> usize {
+        self.0.available_permits()
+    }
+
+    /// Whether `self` and `other` are the same slots (clones of one set).
+    pub fn same(&self, other: &RenderSlots) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
 
 /// A platform lease: the record and the guard releasing it.
 pub type Lease = (Arc<Generated<BuiltPlatform>>, LeaseGuard);
@@ -86,7 +123,9 @@ impl RenderEnd {
     pub fn of<T>(result: &Result<T, KernelError>) -> Self {
         match result {
             Ok(_) => RenderEnd::Success,
-            Err(e) if e.class == ErrorClass::Timeout => RenderEnd::Timeout,
+            Err(e) if matches!(e.class, ErrorClass::Timeout | ErrorClass::ResourceExhausted) => {
+                RenderEnd::Timeout
+            }
             Err(_) => RenderEnd::Error,
         }
     }

@@ -144,10 +144,16 @@ pub struct ServeArgs {
     #[arg(long, default_value = "30s", value_parser = crds::duration::parse_flag, value_name = "DURATION")]
     pub render_timeout: Duration,
 
-    /// Renders running at once: REST render API requests, and ModuleInstance/ModulePackage
-    /// reconciles (each bounded separately) [default: min(CPUs, 8)].
+    /// Renders running at once in the process: REST render API requests, ModuleInstance and
+    /// ModulePackage reconciles and Platform builds share these slots [default: min(CPUs, 8)].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_renders: Option<u16>,
+
+    /// Memory budget of one render (reconciles, the render API, platform builds), accounted by
+    /// the evaluator: a render past it stops with `MemoryBudgetExceeded` (the API: 422
+    /// `render_memory_exceeded`). Size the container: floor + renders at once × this.
+    #[arg(long, default_value = crate::kernel::limits::DEFAULT_RENDER_MEMORY_LIMIT, value_parser = crate::kernel::limits::parse_bytes, value_name = "BYTES")]
+    pub render_memory_limit: u64,
 
     /// Interval of the fallback check of the TLS files (file events are watched too).
     #[arg(long, default_value = "5s", value_parser = crds::duration::parse_flag, value_name = "DURATION")]
@@ -182,6 +188,8 @@ pub struct RenderParts {
     pub cluster: render_api::auth::ClusterRx,
     /// The render series the reconcilers count into too.
     pub metrics: crate::render_lease::RenderMetrics,
+    /// The process's one set of render slots, the reconcilers' and the Platform build's too.
+    pub slots: crate::render_lease::RenderSlots,
 }
 
 impl std::fmt::Debug for RenderParts {
@@ -502,6 +510,7 @@ async fn serve(args: ServeArgs, sidecar: Option<Sidecar>) -> Result<(), Error> {
             ),
         )
         .with_metrics(parts.metrics)
+        .sharing(parts.slots)
     });
     let running = start_with(settings, store, |r| {
         if let Some(register) = register {

@@ -60,6 +60,10 @@ pub mod reasons {
     pub const SKEW_REFUSED: &str = "SkewRefused";
     /// The render failed for another reason.
     pub const RENDER_FAILED: &str = "RenderFailed";
+    /// Ready=False, Stalled=True: the render ran out of its memory budget
+    /// (`--render-memory-limit`); the message names the budget, the figure reached and the value
+    /// being evaluated. Retried with backoff, never two such renders at once.
+    pub const MEMORY_BUDGET_EXCEEDED: &str = "MemoryBudgetExceeded";
     /// Event only: a render warning.
     pub const RENDER_WARNING: &str = "RenderWarning";
     /// Server-side apply failed.

@@ -30,18 +30,56 @@ pub enum Limit {
     Cancelled,
     /// Nesting depth (`Config::max_depth`) or the stack budget (`Config::max_stack_bytes`).
     Depth,
+    /// The runtime's memory budget (`Config::max_memory_bytes`) is spent
+    /// ([`crate::Runtime::memory_exceeded`] says by how much and where).
+    Memory,
 }
 
 impl Limit {
-    /// The class as text (`steps`, `deadline`, `cancelled`, `depth`).
+    /// The class as text (`steps`, `deadline`, `cancelled`, `depth`, `memory`).
     pub fn as_str(self) -> &'static str {
         match self {
             Limit::Steps => "steps",
             Limit::Deadline => "deadline",
             Limit::Cancelled => "cancelled",
             Limit::Depth => "depth",
+            Limit::Memory => "memory",
         }
     }
+}
+
+/// The memory budget of a runtime was spent: the budget, the figure the evaluation's accounting
+/// reached, and the path of the value being evaluated when it did (empty: the root). Plain data;
+/// [`crate::Error::Memory`] carries it where a caller needs an error.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct MemoryExceeded {
+    /// `Config::max_memory_bytes`.
+    pub budget: u64,
+    /// The bytes accounted when the evaluation stopped (above the budget).
+    pub reached: u64,
+    /// The value being evaluated (`a.b[3]`; empty for the root).
+    pub path: String,
+}
+
+impl std::fmt::Display for MemoryExceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "evaluation memory budget ({}) exceeded: {} allocated",
+            mib(self.budget),
+            mib(self.reached)
+        )?;
+        if !self.path.is_empty() {
+            write!(f, " while evaluating {}", self.path)?;
+        }
+        Ok(())
+    }
+}
+
+/// Bytes as MiB with one decimal (`256.0 MiB`).
+pub(crate) fn mib(bytes: u64) -> String {
+    // Exact enough for a message: a budget is far below 2^53.
+    format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
 }
 
 /// Stable diagnostic classes.

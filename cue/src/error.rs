@@ -6,14 +6,15 @@
 //!   (path text), [`FsError`] and [`RegistryError`] (the two I/O seams: implementations outside
 //!   the crate return them, callers clone and compare them), [`LoadError`] (the loader's
 //!   collected problems) and [`ModuleFileError`] (a position in `cue.mod/module.cue`, carried by
-//!   a `LoadError`). Each implements `Display`, the text callers and goldens see, and none is a
+//!   a `LoadError`), [`MemoryExceeded`] (an evaluation's memory budget spent: the budget, the
+//!   figure reached, the path being evaluated). Each implements `Display`, the text callers and goldens see, and none is a
 //!   `std::error::Error`.
 //! - [`Error`] is the crate's one `std::error::Error`: [`crate::Value::decode`] returns it, and
 //!   every detail converts into it (`From`) where a caller needs an error to carry as a source or
 //!   to pass on with `?`. A variant's text is its detail's text, byte for byte; a caller matches
 //!   on the variant and its detail, never on the text.
 
-use crate::diagnostics::Diagnostic;
+use crate::diagnostics::{Diagnostic, MemoryExceeded};
 use crate::module::{FsError, LoadError, ModuleFileError, RegistryError};
 use crate::path::PathError;
 
@@ -45,6 +46,15 @@ pub enum Error {
     /// A `cue.mod/module.cue` is invalid.
     #[error("{0}")]
     ModuleFile(ModuleFileError),
+    /// An evaluation ran out of its memory budget ([`crate::Runtime::memory_exceeded`]).
+    #[error("{0}")]
+    Memory(MemoryExceeded),
+}
+
+impl From<MemoryExceeded> for Error {
+    fn from(e: MemoryExceeded) -> Self {
+        Error::Memory(e)
+    }
 }
 
 impl From<PathError> for Error {
@@ -121,6 +131,15 @@ mod tests {
                 }
                 .into(),
                 "module: missing",
+            ),
+            (
+                MemoryExceeded {
+                    budget: 256 << 20,
+                    reached: (256 << 20) + (1 << 19),
+                    path: "a.b[3]".into(),
+                }
+                .into(),
+                "evaluation memory budget (256.0 MiB) exceeded: 256.5 MiB allocated while evaluating a.b[3]",
             ),
         ];
         for (e, text) in details {

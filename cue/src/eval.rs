@@ -110,7 +110,8 @@
 //!   the value of a marked one before it is evaluated again: `Ev::inherit_taint`), so a
 //!   reference cycle one member of which is concrete resolves to its fixed point; reaching an ancestor through regular fields is a structural
 //!   cycle.
-//! - Limits (`Config`): steps, depth and wall time are checked on every expansion; exceeding one
+//! - Limits (`Config`): steps, depth, wall time and memory are checked on every expansion;
+//!   memory is also charged and checked where it is allocated (`budget.rs`); exceeding one
 //!   makes every further result a fatal error.
 //!
 //! # Design: why the cost is linear in what a configuration says, not in how often it says it
@@ -376,9 +377,10 @@ impl Drop for Ev {
     fn drop(&mut self) {
         if std::env::var_os("CUE_EVAL_STATS").is_some() {
             eprintln!(
-                "eval stats: vertices={} envs={} {:?}",
+                "eval stats: vertices={} envs={} memory={} {:?}",
                 self.vertex_count(),
                 self.envs.next_id,
+                self.budget.memory,
                 self.stats
             );
         }
@@ -399,6 +401,8 @@ impl Ev {
                 limit_err: None,
                 limits: Vec::new(),
                 cancel: Arc::new(AtomicBool::new(false)),
+                memory: 0,
+                memory_exceeded: None,
             },
             envs: Envs::default(),
             closed: ClosedIds {

@@ -19,9 +19,12 @@
 //! (module `error`).
 //!
 //! Budget and stack (docs/design/render.md §2, docs/design/conventions.md §5):
-//! - a [`Runtime`] has one budget: `Config::max_steps` steps and a deadline `Config::max_wall_time`
+//! - a [`Runtime`] has one budget: `Config::max_steps` steps, `Config::max_memory_bytes` bytes
+//!   the evaluator accounts at its allocation sites, and a deadline `Config::max_wall_time`
 //!   after [`Runtime::new`], shared by every call on it and its values (never reset per call); a
-//!   spent budget makes every further evaluation a [`DiagCode::Limit`] diagnostic;
+//!   spent budget makes every further evaluation a [`DiagCode::Limit`] diagnostic, and a spent
+//!   memory budget is also kept typed ([`Runtime::memory_exceeded`]: [`MemoryExceeded`], the
+//!   budget, the figure reached and the path being evaluated; [`Error::Memory`] carries it);
 //! - [`Runtime::cancel_handle`] gives a [`CancelHandle`] another thread sets to stop the
 //!   evaluation at its next step; [`Runtime::limit_exceeded`] tells which [`Limit`] stopped it;
 //! - evaluation never overflows a small thread stack: every call that parses, compiles or
@@ -59,7 +62,7 @@ pub use adt::{
     Kinds, K_BOOL, K_BYTES, K_FLOAT, K_INT, K_LIST, K_NULL, K_NUMBER, K_STRING, K_STRUCT, K_TOP,
 };
 pub use data::Val as Data;
-pub use diagnostics::{DiagCode, Diagnostic, DiagnosticReport, Limit, Position};
+pub use diagnostics::{DiagCode, Diagnostic, DiagnosticReport, Limit, MemoryExceeded, Position};
 pub use error::{Error, Result};
 pub use eval::Config;
 pub use path::{Path, PathError, Selector};

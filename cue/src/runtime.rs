@@ -3,8 +3,9 @@
 //! from JSON data, and diagnostics rendered as text or as JSON-serialisable reports.
 //!
 //! Rules (docs/design/render.md §1.3–§2; docs/design/conventions.md §2, §5):
-//! - a runtime has one budget, `Config::max_steps` steps and a deadline `Config::max_wall_time`
-//!   after [`Runtime::new`], shared by every call on it and its values (never reset per call); a
+//! - a runtime has one budget, `Config::max_steps` steps, `Config::max_memory_bytes` bytes of
+//!   accounted allocations and a deadline `Config::max_wall_time` after [`Runtime::new`], shared
+//!   by every call on it and its values (never reset per call); a
 //!   spent budget makes every further evaluation a [`DiagCode::Limit`] diagnostic, and
 //!   [`Runtime::limit_exceeded`] tells which [`Limit`] stopped it (typed: callers never read
 //!   message text); a [`CancelHandle`] stops it from another thread at its next step;
@@ -22,7 +23,9 @@
 use crate::adt::{self, Expr, Label, VId};
 use crate::ast;
 use crate::compile;
-use crate::diagnostics::{self, DiagCode, Diagnostic, DiagnosticReport, Limit, Position};
+use crate::diagnostics::{
+    self, DiagCode, Diagnostic, DiagnosticReport, Limit, MemoryExceeded, Position,
+};
 use crate::eval::{self, Config, Conj, Ev};
 use crate::module;
 use crate::parser;
@@ -87,6 +90,9 @@ impl Runtime {
         let mut diags = Vec::new();
         let mut asts = Vec::new();
         for (name, src) in files {
+            // The memory budget: the tree and the compiled form of the text (a spent budget
+            // fails the first step of the evaluation).
+            g.ev.charge_source(src.len());
             let id = g.map.add(name.as_str(), src.as_str());
             let (f, errs) = parser::parse_file(id, src);
             for e in errs {
@@ -176,6 +182,14 @@ impl Runtime {
         // File ids of the loaded trees index `sources`: adopt it when this runtime has no files
         // yet, otherwise register the shared (cached) files under their process-wide ids and
         // re-parse the others under fresh ids of the runtime's map.
+        // The memory budget: the trees and the compiled form of every file built (a spent
+        // budget fails the first step of the evaluation).
+        let text: usize = instances
+            .iter()
+            .flat_map(|inst| &inst.files)
+            .map(|f| sources.text(f.id).len())
+            .sum();
+        g.ev.charge_source(text);
         let adopt = g.map.is_empty();
         if adopt {
             std::mem::swap(&mut g.map, &mut sources);
@@ -318,6 +332,19 @@ impl Runtime {
     /// deadline, the step budget, or nesting depth). Typed: callers never read message text.
     pub fn limit_exceeded(&self) -> Option<Limit> {
         lock(&self.inner).ev.limits().last().map(|(_, k)| *k)
+    }
+
+    /// The first time an evaluation ran out of the memory budget (`Config::max_memory_bytes`):
+    /// the budget, the figure reached and the value being evaluated. Typed, as
+    /// [`Runtime::limit_exceeded`]; [`crate::Error::Memory`] carries it as an error.
+    pub fn memory_exceeded(&self) -> Option<MemoryExceeded> {
+        lock(&self.inner).ev.memory_exceeded().cloned()
+    }
+
+    /// Bytes the runtime's evaluations have charged to the memory budget so far (what they
+    /// allocated, less what rolled-back throw-away evaluations gave back).
+    pub fn memory_used(&self) -> u64 {
+        lock(&self.inner).ev.memory_used()
     }
 
     /// Time since the runtime was created (its deadline is `Config::max_wall_time` after that).

@@ -703,3 +703,56 @@ fn the_original_value_api_still_works() {
         json!(9)
     );
 }
+
+/// Issue 41: a value computed by nested comprehensions is refused by the runtime's memory
+/// budget, naming the budget, the figure reached and the field being evaluated (typed, as
+/// `Error::Memory`); what fits stays evaluable, and the budget stays spent for the runtime.
+#[test]
+fn a_memory_budget_refuses_a_multiplying_comprehension_and_names_the_field() {
+    const SRC: &str = "import \"list\"\n_n: list.Range(0, 400, 1)\nsmall: [for i in _n {i}]\nbig: x: len([for a in _n for b in _n for c in _n {a + b + c}])\n";
+    let budget = 8u64 << 20;
+    let rt = Runtime::new(Config {
+        max_memory_bytes: budget,
+        max_steps: u64::MAX,
+        max_wall_time: Duration::from_secs(600),
+        ..Config::default()
+    });
+    let v = build(&rt, SRC);
+    assert!(v.lookup_path(&p("small")).unwrap().validate(true).is_ok());
+    let used = rt.memory_used();
+    assert!(used > 0 && used < budget, "{used}");
+    assert_eq!(rt.memory_exceeded(), None);
+    let d = v
+        .lookup_path(&p("big"))
+        .unwrap()
+        .to_json_value()
+        .unwrap_err();
+    assert!(d.iter().any(|d| d.code == DiagCode::Limit), "{d:?}");
+    assert_eq!(rt.limit_exceeded(), Some(Limit::Memory));
+    let m = rt.memory_exceeded().unwrap();
+    assert_eq!(m.budget, budget);
+    assert!(m.reached > budget && m.reached < 2 * budget, "{m:?}");
+    assert_eq!(m.path, "big.x");
+    assert!(
+        d.iter().any(|d| d.message == m.to_string()),
+        "the diagnostic says what the typed error says: {d:?}"
+    );
+    let text = Error::from(m.clone()).to_string();
+    assert!(
+        text.starts_with("evaluation memory budget (8.0 MiB) exceeded: 8.")
+            && text.ends_with(" MiB allocated while evaluating big.x"),
+        "{text}"
+    );
+    // Spent for the runtime: a later value fails as well.
+    let again = build(&rt, "z: [for i in [1, 2, 3] {i}]\n");
+    assert!(again.to_json_value().is_err());
+}
+
+#[test]
+fn without_a_memory_budget_the_same_runtime_counts_but_never_refuses() {
+    let rt = Runtime::default();
+    let v = heavy(&rt, 2000);
+    assert!(v.validate(true).is_ok());
+    assert!(rt.memory_used() > 2 * 2000 * 64, "{}", rt.memory_used());
+    assert_eq!(rt.memory_exceeded(), None);
+}

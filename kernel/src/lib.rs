@@ -11,7 +11,7 @@
 //! Modules: this file is the seam (the types and traits callers use), [`render`] the render pipeline
 //! (stage, match, execute), [`platform`] platform generation, build, store and on-disk layout,
 //! [`inventory`] the inventory model, stale set and digests, [`stack`] the one big-stack policy of
-//! every evaluating call.
+//! every evaluating call, [`limits`] the evaluation limits (the memory budget) of every render path.
 //!
 //! # The seam between the render kernel and its callers (docs/design/operator.md §2.0)
 //!
@@ -33,6 +33,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub mod inventory;
+pub mod limits;
 pub mod platform;
 pub mod render;
 pub mod stack;
@@ -81,6 +82,10 @@ pub enum ErrorClass {
     UnsupportedKind,
     /// An evaluation limit or deadline was exceeded (HTTP 504 for time, 413 for size).
     Timeout,
+    /// The render ran out of its memory budget (`cue::Config::max_memory_bytes`, the operator's
+    /// `--render-memory-limit`): the message names the budget, the figure reached and the value
+    /// being evaluated (stalled `MemoryBudgetExceeded`, retried with backoff; HTTP 413).
+    ResourceExhausted,
     /// A signature policy (`spec.verify`) is in force and a module or catalog is not signed as
     /// it requires (stalled `VerificationFailed`; nothing was evaluated).
     Verification,

@@ -32,7 +32,9 @@
 //!
 //! Renders share nothing: each has its own runtime, and the evaluator runs on a thread of the
 //! render's own with a stack sized from the config, so callers may call from `spawn_blocking`.
-//! An exceeded limit anywhere is [`Error::Limit`] (class `Timeout`).
+//! An exceeded limit anywhere is [`Error::Limit`] (class `Timeout`), a spent memory budget
+//! [`Error::Memory`] (class `ResourceExhausted`: `cue::Config::max_memory_bytes`, one budget per
+//! render, as the steps and the deadline are).
 //!
 //! ModulePackage renders ([`Renderer::render_package`], `kernel::PackageRenderer`) stage the
 //! authored instance package directory as the main module instead of a pulled module, gate on
@@ -591,12 +593,27 @@ impl Build<'_> {
         hit_limit(d).then(|| self.limit_of(d))
     }
 
-    /// [`Error::Limit`] with the problems of `d`.
+    /// [`Error::Limit`] (or [`Error::Memory`]) with the problems of `d`.
     fn limit_of(&self, d: &[Diagnostic]) -> Error {
-        Error::Limit {
-            coordinate: self.coordinate.to_string(),
-            problems: problems_of(&self.staged.rt, d),
-        }
+        limit_error(&self.staged.rt, self.coordinate, d)
+    }
+}
+
+/// The error of a spent budget with the problems of `d`: [`Error::Memory`] when the runtime
+/// recorded its memory budget as the limit hit (typed, `Runtime::memory_exceeded`), else
+/// [`Error::Limit`].
+pub(crate) fn limit_error(rt: &Runtime, coordinate: &str, d: &[Diagnostic]) -> Error {
+    let problems = problems_of(rt, d);
+    match rt.memory_exceeded() {
+        Some(exceeded) => Error::Memory {
+            coordinate: coordinate.to_string(),
+            exceeded,
+            problems,
+        },
+        None => Error::Limit {
+            coordinate: coordinate.to_string(),
+            problems,
+        },
     }
 }
 

@@ -102,6 +102,10 @@ pub struct DevArgs {
     /// (or `hold`) on an object asks for a failed (or never-ending) rollout.
     #[arg(long, default_value = "2s", value_parser = crds::duration::parse_flag, value_name = "DURATION")]
     pub workload_delay: std::time::Duration,
+
+    /// Memory budget of one render (`serve`'s flag of the same name).
+    #[arg(long, default_value = crate::kernel::limits::DEFAULT_RENDER_MEMORY_LIMIT, value_parser = crate::kernel::limits::parse_bytes, value_name = "BYTES")]
+    pub render_memory_limit: u64,
 }
 
 /// A catalog Platform `cluster` subscribes (`--catalog`).
@@ -683,7 +687,12 @@ struct Wiring {
     controllers: crate::cmd::serve::ControllerArgs,
 }
 
-fn wiring(state: &StateDir, ports: Ports, source: &Source) -> Result<Wiring, DevError> {
+fn wiring(
+    state: &StateDir,
+    ports: Ports,
+    source: &Source,
+    render_memory_limit: u64,
+) -> Result<Wiring, DevError> {
     use clap::Parser as _;
     let p = |p: &Path| p.display().to_string();
     let certs = state.certs();
@@ -724,6 +733,7 @@ fn wiring(state: &StateDir, ports: Ports, source: &Source) -> Result<Wiring, Dev
         "--allow-cross-namespace-refs".to_owned(),
         format!("--kubeconfig={}", p(&state.kubeconfig())),
         format!("--platform-dir={}", p(&state.platform())),
+        format!("--render-memory-limit={render_memory_limit}"),
     ];
     Wiring::try_parse_from(args.into_iter().chain(modules))
         .map_err(|e| DevError::Args(e.to_string()))
@@ -807,7 +817,7 @@ pub fn run(args: DevArgs) -> Result<(), DevError> {
         Ok::<_, DevError>(emu)
     })?;
 
-    let w = wiring(&state, ports, &source)?;
+    let w = wiring(&state, ports, &source, args.render_memory_limit)?;
     let sidecar = crate::cmd::serve::operator_sidecar(&w.server, w.controllers)?;
     let sidecar = announce(sidecar, summary_of(&state, ports, &source), started);
     let served = crate::server::run_with(w.server, Some(sidecar));
@@ -849,8 +859,19 @@ mod tests {
         let state = StateDir {
             root: PathBuf::from("/tmp/x"),
         };
-        let w = wiring(&state, Ports::resolve(7443).unwrap(), &Source::Bundled).unwrap();
+        let w = wiring(
+            &state,
+            Ports::resolve(7443).unwrap(),
+            &Source::Bundled,
+            96 << 20,
+        )
+        .unwrap();
         assert_eq!(w.server.render_auth, crate::server::RenderAuthMode::Kube);
+        assert_eq!(
+            w.server.render_memory_limit,
+            96 << 20,
+            "dev's flag reaches serve's"
+        );
         assert!(!w.controllers.leader_elect);
         assert_eq!(w.server.webhook_addr.to_string(), "127.0.0.1:7444");
         assert_eq!(
@@ -903,7 +924,7 @@ mod tests {
         .unwrap()
         .dev;
         let source = Source::of(&args, Path::new("/w"));
-        let w = wiring(&state, Ports::resolve(7443).unwrap(), &source).unwrap();
+        let w = wiring(&state, Ports::resolve(7443).unwrap(), &source, 512 << 20).unwrap();
         assert_eq!(w.controllers.registry.as_deref(), Some("oci:/w/out/layout"));
         assert_eq!(w.controllers.generator.core_module, "opmodel.dev/core@v2");
         assert_eq!(

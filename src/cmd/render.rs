@@ -83,6 +83,11 @@ pub struct RenderArgs {
     /// Evaluation wall-time limit of the render, in seconds.
     #[arg(long, default_value_t = 30.0)]
     pub timeout: f64,
+    /// Memory budget of the render (and of the platform build of a Platform manifest), accounted
+    /// by the evaluator: past it the render stops, naming the budget and the value being
+    /// evaluated (`serve`'s flag of the same name).
+    #[arg(long, default_value = crate::kernel::limits::DEFAULT_RENDER_MEMORY_LIMIT, value_parser = crate::kernel::limits::parse_bytes, value_name = "BYTES")]
+    pub render_memory_limit: u64,
 }
 
 /// Why the command failed.
@@ -271,7 +276,7 @@ fn platform_of(args: &RenderArgs) -> Result<(BuiltPlatform, Option<tempfile::Tem
     let kernel = crate::platform::PlatformKernel::new(
         Arc::new(module_registry(args)?),
         args.generator.generator(),
-        cue::Config::default(),
+        crate::kernel::limits::render_config(cue::Config::default(), args.render_memory_limit),
     );
     let files = kernel.generate(&input).map_err(|e| usage(e.to_string()))?;
     let dir = tempfile::Builder::new()
@@ -354,10 +359,13 @@ pub fn run(args: &RenderArgs) -> Result<(String, Vec<String>), CliError> {
         .ok_or_else(|| {
             CliError::Usage(format!("--timeout {}: not a positive number", args.timeout))
         })?;
-    let config = cue::Config {
-        max_wall_time: wall,
-        ..cue::Config::default()
-    };
+    let config = crate::kernel::limits::render_config(
+        cue::Config {
+            max_wall_time: wall,
+            ..cue::Config::default()
+        },
+        args.render_memory_limit,
+    );
     let renderer = Renderer::new(reg)
         .with_runtime_name(args.runtime_name.clone())
         .with_config(config);

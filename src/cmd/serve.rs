@@ -430,9 +430,19 @@ async fn client(
     Ok((client, config, format!("{source} ({url})")))
 }
 
+/// The process's one set of render slots: `--max-concurrent-renders` (else its default), shared
+/// by the REST render API, the ModuleInstance and ModulePackage reconcilers and the Platform
+/// build, so at most that many evaluations run at once (each under `--render-memory-limit`).
+pub fn render_slots(max_concurrent_renders: Option<u16>) -> crate::render_lease::RenderSlots {
+    crate::render_lease::RenderSlots::new(usize::from(
+        max_concurrent_renders.unwrap_or_else(crate::server::default_concurrent_renders),
+    ))
+}
+
 /// Prepares the controller side (timing, registry, `--platform-dir` reset) and returns the
 /// [`Sidecar`] the server runs. `kernel` constructs the process's one kernel from the resolved
-/// registry; its failure fails `serve`. `store` is the process's one platform store: pass the same
+/// registry; its failure fails `serve`. One set of render slots ([`render_slots`]) is shared by
+/// the render API (`Sidecar::render`) and the controllers. `store` is the process's one platform store: pass the same
 /// store to the render API, so renders lease what the Platform reconciler records.
 pub fn sidecar(
     args: ControllerArgs,
@@ -469,6 +479,8 @@ pub fn sidecar(
         source,
     })?;
     let kernel = kernel(&registry).map_err(ServeError::Kernel)?;
+    // The process's one set of render slots: the render API, the reconcilers, the Platform build.
+    let slots = render_slots(args.max_concurrent_renders);
     // The render API shares the store and learns the cluster client once `run` has connected.
     let (connected, client_rx) = watch::channel(None);
     // One set of controller series; the render API counts its renders into the same families.
@@ -481,6 +493,7 @@ pub fn sidecar(
             renderer,
             cluster: client_rx,
             metrics: controller_metrics.render.clone(),
+            slots: slots.clone(),
         });
     let metrics: Arc<Mutex<Option<ControllerMetrics>>> = Arc::default();
     let registered = Arc::clone(&metrics);
@@ -505,7 +518,7 @@ pub fn sidecar(
                 );
                 tracing::info!(platform_dir = %root.display(), "reset the platform directory");
                 run(
-                    args, timing, shard, store, layout, kernel, metrics, connected, stop,
+                    args, timing, shard, store, layout, kernel, metrics, slots, connected, stop,
                 )
                 .await;
             }
@@ -519,7 +532,9 @@ pub fn sidecar(
 /// store for the process (records from the Platform reconciler, leases for renders), one kernel
 /// built from the resolved registry (`RegistryConfig` with the docker config's credentials, the
 /// platform kernel pinning `--core-module`/`--core-version` in `--platform-shape`, the render
-/// kernel), and the server's `--max-concurrent-renders` shared with the ModuleInstance controller.
+/// kernel), and the server's `--max-concurrent-renders`: one set of render slots for the whole
+/// process (render API, reconcilers, Platform build);
+/// renders and platform builds evaluate under the server's `--render-memory-limit`.
 /// Pass the result to [`crate::server::run_with`] with the same `server` arguments.
 pub fn operator_sidecar(
     server: &crate::server::ServeArgs,
@@ -530,6 +545,9 @@ pub fn operator_sidecar(
     let store = Store::new();
     controllers.max_concurrent_renders = server.max_concurrent_renders;
     let generator = controllers.generator.generator();
+    // `--render-memory-limit`: every render and platform build of the process.
+    let eval_config =
+        crate::kernel::limits::render_config(cue::Config::default(), server.render_memory_limit);
     sidecar(controllers, store, move |resolved| {
         let mapping = Mapping::parse(&resolved.mapping)?;
         let mut config = RegistryConfig::new(mapping).with_docker_config()?;
@@ -538,9 +556,11 @@ pub fn operator_sidecar(
         let platform = Arc::new(PlatformKernel::new(
             registry.clone(),
             generator.clone(),
-            cue::Config::default(),
+            eval_config.clone(),
         ));
-        let renderer = Arc::new(crate::render::Renderer::new(registry.clone()));
+        let renderer = Arc::new(
+            crate::render::Renderer::new(registry.clone()).with_config(eval_config.clone()),
+        );
         let signatures = Arc::new(crate::controller::verify::Signatures::new(
             registry,
             (*renderer).clone(),
@@ -567,6 +587,7 @@ async fn run(
     layout: Arc<Layout>,
     kernel: Kernel,
     metrics: Option<ControllerMetrics>,
+    slots: crate::render_lease::RenderSlots,
     connected: watch::Sender<Option<crate::server::render_api::auth::Cluster>>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -636,6 +657,7 @@ async fn run(
     ctx.max_concurrent_renders = args
         .max_concurrent_renders
         .unwrap_or_else(crate::server::default_concurrent_renders);
+    ctx.render_slots = slots;
     let elector = args.leader_elect.then(|| {
         Elector::new(
             client,

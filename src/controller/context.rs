@@ -56,8 +56,13 @@ pub struct Context {
     pub kube_config: Option<kube::Config>,
     /// `--default-service-account` (§2.5; empty or `None`: the controller identity).
     pub default_service_account: Option<String>,
-    /// Concurrent ModuleInstance reconciles (`--max-concurrent-renders`; 0 is taken as 1).
+    /// Concurrent ModuleInstance and ModulePackage reconciles (`--max-concurrent-renders`; 0 is
+    /// taken as 1). The renders themselves are bounded by `render_slots`.
     pub max_concurrent_renders: u16,
+    /// The process's render slots (`--max-concurrent-renders`), shared by the reconcilers, the
+    /// Platform build and the REST render API ([`crate::render_lease::RenderSlots`]); a
+    /// context alone has one slot.
+    pub render_slots: crate::render_lease::RenderSlots,
     /// Package rendering for the ModulePackage reconciler (`None`: its controller does not run).
     pub package_renderer: Option<Arc<dyn PackageRenderer>>,
     /// `--allow-cross-namespace-refs`: a ModulePackage may name a source in another namespace
@@ -94,6 +99,9 @@ pub struct Context {
     pub operator_namespace: String,
     /// Consecutive reconcile errors per object key (`Kind/name`), for the error backoff.
     failures: FailureCounts,
+    /// The renders that exhausted a budget: their backoff and the one retry slot
+    /// ([`super::fairness`]).
+    pub exhausted: super::fairness::Gate,
     /// What the last apply of an object changed (`Kind/namespace/name` → “1 created, …”), kept
     /// while its health check waits, for the success event once the objects are ready
     /// (process memory: after a restart the event says only that the check passed).
@@ -150,6 +158,7 @@ impl Context {
             kube_config: None,
             default_service_account: None,
             max_concurrent_renders: 1,
+            render_slots: crate::render_lease::RenderSlots::new(1),
             package_renderer: None,
             allow_cross_namespace_refs: false,
             reconcile_timeout: DEFAULT_RECONCILE_TIMEOUT,
@@ -165,6 +174,7 @@ impl Context {
             signatures: None,
             operator_namespace: "opm-system".to_owned(),
             failures: FailureCounts::default(),
+            exhausted: super::fairness::Gate::default(),
             pending_changes: Mutex::new(HashMap::new()),
         }
     }

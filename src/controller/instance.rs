@@ -393,6 +393,12 @@ async fn render(
         version: run.obj.spec.module.version.clone(),
         values,
     };
+    // What the render depends on (`super::fairness`): the coordinate and the values.
+    let inputs = (
+        req.path.clone(),
+        req.version.clone(),
+        req.values.as_ref().map(Value::to_string),
+    );
     // Signed modules (`spec.verify`, the Platform's policy): `super::verify`.
     let keys = match &run.obj.spec.verify {
         Some(v) => Some(
@@ -413,15 +419,18 @@ async fn render(
             .into());
         }
         return rr
-            .render_on("module", signatures, move |s, platform, skew| {
+            .render_on("module", &inputs, signatures, move |s, platform, skew| {
                 s.render(&req, platform, skew, keys)
             })
             .await;
     }
     let renderer = run.ctx.renderer.clone();
-    rr.render_on("module", renderer, move |renderer, platform, skew| {
-        renderer.render_module(&req, platform, skew)
-    })
+    rr.render_on(
+        "module",
+        &inputs,
+        renderer,
+        move |renderer, platform, skew| renderer.render_module(&req, platform, skew),
+    )
     .await
 }
 

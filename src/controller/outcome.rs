@@ -11,7 +11,8 @@
 //! - Classified failures return a requeue interval, never an error to the controller runtime.
 //! - A render error maps to its condition reason by its [`ErrorClass`], never by message text:
 //!   PlatformNotReady and transient pulls are `Ready=False` with backoff; skew refusals,
-//!   resolution failures, unsupported kinds and everything else are stalled.
+//!   resolution failures, unsupported kinds, a spent memory budget (`MemoryBudgetExceeded`) and
+//!   everything else are stalled.
 //! - The Platform reconciler requeues network-class build failures after 1 minute and every other
 //!   failure (and every inventory refusal) after 30 minutes.
 
@@ -112,6 +113,7 @@ pub fn classify_render(class: ErrorClass) -> RenderFailure {
         }
         ErrorClass::UnsupportedKind => (reasons::UNSUPPORTED_KIND, Outcome::FailedStalled),
         ErrorClass::Verification => (reasons::VERIFICATION_FAILED, Outcome::FailedStalled),
+        ErrorClass::ResourceExhausted => (reasons::MEMORY_BUDGET_EXCEEDED, Outcome::FailedStalled),
         ErrorClass::Timeout | ErrorClass::Other => (reasons::RENDER_FAILED, Outcome::FailedStalled),
     };
     RenderFailure { reason, outcome }
@@ -210,6 +212,11 @@ mod tests {
         assert_eq!(
             (c.reason, c.outcome),
             ("RenderFailed", Outcome::FailedStalled)
+        );
+        let c = classify_render(ErrorClass::ResourceExhausted);
+        assert_eq!(
+            (c.reason, c.outcome),
+            ("MemoryBudgetExceeded", Outcome::FailedStalled)
         );
     }
 

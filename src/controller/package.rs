@@ -264,7 +264,8 @@ async fn reconcile_steps(rr: &mut RenderRun<'_, '_, ModulePackage>) -> Result<En
     })?;
 
     // Step 6: render (the extraction lives until the render is done).
-    let rendered = render(rr, fetched, dir).await?;
+    let inputs = (art.digest.clone(), run.obj.spec.path.clone());
+    let rendered = render(rr, &inputs, fetched, dir).await?;
 
     // Steps 7–9: digests, NoOp, identity, apply, prune, commit.
     let objects = rr.convert(&rendered).await?;
@@ -273,17 +274,25 @@ async fn reconcile_steps(rr: &mut RenderRun<'_, '_, ModulePackage>) -> Result<En
 }
 
 /// Step 6.
+/// `inputs`: the artifact digest and the path in it (what the render depends on,
+/// `super::fairness`).
 async fn render(
     rr: &RenderRun<'_, '_, ModulePackage>,
+    inputs: &(String, String),
     fetched: artifact::Fetched,
     dir: std::path::PathBuf,
 ) -> Result<RenderResult, Halt> {
     let renderer = rr.run.ctx.package_renderer.clone();
-    rr.render_on("package", renderer, move |renderer, platform, skew| {
-        let r = renderer.render_package(&dir, platform, skew);
-        drop(fetched);
-        r
-    })
+    rr.render_on(
+        "package",
+        inputs,
+        renderer,
+        move |renderer, platform, skew| {
+            let r = renderer.render_package(&dir, platform, skew);
+            drop(fetched);
+            r
+        },
+    )
     .await
 }
 

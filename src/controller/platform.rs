@@ -13,7 +13,8 @@
 //!   still exists, nothing is regenerated; status and ContractsFulfilled are refreshed from the
 //!   held package. Otherwise the files are generated and installed with `Layout::ensure`, so the
 //!   hazard of §5.3 (moving a leased directory of the same key) cannot occur.
-//! - §3.5 build, gate (texts in [`super::platform_gate`]), record, then prune with keep-set
+//! - §3.5 build (in one of the process's render slots, `crate::render_lease::RenderSlots`: it
+//!   evaluates like a render), gate (texts in [`super::platform_gate`]), record, then prune with keep-set
 //!   = current ∪ leased (the store is the prune's lease view). Failed builds never prune.
 //! - §3.6 failures: Warning once per transition (action `Generate`), Stalled, store untouched
 //!   (the last good package keeps serving); requeue 1 minute for `TransientPull`, else 30 minutes;
@@ -299,8 +300,21 @@ impl Kind for Platform {
         let build_dir = dir.clone();
         // "building platform module: …" / "reading the platform's contract inventory: …" come
         // from the kernel.
-        let built = runtime::blocking("building the platform module", move || {
-            builder.build(&build_dir)
+        // The build evaluates like a render: it takes one of the process's render slots
+        // (`crate::render_lease::RenderSlots`), held until the build returns.
+        let what = "building the platform module";
+        let permit = ctx
+            .render_slots
+            .acquire()
+            .await
+            .map_err(|source| runtime::Error::Slots {
+                what: what.to_owned(),
+                source,
+            })?;
+        let built = runtime::blocking(what, move || {
+            let built = builder.build(&build_dir);
+            drop(permit);
+            built
         })
         .await?
         .map_err(|e| {

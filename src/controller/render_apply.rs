@@ -227,6 +227,8 @@ pub(crate) fn forget<K: Rendered>(ctx: &Context, namespace: &str, name: &str) {
     if let Some(m) = metrics_of::<K>(ctx) {
         m.forget_inventory(namespace, name);
     }
+    ctx.exhausted
+        .forget(&format!("{}/{namespace}/{name}", K::KIND));
     ctx.health_rules
         .forget(&format!("{}/{namespace}/{name}", K::KIND));
 }
@@ -282,16 +284,18 @@ impl<'r, 'a, K: Rendered> RenderRun<'r, 'a, K> {
 
     /// The render phase (`render`): on a leased platform, with `renderer` (`None`: a context
     /// without the kind's renderer, named `noun`), on a blocking thread; a kernel error is
-    /// classified.
+    /// classified. `inputs` is what the render depends on (the fairness gate's fingerprint,
+    /// [`super::fairness`]).
     pub async fn render_on<R: ?Sized + Send + Sync + 'static>(
         &self,
         noun: &str,
+        inputs: &(impl std::hash::Hash + ?Sized),
         renderer: Option<Arc<R>>,
         render: impl FnOnce(&R, &BuiltPlatform, SkewPolicy) -> Result<RenderResult, KernelError>
             + Send
             + 'static,
     ) -> Result<RenderResult, Halt> {
-        render::on_lease(self, noun, renderer, render).await
+        render::on_lease(self, noun, inputs, renderer, render).await
     }
 
     /// The render's warnings, digests and objects (`render`): the objects to apply.

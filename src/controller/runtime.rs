@@ -88,6 +88,15 @@ pub enum Error {
         /// The join error text.
         message: String,
     },
+    /// The process's render slots were closed (nothing closes them: a bug).
+    #[error("{what}: no render slot: {source}")]
+    Slots {
+        /// What was waiting for a slot.
+        what: String,
+        /// The semaphore's error.
+        #[source]
+        source: tokio::sync::AcquireError,
+    },
 }
 
 impl Error {

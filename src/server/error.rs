@@ -121,6 +121,9 @@ error_codes! {
     UnsupportedKind = ("unsupported_kind", UNPROCESSABLE_ENTITY);
     /// The render ran over its deadline or an evaluation limit.
     RenderTimeout = ("render_timeout", GATEWAY_TIMEOUT);
+    /// The render ran out of its memory budget (`--render-memory-limit`; the message names the
+    /// budget, the figure reached and the value being evaluated).
+    RenderMemoryExceeded = ("render_memory_exceeded", UNPROCESSABLE_ENTITY);
     /// The module does not evaluate or render (details in `error.problems`).
     RenderFailed = ("render_failed", UNPROCESSABLE_ENTITY);
     /// This server has no render backend.

@@ -9,7 +9,8 @@
 //! - Order of work: authentication and authorisation first ([`auth`]: nothing of an anonymous
 //!   body is parsed), then the body (content type, size limit → 413, shape → 400), then a lease
 //!   on the current platform record (none → 503 `platform_not_ready` with `Retry-After`), then the
-//!   render: a permit of the render semaphore (`--max-concurrent-renders`) and the kernel call in
+//!   render: a render slot (`--max-concurrent-renders`, the process's one set shared with the
+//!   reconcilers, [`crate::render_lease::RenderSlots`]) and the kernel call in
 //!   `spawn_blocking`, both inside `--render-timeout` (→ 504). The lease is held until the render
 //!   ends, so a platform regenerated meanwhile never removes the directory it reads.
 //!   A render that outlives the timeout keeps its permit and lease until the kernel returns (it
@@ -407,6 +408,7 @@ pub fn kernel_error(e: KernelError) -> ApiError {
         ErrorClass::SkewRefused => ErrorCode::SkewRefused,
         ErrorClass::UnsupportedKind => ErrorCode::UnsupportedKind,
         ErrorClass::Timeout => ErrorCode::RenderTimeout,
+        ErrorClass::ResourceExhausted => ErrorCode::RenderMemoryExceeded,
         // No code of its own: the message names the module and why its signature failed.
         ErrorClass::Other | ErrorClass::Verification => ErrorCode::RenderFailed,
     };
@@ -651,13 +653,13 @@ async fn render_inner(
         )));
     };
     let timeout = backend.timeout;
-    let semaphore = backend.semaphore.clone();
+    let slots = backend.slots.clone();
     let renderer = backend.renderer.clone();
     let metrics = backend.metrics.clone();
     let render_span = span.clone();
     let work = async move {
-        let permit = semaphore
-            .acquire_owned()
+        let permit = slots
+            .acquire()
             .await
             .map_err(|e| ApiError::internal(format!("render semaphore: {e}")))?;
         crate::render_lease::render_on_lease((record, lease), permit, move |platform, skew| {
@@ -1005,6 +1007,7 @@ mod tests {
             (ErrorClass::SkewRefused, 409),
             (ErrorClass::UnsupportedKind, 422),
             (ErrorClass::Timeout, 504),
+            (ErrorClass::ResourceExhausted, 422),
             (ErrorClass::Other, 422),
         ];
         for (class, status) in cases {

@@ -144,8 +144,9 @@ pub struct RenderBackend {
     pub cluster: ClusterRx,
     /// Deadline of one render, including the wait for a permit.
     pub timeout: Duration,
-    /// Renders running at once.
-    pub semaphore: Arc<Semaphore>,
+    /// The render slots (`--max-concurrent-renders`): the process's one set, shared with the
+    /// reconcilers and the Platform build when `serve` wires them ([`RenderBackend::sharing`]).
+    pub slots: crate::render_lease::RenderSlots,
     /// The render series (`opm_render_*`), shared with the reconcilers.
     pub metrics: crate::render_lease::RenderMetrics,
 }
@@ -156,13 +157,14 @@ impl std::fmt::Debug for RenderBackend {
             .field("store", &self.store)
             .field("auth", &self.auth)
             .field("timeout", &self.timeout)
-            .field("permits", &self.semaphore.available_permits())
+            .field("slots", &self.slots.available())
             .finish_non_exhaustive()
     }
 }
 
 impl RenderBackend {
-    /// A backend over `store` and `renderer` with `max_concurrent` renders of at most `timeout`.
+    /// A backend over `store` and `renderer` with `max_concurrent` render slots of its own
+    /// (see [`RenderBackend::sharing`]) and renders of at most `timeout`.
     pub fn new(
         store: Store<BuiltPlatform>,
         renderer: Arc<dyn ModuleRenderer>,
@@ -177,9 +179,15 @@ impl RenderBackend {
             auth,
             cluster,
             timeout,
-            semaphore: Arc::new(Semaphore::new(max_concurrent.max(1))),
+            slots: crate::render_lease::RenderSlots::new(max_concurrent),
             metrics: crate::render_lease::RenderMetrics::default(),
         }
+    }
+
+    /// Renders in `slots` (the process's one set) instead of slots of its own.
+    pub fn sharing(mut self, slots: crate::render_lease::RenderSlots) -> Self {
+        self.slots = slots;
+        self
     }
 
     /// Counts renders into `metrics` (by default into series nobody registered).

@@ -119,6 +119,11 @@ impl Cluster {
         }
     }
 
+    /// Publishes the module in `dir` at `version` into the cluster's registry.
+    pub fn publish(&self, dir: &Path, version: &str) {
+        self.reg.publish(dir, version);
+    }
+
     /// Starts an `opm-operator serve` replica named `identity` (its `HOSTNAME`) with `extra`
     /// flags; returns its child index.
     pub fn serve(&mut self, identity: &str, extra: &[&str]) -> usize {

@@ -10,6 +10,7 @@ mod cluster;
 mod controller;
 mod dev;
 mod e2e;
+mod fairness;
 mod install;
 mod kubectls;
 mod monitoring;

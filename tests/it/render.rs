@@ -43,6 +43,7 @@ const MODULES: &[&str] = &[
     "negative/unifyconflict",
     "negative/guardinspec",
     "negative/identitypath",
+    "hostile",
 ];
 
 const DEPLOYMENT_TF: &str = "fixtures.test/catalogs/mini/transformers/deployment-transformer@0.1.0";
@@ -652,6 +653,72 @@ fn an_exceeded_evaluation_limit_is_a_timeout() {
             "{e}"
         );
     }
+}
+
+/// Issue 41: the hostile module (a comprehension of 30 million list elements) is refused by the
+/// memory budget, typed (class ResourceExhausted), naming the budget, the figure reached and the
+/// value being evaluated; the demo renders under the same budget.
+#[test]
+fn a_module_past_the_memory_budget_is_refused_naming_the_budget_and_the_value() {
+    let reg = published();
+    let p = platform("platform/generated");
+    let budget = 32u64 << 20;
+    let r = Renderer::new(Arc::new(client(&reg))).with_config(
+        opm_operator::kernel::limits::render_config(
+            cue::Config {
+                max_wall_time: Duration::from_secs(300),
+                ..cue::Config::default()
+            },
+            budget,
+        ),
+    );
+    ok(&r, &request("demo", Some(values("valid.json"))), &p);
+    let e = r
+        .render(&request("hostile", None), &p, SkewPolicy::Warn)
+        .unwrap_err();
+    assert_eq!(e.class(), ErrorClass::ResourceExhausted, "{e}");
+    let Error::Memory { exceeded, .. } = &e else {
+        panic!("not a memory error: {e:?}")
+    };
+    assert_eq!(exceeded.budget, budget);
+    assert!(exceeded.reached > budget, "{exceeded:?}");
+    assert!(
+        exceeded.path.contains("conf") && exceeded.path.contains("cells"),
+        "the path names the value: {exceeded:?}"
+    );
+    let text = e.to_string();
+    assert!(
+        text.starts_with("fixtures.test/modules/hostile@v0.1.0: render memory budget exceeded: evaluation memory budget (32.0 MiB) exceeded"),
+        "{text}"
+    );
+}
+
+/// `opm-operator render --render-memory-limit` refuses the hostile module, naming the budget
+/// (a small budget keeps the test quick in a debug build; the defaults' time and peak memory
+/// are measured by hand on the release build with `/usr/bin/time -v`, never in a test).
+#[test]
+fn the_cli_refuses_the_hostile_module_past_its_memory_limit() {
+    let reg = published();
+    let platform = opm().join("platform/generated");
+    let o = cli(&[
+        "render",
+        "fixtures.test/modules/hostile@v0.1.0",
+        "--platform",
+        platform.to_str().unwrap(),
+        "--registry",
+        &reg.mapping(),
+        "--render-memory-limit",
+        "24Mi",
+        "--timeout",
+        "300",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("render failed (ResourceExhausted)"), "{err}");
+    assert!(
+        err.contains("evaluation memory budget (24.0 MiB) exceeded"),
+        "{err}"
+    );
 }
 
 #[test]

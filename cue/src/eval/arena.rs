@@ -22,6 +22,8 @@ use super::*;
 #[derive(Debug)]
 pub struct Mark {
     pub(super) vertices: usize,
+    /// Bytes charged to the memory budget at the mark (given back by a rollback).
+    pub(super) memory: u64,
     pub(super) lets: usize,
     pub(super) filters: usize,
     pub(super) calls: usize,
@@ -127,6 +129,7 @@ impl Ev {
     pub fn mark(&mut self) -> Mark {
         let m = Mark {
             vertices: self.vs.len(),
+            memory: self.budget.memory,
             lets: self.caches.lets.len(),
             filters: self.caches.filters.len(),
             calls: self.caches.call_lists.len(),
@@ -173,6 +176,7 @@ impl Ev {
         }
         self.stats.rolled_back += 1;
         self.vs.truncate(m.vertices);
+        self.budget.memory = m.memory;
         self.caches.lets.truncate(m.lets);
         self.caches.filters.truncate(m.filters);
         self.caches.call_lists.truncate(m.calls);
@@ -189,8 +193,11 @@ impl Ev {
         self.push_vertex(Vertex::new(parent, label))
     }
 
-    /// Adds vertex `x` to the arena: every vertex is allocated here.
+    /// Adds vertex `x` to the arena: every vertex is allocated here, and charged (a clone
+    /// with its conjuncts).
     pub(super) fn push_vertex(&mut self, x: Vertex) -> VId {
+        let extra = x.conjuncts.len().saturating_sub(1) as u64;
+        self.charge(cost::VERTEX + extra * cost::CONJ);
         let id = self.vs.len() as VId;
         self.vs.push(x);
         id
@@ -229,6 +236,10 @@ impl Ev {
 
     /// Adds a conjunct to a vertex; a vertex already evaluated is re-evaluated on next use.
     pub fn add_conj(&mut self, v: VId, c: Conj) {
+        // The first conjunct is charged with its vertex.
+        if !self.vx(v).conjuncts.is_empty() {
+            self.charge(cost::CONJ);
+        }
         let vert = self.vm(v);
         if vert.conjuncts.is_empty() {
             vert.span = c.expr.span();

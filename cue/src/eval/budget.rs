@@ -1,4 +1,5 @@
-//! The evaluation budget (`Config`): steps, nesting depth, wall time, stack and cancellation.
+//! The evaluation budget (`Config`): steps, nesting depth, wall time, stack, memory and
+//! cancellation.
 //!
 //! Rules:
 //! - every expansion and every processed conjunct takes a step (`Ev::step`); the wall clock
@@ -10,7 +11,19 @@
 //!   `ErrorCode::Limit` (kept by every copy, so diagnostics classify it as a limit wherever it
 //!   ends up) and is recorded with its kind ([`crate::diagnostics::Limit`]);
 //! - the stack budget counts from the stack position of the outermost evaluation: deeper
-//!   recursion is a depth limit error, never an overflow.
+//!   recursion is a depth limit error, never an overflow;
+//! - memory: every allocation site of the evaluator that grows with the input charges what it
+//!   allocates to `Budget::memory` ([`Ev::charge`]; the sites and their charges are in
+//!   [`cost`]): vertices, conjuncts, arcs, environments with their bindings and canonical
+//!   shapes, comprehension results, strings, bytes and numbers made by operators and
+//!   interpolation, lists made by builtins, the data read out, and the source text built into
+//!   the runtime (its syntax tree and compiled form, per byte). The figure is what the
+//!   runtime allocated, not what it still holds: only a rolled-back throw-away evaluation
+//!   (`Ev::rollback`) gives its charges back. Past `Config::max_memory_bytes` the charge sets
+//!   the limit error ([`crate::diagnostics::Limit::Memory`], message naming the budget, the figure
+//!   and the path of the vertex being expanded, also kept typed as
+//!   [`crate::diagnostics::MemoryExceeded`]); loops that allocate per item stop on it at once, the
+//!   rest at the next step, which checks the figure too. A charge is one add and one compare.
 
 use super::*;
 
@@ -28,6 +41,10 @@ pub struct Config {
     /// Stack the evaluator may use (bytes). The API guarantees this much at every call: it
     /// grows the stack (a `stacker` segment) when the calling thread has less left.
     pub max_stack_bytes: usize,
+    /// Memory the runtime's evaluations may allocate, as the evaluator accounts it (bytes; see
+    /// the module docs). The default is no practical limit; the operator sets its
+    /// `--render-memory-limit` here.
+    pub max_memory_bytes: u64,
 }
 
 impl Default for Config {
@@ -38,6 +55,7 @@ impl Default for Config {
             max_wall_time: Duration::from_secs(8),
             max_output_bytes: 64 << 20,
             max_stack_bytes: 40 << 20,
+            max_memory_bytes: u64::MAX,
         }
     }
 }
@@ -59,6 +77,94 @@ pub struct Budget {
     pub(super) limits: Vec<(Arc<Bottom>, crate::diagnostics::Limit)>,
     /// Set by another thread to stop evaluation (checked with the step limit).
     pub(super) cancel: Arc<AtomicBool>,
+    /// Bytes charged so far (the budget of the whole runtime; a rollback gives back what the
+    /// rolled-back evaluation charged).
+    pub(super) memory: u64,
+    /// The first time the memory budget was exceeded: the budget, the figure, the path.
+    pub(super) memory_exceeded: Option<crate::diagnostics::MemoryExceeded>,
+}
+
+/// What the allocation sites charge ([`Ev::charge`]): the size of what they allocate plus the
+/// allocator's and the containers' overhead, rounded up so that the figure is never below what a
+/// render makes resident: measured with `valgrind --tool=dhat` (the heap at its peak) and with
+/// the process's resident memory (`/usr/bin/time -v`) on the hostile comprehension and on the
+/// real OPM modules (docs/install.md "Memory sizing" has the figures).
+pub(super) mod cost {
+    use super::*;
+
+    /// Allocator overhead per block (glibc: an 8-byte header, sizes rounded up to 16, 32 at
+    /// least): the worst case of a small block, not the average.
+    const BLOCK: u64 = 32;
+
+    /// What no site charges: the evaluator's maps and caches (closedness, sharing, disjunction
+    /// and call caches, hash maps at their load factor) and the kernel's copies around the
+    /// evaluation. Every charge is taken half again: measured through `opm-operator render`
+    /// (release), the 20-component OPM module grows the process by 96 MB for 74 MB charged
+    /// without it; web_app, podinfo and harness_mini by 23–26 MB for 23–25 MB.
+    pub(in crate::eval) fn with_unseen(bytes: u64) -> u64 {
+        bytes.saturating_add(bytes >> 1)
+    }
+
+    /// A growable vector holds up to twice its length (capacity doubles), and three times while
+    /// it moves: an element pushed is charged twice its size.
+    const GROWTH: u64 = 2;
+
+    /// A vertex in the arena, with its first conjunct and its boxed maps as most have them.
+    pub(in crate::eval) const VERTEX: u64 =
+        (std::mem::size_of::<Vertex>() + std::mem::size_of::<Conj>()) as u64 + 2 * BLOCK;
+    /// A further conjunct of a vertex.
+    pub(in crate::eval) const CONJ: u64 = std::mem::size_of::<Conj>() as u64;
+    /// An arc in a vertex's arc map (label, id and the map's index slot).
+    pub(in crate::eval) const ARC: u64 = GROWTH * (std::mem::size_of::<Label>() + 16) as u64;
+    /// An environment (its `Arc`), and its canonical shape in the shape map.
+    pub(in crate::eval) const ENV: u64 = (std::mem::size_of::<Env>()
+        + std::mem::size_of::<EnvShape>()
+        + 4 * std::mem::size_of::<u64>()) as u64
+        + 2 * BLOCK;
+    /// One binding of an environment, with its key in the shape and its atom.
+    pub(in crate::eval) const BINDING: u64 = (std::mem::size_of::<Binding>()
+        + std::mem::size_of::<BindKey>()
+        + std::mem::size_of::<num_bigint::BigInt>())
+        as u64
+        + BLOCK;
+    /// A comprehension result waiting to be added (its environment is charged apart).
+    pub(in crate::eval) const YIELD: u64 = GROWTH * std::mem::size_of::<Arc<Env>>() as u64;
+    /// A number made by an operator (an `Arc` of a big integer or decimal).
+    pub(in crate::eval) const NUMBER: u64 =
+        std::mem::size_of::<bigdecimal::BigDecimal>() as u64 + BLOCK;
+    /// An element of a list of values or of data.
+    pub(in crate::eval) const ELEM: u64 = GROWTH * std::mem::size_of::<Expr>() as u64;
+
+    /// What a runtime holds per byte of source text it builds: the syntax tree (shared with
+    /// the parse cache for dependency files, charged to every runtime that builds them anyway:
+    /// a render cannot know what the cache will keep) and the compiled struct literals. Measured:
+    /// 17–28 resident bytes per byte over the OPM core and catalog files.
+    const SOURCE_PER_BYTE: u64 = 32;
+
+    /// Source text of `len` bytes built into a runtime ([`SOURCE_PER_BYTE`]).
+    pub(in crate::eval) fn source(len: usize) -> u64 {
+        (len as u64).saturating_mul(SOURCE_PER_BYTE)
+    }
+
+    /// A string or bytes value of `len` bytes.
+    pub(in crate::eval) fn text(len: usize) -> u64 {
+        len as u64 + BLOCK
+    }
+
+    /// Data a builtin returned, as the values it becomes (a literal per element).
+    pub(in crate::eval) fn data(d: &BVal) -> u64 {
+        match d {
+            BVal::String(s) => text(s.len()),
+            BVal::Bytes(b) => text(b.len()),
+            BVal::Int(_) | BVal::Float(_) => NUMBER,
+            BVal::List(xs) => xs.iter().map(|x| ELEM + data(x)).sum(),
+            BVal::Struct(fs) => fs
+                .iter()
+                .map(|(k, x)| ELEM + ARC + text(k.len()) + data(x))
+                .sum(),
+            BVal::Null | BVal::Bool(_) | BVal::Opaque(_) => 0,
+        }
+    }
 }
 
 impl Ev {
@@ -155,11 +261,83 @@ impl Ev {
         true
     }
 
+    /// Charges `bytes` to the memory budget (module docs): `false` (and the limit error set)
+    /// once the figure is past `Config::max_memory_bytes`.
+    #[inline]
+    pub(super) fn charge(&mut self, bytes: u64) -> bool {
+        let bytes = cost::with_unseen(bytes);
+        self.budget.memory = self.budget.memory.saturating_add(bytes);
+        if self.budget.memory > self.config.max_memory_bytes {
+            return self.memory_spent();
+        }
+        true
+    }
+
+    /// The memory budget is spent: a memory limit error naming the budget, the figure and the
+    /// vertex being expanded (recorded typed the first time). Always `false`.
+    #[cold]
+    fn memory_spent(&mut self) -> bool {
+        if self.budget.limit_err.is_some() {
+            return false;
+        }
+        // The innermost vertex being expanded that a path names (an anonymous value, such as
+        // a list literal passed to a call, has none: its enclosing field is named instead).
+        let path = self
+            .active
+            .expanding
+            .iter()
+            .rev()
+            .find_map(|&v| self.named_path(v))
+            .unwrap_or_default();
+        let exceeded = crate::diagnostics::MemoryExceeded {
+            budget: self.config.max_memory_bytes,
+            reached: self.budget.memory,
+            path,
+        };
+        let msg = exceeded.to_string();
+        self.budget.memory_exceeded.get_or_insert(exceeded);
+        self.budget.limit_err =
+            Some(self.limit(crate::diagnostics::Limit::Memory, msg, Span::default()));
+        false
+    }
+
+    /// The path of `v` from its root, unless the root is an anonymous value or `v` is a root.
+    fn named_path(&self, v: VId) -> Option<String> {
+        let mut root = v;
+        while let Some(p) = self.vx(root).parent() {
+            root = p;
+        }
+        let l = self.vx(root).label();
+        if root == v || (l.kind == LabelKind::Internal && &*l.name == "_anon") {
+            return None;
+        }
+        Some(self.path_text(v))
+    }
+
+    /// Charges `bytes` of source text built into this runtime: its syntax tree and its compiled
+    /// form ([`cost::source`]). `false` once the budget is spent (the next step fails).
+    pub(crate) fn charge_source(&mut self, bytes: usize) -> bool {
+        self.charge(cost::source(bytes))
+    }
+
+    /// Bytes charged to the memory budget so far.
+    pub fn memory_used(&self) -> u64 {
+        self.budget.memory
+    }
+
+    /// The first time the memory budget was exceeded, if it was.
+    pub(crate) fn memory_exceeded(&self) -> Option<&crate::diagnostics::MemoryExceeded> {
+        self.budget.memory_exceeded.as_ref()
+    }
+
     pub(super) fn step(&mut self) -> bool {
         if self.budget.limit_err.is_some() || !self.stack_ok() {
             return false;
         }
         self.budget.steps += 1;
+        if self.budget.memory > self.config.max_memory_bytes {
+            return self.memory_spent();
+        }
         if self.budget.steps > self.config.max_steps {
             self.budget.limit_err = Some(self.limit(
                 crate::diagnostics::Limit::Steps,

@@ -28,6 +28,13 @@ pub fn pkg_member(ev: &mut Ev, pkg: &str, name: &str, span: Span) -> Val {
 }
 
 fn data_value(ev: &mut Ev, d: &BVal, span: Span) -> Val {
+    // A builtin's result is charged to the memory budget before it becomes a value.
+    if !ev.charge(super::cost::data(d)) {
+        return match ev.budget.limit_err.clone() {
+            Some(b) => Val::Bottom(b),
+            None => Val::Top,
+        };
+    }
     match d {
         BVal::List(_) | BVal::Struct(_) => {
             let a = ev.anon(None, data_to_expr(d, span));

@@ -45,6 +45,9 @@ impl Ev {
             return self.budget.limit_err.clone();
         }
         let Some(cl) = comp.clauses.get(i) else {
+            if !self.charge(cost::YIELD) {
+                return self.budget.limit_err.clone();
+            }
             out.push(env.clone());
             return None;
         };

@@ -162,6 +162,11 @@ pub(super) struct Envs {
 
 impl Ev {
     pub(super) fn new_env(&mut self, up: Option<Arc<Env>>, vertex: VId, kind: EnvKind) -> Arc<Env> {
+        let bindings = match &kind {
+            EnvKind::Bind(bs) => bs.len() as u64,
+            EnvKind::Struct(_) => 0,
+        };
+        self.charge(cost::ENV + bindings * cost::BINDING);
         self.envs.next_id += 1;
         let id = self.envs.next_id;
         let upc = up.as_ref().map_or(0, |e| self.canon(e));

@@ -147,6 +147,7 @@ impl Ev {
                         }
                     }
                 }
+                self.charge(cost::text(out.len()));
                 if *bytes {
                     Val::Bytes(out.into())
                 } else {

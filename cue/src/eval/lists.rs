@@ -59,6 +59,10 @@ impl Ev {
                         _ => {}
                     }
                     for benv in bodies {
+                        // Past the memory budget the rest is not built.
+                        if self.budget.limit_err.is_some() {
+                            break;
+                        }
                         let a = self.arc(v, &Label::index(idx));
                         self.vm(a).constraint = Some(FieldConstraint::Regular);
                         self.add_conj(

@@ -317,7 +317,18 @@ pub fn binary(ev: &mut Ev, op: BinaryOp, a: Val, b: Val, span: Span) -> Val {
             },
             _ => mismatch(op, &a, &b, span),
         },
-        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => arith(op, &a, &b, span),
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => {
+            let r = arith(op, &a, &b, span);
+            // What the operator made is charged to the memory budget (`budget.rs`).
+            let made = match &r {
+                Val::Str(s) => super::cost::text(s.len()),
+                Val::Bytes(b) => super::cost::text(b.len()),
+                Val::Int(_) | Val::Float(_) => super::cost::NUMBER,
+                _ => 0,
+            };
+            ev.charge(made);
+            r
+        }
         BinaryOp::Div => match (to_dec(&a), to_dec(&b)) {
             (Some(x), Some(y)) => match dec_div(&x, &y) {
                 Some(r) => Val::Float(Arc::new(r)),

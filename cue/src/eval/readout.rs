@@ -215,7 +215,8 @@ impl Ev {
             ));
             return None;
         }
-        if !self.step() {
+        // Each value read out is one node of data, charged to the memory budget.
+        if !self.step() || !self.charge(cost::ELEM) {
             if let Some(b) = self.budget.limit_err.clone() {
                 if !errs.iter().any(|(_, e)| Arc::ptr_eq(e, &b)) {
                     errs.push((v, b));

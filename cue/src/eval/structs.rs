@@ -109,6 +109,7 @@ impl Ev {
     /// Every arc is added here.
     #[inline]
     pub(super) fn insert_arc(&mut self, v: VId, label: Label, a: VId) -> usize {
+        self.charge(cost::ARC);
         self.vm(v).arcs.insert_full(label, a).0
     }
 

@@ -7,7 +7,9 @@
 //! - Every message names what it is about: the module coordinate, the component, the transformer
 //!   FQN or the `values.<path>`; CUE diagnostics travel as [`Problem`]s with their file:line:col.
 //! - An evaluation limit (steps, depth, wall time, output size) anywhere is [`Error::Limit`]
-//!   (class `Timeout`), whatever else failed with it.
+//!   (class `Timeout`), whatever else failed with it; a spent memory budget is [`Error::Memory`]
+//!   (class `ResourceExhausted`), read from the runtime's typed record of it
+//!   (`cue::Runtime::memory_exceeded`), never from a message.
 
 use std::fmt;
 
@@ -227,6 +229,16 @@ pub enum Error {
         /// The diagnostics.
         problems: Vec<Problem>,
     },
+    /// The render ran out of its memory budget.
+    #[error("{coordinate}: render memory budget exceeded: {exceeded}")]
+    Memory {
+        /// `path@version`.
+        coordinate: String,
+        /// The budget, the figure reached and the value being evaluated.
+        exceeded: cue::MemoryExceeded,
+        /// The diagnostics.
+        problems: Vec<Problem>,
+    },
     /// The rendered objects lack inventory fields.
     #[error("{coordinate}: {message}")]
     Output {
@@ -288,6 +300,7 @@ impl Error {
             Error::UnsupportedKind { .. } => ErrorClass::UnsupportedKind,
             Error::Skew { .. } => ErrorClass::SkewRefused,
             Error::Limit { .. } => ErrorClass::Timeout,
+            Error::Memory { .. } => ErrorClass::ResourceExhausted,
             Error::Platform { .. }
             | Error::Instance { .. }
             | Error::Execute { .. }
@@ -303,7 +316,8 @@ impl Error {
             | Error::Load { problems, .. }
             | Error::Values { problems, .. }
             | Error::Instance { problems, .. }
-            | Error::Limit { problems, .. } => problems.clone(),
+            | Error::Limit { problems, .. }
+            | Error::Memory { problems, .. } => problems.clone(),
             Error::Execute { failures, .. } => failures
                 .iter()
                 .flat_map(|f| f.problems.iter().cloned())

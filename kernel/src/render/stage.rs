@@ -277,14 +277,10 @@ pub fn classify(
     diags: &[Diagnostic],
     make: impl FnOnce(Vec<crate::Problem>) -> Error,
 ) -> Error {
-    let problems = problems_of(rt, diags);
     if diags.iter().any(|d| d.code == cue::DiagCode::Limit) {
-        return Error::Limit {
-            coordinate: coordinate.to_string(),
-            problems,
-        };
+        return super::limit_error(rt, coordinate, diags);
     }
-    make(problems)
+    make(problems_of(rt, diags))
 }
 
 /// Pulls the module, stages it with the synthesized packages and builds the render package.

@@ -6,10 +6,14 @@
 //!   registry I/O, requeued after the kind's interval, else with backoff; the lease comes first
 //!   for both kinds, so a context without the kind's renderer (only a test builds one: the
 //!   manager runs no controller without it) is Stalled `RenderFailed` only once a platform is
-//!   recorded. The render runs on a blocking thread and the lease is released when it ends; the
+//!   recorded. The render waits for one of the process's render slots
+//!   ([`crate::render_lease::RenderSlots`], shared with the render API and the Platform build),
+//!   runs on a blocking thread, and the slot and the lease are released when it ends; the
 //!   render metrics observe it. Kernel errors are classified by their class
 //!   ([`crate::controller::outcome::classify_render`]), never by text, Warning `<reason>`
-//!   (action `Render`).
+//!   (action `Render`). A render that exhausted a budget (memory, steps, time) backs off per
+//!   object and retries only in the process's one retry slot
+//!   ([`crate::controller::fairness`]; the kind names the inputs the render depends on).
 //! - **Digests**: one Warning `RenderWarning` (action `Render`) per render warning; the render
 //!   digest and the inventory entries are the kernel's (computed once, when the render result is
 //!   built); the inventory digest is that of the recorded entries: objects
@@ -23,6 +27,7 @@ use serde_json::Value;
 
 use super::{actions, RenderRun, Rendered};
 use crate::apply;
+use crate::controller::fairness::Admit;
 use crate::controller::outcome::{classify_render, Outcome};
 use crate::controller::reconcile::{Failure, Halt};
 use crate::controller::runtime::{Error, EventType};
@@ -57,10 +62,13 @@ fn lease<K: Rendered>(rr: &RenderRun<'_, '_, K>) -> Result<Lease, Failure> {
 /// is `PlatformNotReady` whatever else is missing; then a context without a `renderer`
 /// stalls `RenderFailed` “no `<noun>` renderer is configured”; else `render` runs on a
 /// blocking thread with the leased platform and its skew policy, the lease is released and
-/// a kernel error is classified.
+/// a kernel error is classified. `inputs` is what the render depends on (the fairness
+/// gate's fingerprint, [`crate::controller::fairness`]): a render that exhausted a budget with
+/// the same inputs is not run again before its backoff, and then only in the retry slot.
 pub(super) async fn on_lease<K: Rendered, R: ?Sized + Send + Sync + 'static>(
     rr: &RenderRun<'_, '_, K>,
     noun: &str,
+    inputs: &(impl std::hash::Hash + ?Sized),
     renderer: Option<Arc<R>>,
     render: impl FnOnce(&R, &BuiltPlatform, SkewPolicy) -> Result<RenderResult, KernelError>
         + Send
@@ -76,8 +84,33 @@ pub(super) async fn on_lease<K: Rendered, R: ?Sized + Send + Sync + 'static>(
         )
         .into());
     };
-    let metrics = rr.run.ctx.metrics.as_ref().map(|m| m.render.clone());
-    let out = crate::render_lease::render_on_lease(lease, (), move |platform, skew| {
+    // Fairness: a render that exhausted a budget with these inputs waits out its backoff, then
+    // retries in the one retry slot.
+    let run = &*rr.run;
+    let key = format!("{}/{}/{}", K::KIND, run.namespace, run.name);
+    let inputs = crate::controller::fairness::fingerprint(inputs, run.obj.meta());
+    let gate = &run.ctx.exhausted;
+    let slot = match gate.admit(&key, inputs, std::time::Instant::now()) {
+        Admit::Render => None,
+        Admit::Retry(permit) => Some(permit),
+        Admit::Wait { error, after } => {
+            drop(lease);
+            return Err(again(failure(&error), after).into());
+        }
+    };
+    // One of the process's render slots (shared with the render API and the Platform build),
+    // held until the render returns.
+    let permit = run
+        .ctx
+        .render_slots
+        .acquire()
+        .await
+        .map_err(|source| Error::Slots {
+            what: format!("rendering the {noun}"),
+            source,
+        })?;
+    let metrics = run.ctx.metrics.as_ref().map(|m| m.render.clone());
+    let out = crate::render_lease::render_on_lease(lease, (slot, permit), move |platform, skew| {
         let started = std::time::Instant::now();
         let out = render(&renderer, platform, skew);
         if let Some(m) = metrics {
@@ -90,7 +123,29 @@ pub(super) async fn on_lease<K: Rendered, R: ?Sized + Send + Sync + 'static>(
         what: format!("rendering the {noun}"),
         message: e.to_string(),
     })?;
-    out.map_err(|e| failure(&e).into())
+    let now = std::time::Instant::now();
+    match out {
+        Ok(rendered) => {
+            gate.ended(&key, inputs, None, now);
+            Ok(rendered)
+        }
+        Err(e) => {
+            let f = failure(&e);
+            let f = match gate.ended(&key, inputs, Some(&e), now) {
+                Some(wait) => f.after(Some(wait)),
+                None => f,
+            };
+            Err(f.into())
+        }
+    }
+}
+
+/// `failure` reported again without a render (the fairness gate's wait): no history entry, no
+/// failure count, requeued `after`.
+fn again(failure: Failure, after: std::time::Duration) -> Failure {
+    let mut f = failure.soft().after(Some(after));
+    f.history = false;
+    f
 }
 
 /// The render's warnings, digests and inventory entries (module docs): the objects to apply.

@@ -21,6 +21,7 @@ use opm_operator::kernel::SkewPolicy;
 use opm_operator::kernel::{
     BuiltPlatform, ErrorClass, KernelError, ModuleRenderer, ModuleRequest, Problem, RenderResult,
 };
+use opm_operator::render_lease::RenderSlots;
 
 use super::common::*;
 
@@ -197,6 +198,45 @@ async fn without_a_renderer_the_platform_still_comes_first() {
     let (_, _, message) = condition(&status.conditions, types::READY).unwrap();
     assert_eq!(message, "no module renderer is configured");
     assert!(msg_of(&m, "web-a").await.is_none(), "nothing applied");
+}
+
+/// The process's one set of render slots (`--max-concurrent-renders`, shared with the render API):
+/// while every slot is held elsewhere (a render API request), the Platform build and an
+/// instance's render wait for one, and run once it is free.
+#[tokio::test]
+async fn the_platform_build_and_a_render_wait_for_a_slot_of_the_process() {
+    let slots = RenderSlots::new(1);
+    let shared = slots.clone();
+    let m = mi_env_with(false, move |ctx| ctx.render_slots = shared).await;
+    assert_eq!(reconcile(&m).await.requeue, Some(Duration::ZERO));
+    create(
+        &platforms(&m.env.client),
+        Platform::test().without_catalogs(),
+    )
+    .await;
+
+    let held = slots.try_acquire().expect("a free slot");
+    let ctx = m.ctx.clone();
+    let build = tokio::spawn(async move { platform::reconcile("cluster", &ctx).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!build.is_finished(), "the build waits for the slot");
+    assert!(m.ctx.store.generated().is_none());
+    drop(held);
+    build.await.unwrap().unwrap();
+    assert!(m.ctx.store.generated().is_some());
+    assert_eq!(slots.available(), 1, "the build gave its slot back");
+
+    let held = slots.try_acquire().expect("a free slot");
+    let ctx = m.ctx.clone();
+    let render = tokio::spawn(async move { instance::reconcile(NS, NAME, &ctx).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!render.is_finished(), "the render waits for the slot");
+    assert_eq!(*m.renderer.renders.lock().unwrap(), 0);
+    drop(held);
+    let r = render.await.unwrap().unwrap();
+    assert_eq!(r.reason, Some("ReconciliationSucceeded"), "{r:?}");
+    assert_eq!(*m.renderer.renders.lock().unwrap(), 1);
+    assert_eq!(slots.available(), 1, "the render gave its slot back");
 }
 
 #[tokio::test]

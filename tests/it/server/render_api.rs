@@ -20,6 +20,7 @@ use opm_operator::kernel::{
     RenderResult, RenderedObject, SourcePos,
 };
 use opm_operator::platform::{Generated, PackageIdentity, Store};
+use opm_operator::render_lease::RenderSlots;
 use opm_operator::server::render_api::auth::{Cluster, RenderAuth};
 use opm_operator::server::render_api::RenderBackend;
 use opm_operator::server::Settings;
@@ -143,6 +144,15 @@ struct Fixture {
 }
 
 async fn fixture(timeout: Duration, with_platform: bool) -> Fixture {
+    fixture_with(timeout, with_platform, None).await
+}
+
+/// [`fixture`] whose backend renders in `slots` (the process's one set) when given.
+async fn fixture_with(
+    timeout: Duration,
+    with_platform: bool,
+    slots: Option<RenderSlots>,
+) -> Fixture {
     let (emu, admin) = render_cluster(vec![
         (
             "alice-token",
@@ -188,6 +198,9 @@ async fn fixture(timeout: Duration, with_platform: bool) -> Fixture {
         timeout,
         2,
     ));
+    if let Some(slots) = slots {
+        settings.render = settings.render.take().map(|b| b.sharing(slots));
+    }
     let server = TestServer::start_with(Options {
         settings,
         ..Options::default()
@@ -448,6 +461,30 @@ async fn a_render_over_the_timeout_is_504() {
     assert_eq!(r.status, 504, "{}", r.text());
     assert_eq!(r.error_code(), "render_timeout");
     drop(release);
+}
+
+/// The render API renders in the process's one set of render slots (`RenderBackend::sharing`,
+/// what `serve` wires): while a reconcile holds the only slot, a request waits for it and past
+/// `--render-timeout` is 504 with the kernel never called; once the slot is free, a request
+/// renders and gives the slot back.
+#[tokio::test]
+async fn the_render_api_waits_for_a_slot_the_reconcilers_share() {
+    let slots = RenderSlots::new(1);
+    let f = fixture_with(Duration::from_secs(2), true, Some(slots.clone())).await;
+    let held = slots.try_acquire().expect("a free slot");
+    let body = request(json!({}));
+    let r = f.render("team-a", Some("alice-token"), &body).await;
+    assert_eq!(r.status, 504, "{}", r.text());
+    assert_eq!(r.error_code(), "render_timeout");
+    assert_eq!(f.kernel.calls.load(Ordering::SeqCst), 0);
+    drop(held);
+    let r = f.render("team-a", Some("alice-token"), &body).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(f.kernel.calls.load(Ordering::SeqCst), 1);
+    super::common::eventually("the slot is given back", Duration::from_secs(5), || async {
+        slots.available() == 1
+    })
+    .await;
 }
 
 #[tokio::test]
