@@ -35,7 +35,11 @@ use super::middleware::InFlight;
 
 /// The answers of both review endpoints, for the OpenAPI document (the handlers build them with
 /// [`review`]; this type only describes them).
-#[allow(dead_code)]
+#[allow(
+    dead_code,
+    clippy::large_enum_variant,
+    reason = "never built: it only describes the responses to utoipa"
+)]
 #[derive(utoipa::IntoResponses)]
 enum ReviewResponses {
     #[response(
