@@ -909,7 +909,7 @@ async fn a_claimed_object_is_written_once_and_handed_over_when_the_render_drops_
     assert_eq!(cs.count(Action::Created), 1);
     assert_eq!(emu.resource_version(), rv + 1, "one write: the claim");
     let live = live_cm(&client, "default", "claimed").await.unwrap();
-    assert_eq!(managers(&live), [claim.clone()], "{live:#}");
+    assert_eq!(managers(&live), [claim.as_str()], "{live:#}");
 
     // The same render: unchanged, nothing written, the claim stays.
     let rv = emu.resource_version();
@@ -1022,7 +1022,7 @@ async fn a_claimed_object_is_in_sync_drifts_by_hand_and_is_handed_over_by_its_fi
     let objects = vec![labelled(json!({"k": "1", "j": "1"}))];
     eng.apply_all_staged(&objects, &opts).await.unwrap();
     let live = live_cm(&client, "default", "drifty").await.unwrap();
-    assert_eq!(managers(&live), [claim.clone()], "{live:#}");
+    assert_eq!(managers(&live), [claim.as_str()], "{live:#}");
     let rv = emu.resource_version();
     let rep = eng.drift(&objects, &DriftOptions::default()).await;
     assert_eq!(rep.outcome(), DriftOutcome::InSync, "{rep:?}");
