@@ -7,21 +7,30 @@
 //! shared field manager, both writes succeed and the last one rewrites the owner labels. So an
 //! object the plan found absent is created with a claim recorded in the object itself:
 //!
-//! 1. **Claim**: a server-side apply of the full object, *not forced*, by the instance's own field
-//!    manager `opm-claim.<uuid>` ([`claim_manager`]). If the object appeared meanwhile, the owner
-//!    labels it carries (another uuid, owned by another manager) conflict: 409, nothing written.
-//!    The live object is then read again and the ownership rule decides: another live instance
-//!    owns it → `OwnershipConflict`; otherwise (its owner is gone, or it carries no owner) it is
-//!    applied as any existing object (forced, `opm-controller`).
-//! 2. **Hand-over**: the same body applied forced by `opm-controller`, then the claim manager
-//!    applies an empty configuration, which releases its fields (SSA's documented way to give up
-//!    fields: what no other manager owns would be removed, and `opm-controller` owns all of it).
-//!    The object ends as a plain create would leave it: `opm-controller`'s Apply entry owns the
-//!    fields (the claim's entry, if the server keeps it, owns nothing), so a field later dropped
-//!    from the render is removed by the next apply.
-//! 3. **Recovery**: a claim entry still on a live object (the process died between 1 and 2, or a
-//!    claimant's object was adopted) is released by the next apply of that object, which writes
-//!    it even when nothing else changed ([`claim_managers`] in the plan).
+//! 1. **Claim** (the create, one write): a server-side apply of the full object, *not forced*,
+//!    by the instance's own field manager `opm-claim.<uuid>` ([`claim_manager`]). If the object
+//!    appeared meanwhile, the owner labels it carries (another uuid, owned by another manager)
+//!    conflict: 409, nothing written. The live object is then read again and the ownership rule
+//!    decides: another live instance owns it → `OwnershipConflict`; otherwise (its owner is gone,
+//!    or it carries no owner) it is applied as any existing object (forced, `opm-controller`) and
+//!    the claims it carries are released (step 3).
+//!    The claim that won stays the object's field manager: right after its create an object's
+//!    `managedFields` name `opm-claim.<uuid>` (operation `Apply`), not `opm-controller`.
+//! 2. **Lazy hand-over**: the claim is left in place until the object's next real write. Every
+//!    plan dry-runs the apply forced by `opm-controller`; on an object the claim owns, that makes
+//!    `opm-controller` co-own every field it renders with the same value (server-side apply shares
+//!    equal values), so change detection ([`super::plan`]) and drift detection
+//!    ([`super::drift`], which compares within `opm-controller`'s fields of that dry-run answer)
+//!    read a claimed object exactly as a handed-over one: an unchanged object is not written.
+//! 3. **Release** at the next write: an apply that writes the object (it changed, drifted, or was
+//!    adopted) is the forced apply by `opm-controller`, then each claim manager still holding
+//!    fields applies an empty configuration, which releases them (SSA's documented way to give up
+//!    fields: what no other manager owns is removed, and `opm-controller` owns all it renders).
+//!    A field the render dropped is held by the claim alone, so the dry-run answer still carries
+//!    it and the object would plan unchanged: the plan therefore also writes (and releases) an
+//!    unchanged object when a claim holds a field `opm-controller`'s dry-run entry does not
+//!    ([`holds_unrendered`]), and the dropped field is removed by that release. The same rule
+//!    releases a claim left by another instance (an adopted object) or a process that died.
 //!
 //! Within a stage the claims are written first; when one of them loses, the objects this apply
 //! just claimed in that stage are deleted again (uid precondition) and nothing else of the stage
@@ -30,10 +39,14 @@
 //! Trade-off (why not the alternatives): a POST create is create-only too, but leaves an
 //! `Update` entry owning every field (and the defaults), which keeps fields alive after the render
 //! drops them unless managedFields are rewritten by hand; a claim object of its own (a Lease per
-//! object) costs the same writes plus objects to clean up and RBAC. The price here is two more
-//! writes per object *created* by an instance apply (claim, hand-over, release instead of one
-//! apply); updates, no-ops, drift checks and applies without instance labels cost what they
-//! did. Applies without instance labels (no identity to claim with) create as before.
+//! object) costs writes plus objects to clean up and RBAC; an eager hand-over right after the
+//! claim (forced apply, then release) costs two more writes per created object. Lazily, a create
+//! is one write, as a plain apply; the hand-over costs the two writes only at the object's first
+//! real write afterwards (an update that would write anyway, plus one release), and never for an
+//! object that does not change. What it costs in clarity: until then `kubectl get -o yaml` shows
+//! `opm-claim.<uuid>` as the field manager, and objects `opm.dev/apply: IfNotPresent` (never
+//! written again) keep it. Applies without instance labels (no identity to claim with) create
+//! with a plain forced apply by `opm-controller`.
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use serde_json::{json, Value};
@@ -72,6 +85,48 @@ pub fn claim_managers(live: &Value) -> Vec<String> {
     out
 }
 
+/// Whether a claim manager in `planned` (a dry-run answer of the forced apply by `manager`)
+/// holds a field that `manager`'s `Apply` entry does not: a field the render no longer holds,
+/// which only a release removes (module docs, step 3). With no entry of `manager`, any claim
+/// holding fields counts.
+pub fn holds_unrendered(planned: &Value, manager: &str) -> bool {
+    let Some(entries) = planned
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+    else {
+        return false;
+    };
+    let ours = entries
+        .iter()
+        .find(|e| {
+            e.get("manager").and_then(Value::as_str) == Some(manager)
+                && e.get("operation").and_then(Value::as_str) == Some("Apply")
+                && e.get("subresource").is_none_or(|s| s.as_str() == Some(""))
+        })
+        .and_then(|e| e.get("fieldsV1"));
+    entries
+        .iter()
+        .filter(|e| {
+            e.get("manager")
+                .and_then(Value::as_str)
+                .is_some_and(|m| m.starts_with(CLAIM_MANAGER_PREFIX))
+        })
+        .filter_map(|e| e.get("fieldsV1"))
+        .any(|theirs| !ours.is_some_and(|ours| covers(ours, theirs)))
+}
+
+/// Whether the `fieldsV1` set `ours` holds every path of `theirs` (a key-by-key subset: an
+/// element or map named by `theirs` is named by `ours` with the same key, recursively).
+fn covers(ours: &Value, theirs: &Value) -> bool {
+    match (ours.as_object(), theirs.as_object()) {
+        (Some(o), Some(t)) => t
+            .iter()
+            .all(|(k, tv)| o.get(k).is_some_and(|ov| covers(ov, tv))),
+        // Not a set: equal or not held.
+        _ => ours == theirs,
+    }
+}
+
 fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
@@ -100,7 +155,7 @@ pub(crate) enum Claimed {
 }
 
 impl Engine {
-    /// Steps 1–2 of the module docs for an object the plan found absent.
+    /// Step 1 of the module docs for an object the plan found absent.
     pub(crate) async fn create_claimed(
         &self,
         r: &ObjectRef,
@@ -111,11 +166,8 @@ impl Engine {
         let claim = claim_manager(me);
         let params = PatchParams::apply(&claim);
         match api.patch(&r.name, &params, &Patch::Apply(body)).await {
-            Ok(o) => {
-                self.hand_over(r, body, api, std::slice::from_ref(&claim))
-                    .await?;
-                Ok(Claimed::Won(o.metadata.uid))
-            }
+            // The claim stays the manager until the next write (module docs, step 2).
+            Ok(o) => Ok(Claimed::Won(o.metadata.uid)),
             Err(e) if is_conflict(&e) => {
                 let live = match api.get_opt(&r.name).await {
                     Ok(Some(o)) => Some(super::to_value(&o, r)?),
@@ -148,7 +200,7 @@ impl Engine {
         self.release(r, body, api, claims).await
     }
 
-    /// Step 3: each claim manager applies an empty configuration.
+    /// Step 3, after the forced apply: each claim manager applies an empty configuration.
     pub(crate) async fn release(
         &self,
         r: &ObjectRef,

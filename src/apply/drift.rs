@@ -6,7 +6,9 @@
 //!   object **within the fields our field manager owns** in the dry-run result (its `Apply`
 //!   entry's `fieldsV1`), so fields defaulted by the server or owned by other managers never
 //!   read as drift. With no such entry the whole object (minus `managedFields`,
-//!   `resourceVersion`, `generation`, `status`) is compared.
+//!   `resourceVersion`, `generation`, `status`) is compared. An object whose fields a create
+//!   claim still holds ([`super::claim`], the lazy hand-over) is read the same way: the forced
+//!   dry-run makes our manager co-own every field it renders, so the claim is never drift.
 //! - A missing live object is drift (`missing`).
 //! - Ignore rules: JSON pointers (RFC 6901) removed from both sides before the comparison,
 //!   optionally restricted to a group, version, kind, namespace and/or name

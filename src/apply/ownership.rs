@@ -22,7 +22,9 @@
 //! - A failed owner lookup (403, 5xx) fails the plan of that object: ownership is never guessed.
 //! - The window between this GET and the write (two instances both finding the object absent)
 //!   is closed by [`super::claim`]: an absent object is created through an unforced claim, and
-//!   the loser comes back here with the object its rival created, in the same apply.
+//!   the loser comes back here with the object its rival created, in the same apply. The rule
+//!   reads labels only, never `managedFields`: a claim manager still holding an object's fields
+//!   (the lazy hand-over) changes nothing here.
 
 use kube::api::{Api, ApiResource, DynamicObject};
 use serde_json::Value;

@@ -13,6 +13,10 @@
 //!   live object, ignoring `managedFields`, `resourceVersion`, `generation` and `status` (absent →
 //!   created; equal → unchanged, not written; else configured). An object
 //!   `opm.dev/apply: IfNotPresent` that exists is unchanged, left entirely alone.
+//! - **Claims** ([`super::claim`], the lazy hand-over): a write releases the claim managers still
+//!   holding fields of the object. An unchanged object is written for them only when a claim
+//!   holds a field that `opm-controller`'s entry of the dry-run answer does not (a field the
+//!   render dropped, which only the release removes); any other claim waits for the next write.
 //! - A kind not served is [`Error::UnknownKind`] (no dry-run is attempted for it), and so is one
 //!   whose cached discovery went stale (its dry-run answers 404 and a fresh lookup finds it gone:
 //!   [`super::resolve`]).
@@ -51,8 +55,9 @@ pub(super) struct Plan {
     pub(super) recreate: Option<(String, Vec<String>)>,
     /// The former owner (`namespace/name`) when the object is adopted ([`ownership`]).
     pub(super) adopted: Option<String>,
-    /// Claim managers still holding fields of the live object ([`claim`]): released by the
-    /// write, which therefore happens even when nothing else changed.
+    /// Claim managers still holding fields of the live object ([`claim`]), released by the
+    /// write. Of an unchanged object they are kept (and the object written for them) only when
+    /// a claim holds a field the render dropped (the lazy hand-over).
     pub(super) claims: Vec<String>,
 }
 
@@ -171,7 +176,7 @@ impl Engine {
         // `opm.dev/apply: IfNotPresent` ([`policy`]): an existing object is left as it is.
         if p.policy.apply == policy::ApplyMode::IfNotPresent {
             if let Some(live) = live {
-                let live = comparable(&live);
+                let live = comparable(live);
                 // Left alone entirely: a leftover claim on it is not released either.
                 return Ok(Plan {
                     action: Action::Unchanged,
@@ -194,8 +199,8 @@ impl Engine {
         let dry = PatchParams::apply(&self.opts.field_manager)
             .dry_run()
             .force();
-        let planned = match api.patch(&p.r.name, &dry, &Patch::Apply(&p.body)).await {
-            Ok(o) => comparable(&to_value(&o, &p.r)?),
+        let answer = match api.patch(&p.r.name, &dry, &Patch::Apply(&p.body)).await {
+            Ok(o) => to_value(&o, &p.r)?,
             // An apply creates a missing object, so a 404 says the kind (as cached) is not
             // served, or the namespace is missing: look the kind up afresh (`resolve` rules).
             Err(e) if error::is_not_found(&e) => {
@@ -219,13 +224,21 @@ impl Engine {
                 };
             }
         };
-        let claims = live.as_ref().map(claim::claim_managers).unwrap_or_default();
-        let live = live.as_ref().map(comparable);
+        let mut claims = live.as_ref().map(claim::claim_managers).unwrap_or_default();
+        let unrendered =
+            !claims.is_empty() && claim::holds_unrendered(&answer, &self.opts.field_manager);
+        let planned = comparable(answer);
+        let live = live.map(comparable);
         let action = match &live {
             None => Action::Created,
             Some(l) if *l == planned => Action::Unchanged,
             Some(_) => Action::Configured,
         };
+        // The lazy hand-over ([`claim`]): a claim is released by the next write; an unchanged
+        // object is written for it only when a claim holds a field the render dropped.
+        if action == Action::Unchanged && !unrendered {
+            claims.clear();
+        }
         Ok(Plan {
             action,
             api,
@@ -295,8 +308,8 @@ impl Engine {
         Ok(Plan {
             action: Action::Recreated,
             api,
-            live: Some(comparable(&live)),
-            planned: comparable(&p.body),
+            live: Some(comparable(live)),
+            planned: comparable(p.body.clone()),
             recreate: Some((uid, fields)),
             adopted: None,
             claims: Vec::new(),
@@ -308,8 +321,7 @@ impl Engine {
 /// `status` is not compared: apply never sends it (it is stripped), so a status difference
 /// between the dry-run answer and the live object (a controller's or the server's timestamps)
 /// is never a change of ours.
-fn comparable(o: &Value) -> Value {
-    let mut o = o.clone();
+fn comparable(mut o: Value) -> Value {
     if let Some(m) = o.as_object_mut() {
         m.remove("status");
     }

@@ -12,12 +12,13 @@
 //!   configured objects applied for real, so a conflict or an invalid object fails its stage
 //!   before any of that stage is written. Every object of a stage is planned; the stage's errors
 //!   are all reported and the later stages do not run. An unchanged object is not written unless
-//!   a leftover claim manager still holds fields of it ([`claim`]).
+//!   a claim manager holds a field of it the render dropped ([`claim`], step 3).
 //! - **Create race** ([`claim`]): with instance labels, an object the plan found absent is
-//!   created through a claim (an unforced apply by the instance's own field manager, then handed
-//!   to `opm-controller`), so of several instances creating it at once exactly one succeeds and
-//!   the others fail with `OwnershipConflict` in the same apply; claims are written first in
-//!   their stage, and a lost claim takes back what the stage claimed.
+//!   created through a claim (one unforced apply by the instance's own field manager, which stays
+//!   the object's manager until its next write hands it to `opm-controller`), so of several
+//!   instances creating it at once exactly one succeeds and the others fail with
+//!   `OwnershipConflict` in the same apply; claims are written first in their stage, and a lost
+//!   claim takes back what the stage claimed.
 //! - **Recreate** (planned [`Action::Recreated`], [`super::plan`]): the live object is deleted
 //!   (uid precondition, background propagation), waited for until gone (bounded by
 //!   [`super::EngineOptions::stage_timeout`]) and applied again. A recreate is logged and counted
@@ -175,10 +176,11 @@ impl Engine {
         })
     }
 
-    /// Applies one object for real (ownership forced); a planned recreate first deletes the live
-    /// object (uid precondition) and waits until it is gone. With instance labels `me`, an object
-    /// the plan found absent (or just deleted for a recreate) is created through a claim
-    /// ([`claim`]); the uid of an object this call created is returned (for a stage rollback).
+    /// Applies one object for real (ownership forced, then the plan's claims released); a planned
+    /// recreate first deletes the live object (uid precondition) and waits until it is gone. With
+    /// instance labels `me`, an object the plan found absent (or just deleted for a recreate) is
+    /// created through a claim ([`claim`]); the uid of an object this call created is returned
+    /// (for a stage rollback).
     async fn write_one(
         &self,
         p: &Prepared,

@@ -284,15 +284,9 @@ async fn status_and_managed_fields_stripped_and_runtime_labels_stamped() {
     assert_eq!(labels["module-instance.opmodel.dev/uuid"], "uuid-1");
     assert_eq!(labels["module-instance.opmodel.dev/name"], "inst");
     assert!(live.get("status").is_none());
-    // Managers owning fields (a released create claim may leave an entry owning nothing).
-    let managers: Vec<&str> = live["metadata"]["managedFields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["fieldsV1"].as_object().is_some_and(|f| !f.is_empty()))
-        .map(|m| m["manager"].as_str().unwrap())
-        .collect();
-    assert_eq!(managers, vec!["opm-controller"]);
+    // Created through the instance's claim, which stays the manager until the object's next
+    // write (the lazy hand-over, `opm_operator::apply::claim`).
+    assert_eq!(managers(&live), ["opm-claim.uuid-1"], "{live:#}");
     emu.shutdown().await;
 }
 
@@ -889,13 +883,15 @@ fn managers(o: &Value) -> Vec<String> {
         .collect()
 }
 
-/// Issue 41 item 4 (`opm_operator::apply::claim`): an object an instance creates goes through a
-/// claim that is handed to `opm-controller` and released, so the object ends as a plain create
-/// leaves it and a key later dropped from the render is removed; a claim left behind (the
-/// process died between claim and release) is released by the next apply, even one that
-/// changes nothing else.
+/// Issue 41 item 4 (`opm_operator::apply::claim`), the lazy hand-over: an object an instance
+/// creates is written once, by its claim, which stays its only manager; applying the same render
+/// again writes nothing (the claim is neither a change nor a reason to write); a render that only
+/// drops a key writes the object, hands it to `opm-controller` and releases the claim, so the key
+/// is removed; a claim left behind (another process of the instance died, or a rival instance's
+/// object was adopted) holding a key the render does not hold is released the same way, and one
+/// holding only what the render holds waits for the object's next real write.
 #[tokio::test]
-async fn an_object_created_through_a_claim_is_handed_over_and_a_dropped_field_is_removed() {
+async fn a_claimed_object_is_written_once_and_handed_over_when_the_render_drops_a_field() {
     let emu = emu().await;
     let eng = engine(&emu);
     let client = emu.client().unwrap();
@@ -903,22 +899,41 @@ async fn an_object_created_through_a_claim_is_handed_over_and_a_dropped_field_is
         instance: Some(instance()),
         ..ApplyOptions::default()
     };
+    let claim = format!("opm-claim.{}", instance().uuid);
     let first = cm("default", "claimed", json!({"a": "1", "b": "2"}));
-    let cs = eng.apply_all_staged(&[first], &opts).await.unwrap();
+    let rv = emu.resource_version();
+    let cs = eng
+        .apply_all_staged(std::slice::from_ref(&first), &opts)
+        .await
+        .unwrap();
     assert_eq!(cs.count(Action::Created), 1);
+    assert_eq!(emu.resource_version(), rv + 1, "one write: the claim");
     let live = live_cm(&client, "default", "claimed").await.unwrap();
-    assert_eq!(managers(&live), ["opm-controller"], "{live:#}");
+    assert_eq!(managers(&live), [claim.as_str()], "{live:#}");
+
+    // The same render: unchanged, nothing written, the claim stays.
+    let rv = emu.resource_version();
+    let cs = eng
+        .apply_all_staged(std::slice::from_ref(&first), &opts)
+        .await
+        .unwrap();
+    assert_eq!(cs.count(Action::Unchanged), 1, "{cs:?}");
+    assert_eq!(emu.resource_version(), rv, "nothing written");
+
+    // The render drops `b` and changes nothing else: the claim alone holds `b`, so the object is
+    // written, handed over and released, and `b` is removed.
     let second = cm("default", "claimed", json!({"a": "1"}));
     eng.apply_all_staged(std::slice::from_ref(&second), &opts)
         .await
         .unwrap();
     let live = live_cm(&client, "default", "claimed").await.unwrap();
     assert_eq!(live["data"], json!({"a": "1"}), "{live:#}");
+    assert_eq!(managers(&live), ["opm-controller"], "{live:#}");
 
-    // A claim left behind: it co-owns `c`, which the render does not hold.
+    // A claim left behind co-owning `c`, which the render does not hold: released by the next
+    // apply, which changes nothing else.
     let mut stale = second.clone();
     stale["data"]["c"] = json!("3");
-    let claim = format!("opm-claim.{}", instance().uuid);
     cm_api(&client, "default")
         .patch(
             "claimed",
@@ -936,12 +951,126 @@ async fn an_object_created_through_a_claim_is_handed_over_and_a_dropped_field_is
     assert_eq!(live["data"], json!({"a": "1"}), "{live:#}");
     assert_eq!(managers(&live), ["opm-controller"], "{live:#}");
     // Released: the next apply writes nothing.
-    let rv = live["metadata"]["resourceVersion"].clone();
+    let rv = emu.resource_version();
     let cs = eng
         .apply_all_staged(std::slice::from_ref(&second), &opts)
         .await
         .unwrap();
     assert_eq!(cs.count(Action::Unchanged), 1);
+    assert_eq!(emu.resource_version(), rv, "nothing written");
+
+    // A claim co-owning only what the render holds is no reason to write...
+    cm_api(&client, "default")
+        .patch(
+            "claimed",
+            &PatchParams::apply(&claim).force(),
+            &Patch::Apply(&second),
+        )
+        .await
+        .unwrap();
+    let rv = emu.resource_version();
+    let cs = eng
+        .apply_all_staged(std::slice::from_ref(&second), &opts)
+        .await
+        .unwrap();
+    assert_eq!(cs.count(Action::Unchanged), 1);
+    assert_eq!(emu.resource_version(), rv, "nothing written");
     let live = live_cm(&client, "default", "claimed").await.unwrap();
-    assert_eq!(live["metadata"]["resourceVersion"], rv);
+    let mut both = managers(&live);
+    both.sort();
+    assert_eq!(both, [claim.as_str(), "opm-controller"], "{live:#}");
+    // ...and is released by the next real write.
+    let third = cm("default", "claimed", json!({"a": "2"}));
+    let cs = eng
+        .apply_all_staged(std::slice::from_ref(&third), &opts)
+        .await
+        .unwrap();
+    assert_eq!(cs.count(Action::Configured), 1);
+    let live = live_cm(&client, "default", "claimed").await.unwrap();
+    assert_eq!(live["data"], json!({"a": "2"}), "{live:#}");
+    assert_eq!(managers(&live), ["opm-controller"], "{live:#}");
+    emu.shutdown().await;
+}
+
+/// The lazy hand-over (`opm_operator::apply::claim`) and drift: right after a create the claim
+/// is the object's only manager, and the drift check still reads an untouched object as in sync
+/// (the forced dry-run makes `opm-controller` co-own every rendered field), a hand edit as
+/// drift, and a correction puts the value back; the first real write after a create hands the
+/// object over, and a key the render drops then goes with it (the plain path, no claim left).
+#[tokio::test]
+async fn a_claimed_object_is_in_sync_drifts_by_hand_and_is_handed_over_by_its_first_update() {
+    let emu = emu().await;
+    let eng = engine(&emu);
+    let client = emu.client().unwrap();
+    let opts = ApplyOptions {
+        instance: Some(instance()),
+        ..ApplyOptions::default()
+    };
+    let claim = format!("opm-claim.{}", instance().uuid);
+    let labelled = |data: Value| {
+        let mut o = cm("default", "drifty", data);
+        let labels = o["metadata"]["labels"].as_object_mut().unwrap();
+        let i = instance();
+        labels.insert("module-instance.opmodel.dev/name".into(), json!(i.name));
+        labels.insert(
+            "module-instance.opmodel.dev/namespace".into(),
+            json!(i.namespace),
+        );
+        labels.insert("module-instance.opmodel.dev/uuid".into(), json!(i.uuid));
+        o
+    };
+    let objects = vec![labelled(json!({"k": "1", "j": "1"}))];
+    eng.apply_all_staged(&objects, &opts).await.unwrap();
+    let live = live_cm(&client, "default", "drifty").await.unwrap();
+    assert_eq!(managers(&live), [claim.as_str()], "{live:#}");
+    let rv = emu.resource_version();
+    let rep = eng.drift(&objects, &DriftOptions::default()).await;
+    assert_eq!(rep.outcome(), DriftOutcome::InSync, "{rep:?}");
+    assert_eq!(emu.resource_version(), rv, "a drift check writes nothing");
+
+    let hand = PatchParams {
+        field_manager: Some("kubectl-edit".into()),
+        ..PatchParams::default()
+    };
+    cm_api(&client, "default")
+        .patch(
+            "drifty",
+            &hand,
+            &Patch::Merge(json!({"data": {"k": "hand"}})),
+        )
+        .await
+        .unwrap();
+    let rep = eng
+        .drift(
+            &objects,
+            &DriftOptions {
+                correct: true,
+                ..DriftOptions::default()
+            },
+        )
+        .await;
+    assert_eq!(rep.outcome(), DriftOutcome::Drifted(1), "{rep:?}");
+    assert_eq!(rep.corrected.len(), 1);
+    let live = live_cm(&client, "default", "drifty").await.unwrap();
+    assert_eq!(live["data"], json!({"k": "1", "j": "1"}), "{live:#}");
+    assert_eq!(
+        eng.drift(&objects, &DriftOptions::default())
+            .await
+            .outcome(),
+        DriftOutcome::InSync
+    );
+
+    // The first update hands over: `opm-controller` alone, and a key dropped later is removed
+    // by the plain apply.
+    let changed = vec![labelled(json!({"k": "2", "j": "1"}))];
+    let cs = eng.apply_all_staged(&changed, &opts).await.unwrap();
+    assert_eq!(cs.count(Action::Configured), 1);
+    let live = live_cm(&client, "default", "drifty").await.unwrap();
+    assert_eq!(managers(&live), ["opm-controller"], "{live:#}");
+    let dropped = vec![labelled(json!({"k": "2"}))];
+    let cs = eng.apply_all_staged(&dropped, &opts).await.unwrap();
+    assert_eq!(cs.count(Action::Configured), 1);
+    let live = live_cm(&client, "default", "drifty").await.unwrap();
+    assert_eq!(live["data"], json!({"k": "2"}), "{live:#}");
+    emu.shutdown().await;
 }
