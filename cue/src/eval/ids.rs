@@ -171,6 +171,15 @@ pub(super) fn outer_subset(a: &Option<Arc<[u32]>>, b: &Option<Arc<[u32]>>) -> bo
     }
 }
 
+/// A 128-bit summary of an id set: bit `id % 128` for every id. `a ⊆ b` implies
+/// `outer_bloom(a) & !outer_bloom(b) == 0`, so a set setting a bit the other lacks is no
+/// subset of it (the cheap half of [`outer_subset`]).
+pub(super) fn outer_bloom(ids: &Option<Arc<[u32]>>) -> u128 {
+    ids.iter()
+        .flat_map(|x| x.iter())
+        .fold(0, |b, &id| b | (1u128 << (id % 128)))
+}
+
 /// `ids` with `id` added (shared, not copied, when it is in already).
 pub(super) fn with_id(ids: &Option<Arc<[u32]>>, id: u32) -> Arc<[u32]> {
     if let Some(o) = ids {

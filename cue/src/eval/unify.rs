@@ -103,6 +103,10 @@ pub(super) struct SeenConj {
     pub(super) close: Option<u32>,
     pub(super) embed: Option<u32>,
     pub(super) outer: Option<Arc<[u32]>>,
+    /// [`outer_bloom`] of `outer`: a conjunct whose ids set a bit this lacks is no subset of
+    /// `outer`, decided without comparing the ids (a vertex can hold hundreds of entries
+    /// of one key that differ by one id, each compared on every arrival of the key).
+    outer_bloom: u128,
     /// Its index among the vertex's disjunctions (`usize::MAX` if it is no disjunction).
     disj: usize,
     /// Processing it only added settled atoms (see [`Ev::process_expr`]): it is skipped when
@@ -143,9 +147,12 @@ impl Ev {
         let mut again: Option<usize> = None;
         if let Some(k) = &key {
             if let Some(prev) = self.vx(v).seen.get(k) {
+                let bloom = outer_bloom(&c.outer);
                 for (i, e) in prev.as_slice().iter().enumerate() {
                     if e.close == c.close && e.embed == c.embed {
-                        if e.atomic || outer_subset(&c.outer, &e.outer) {
+                        if e.atomic
+                            || (bloom & !e.outer_bloom == 0 && outer_subset(&c.outer, &e.outer))
+                        {
                             self.stats.deduped += 1;
                             return;
                         }
@@ -178,6 +185,7 @@ impl Ev {
                 close: c.close,
                 embed: c.embed,
                 outer: c.outer.clone(),
+                outer_bloom: outer_bloom(&c.outer),
                 disj: di,
                 atomic: false,
             });
@@ -300,6 +308,7 @@ impl Ev {
         }
         let union = merge_outer(prev, c.outer.as_ref(), None);
         if let Some(e) = self.vm(v).seen.get_mut(k).and_then(|es| es.get_mut(i)) {
+            e.outer_bloom = outer_bloom(&union);
             e.outer = union;
         }
         Some(Conj {
