@@ -151,12 +151,10 @@ fn match_schema(ev: &mut Ev, schema: &Val, value: &Val, span: Span) -> Match {
     // A throw-away evaluation: only the answer is kept (see `arena`).
     let mark = ev.mark();
     let a = ev.anon(None, Expr::Unify(Arc::new([sch, snap]), span));
-    let out = if ev.error_deep(a, 0, false).is_some() {
-        Match::No
-    } else if ev.error_deep(a, 0, true).is_some() {
-        Match::Maybe
-    } else {
-        Match::Yes
+    let out = match ev.error_or_required_deep(a) {
+        (Some(_), _) => Match::No,
+        (None, true) => Match::Maybe,
+        (None, false) => Match::Yes,
     };
     ev.rollback(mark);
     out

@@ -27,6 +27,28 @@ impl Ev {
         strict: bool,
         at: &mut Vec<Label>,
     ) -> Option<Arc<Bottom>> {
+        self.error_deep_walk(v, depth, strict, at, &mut false)
+    }
+
+    /// The non-strict walk of [`Ev::error_deep`] telling in one pass what the strict one would
+    /// add: the first error, and whether a required field was met on the way. With no error,
+    /// the strict walk fails exactly when a required field was met (it visits what this walk
+    /// visits up to the first required field on each path), so a schema check needs one walk
+    /// where it took two.
+    pub fn error_or_required_deep(&mut self, v: VId) -> (Option<Arc<Bottom>>, bool) {
+        let mut required = false;
+        let e = self.error_deep_walk(v, 0, false, &mut Vec::new(), &mut required);
+        (e, required)
+    }
+
+    fn error_deep_walk(
+        &mut self,
+        v: VId,
+        depth: usize,
+        strict: bool,
+        at: &mut Vec<Label>,
+        required: &mut bool,
+    ) -> Option<Arc<Bottom>> {
         if depth > 64 || self.budget.limit_err.is_some() || !self.stack_ok() {
             return self.budget.limit_err.clone();
         }
@@ -56,11 +78,14 @@ impl Ev {
                 at.pop();
                 continue;
             }
-            if strict && self.vx(a).constraint() == Some(FieldConstraint::Required) {
-                let span = self.vx(a).span();
-                return Some(Bottom::new(ErrorCode::Eval, "required field missing", span));
+            if self.vx(a).constraint() == Some(FieldConstraint::Required) {
+                if strict {
+                    let span = self.vx(a).span();
+                    return Some(Bottom::new(ErrorCode::Eval, "required field missing", span));
+                }
+                *required = true;
             }
-            if let Some(e) = self.error_deep_at(a, depth + 1, strict, at) {
+            if let Some(e) = self.error_deep_walk(a, depth + 1, strict, at, required) {
                 return Some(e);
             }
             at.pop();
@@ -70,29 +95,38 @@ impl Ev {
 
     /// A canonical text of a value, used to merge equal disjuncts.
     pub fn fingerprint(&mut self, v: VId, depth: usize) -> String {
-        self.fingerprint_in(v, depth, 0)
+        let mut s = String::new();
+        self.fingerprint_in(v, depth, 0, &mut s);
+        s
     }
 
-    /// [`Ev::fingerprint`]; `optionals` counts the optional fields above `v` (see there).
-    fn fingerprint_in(&mut self, v: VId, depth: usize, optionals: usize) -> String {
+    /// [`Ev::fingerprint`], written to the end of `s` (one buffer for the whole walk);
+    /// `optionals` counts the optional fields above `v` (see there).
+    fn fingerprint_in(&mut self, v: VId, depth: usize, optionals: usize, s: &mut String) {
+        use std::fmt::Write as _;
         if depth > 32 || !self.stack_ok() {
-            return "…".into();
+            s.push('…');
+            return;
         }
         self.eval(v);
         let v = self.deref_redirect(v);
         let vx = self.vx(v);
         if let Some(e) = vx.err() {
-            return format!("_|_({})", e.msg);
+            let _ = write!(s, "_|_({})", e.msg);
+            return;
         }
         if let Some(d) = vx.disjunction.result.clone() {
-            let mut parts = Vec::new();
-            for (a, m) in &d.alts {
-                let f = self.fingerprint_in(*a, depth + 1, optionals);
-                parts.push(format!("{}{}", if *m { "*" } else { "" }, f));
+            for (i, (a, m)) in d.alts.iter().enumerate() {
+                if i > 0 {
+                    s.push('|');
+                }
+                if *m {
+                    s.push('*');
+                }
+                self.fingerprint_in(*a, depth + 1, optionals, s);
             }
-            return parts.join("|");
+            return;
         }
-        let mut s = String::new();
         if let Some(x) = vx.scalar() {
             s.push_str(&ops::show(x));
         } else {
@@ -126,29 +160,27 @@ impl Ev {
                 // would grow without end.
                 const MAX_OPTIONAL_DEPTH: usize = 4;
                 let optional = c == Some(FieldConstraint::Optional);
-                let f = if optional && optionals >= MAX_OPTIONAL_DEPTH {
-                    self.source_fingerprint(a)
+                s.push_str(&l.name);
+                s.push_str(match c {
+                    Some(FieldConstraint::Optional) => "?",
+                    Some(FieldConstraint::Required) => "!",
+                    _ => "",
+                });
+                s.push(':');
+                if optional && optionals >= MAX_OPTIONAL_DEPTH {
+                    self.source_fingerprint(a, s);
                 } else {
-                    self.fingerprint_in(a, depth + 1, optionals + usize::from(optional))
-                };
-                s.push_str(&format!(
-                    "{}{}:{},",
-                    l.name,
-                    match c {
-                        Some(FieldConstraint::Optional) => "?",
-                        Some(FieldConstraint::Required) => "!",
-                        _ => "",
-                    },
-                    f
-                ));
+                    self.fingerprint_in(a, depth + 1, optionals + usize::from(optional), s);
+                }
+                s.push(',');
             }
             s.push('}');
         }
-        s
     }
 
-    /// The sources of an unevaluated field: the sorted spans of its conjuncts.
-    fn source_fingerprint(&self, v: VId) -> String {
+    /// The sources of an unevaluated field: the sorted spans of its conjuncts, written to `s`.
+    fn source_fingerprint(&self, v: VId, s: &mut String) {
+        use std::fmt::Write as _;
         let mut spans: Vec<(u32, u32, u32)> = self
             .vx(v)
             .conjuncts
@@ -160,12 +192,11 @@ impl Ev {
             .collect();
         spans.sort_unstable();
         spans.dedup();
-        let mut s = String::from("src(");
+        s.push_str("src(");
         for (f, a, b) in spans {
-            s.push_str(&format!("{f}:{a}-{b};"));
+            let _ = write!(s, "{f}:{a}-{b};");
         }
         s.push(')');
-        s
     }
 
     // ----------------------------------------------------------------------------------------
