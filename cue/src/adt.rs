@@ -174,6 +174,9 @@ pub struct Label {
     pub index: u32,
 }
 
+/// How many list index names [`Label::index`] shares.
+const SHARED_INDEX_NAMES: usize = 256;
+
 impl Label {
     /// A label for an identifier as written (`#a` is a definition, `_a` hidden).
     pub fn ident(name: &str) -> Label {
@@ -200,10 +203,20 @@ impl Label {
             index: 0,
         }
     }
-    /// A list index label.
+    /// A list index label (the names of the first [`SHARED_INDEX_NAMES`] indices are shared,
+    /// not allocated per label: every list element of every evaluation has one).
     pub fn index(i: usize) -> Label {
+        static NAMES: std::sync::OnceLock<Vec<Arc<str>>> = std::sync::OnceLock::new();
+        let names = NAMES.get_or_init(|| {
+            (0..SHARED_INDEX_NAMES)
+                .map(|n| Arc::from(n.to_string()))
+                .collect()
+        });
         Label {
-            name: i.to_string().into(),
+            name: names
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| i.to_string().into()),
             kind: LabelKind::Index,
             index: u32::try_from(i).unwrap_or(u32::MAX),
         }

@@ -284,9 +284,21 @@ pub struct Ev {
     /// Set by a validator check whose failure is not final (`matchN` over schemas the value
     /// may still match once its missing required fields are set): the failure is incomplete.
     validator_incomplete: bool,
+    /// Buffers reused across calls (taken while in use, so a nested call starts empty).
+    bufs: Bufs,
     /// Work counters (printed to stderr when the evaluator is dropped and `CUE_EVAL_STATS` is
     /// set): where evaluation time goes on a real workload.
     pub stats: Stats,
+}
+
+/// Buffers reused across calls instead of allocated per call (`Ev::check_closed` runs for
+/// every struct that is finished).
+#[derive(Default)]
+struct Bufs {
+    /// The members of the closing groups, one range per group.
+    members: Vec<usize>,
+    /// The ranges of `members`.
+    closing: Vec<(usize, usize)>,
 }
 
 /// Results computed once per key. Those that name vertices are append-only logs, truncated by
@@ -417,6 +429,7 @@ impl Ev {
             active: Active::default(),
             packages: HashMap::new(),
             stuck_comprehensions: FastMap::default(),
+            bufs: Bufs::default(),
             validator_incomplete: false,
             stats: Stats::default(),
         }

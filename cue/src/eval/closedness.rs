@@ -35,13 +35,12 @@ impl Ev {
         }
         let closing = !self.closed.flags.has(id, IdFlags::WEAK);
         let vert = self.vm(v);
-        let g = vert.groups.push(Group {
+        // The group is `id`'s by its owner (`Groups::group_of`).
+        vert.groups.push(Group {
             closing,
             owner: id,
             ..Default::default()
-        });
-        vert.groups.set_group_of(id, g);
-        g
+        })
     }
 
     /// The index of `s` in `positions` (0 for no position).
@@ -309,8 +308,10 @@ impl Ev {
         // Each closing group's members are a range of one flat list (one allocation, not one
         // per group), and the arcs are read by index (no copy of the labels).
         let ngroups = self.vx(v).groups.len();
-        let mut members: Vec<usize> = Vec::new();
-        let mut closing: Vec<(usize, usize)> = Vec::new();
+        let mut members = std::mem::take(&mut self.bufs.members);
+        let mut closing = std::mem::take(&mut self.bufs.closing);
+        members.clear();
+        closing.clear();
         for r in 0..ngroups {
             let gs = &self.vx(v).groups;
             if gs[r].merged || !gs[r].closing {
@@ -325,9 +326,15 @@ impl Ev {
                 closing.push((start, members.len()));
             }
         }
-        if closing.is_empty() {
-            return;
+        if !closing.is_empty() {
+            self.refuse_unclosed(v, &members, &closing);
         }
+        self.bufs.members = members;
+        self.bufs.closing = closing;
+    }
+
+    /// The arcs of `v` each range of `closing` (in `members`) refuses get their error.
+    fn refuse_unclosed(&mut self, v: VId, members: &[usize], closing: &[(usize, usize)]) {
         let n = self.vx(v).arcs.len();
         for i in 0..n {
             let Some((l, &a)) = self.vx(v).arcs.get_index(i) else {
@@ -338,7 +345,7 @@ impl Ev {
             }
             // The closing groups that refuse the label (with the groups they absorb).
             let mut refusing: Vec<usize> = Vec::new();
-            for &(from, to) in &closing {
+            for &(from, to) in closing {
                 let gs = &members[from..to];
                 if gs.iter().any(|&g| self.vx(v).groups[g].labels.contains(i)) {
                     continue;

@@ -56,6 +56,7 @@ pub(super) struct Groups(Option<Box<GroupsInner>>);
 #[derive(Clone, Debug, Default)]
 struct GroupsInner {
     pub(super) list: Vec<Group>,
+    /// The ids aliased to a group created for another id (see [`Groups::group_of`]).
     of: Vec<(u32, usize)>,
 }
 
@@ -95,15 +96,16 @@ impl Groups {
         x.list.len() - 1
     }
 
-    /// The group of closedness id `id`.
+    /// The group of closedness id `id`: the group created for it (its `owner`), else the
+    /// group it was aliased to (`of`). An id has at most one of the two: a group is created
+    /// for an id only when it has none, and an id is aliased only when it has none.
     #[inline]
     pub(super) fn group_of(&self, id: u32) -> Option<usize> {
-        self.0
-            .as_ref()?
-            .of
+        let x = self.0.as_ref()?;
+        x.list
             .iter()
-            .find(|(k, _)| *k == id)
-            .map(|(_, g)| *g)
+            .position(|g| id != 0 && g.owner == id)
+            .or_else(|| x.of.iter().find(|(k, _)| *k == id).map(|(_, g)| *g))
     }
 
     /// Records group `g` for `id` unless `id` has a group already.
