@@ -171,13 +171,16 @@ pub(super) fn outer_subset(a: &Option<Arc<[u32]>>, b: &Option<Arc<[u32]>>) -> bo
     }
 }
 
-/// A 128-bit summary of an id set: bit `id % 128` for every id. `a ⊆ b` implies
-/// `outer_bloom(a) & !outer_bloom(b) == 0`, so a set setting a bit the other lacks is no
-/// subset of it (the cheap half of [`outer_subset`]).
+/// A 128-bit summary of an id set (a Bloom filter): two bits per id, picked by two
+/// multiplicative hashes (ids are small consecutive numbers: `id % 128` alone made ids 128
+/// apart indistinguishable). `a ⊆ b` implies `outer_bloom(a) & !outer_bloom(b) == 0`, so a set
+/// setting a bit the other lacks is no subset of it (the cheap half of [`outer_subset`]).
 pub(super) fn outer_bloom(ids: &Option<Arc<[u32]>>) -> u128 {
-    ids.iter()
-        .flat_map(|x| x.iter())
-        .fold(0, |b, &id| b | (1u128 << (id % 128)))
+    ids.iter().flat_map(|x| x.iter()).fold(0, |b, &id| {
+        let h1 = id.wrapping_mul(0x9E37_79B1) >> 25;
+        let h2 = id.wrapping_mul(0x85EB_CA6B) >> 25;
+        b | (1u128 << h1) | (1u128 << h2)
+    })
 }
 
 /// `ids` with `id` added (shared, not copied, when it is in already).
