@@ -188,6 +188,16 @@
 //!    incremental rule, under the same conditions), and each child then gets one conjunct
 //!    instead of one per arrival, so the saving compounds down the tree. (Render: 3.5 k
 //!    merges; processed conjuncts 258 k -> 103 k, environments 89 k -> 38 k.)
+//! 9. **The dedup test is cheap per entry** (`SeenConj::outer_bloom`, `ids::outer_bloom`): a
+//!    conjunct meeting a vertex is compared with every conjunct of its key processed there,
+//!    and literals whose outer ids hold embedding marks are recorded once per id set (see the
+//!    gap below), so a key can hold hundreds of entries differing by one id. A 128-bit Bloom
+//!    filter of each entry's ids rules most out without comparing ids. A schema check walks
+//!    the unified value once (`Ev::error_or_required_deep`: the strict walk's verdict follows
+//!    from the non-strict one's). (The 20-component harness: 52 M entries compared per run,
+//!    47 % of its time before the filter; 2.4 s -> 1.45 s with both changes, of which the
+//!    filter's second hashed bit 1.36 G -> 1.28 G instructions; the real fleet's harnesses
+//!    1.5-4x faster.)
 //!
 //! Together: web_app render 0.26 s CPU / 58 MB; the generated benchmark
 //! (`cargo bench -p cue --bench components`) grows linearly from 10 to 129 components. On the
