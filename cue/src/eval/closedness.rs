@@ -466,6 +466,18 @@ impl Ev {
             .has(id, IdFlags::OWN_MARK | IdFlags::EMBED_MARK)
     }
 
+    /// Whether two outer id lists hold the same embedding marks in the same order.
+    pub(super) fn same_marks(&self, a: &Option<Arc<[u32]>>, b: &Option<Arc<[u32]>>) -> bool {
+        self.marks_of(a).eq(self.marks_of(b))
+    }
+
+    /// The embedding marks of an outer id list, in order.
+    fn marks_of<'a>(&'a self, o: &'a Option<Arc<[u32]>>) -> impl Iterator<Item = u32> + 'a {
+        o.iter()
+            .flat_map(|x| x.iter().copied())
+            .filter(move |id| self.is_mark(*id))
+    }
+
     /// Whether an outer id list holds an embedding mark.
     pub(super) fn has_mark(&self, outer: &Option<Arc<[u32]>>) -> bool {
         outer

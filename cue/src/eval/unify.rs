@@ -281,8 +281,10 @@ impl Ev {
     /// recorded for the earlier one's ids, so only the new ids remain to record. Returns the
     /// conjunct with just those ids (and widens the earlier one's to the union, so a third
     /// arrival with a subset is skipped), or `None` when it must be processed in full: an
-    /// expression other than a literal, or closedness involving embedding marks (whose
-    /// handling in `expand_struct` looks at the whole id set, not at one id at a time).
+    /// expression other than a literal, a conjunct closed by an embedding mark, or one whose
+    /// embedding marks differ from the earlier one's (`expand_struct` reads the marks of the
+    /// whole id set, not one id at a time; with the same marks, kept in the new ids, it
+    /// decides alike).
     pub(super) fn only_new_outer(
         &mut self,
         v: VId,
@@ -294,15 +296,15 @@ impl Ev {
             return None;
         }
         let prev = self.vx(v).seen.get(k)?.as_slice().get(i)?.outer.clone();
-        if self.has_mark(&prev)
-            || self.has_mark(&c.outer)
-            || c.close.is_some_and(|id| self.is_mark(id))
-        {
+        if c.close.is_some_and(|id| self.is_mark(id)) || !self.same_marks(&prev, &c.outer) {
             return None;
         }
+        // The marks stay in the new ids, in their order: `literal_groups` reads the whole set
+        // only for its marks (which embedding literal a value came through, and whether it is
+        // that literal's own side), so with the same marks it decides as for the full set.
         let mut new = IdBuf::new();
         for id in c.outer.iter().flat_map(|x| x.iter().copied()) {
-            if !prev.as_ref().is_some_and(|p| p.contains(&id)) {
+            if self.is_mark(id) || !prev.as_ref().is_some_and(|p| p.contains(&id)) {
                 new.push(id);
             }
         }
