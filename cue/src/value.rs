@@ -599,6 +599,18 @@ impl Value {
         self.wrap(u)
     }
 
+    /// Whether `self` and `other` are one value by construction: values of one runtime each
+    /// made only of references, to the same vertices (`a: #A & #B` and `b: #B & #A`,
+    /// wherever they are written). Unifying either with a third value gives the same result.
+    /// `false` says nothing: equal values may be built otherwise.
+    pub fn same_sources(&self, other: &Value) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+            && enter(&self.inner, |g| {
+                let a = g.ev.conjunct_targets(self.v);
+                a.is_some() && a == g.ev.conjunct_targets(other.v)
+            })
+    }
+
     /// [`Value::unify`] then [`Value::validate`], keeping nothing it evaluated (see the module
     /// rules and [`Runtime::export_expr`]): a check whose result is only the verdict.
     pub fn check_unify(&self, other: &Value, concrete: bool) -> Result<(), Vec<Diagnostic>> {

@@ -756,3 +756,54 @@ fn without_a_memory_budget_the_same_runtime_counts_but_never_refuses() {
     assert!(rt.memory_used() > 2 * 2000 * 64, "{}", rt.memory_used());
     assert_eq!(rt.memory_exceeded(), None);
 }
+
+/// `Value::same_sources` (the render matcher reuses a unify verdict on it): values made only of
+/// references to the same definitions are one value wherever they are written, in any order,
+/// through a pattern or read through a sharing field; a literal, an atom or another
+/// definition among the conjuncts makes them different (which says nothing about equality).
+#[test]
+fn same_sources_are_values_made_of_references_to_the_same_definitions() {
+    let rt = Runtime::default();
+    let v = build(
+        &rt,
+        r#"
+#A: {a: int}
+#B: {b: string}
+#C: {a: 1}
+m: [string]: #A
+m: x: #B
+n: [string]: #A
+n: x: #B
+direct: #B & #A
+swapped: #A & #B
+holder: x: #B & #A
+shared: holder
+alias: direct
+other: #A & #C
+literal: #A & #B & {b: "s"}
+atom: 1
+atom2: 1
+"#,
+    );
+    let at = |s: &str| v.lookup_path(&p(s)).unwrap_or_else(|| panic!("{s}"));
+    let same = |a: &str, b: &str| at(a).same_sources(&at(b));
+    assert!(same("m.x", "n.x"), "pattern + field in two maps");
+    assert!(
+        same("m.x", "direct"),
+        "a pattern's reference counts as any other"
+    );
+    assert!(same("direct", "swapped"), "order does not matter");
+    assert!(
+        same("direct", "shared.x"),
+        "a field read through a sharing value"
+    );
+    // A reference to a value made of references is not unfolded: equal values, and `false`.
+    assert!(!same("direct", "alias"), "one level only");
+    assert!(!same("direct", "other"), "another definition");
+    assert!(!same("direct", "literal"), "a literal among the conjuncts");
+    assert!(!same("atom", "atom2"), "atoms are not references");
+    // A value of another runtime is never the same value.
+    let rt2 = Runtime::default();
+    let v2 = build(&rt2, "#A: {a: int}\n#B: {b: string}\ndirect: #B & #A\n");
+    assert!(!at("direct").same_sources(&v2.lookup_path(&p("direct")).unwrap()));
+}

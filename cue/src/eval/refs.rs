@@ -79,6 +79,60 @@ impl Ev {
 
     /// Resolves a reference to the vertex it names, or to an atom (a binding's value, an
     /// error); any other expression is evaluated.
+    /// The vertices the conjuncts of `v` refer to, sorted, when every conjunct of `v` is a
+    /// reference to a vertex (a field, a definition, an import's member, a selection of one);
+    /// `None` for anything else (a literal, an operator, a comprehension, a disjunction, a
+    /// reference to an atom or an error). Two vertices with the same targets are the
+    /// unification of the same values, so they are one value (see `Value::same_sources`).
+    pub fn conjunct_targets(&mut self, v: VId) -> Option<Vec<VId>> {
+        self.eval(v);
+        let mut v = self.deref_redirect(v);
+        // A proxy arc of a sharing vertex is the arc it refers to.
+        for _ in 0..64 {
+            match super::share::proxied(&self.vx(v).conjuncts) {
+                Some(t) => {
+                    self.eval(t);
+                    v = self.deref_redirect(t);
+                }
+                None => break,
+            }
+        }
+        let conjuncts = self.vx(v).conjuncts.clone();
+        if conjuncts.is_empty() {
+            return None;
+        }
+        // `a & b` is the conjuncts `a` and `b`.
+        let mut refs: Vec<(&Option<Arc<Env>>, &Expr)> = Vec::with_capacity(conjuncts.len());
+        let mut todo: Vec<(&Option<Arc<Env>>, &Expr)> =
+            conjuncts.iter().map(|c| (&c.env, &c.expr)).collect();
+        while let Some((env, e)) = todo.pop() {
+            match e {
+                Expr::Unify(parts, _) => todo.extend(parts.iter().map(|x| (env, x))),
+                Expr::FieldRef { .. } | Expr::Selector(..) | Expr::Import(..) => {
+                    refs.push((env, e))
+                }
+                _ => return None,
+            }
+        }
+        let mut out = Vec::with_capacity(refs.len());
+        for (env, e) in refs {
+            match self.resolve(env, e) {
+                Res::V(w) => {
+                    self.eval(w);
+                    let w = self.deref_redirect(w);
+                    if self.vx(w).value.err.is_some() {
+                        return None;
+                    }
+                    out.push(w);
+                }
+                Res::A(_) => return None,
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        Some(out)
+    }
+
     pub(super) fn resolve(&mut self, env: &Option<Arc<Env>>, e: &Expr) -> Res {
         match e {
             Expr::SelfRef { up, span } => match env_up(env, *up) {
