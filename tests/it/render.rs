@@ -280,10 +280,15 @@ fn negative_fixtures_fail_with_their_class_and_subject() {
         }
     }
 
-    // The unify rung disqualifies the only candidate.
+    // The unify rung disqualifies the only candidate for `conf`, not for `aconf` (matched
+    // first, with the catalog's own copy of the contract).
     match err(&r, &request("unifyconflict", None), &p) {
-        Error::Resolution { demands, .. } => {
+        Error::Resolution {
+            demands, unmatched, ..
+        } => {
             assert_eq!(demands.len(), 1, "{demands:?}");
+            assert_eq!(demands[0].component, "conf");
+            assert!(!unmatched.iter().any(|u| u == "aconf"), "{unmatched:?}");
             assert_eq!(
                 demands[0].fqn,
                 "fixtures.test/catalogs/mini/resources/configs@v1"

@@ -18,7 +18,9 @@
 //! - Rung 2 (always-unify): for each FQN a component carries and a transformer requires, the two
 //!   bodies are unified and validated non-concretely; a conflict disqualifies the transformer for
 //!   that component. Diagnostics located at `metadata.catalogVersion` or `metadata.description`
-//!   are ignored (docs/design/decisions.md §27).
+//!   are ignored (docs/design/decisions.md §27). A verdict is reached once per pair of values
+//!   that are the same by construction (`Value::same_sources`: made only of references to the
+//!   same definitions), not once per component and transformer.
 //! - Rung 3 (predicate): every `requiredLabels` pair is in `matchLabels`, every
 //!   `requiredResources` key is in `#resources`, every `requiredTraits` key in `#traits`. Every
 //!   satisfied, non-disqualified transformer pairs with the component.
@@ -177,23 +179,64 @@ fn posture(component: &Value, fqn: &str) -> Option<bool> {
     }
 }
 
-/// Rung 2 for one shared contract: `None` when the copies unify, else the first cause.
-fn unify_conflict(
-    component: &Value,
-    group: &str,
-    t: &TransformerInfo,
-    fqn: &str,
-) -> Option<String> {
-    let (cgroup, tgroup) = match group {
-        "resource" => ("#resources", "requiredResources"),
-        _ => ("#traits", "requiredTraits"),
-    };
-    let c = component.lookup_path(&Path::new(vec![def(cgroup), field(fqn)]))?;
-    let r = t
-        .value
-        .lookup_path(&Path::new(vec![field(tgroup), field(fqn)]))?;
+/// The verdicts of rung 2 so far, by contract, each with the two values it was reached for.
+/// A verdict holds for any two values that are the same values by construction
+/// ([`Value::same_sources`]: made only of references to the same definitions). Components
+/// and transformers usually hold a contract exactly so (`#resources: [fqn]: #Resource` with
+/// `(fqn): #ContainerResource` on the component, `requiredResources: [fqn]: #Resource` with
+/// the same `(fqn): #ContainerResource` on every transformer requiring it), so a contract is
+/// unified once per render instead of once per component and transformer.
+#[derive(Default)]
+struct Rung2 {
+    /// By (`"resource"` or `"trait"`, contract FQN).
+    seen: BTreeMap<(&'static str, String), Vec<Verdict>>,
+}
+
+/// A rung-2 verdict with the component's and the transformer's value it was reached for.
+struct Verdict {
+    component: Value,
+    transformer: Value,
+    conflict: Option<String>,
+}
+
+impl Rung2 {
+    /// Rung 2 for one shared contract: `None` when the copies unify, else the first cause.
+    fn conflict(
+        &mut self,
+        component: &Value,
+        group: &'static str,
+        t: &TransformerInfo,
+        fqn: &str,
+    ) -> Option<String> {
+        let (cgroup, tgroup) = match group {
+            "resource" => ("#resources", "requiredResources"),
+            _ => ("#traits", "requiredTraits"),
+        };
+        let c = component.lookup_path(&Path::new(vec![def(cgroup), field(fqn)]))?;
+        let r = t
+            .value
+            .lookup_path(&Path::new(vec![field(tgroup), field(fqn)]))?;
+        let known = self.seen.entry((group, fqn.to_string())).or_default();
+        if let Some(v) = known
+            .iter()
+            .find(|v| v.component.same_sources(&c) && v.transformer.same_sources(&r))
+        {
+            return v.conflict.clone();
+        }
+        let conflict = unify_conflict(&c, &r);
+        known.push(Verdict {
+            component: c,
+            transformer: r,
+            conflict: conflict.clone(),
+        });
+        conflict
+    }
+}
+
+/// Rung 2 for one pair of contract values: `None` when they unify, else the first cause.
+fn unify_conflict(c: &Value, r: &Value) -> Option<String> {
     // A throw-away evaluation: only the verdict is kept, not the unified copy.
-    let diags = match c.check_unify(&r, false) {
+    let diags = match c.check_unify(r, false) {
         Ok(()) => return None,
         Err(d) => d,
     };
@@ -248,6 +291,7 @@ pub fn match_all(components: &[ComponentInfo], transformers: &[TransformerInfo])
     }
     let mut out = Matched::default();
     let mut contracts = BTreeSet::new();
+    let mut rung2 = Rung2::default();
     for c in components {
         contracts.extend(c.resources.iter().cloned());
         contracts.extend(c.traits.iter().cloned());
@@ -256,14 +300,14 @@ pub fn match_all(components: &[ComponentInfo], transformers: &[TransformerInfo])
         for (i, t) in transformers.iter().enumerate() {
             for f in &t.required_resources {
                 if c.resources.contains(f) {
-                    if let Some(cause) = unify_conflict(&c.value, "resource", t, f) {
+                    if let Some(cause) = rung2.conflict(&c.value, "resource", t, f) {
                         disqualified.entry(i).or_default().push((f.clone(), cause));
                     }
                 }
             }
             for f in &t.required_traits {
                 if c.traits.contains(f) {
-                    if let Some(cause) = unify_conflict(&c.value, "trait", t, f) {
+                    if let Some(cause) = rung2.conflict(&c.value, "trait", t, f) {
                         disqualified.entry(i).or_default().push((f.clone(), cause));
                     }
                 }
