@@ -14,13 +14,16 @@
 //!
 //! Latest figures (phase 4, 2026-12-06): wall times on this machine now swing by half from
 //! run to run with nothing else running (one binary: 198-333 ms medians of 11 renders), so
-//! instruction counts decide: callgrind `BENCH_ONLY=big BENCH_RUNS=1` 1.271 G -> 1.241 G for
-//! the whole bench (the two renders in it 1.109 G -> 1.079 G, -2.7 %), peak RSS 52 MiB either
-//! way. Where the 129-component render goes now (inclusive, one render): pair outputs 431 M
-//! (2.2 M per pair), instance validation 311 M, the matcher's unify rung 116 M, freeing the
-//! evaluator 51 M, staging 43 M; malloc/free are 28 % of all instructions. A faster allocator
-//! is still no answer here: mimalloc took the render to 133-163 ms (-25 %) but peak RSS to
-//! 96 MiB (74 MiB for a single render), fat LTO with one codegen unit -3 to -5 %.
+//! instruction counts decide: callgrind `BENCH_ONLY=big BENCH_RUNS=1` 1.271 G -> 1.130 G for
+//! the whole bench (the two renders in it 1.109 G -> 0.968 G, -12.7 %), peak RSS 52 MiB
+//! either way; wall medians alternated with the session's starting binary 243 -> 222 ms. The
+//! saving is the matcher's unify rung, now one check per pair of contract values built from
+//! the same definitions instead of one per component (116 M -> under 1 M). Where the
+//! 129-component render goes now (inclusive, one render): pair outputs 430 M (2.2 M per
+//! pair), instance validation 311 M, freeing the evaluator 51 M, staging 43 M; malloc/free
+//! are 28 % of all instructions. A faster allocator is still no answer here: mimalloc took
+//! the render to 133-163 ms (-25 %) but peak RSS to 96 MiB (74 MiB for a single render), fat
+//! LTO with one codegen unit -3 to -5 %.
 //!
 //! Figures of session 12 (idle machine, `BENCH_RUNS=5`): the 129-component render in
 //! 151-154 ms wall (150 ms CPU), peak RSS 50 MiB; demo render 5.5-7.0 ms; platform build

@@ -77,8 +77,6 @@ impl Ev {
         v
     }
 
-    /// Resolves a reference to the vertex it names, or to an atom (a binding's value, an
-    /// error); any other expression is evaluated.
     /// The vertices the conjuncts of `v` refer to, sorted, when every conjunct of `v` is a
     /// reference to a vertex (a field, a definition, an import's member, a selection of one);
     /// `None` for anything else (a literal, an operator, a comprehension, a disjunction, a
@@ -133,6 +131,8 @@ impl Ev {
         Some(out)
     }
 
+    /// Resolves a reference to the vertex it names, or to an atom (a binding's value, an
+    /// error); any other expression is evaluated.
     pub(super) fn resolve(&mut self, env: &Option<Arc<Env>>, e: &Expr) -> Res {
         match e {
             Expr::SelfRef { up, span } => match env_up(env, *up) {
