@@ -396,6 +396,9 @@ pub struct Stats {
     pub merged: u64,
     /// Throw-away evaluations dropped again by [`Ev::rollback`].
     pub rolled_back: u64,
+    /// Comprehensions run again after another of the same vertex yielded
+    /// (`Ev::run_comprehensions`).
+    pub comp_reruns: u64,
     /// Throw-away evaluations kept, as they changed an older vertex.
     pub kept: u64,
 }

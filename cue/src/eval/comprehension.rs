@@ -8,14 +8,15 @@
 //! leaves the struct incomplete (nothing is yielded, and an export of the struct fails: what it
 //! would hold is unknown), as upstream's `cue export` reports `incomplete bool: _`.
 //!
-//! Known gap (issue 43 class 7): a guard that tests a field below the struct
-//! (`if spec.w.s != _|_ {...}`) is decided when it first runs, before a later comprehension
-//! of the same struct adds that field (`if true {spec: w: s: 1}`), so the guarded fields
-//! are missing (`out: {spec: w: {}, if spec.w.s != _|_ {spec: t: spec.w.s}, if true {spec:
-//! w: s: 1}}` gives no `t`; the comprehension fixed point would give `t: 1`). The catalog's
-//! blueprints test `spec.<workload>.scaling` this way while modules hoist `if enabled {spec:
-//! <workload>: scaling: ...}` beside them (a fleet module upstream renders), so such a
-//! component's `spec.scaling.count` stays incomplete here.
+//! Fixed point: a comprehension that ran and yielded nothing (a guard false, a source with no
+//! fields) runs again once another comprehension of the same struct yielded after it, as what it
+//! tests may exist now (`out: {spec: w: {}, if spec.w.s != _|_ {spec: t: spec.w.s}, if true
+//! {spec: w: s: 1}}` gives `t: 1`; the catalog's blueprints test `spec.<workload>.scaling` this
+//! way while modules add it under `if enabled {...}` beside them). Until a rerun yields nothing
+//! new; a comprehension that yielded is consumed and never runs again, so the reruns end. Not
+//! done: one that yielded is not taken back when a later yield makes its guard false
+//! (`if a.x == _|_ {...}` before `if true {a: x: 1}`): upstream decides such a guard after the
+//! other comprehensions, or reports the cycle.
 
 use super::*;
 
@@ -146,7 +147,36 @@ impl Ev {
         }
     }
 
+    /// Runs the pending comprehensions of `v` to the fixed point of the module docs: rounds
+    /// until none is left; then, if a comprehension yielded after others had yielded nothing,
+    /// those are run again (the fields they test may exist now), until a run of them yields
+    /// nothing new. A comprehension that yielded is never run again (it is consumed), so the
+    /// reruns end: each needs a yield of one of them.
     pub(super) fn run_comprehensions(&mut self, v: VId) {
+        let mut empty: Vec<PendingComp> = Vec::new();
+        let mut yielded_since = false;
+        loop {
+            self.comprehension_rounds(v, &mut empty, &mut yielded_since);
+            if !yielded_since || empty.is_empty() || self.budget.limit_err.is_some() {
+                break;
+            }
+            yielded_since = false;
+            let again = std::mem::take(&mut empty);
+            self.stats.comp_reruns += again.len() as u64;
+            self.vm(v).scr_mut().comps.extend(again);
+        }
+    }
+
+    /// The rounds of [`Ev::run_comprehensions`] until no comprehension of `v` is pending: one
+    /// whose clauses are incomplete waits for the next round as long as a round makes progress.
+    /// Those that ran and yielded nothing are put into `empty`; `yielded_since` is set when one
+    /// yields while `empty` holds any.
+    fn comprehension_rounds(
+        &mut self,
+        v: VId,
+        empty: &mut Vec<PendingComp>,
+        yielded_since: &mut bool,
+    ) {
         let mut round = 0;
         loop {
             let comps = self.vm(v).take_scratch(|x| &mut x.comps);
@@ -165,8 +195,13 @@ impl Ev {
                     Some(b) => {
                         self.set_err(v, b);
                     }
+                    None if bodies.is_empty() => {
+                        progressed = true;
+                        empty.push(pc);
+                    }
                     None => {
                         progressed = true;
+                        *yielded_since |= !empty.is_empty();
                         for benv in bodies {
                             self.process(
                                 v,
