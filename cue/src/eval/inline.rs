@@ -11,7 +11,9 @@
 //! - a field reached through regular and hidden fields only (`a.b` with `a: #A`) does not carry
 //!   the closedness it inherited from the definitions enclosing it, and a definition enclosing
 //!   the referring field too counts as the referring field's own (see the module docs of the
-//!   evaluator, "Closedness");
+//!   evaluator, "Closedness"); the referring field is where the reference is evaluated and
+//!   also where it is written (its scopes), so a value copied out of a definition closes as it
+//!   does in place (`{...} & x` is `x`);
 //! - a field embedded into its own ancestor (`t: {c, c: c: g: 1}`) is embedded again as it
 //!   receives conjuncts, to a fixed point (`reembed`, at most 64 rounds).
 
@@ -255,7 +257,15 @@ impl Ev {
                 // Not for an embedding: what an embedded value's closedness does is decided
                 // where it joins the embedding's group (`closedness`).
                 Some(d) if c.embed.is_none() => {
-                    let shared = d == v || self.ancestors(v).any(|a| a == d);
+                    // The referring field is where the reference is evaluated, and also
+                    // where it is written: a conjunct copied out of the definition (`r: {...}
+                    // & #D.s`, `r: #C & #D.s` with `#D: {s: m: x: v.x & {...}, v: ...}`) still
+                    // refers from inside it, its scopes (the environments it resolves names
+                    // in) pass through the definition's body.
+                    let shared = d == v
+                        || self.ancestors(v).any(|a| a == d)
+                        || std::iter::successors(c.env.as_ref(), |e| e.up.as_ref())
+                            .any(|e| e.vertex == d);
                     (false, shared)
                 }
                 Some(_) => (false, false),
