@@ -2,6 +2,11 @@
 //! merging equal disjuncts, and the conversion of a finished vertex to data (`to_data`: regular
 //! fields in CUE's order, defaults taken, incomplete values and hidden errors reported); and
 //! data in (`data_to_expr`: concrete data as a literal expression).
+//!
+//! Optional fields are not read: one whose values conflict, or that a closed struct does not
+//! allow, is in error as a field constraint only (it can never be set); the struct holding it is
+//! neither an error nor incomplete (upstream evalv3: `b?: _|_ // field not allowed` in a struct
+//! that exports).
 
 use super::*;
 
@@ -68,9 +73,6 @@ impl Ev {
             }
             at.push(l.clone());
             if self.vx(a).constraint() == Some(FieldConstraint::Optional) {
-                if self.vx(a).value.not_allowed {
-                    return self.vx(a).value.err.clone();
-                }
                 at.pop();
                 continue;
             }
@@ -359,15 +361,7 @@ impl Ev {
             self.eval(a);
             let ax = self.vx(a);
             match ax.constraint() {
-                Some(FieldConstraint::Optional) => {
-                    if ax.value.not_allowed {
-                        if let Some(e) = ax.err() {
-                            errs.push((a, e.clone()));
-                            ok = false;
-                        }
-                    }
-                    continue;
-                }
+                Some(FieldConstraint::Optional) => continue,
                 Some(FieldConstraint::Required) => {
                     let span = ax.span();
                     errs.push((
