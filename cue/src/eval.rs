@@ -301,6 +301,9 @@ pub struct Ev {
     validator_incomplete: bool,
     /// Buffers reused across calls (taken while in use, so a nested call starts empty).
     bufs: Bufs,
+    /// Sources of the hidden values and definitions one walk of `Ev::collect_fatal_hidden` has
+    /// found free of errors (see there); emptied when a walk starts and ends.
+    hidden_clean: HashSet<Vec<VId>>,
     /// Work counters (printed to stderr when the evaluator is dropped and `CUE_EVAL_STATS` is
     /// set): where evaluation time goes on a real workload.
     pub stats: Stats,
@@ -399,6 +402,9 @@ pub struct Stats {
     /// Comprehensions run again after another of the same vertex yielded
     /// (`Ev::run_comprehensions`).
     pub comp_reruns: u64,
+    /// Hidden values and definitions not walked again for errors, as a value made of the same
+    /// definitions was walked clean (`Ev::collect_fatal_hidden`).
+    pub hidden_reused: u64,
     /// Throw-away evaluations kept, as they changed an older vertex.
     pub kept: u64,
 }
@@ -448,6 +454,7 @@ impl Ev {
             packages: HashMap::new(),
             stuck_comprehensions: FastMap::default(),
             bufs: Bufs::default(),
+            hidden_clean: HashSet::new(),
             validator_incomplete: false,
             stats: Stats::default(),
         }

@@ -903,6 +903,40 @@ data: {items: [{name: "a", v: 1}]}
     }
 
     #[test]
+    fn a_hidden_value_made_of_the_same_definitions_is_walked_once_unless_it_fails() {
+        let rt = Runtime::default();
+        let clean = r#"
+#Meta: {name: string | *"m", labels: [string]: string}
+#Bp: {#meta: #Meta, spec: {replicas: int | *1, image: string | *"x"}, ...}
+#Base: {kind: "bp", ...}
+c1: {#bp: #Base & #Bp, name: "a"}
+c2: {#bp: #Base & #Bp, name: "b"}
+c3: {#bp: #Bp & #Base, name: "c"}
+c4: {#bp: #Bp, name: "d"}
+"#;
+        let pkg = rt.build_files(&[("in.cue".into(), clean.into())]).unwrap();
+        pkg.validate(true).unwrap();
+        // `#Bp.#meta` is walked with `#Bp` (it is `#Meta`); c1's `#bp` is walked, its `#meta`
+        // not again; c2's and c3's (the same two definitions in another order) are not walked
+        // again; c4's is another value (one definition), walked, its `#meta` not again.
+        assert_eq!(stats(&pkg).hidden_reused, 4, "{:?}", stats(&pkg));
+        // A value that held an error is walked wherever it occurs: every path is reported.
+        let failing = r#"
+#A: {a: int}
+#B: {a: string}
+c1: {#h: #A & #B}
+c2: {#h: #A & #B}
+"#;
+        let pkg = rt
+            .build_files(&[("in.cue".into(), failing.into())])
+            .unwrap();
+        let diags = pkg.validate(false).unwrap_err();
+        let paths: Vec<&str> = diags.iter().map(|d| d.path.as_str()).collect();
+        assert!(paths.contains(&"c1.#h.a"), "{paths:?}");
+        assert!(paths.contains(&"c2.#h.a"), "{paths:?}");
+    }
+
+    #[test]
     fn export_expr_drops_what_it_built_and_keeps_what_it_changed() {
         let rt = Runtime::default();
         let pkg = rt.build_files(&[("in.cue".into(), PAIRS.into())]).unwrap();
