@@ -7,6 +7,10 @@
 //! never panics when called inside another runtime. It must NOT be called directly from an async
 //! task (that would block the task's worker thread while the fetch runs): call it through
 //! `spawn_blocking`. Dropping it anywhere is fine (the runtime is shut down in the background).
+//! The OCI client is built on the first remote operation, not with the registry: building it
+//! loads the system's root certificates (a tenth of a 20-component render's time and memory),
+//! which a registry of layout directories never uses. A client that cannot be built is a
+//! `Transient` error of that operation.
 //!
 //! Fetch order for `path@vN` + `version`: in-process memo → on-disk cache (keyed by registry and
 //! coordinate; a warm fetch does no network) → the mapped location. A fetched artifact is checked
@@ -126,7 +130,8 @@ pub struct Published {
 /// The registry client. See the module documentation for the threading rules.
 pub struct ModuleRegistry {
     cfg: RegistryConfig,
-    remote: Remote,
+    /// The OCI client, built on first use (see the module docs).
+    remote: std::sync::OnceLock<Remote>,
     rt: Option<tokio::runtime::Runtime>,
     memo: Mutex<HashMap<(String, ModuleVersion), Arc<FetchedModule>>>,
     /// The registry-wide signature policy (`signed`).
@@ -153,7 +158,30 @@ impl ModuleRegistry {
     /// Builds a client for `cfg`.
     pub fn new(cfg: RegistryConfig) -> Result<ModuleRegistry, Error> {
         install_crypto_provider();
-        let insecure: Vec<String> = cfg
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("opm-registry")
+            .enable_all()
+            .build()
+            .map_err(Error::Runtime)?;
+        Ok(ModuleRegistry {
+            cfg,
+            remote: std::sync::OnceLock::new(),
+            rt: Some(rt),
+            memo: Mutex::new(HashMap::new()),
+            required: std::sync::RwLock::new(None),
+            verified: Mutex::new(std::collections::HashSet::new()),
+        })
+    }
+
+    /// The OCI client (a clone: it is shared inside), built on first use; `coord` names the
+    /// operation's module in the error.
+    fn remote(&self, coord: &str) -> Result<Remote, RegistryError> {
+        if let Some(r) = self.remote.get() {
+            return Ok(r.clone());
+        }
+        let insecure: Vec<String> = self
+            .cfg
             .mapping
             .locations()
             .filter_map(|l| match l {
@@ -165,26 +193,22 @@ impl ModuleRegistry {
                 _ => None,
             })
             .collect();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("opm-registry")
-            .enable_all()
-            .build()
-            .map_err(Error::Runtime)?;
+        let rt = self
+            .rt
+            .as_ref()
+            .ok_or_else(|| transient(coord, "registry runtime is shut down"))?;
         // reqwest's client must be built inside a runtime context for its DNS resolver.
-        let remote = {
+        let built = {
             let _guard = rt.enter();
-            Remote::new(insecure, cfg.credentials.clone(), cfg.timeouts.clone())
-                .map_err(Error::Client)?
+            Remote::new(
+                insecure,
+                self.cfg.credentials.clone(),
+                self.cfg.timeouts.clone(),
+            )
+            .map_err(|e| transient(coord, e))?
         };
-        Ok(ModuleRegistry {
-            cfg,
-            remote,
-            rt: Some(rt),
-            memo: Mutex::new(HashMap::new()),
-            required: std::sync::RwLock::new(None),
-            verified: Mutex::new(std::collections::HashSet::new()),
-        })
+        // Two threads may both build one; either is the same client.
+        Ok(self.remote.get_or_init(|| built).clone())
     }
 
     /// The configuration.
@@ -348,7 +372,7 @@ impl ModuleRegistry {
                     .map_err(|e| self.layout_error(&coord, &l, &repo, m, e))?
             }
             Location::Remote { host, .. } => {
-                let remote = self.remote.clone();
+                let remote = self.remote(&coord)?;
                 let r = Reference::with_tag(host.clone(), repo.clone(), m.version.clone());
                 let (mm, digest) = self.remote_manifest(&coord, host, &repo, m)?;
                 self.verify_digest(&coord, Site::of(&loc), &repo, &digest, &policies)?;
@@ -383,7 +407,7 @@ impl ModuleRegistry {
                 Err(LayoutError::Invalid(e)) => return Err(invalid(path, e)),
             },
             Location::Remote { host, .. } => {
-                let remote = self.remote.clone();
+                let remote = self.remote(path)?;
                 let r = Reference::with_tag(host.clone(), repo.clone(), "latest".into());
                 match self
                     .block(async move { remote.tags(&r).await })
@@ -460,7 +484,7 @@ impl ModuleRegistry {
         let (mm, digest) = self.remote_manifest(coord, host, repo, m)?;
         // The layers below are read by the digests of this manifest, after its digest verified.
         self.verify_digest(coord, Site::Remote(host), repo, &digest, policies)?;
-        let remote = self.remote.clone();
+        let remote = self.remote(coord)?;
         let r = Reference::with_tag(host.to_string(), repo.to_string(), m.version.clone());
         let max_zip = self.cfg.limits.max_zip_size;
         let res = self
@@ -483,7 +507,7 @@ impl ModuleRegistry {
         repo: &str,
         m: &ModuleVersion,
     ) -> Result<(ModuleManifest, String), RegistryError> {
-        let remote = self.remote.clone();
+        let remote = self.remote(coord)?;
         let r = Reference::with_tag(host.to_string(), repo.to_string(), m.version.clone());
         let res = self
             .block(async move {
@@ -506,7 +530,10 @@ impl ModuleRegistry {
         if let OpError::NotFound(_) = &e {
             // List what is published in the major, for the message.
             let major = check_path_with_major(&m.path).map_or(0, |(_, n)| n);
-            let remote = self.remote.clone();
+            let remote = match self.remote(coord) {
+                Ok(r) => r,
+                Err(e) => return e,
+            };
             let r = Reference::with_tag(host.to_string(), repo.to_string(), "latest".into());
             let available = match self.block(async move { remote.tags(&r).await }) {
                 Ok(Ok(t)) => semver::filter_major(t, major),
@@ -615,7 +642,7 @@ impl ModuleRegistry {
                     })?
             }
             Location::Remote { host, .. } => {
-                let remote = self.remote.clone();
+                let remote = self.remote(&coord).map_err(Error::Registry)?;
                 let r = Reference::with_tag(host.clone(), repo.clone(), m.version.clone());
                 let b = built.clone();
                 let res = self

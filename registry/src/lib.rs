@@ -95,9 +95,6 @@ pub enum Error {
     /// The tokio runtime of the client could not be started.
     #[error("cannot start the registry runtime: {0}")]
     Runtime(#[source] std::io::Error),
-    /// The OCI HTTP client could not be built.
-    #[error("{0}")]
-    Client(String),
 }
 
 impl From<cue::module::RegistryError> for Error {

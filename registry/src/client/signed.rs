@@ -207,7 +207,7 @@ impl ModuleRegistry {
                     .collect())
             }
             Site::Remote(host) => {
-                let remote = self.remote.clone();
+                let remote = self.remote(coord)?;
                 let r = Reference::with_tag(host.to_string(), repo.to_string(), tag.to_string());
                 let res = self
                     .block(async move {
@@ -325,7 +325,7 @@ impl ModuleRegistry {
                 a.changed
             }
             Location::Remote { host, .. } => {
-                let remote = self.remote.clone();
+                let remote = self.remote(&coord).map_err(Error::Registry)?;
                 let r = Reference::with_tag(host.clone(), repo.clone(), tag.clone());
                 let res = self
                     .block(async move {
