@@ -304,6 +304,9 @@ pub struct Ev {
     /// Sources of the hidden values and definitions one walk of `Ev::collect_fatal_hidden` has
     /// found free of errors (see there); emptied when a walk starts and ends.
     hidden_clean: HashSet<Vec<VId>>,
+    /// How often that walk stopped short (depth, stack, error count): a value walked while it
+    /// did is not recorded as clean.
+    hidden_cuts: u64,
     /// Work counters (printed to stderr when the evaluator is dropped and `CUE_EVAL_STATS` is
     /// set): where evaluation time goes on a real workload.
     pub stats: Stats,
@@ -455,6 +458,7 @@ impl Ev {
             stuck_comprehensions: FastMap::default(),
             bufs: Bufs::default(),
             hidden_clean: HashSet::new(),
+            hidden_cuts: 0,
             validator_incomplete: false,
             stats: Stats::default(),
         }

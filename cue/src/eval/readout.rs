@@ -466,6 +466,7 @@ impl Ev {
             || self.budget.limit_err.is_some()
             || !self.stack_ok()
         {
+            self.hidden_cuts += 1;
             return;
         }
         self.eval(v);
@@ -504,10 +505,12 @@ impl Ev {
                     continue;
                 }
             }
-            let n0 = errs.len();
+            let (n0, cuts) = (errs.len(), self.hidden_cuts);
             self.walk_hidden_arc(a, proxy, errs, depth, ins);
+            // Clean only if walked in full: a walk cut short (depth, stack) may have missed
+            // an error that a walk of the same value from higher up would find.
             if let Some(s) = sources {
-                if errs.len() == n0 && self.budget.limit_err.is_none() {
+                if errs.len() == n0 && self.hidden_cuts == cuts && self.budget.limit_err.is_none() {
                     self.hidden_clean.insert(s);
                 }
             }
