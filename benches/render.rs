@@ -12,7 +12,14 @@
 //! (`BENCH_ONLY=big BENCH_RUNS=3 valgrind --tool=callgrind target/release/deps/render-<hash>`);
 //! `valgrind … env BENCH_ONLY=big …` profiles `env` only, not the bench it starts.
 //!
-//! Latest figures (phase 4, 2026-12-06): wall times on this machine now swing by half from
+//! Latest figures (phase 4, fifth session, 2026-12-06): callgrind `BENCH_ONLY=big BENCH_RUNS=1`
+//! 1.130 G -> 1.031 G for the whole bench (the two renders 969 M -> 941 M: the walk for errors
+//! in hidden fields no longer walks each component's copies of the same blueprint and trait
+//! definitions; the registry's OCI client, 76 M of setup, is no longer built for layouts), peak
+//! RSS 51 -> 47 MiB; wall medians of 11 renders alternated with the session's starting binary:
+//! 274/288/330/189 ms -> 197/173/262/263 ms (the machine's speed swings as below).
+//!
+//! Figures of the fourth session (2026-12-06): wall times on this machine now swing by half from
 //! run to run with nothing else running (one binary: 198-333 ms medians of 11 renders), so
 //! instruction counts decide: callgrind `BENCH_ONLY=big BENCH_RUNS=1` 1.271 G -> 1.130 G for
 //! the whole bench (the two renders in it 1.109 G -> 0.968 G, -12.7 %), peak RSS 52 MiB
