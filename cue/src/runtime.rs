@@ -425,7 +425,8 @@ fn package_root(ev: &mut Ev, lits: &[Arc<adt::StructLit>]) -> VId {
 }
 
 /// The load target of command-line style arguments: one directory (`.` or `./dir`) names a
-/// package; anything else is a list of files.
+/// package; anything else is a list of files: `.cue` files, and `.json` files, whose data is
+/// CUE syntax already (an object is the file's struct, an array or a scalar its embedded value).
 pub fn target_of_args(args: &[String]) -> module::Target {
     let clean = |a: &str| {
         let a = a.trim_end_matches('/');
@@ -438,7 +439,9 @@ pub fn target_of_args(args: &[String]) -> module::Target {
     };
     match args {
         [] => module::Target::Dir(String::new()),
-        [one] if !one.ends_with(".cue") => module::Target::Dir(clean(one)),
+        [one] if !one.ends_with(".cue") && !one.ends_with(".json") => {
+            module::Target::Dir(clean(one))
+        }
         many => module::Target::Files(many.iter().map(|a| clean(a)).collect()),
     }
 }

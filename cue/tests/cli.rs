@@ -191,3 +191,27 @@ fn eval_fails_on_errors_and_concrete_asks_for_data() -> R {
     assert_eq!(code, Some(1));
     Ok(())
 }
+
+#[test]
+fn a_json_file_is_exported_alone_or_unified_with_cue_files() -> R {
+    let t = Tmp::new("json")?;
+    t.write("data.json", "{\"a\": 1, \"b\": [1, {\"c\": \"x\"}]}\n")?;
+    t.write("list.json", "[1, 2]\n")?;
+    t.write("schema.cue", "a: int\nn: a + 1\n")?;
+    // One `.json` argument names a file, not a directory.
+    assert_eq!(
+        stdout(cue(&t.0, &["export", "data.json"]))?,
+        r#"{"a":1,"b":[1,{"c":"x"}]}"#
+    );
+    assert_eq!(stdout(cue(&t.0, &["export", "list.json"]))?, "[1,2]");
+    assert_eq!(
+        stdout(cue(&t.0, &["export", "schema.cue", "data.json"]))?,
+        r#"{"a":1,"n":2,"b":[1,{"c":"x"}]}"#
+    );
+    // A conflict between the data and the schema is an error.
+    t.write("bad.json", "{\"a\": \"one\"}\n")?;
+    let (code, err) = failure(cue(&t.0, &["export", "schema.cue", "bad.json"]))?;
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("a:"), "{err}");
+    Ok(())
+}
