@@ -506,6 +506,11 @@ impl Ev {
             return;
         }
         if !self.label_matches(filter, label) {
+            // A label test that cannot be decided (an invalid regular expression) is an error
+            // of the struct, not a label the pattern leaves alone.
+            if let Some(b) = self.invalid_label_test(filter, pc.expr.span()) {
+                self.set_err(_v, b);
+            }
             return;
         }
         let env = self.new_env(
@@ -532,6 +537,24 @@ impl Ev {
     fn label_matches(&mut self, f: VId, label: &Label) -> bool {
         let s = Val::str(&label.name);
         self.accepts(f, &s)
+    }
+
+    /// The error of a label filter that cannot test any label: a match operator whose regular
+    /// expression does not compile (upstream reports it on the struct whose label it tested;
+    /// a filter that is an error otherwise matches nothing, silently).
+    fn invalid_label_test(&mut self, f: VId, span: Span) -> Option<Arc<Bottom>> {
+        let f = self.vx(f).disjunction.redirect.unwrap_or(f);
+        let bounds = self.vx(f).value.bounds.clone();
+        for b in bounds {
+            if let Val::Bound(BoundOp::Match | BoundOp::NotMatch, x) = &b {
+                if let Val::Str(re) = &**x {
+                    if let Err(e) = self.regex(re) {
+                        return Some(Bottom::new(ErrorCode::Eval, e, span));
+                    }
+                }
+            }
+        }
+        None
     }
 
     /// Whether unifying the scalar `s` with vertex `f` succeeds.
