@@ -333,6 +333,38 @@ impl Ev {
         self.bufs.closing = closing;
     }
 
+    /// Whether the closed struct `v` (evaluated) can never have the regular field `label` it
+    /// lacks: a closing group (with the groups it absorbs) is not open and none of its
+    /// patterns accepts the label (upstream `Vertex.Accept`). Selecting such a field is an
+    /// error, not an incomplete value a later conjunct could still fill.
+    pub(super) fn refuses_absent(&mut self, v: VId, label: &Label) -> bool {
+        if !label.is_regular() {
+            return false;
+        }
+        let ngroups = self.vx(v).groups.len();
+        let mut members = Vec::new();
+        for r in 0..ngroups {
+            let gs = &self.vx(v).groups;
+            if gs[r].merged || !gs[r].closing {
+                continue;
+            }
+            members.clear();
+            self.group_members_into(v, r, &mut members);
+            let gs = &self.vx(v).groups;
+            if members.iter().any(|&m| gs[m].open) {
+                continue;
+            }
+            let pats: Vec<VId> = members
+                .iter()
+                .flat_map(|&g| self.vx(v).groups[g].patterns().iter().copied())
+                .collect();
+            if !pats.into_iter().any(|p| self.label_matches(p, label)) {
+                return true;
+            }
+        }
+        false
+    }
+
     /// The arcs of `v` each range of `closing` (in `members`) refuses get their error.
     fn refuse_unclosed(&mut self, v: VId, members: &[usize], closing: &[(usize, usize)]) {
         let n = self.vx(v).arcs.len();
