@@ -4,7 +4,9 @@
 //! field; each result is an embedding of the struct it stands in (its fields are allowed by the
 //! struct's closedness). A comprehension whose clauses are still incomplete (it reads a field
 //! another comprehension of the same vertex yields) is retried after the others ran, as long as
-//! a round makes progress; then its error stands. A guard or source that stays incomplete
+//! a round makes progress; then its error stands. Fields a round yielded under dynamic labels
+//! (`"\(k)": v`) are added before such a retry (or before giving up), as the field a guard reads
+//! may be one of them. A guard or source that stays incomplete
 //! leaves the struct incomplete (nothing is yielded, and an export of the struct fails: what it
 //! would hold is unknown), as upstream's `cue export` reports `incomplete bool: _`.
 //!
@@ -222,6 +224,16 @@ impl Ev {
                     break;
                 }
                 round = 0;
+                continue;
+            }
+            // Fields a round yielded under dynamic labels (`"\(k)": v`) are added only when
+            // the labels are evaluated: what a failed comprehension tests may be among them,
+            // so they are added before it is retried or given up.
+            if self.run_dynamic_fields(v) {
+                round = 1;
+                for (pc, _) in failed {
+                    self.vm(v).scr_mut().comps.push(pc);
+                }
                 continue;
             }
             if !progressed || round > 0 {
