@@ -238,7 +238,11 @@ impl Ev {
             }
             if !progressed || round > 0 {
                 for (_, b) in failed {
-                    if b.code == ErrorCode::Incomplete {
+                    // A source or guard selecting a field that is not there (`for x in
+                    // src.foo`, `for k in p` with `p?: [...]`) is as unknown as an
+                    // incomplete one (upstream `comprehensions/incomplete`: `b: [for x in
+                    // src.foo {}]` is incomplete, not `[]`).
+                    if matches!(b.code, ErrorCode::Incomplete | ErrorCode::Undefined) {
                         self.stuck_comprehensions.insert(v, ());
                     }
                     self.set_err(v, b);
