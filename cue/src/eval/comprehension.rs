@@ -56,7 +56,10 @@ impl Ev {
         };
         match cl {
             ClauseC::For { source, span } => {
-                let src = self.eval_expr(&Some(env.clone()), source);
+                let src = match self.enclosing_source(env, source, v) {
+                    Some(w) => Val::Vertex(w),
+                    None => self.eval_expr(&Some(env.clone()), source),
+                };
                 match src {
                     Val::Vertex(w) => {
                         self.eval(w);
@@ -145,6 +148,54 @@ impl Ev {
                     EnvKind::Bind(vec![Binding::Lazy(env.clone(), expr.clone())]),
                 );
                 self.run_clauses(v, &benv, comp, i + 1, out)
+            }
+        }
+    }
+
+    /// The struct a `for` clause of `v` ranges over when it is `v` itself or a struct
+    /// enclosing it, still being expanded (`t: {w: {...}, for k, x in t {(k): out: 1}}`):
+    /// its declared fields are in (comprehensions run after them), so the clause ranges over
+    /// them, where evaluating the reference would meet the expansion as a cycle (upstream
+    /// `comprehensions/pushdown` issue2131). Ranging over `v` itself freezes its field set
+    /// (`check_frozen`).
+    fn enclosing_source(&mut self, env: &Arc<Env>, source: &Expr, v: VId) -> Option<VId> {
+        if !matches!(source, Expr::FieldRef { .. } | Expr::SelfRef { .. }) {
+            return None;
+        }
+        let Res::V(w) = self.resolve(&Some(env.clone()), source) else {
+            return None;
+        };
+        let enclosing = w == v || self.ancestors(v).any(|p| p == w);
+        if !enclosing || self.vx(w).status != Status::Expanding {
+            return None;
+        }
+        if w == v {
+            let n = self.vx(v).arcs.len();
+            self.frozen_fields.entry(v).or_insert(n);
+        }
+        Some(w)
+    }
+
+    /// A struct whose own `for` clause ranged over its fields may not get a new regular field
+    /// from its comprehensions afterwards (upstream `cycle/freeze`: `a: {x: 1, for k, v in a
+    /// {(k+"q"): v}}` is an error): the first such field makes `v` an error.
+    pub(super) fn check_frozen(&mut self, v: VId) {
+        let Some(n) = self.frozen_fields.remove(&v) else {
+            return;
+        };
+        let len = self.vx(v).arcs.len();
+        for i in n..len {
+            let Some((l, &a)) = self.vx(v).arcs.get_index(i) else {
+                break;
+            };
+            if l.is_regular() {
+                let msg = format!(
+                    "adding field {} not allowed as field set was already referenced",
+                    l.path_text()
+                );
+                let span = self.vx(a).span;
+                self.set_err(v, Bottom::new(ErrorCode::Eval, msg, span));
+                return;
             }
         }
     }
