@@ -307,25 +307,9 @@ impl Ev {
     pub(super) fn check_closed(&mut self, v: VId) {
         // Each closing group's members are a range of one flat list (one allocation, not one
         // per group), and the arcs are read by index (no copy of the labels).
-        let ngroups = self.vx(v).groups.len();
         let mut members = std::mem::take(&mut self.bufs.members);
         let mut closing = std::mem::take(&mut self.bufs.closing);
-        members.clear();
-        closing.clear();
-        for r in 0..ngroups {
-            let gs = &self.vx(v).groups;
-            if gs[r].merged || !gs[r].closing {
-                continue;
-            }
-            let start = members.len();
-            self.group_members_into(v, r, &mut members);
-            let gs = &self.vx(v).groups;
-            if members[start..].iter().any(|&m| gs[m].open) {
-                members.truncate(start);
-            } else {
-                closing.push((start, members.len()));
-            }
-        }
+        self.closing_groups(v, &mut members, &mut closing);
         if !closing.is_empty() {
             self.refuse_unclosed(v, &members, &closing);
         }
@@ -341,20 +325,10 @@ impl Ev {
         if !label.is_regular() {
             return false;
         }
-        let ngroups = self.vx(v).groups.len();
-        let mut members = Vec::new();
-        for r in 0..ngroups {
-            let gs = &self.vx(v).groups;
-            if gs[r].merged || !gs[r].closing {
-                continue;
-            }
-            members.clear();
-            self.group_members_into(v, r, &mut members);
-            let gs = &self.vx(v).groups;
-            if members.iter().any(|&m| gs[m].open) {
-                continue;
-            }
-            let pats: Vec<VId> = members
+        let (mut members, mut closing) = (Vec::new(), Vec::new());
+        self.closing_groups(v, &mut members, &mut closing);
+        for (from, to) in closing {
+            let pats: Vec<VId> = members[from..to]
                 .iter()
                 .flat_map(|&g| self.vx(v).groups[g].patterns().iter().copied())
                 .collect();
@@ -363,6 +337,28 @@ impl Ev {
             }
         }
         false
+    }
+
+    /// The closing groups of `v` that are not open, each with the groups it absorbs: a range
+    /// of `closing` into the flat list `members` (one allocation, not one per group).
+    fn closing_groups(&self, v: VId, members: &mut Vec<usize>, closing: &mut Vec<(usize, usize)>) {
+        members.clear();
+        closing.clear();
+        let ngroups = self.vx(v).groups.len();
+        for r in 0..ngroups {
+            let gs = &self.vx(v).groups;
+            if gs[r].merged || !gs[r].closing {
+                continue;
+            }
+            let start = members.len();
+            self.group_members_into(v, r, members);
+            let gs = &self.vx(v).groups;
+            if members[start..].iter().any(|&m| gs[m].open) {
+                members.truncate(start);
+            } else {
+                closing.push((start, members.len()));
+            }
+        }
     }
 
     /// The arcs of `v` each range of `closing` (in `members`) refuses get their error.
@@ -527,7 +523,7 @@ impl Ev {
 
     pub(super) fn apply_pattern(
         &mut self,
-        _v: VId,
+        v: VId,
         a: VId,
         label: &Label,
         filter: VId,
@@ -541,7 +537,7 @@ impl Ev {
             // A label test that cannot be decided (an invalid regular expression) is an error
             // of the struct, not a label the pattern leaves alone.
             if let Some(b) = self.invalid_label_test(filter, pc.expr.span()) {
-                self.set_err(_v, b);
+                self.set_err(v, b);
             }
             return;
         }
