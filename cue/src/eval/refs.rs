@@ -394,6 +394,14 @@ impl Ev {
                 if !expanding {
                     self.eval(a);
                 }
+                if self.vx(a).value.not_allowed
+                    && self.active.disjuncts.is_empty()
+                    && !std::iter::once(bd)
+                        .chain(self.ancestors(bd))
+                        .any(|p| self.vx(p).disjunction.clone_of.is_some())
+                {
+                    return Res::V(self.unrefused(a));
+                }
                 if self.vx(a).constraint == Some(FieldConstraint::Optional) {
                     return Res::A(Val::Bottom(Bottom::new(
                         ErrorCode::Undefined,
@@ -428,6 +436,25 @@ impl Ev {
                 )))
             }
         }
+    }
+}
+
+impl Ev {
+    /// The value of the field `a` its struct refuses, apart from the refusal: a field selected
+    /// from a struct is its own value, and the closedness of the struct it sits in is that
+    /// struct's error, not the field's (upstream evalv3 looks fields up without checking
+    /// closedness: `(#D & {b: 2}).b` is 2, `eval/openinline`). A new vertex with `a`'s
+    /// conjuncts, evaluated apart from the struct. Not while a disjunction is decided, nor
+    /// in a disjunct: there the refusal is a failure of the alternative, which eliminates it
+    /// (real modules pick a default `[]` over an alternative that copies a refused field).
+    fn unrefused(&mut self, a: VId) -> VId {
+        let w = self.new_vertex(None, Label::internal("_selected"));
+        let conjuncts = self.vx(a).conjuncts.clone();
+        let span = self.vx(a).span;
+        let x = self.vm(w);
+        x.span = span;
+        x.conjuncts = conjuncts;
+        w
     }
 }
 
