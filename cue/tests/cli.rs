@@ -248,6 +248,15 @@ fn a_directory_keeps_only_the_files_whose_build_constraint_holds() -> R {
     t.write("a.cue", "@if(A && B || C)\npackage p\n\nx: 1\n")?;
     t.write("b.cue", "@if(!A)\npackage p\n\ny: 2\n")?;
     assert_eq!(stdout(cue(&t.0, &["export"]))?, r#"{"y":2}"#);
+    // A constraint nested without bound does not parse: the file is kept, nothing overflows.
+    let deep = format!(
+        "@if({}A{})\npackage p\n\nz: 3\n",
+        "(!".repeat(100_000),
+        ")".repeat(100_000)
+    );
+    t.write("c.cue", &deep)?;
+    assert_eq!(stdout(cue(&t.0, &["export"]))?, r#"{"y":2,"z":3}"#);
+    std::fs::remove_file(t.0.join("c.cue"))?;
     // Every file left out is an error, not an empty package.
     std::fs::remove_file(t.0.join("b.cue"))?;
     let (code, err) = failure(cue(&t.0, &["export"]))?;

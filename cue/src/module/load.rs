@@ -1156,11 +1156,20 @@ fn build_constraint_holds(file: &ast::File) -> bool {
 /// The parser and evaluator of a build constraint's expression (see `build_constraint_holds`).
 struct BuildExpr<'a> {
     rest: &'a str,
+    /// Nesting of `!` and parentheses so far: an expression nested deeper than
+    /// [`MAX_BUILD_EXPR_DEPTH`] does not parse (no recursion without bound on input).
+    depth: usize,
 }
+
+/// How deep `!` and parentheses may nest in a build constraint.
+const MAX_BUILD_EXPR_DEPTH: usize = 64;
 
 impl<'a> BuildExpr<'a> {
     fn new(body: &'a str) -> Self {
-        BuildExpr { rest: body }
+        BuildExpr {
+            rest: body,
+            depth: 0,
+        }
     }
 
     /// The value of the whole expression; `None` if it does not parse.
@@ -1200,10 +1209,21 @@ impl<'a> BuildExpr<'a> {
 
     fn unary(&mut self) -> Option<bool> {
         if self.eat("!") {
-            return Some(!self.unary()?);
+            self.depth += 1;
+            if self.depth > MAX_BUILD_EXPR_DEPTH {
+                return None;
+            }
+            let v = !self.unary()?;
+            self.depth -= 1;
+            return Some(v);
         }
         if self.eat("(") {
+            self.depth += 1;
+            if self.depth > MAX_BUILD_EXPR_DEPTH {
+                return None;
+            }
             let v = self.or()?;
+            self.depth -= 1;
             return self.eat(")").then_some(v);
         }
         let t = self.rest.trim_start();
