@@ -530,7 +530,8 @@ impl Ev {
 
     /// Whether the label filter vertex `f` accepts `label`.
     fn label_matches(&mut self, f: VId, label: &Label) -> bool {
-        let s = Val::str(&label.name);
+        // The label's own string: a new copy per asked label was a measured cost.
+        let s = Val::Str(label.name.clone());
         self.accepts(f, &s)
     }
 

@@ -394,6 +394,7 @@ impl Ev {
     /// keeping the best default provenance of each; a single state has nothing to be merged
     /// with, so its fingerprint (a walk of the whole clone) is not taken.
     fn merge_states(&mut self, next: Vec<State>) -> Vec<State> {
+        use std::fmt::Write as _;
         if next.len() < 2 {
             return next;
         }
@@ -401,7 +402,7 @@ impl Ev {
         for st in next {
             let mut key = self.fingerprint(st.vertex, 0);
             for pd in &self.vx(st.vertex).scr().pending_disj {
-                key.push_str(&format!("|{:?}", pd.conj.expr.span()));
+                let _ = write!(key, "|{:?}", pd.conj.expr.span());
             }
             if let Some(u) = merged.iter_mut().find(|u| u.1 == key) {
                 let better = match (prov(&st.hist), prov(&u.0.hist)) {
