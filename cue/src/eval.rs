@@ -296,6 +296,9 @@ pub struct Ev {
     /// concrete): they yield nothing, and their export fails (`comprehension`). Filled only on
     /// that failure path.
     stuck_comprehensions: FastMap<VId, ()>,
+    /// Vertices a `for` clause of their own ranges over while they are expanded, with how many
+    /// arcs they had then: a comprehension may not add a field to that set (`comprehension`).
+    frozen_fields: FastMap<VId, usize>,
     /// Set by a validator check whose failure is not final (`matchN` over schemas the value
     /// may still match once its missing required fields are set): the failure is incomplete.
     validator_incomplete: bool,
@@ -458,6 +461,7 @@ impl Ev {
             active: Active::default(),
             packages: HashMap::new(),
             stuck_comprehensions: FastMap::default(),
+            frozen_fields: FastMap::default(),
             bufs: Bufs::default(),
             hidden_clean: HashSet::new(),
             hidden_cuts: 0,

@@ -215,3 +215,46 @@ fn a_json_file_is_exported_alone_or_unified_with_cue_files() -> R {
     assert!(err.contains("a:"), "{err}");
     Ok(())
 }
+
+#[test]
+fn a_json_file_that_is_not_json_is_a_syntax_error_at_its_position() -> R {
+    let t = Tmp::new("json-strict")?;
+    // CUE syntax, not JSON: a comma left out at a line end, a bare field, an empty file.
+    t.write(
+        "x1.json",
+        "{\n  \"foo\": true,\n  \"bar\": 2\n  \"baz\": false\n}\n",
+    )?;
+    t.write("x2.json", "\"baz\": false\n")?;
+    t.write("x3.json", "")?;
+    for (file, at) in [
+        ("x1.json", "x1.json:4:3"),
+        ("x2.json", "x2.json:1:6"),
+        ("x3.json", "x3.json:1:1"),
+    ] {
+        let (code, err) = failure(cue(&t.0, &["export", file]))?;
+        assert_eq!(code, Some(1), "{file}: {err}");
+        assert!(
+            err.contains("invalid JSON") && err.contains(at),
+            "{file}: {err}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn a_directory_keeps_only_the_files_whose_build_constraint_holds() -> R {
+    let t = Tmp::new("buildtags")?;
+    // No tag is set: `A && B || C` is false, `!A` is true.
+    t.write("a.cue", "@if(A && B || C)\npackage p\n\nx: 1\n")?;
+    t.write("b.cue", "@if(!A)\npackage p\n\ny: 2\n")?;
+    assert_eq!(stdout(cue(&t.0, &["export"]))?, r#"{"y":2}"#);
+    // Every file left out is an error, not an empty package.
+    std::fs::remove_file(t.0.join("b.cue"))?;
+    let (code, err) = failure(cue(&t.0, &["export"]))?;
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("build constraints exclude all CUE files"),
+        "{err}"
+    );
+    Ok(())
+}

@@ -185,6 +185,10 @@ impl Ev {
             let n = m.vertices as VId;
             self.stuck_comprehensions.retain(|v, _| *v < n);
         }
+        if !self.frozen_fields.is_empty() {
+            let n = m.vertices as VId;
+            self.frozen_fields.retain(|v, _| *v < n);
+        }
         true
     }
 

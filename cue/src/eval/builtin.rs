@@ -406,15 +406,35 @@ pub fn call(
         Val::StdFunc(b) => std_call(ev, env, b, args, span),
         // A std function of one argument held in a field is a validator there (`atoms`), and
         // still the function when called through the field.
+        // A callee that is still top (`_function: _` in a schema, a function supplied where
+        // the schema is used) may become a function: the call is incomplete, not an error
+        // (upstream issue 4201).
         Val::Vertex(w) => match held_function(ev, w) {
             Some(b) => std_call(ev, env, b, args, span),
-            None => err(
-                ErrorCode::Eval,
-                format!("cannot call non-function {}", ops::show(&Val::Vertex(w))),
-                span,
-            ),
+            None => {
+                let wd = ev.deref(w);
+                let wx = ev.vx(wd);
+                let top = wx.value.kinds == K_TOP
+                    && wx.value.scalar.is_none()
+                    && !wx.value.is_struct
+                    && !wx.value.is_list;
+                err(
+                    if top {
+                        ErrorCode::Incomplete
+                    } else {
+                        ErrorCode::Eval
+                    },
+                    format!("cannot call non-function {}", ops::show(&Val::Vertex(w))),
+                    span,
+                )
+            }
         },
         Val::Bottom(b) => Val::Bottom(b),
+        Val::Top | Val::Kind(K_TOP) => err(
+            ErrorCode::Incomplete,
+            "cannot call non-function _ (not known yet)".to_string(),
+            span,
+        ),
         other => err(
             ErrorCode::Eval,
             format!("cannot call non-function {}", ops::show(&other)),

@@ -307,18 +307,51 @@ impl Ev {
     pub(super) fn check_closed(&mut self, v: VId) {
         // Each closing group's members are a range of one flat list (one allocation, not one
         // per group), and the arcs are read by index (no copy of the labels).
-        let ngroups = self.vx(v).groups.len();
         let mut members = std::mem::take(&mut self.bufs.members);
         let mut closing = std::mem::take(&mut self.bufs.closing);
+        self.closing_groups(v, &mut members, &mut closing);
+        if !closing.is_empty() {
+            self.refuse_unclosed(v, &members, &closing);
+        }
+        self.bufs.members = members;
+        self.bufs.closing = closing;
+    }
+
+    /// Whether the closed struct `v` (evaluated) can never have the regular field `label` it
+    /// lacks: a closing group (with the groups it absorbs) is not open and none of its
+    /// patterns accepts the label (upstream `Vertex.Accept`). Selecting such a field is an
+    /// error, not an incomplete value a later conjunct could still fill.
+    pub(super) fn refuses_absent(&mut self, v: VId, label: &Label) -> bool {
+        if !label.is_regular() {
+            return false;
+        }
+        let (mut members, mut closing) = (Vec::new(), Vec::new());
+        self.closing_groups(v, &mut members, &mut closing);
+        for (from, to) in closing {
+            let pats: Vec<VId> = members[from..to]
+                .iter()
+                .flat_map(|&g| self.vx(v).groups[g].patterns().iter().copied())
+                .collect();
+            if !pats.into_iter().any(|p| self.label_matches(p, label)) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The closing groups of `v` that are not open, each with the groups it absorbs: a range
+    /// of `closing` into the flat list `members` (one allocation, not one per group).
+    fn closing_groups(&self, v: VId, members: &mut Vec<usize>, closing: &mut Vec<(usize, usize)>) {
         members.clear();
         closing.clear();
+        let ngroups = self.vx(v).groups.len();
         for r in 0..ngroups {
             let gs = &self.vx(v).groups;
             if gs[r].merged || !gs[r].closing {
                 continue;
             }
             let start = members.len();
-            self.group_members_into(v, r, &mut members);
+            self.group_members_into(v, r, members);
             let gs = &self.vx(v).groups;
             if members[start..].iter().any(|&m| gs[m].open) {
                 members.truncate(start);
@@ -326,11 +359,6 @@ impl Ev {
                 closing.push((start, members.len()));
             }
         }
-        if !closing.is_empty() {
-            self.refuse_unclosed(v, &members, &closing);
-        }
-        self.bufs.members = members;
-        self.bufs.closing = closing;
     }
 
     /// The arcs of `v` each range of `closing` (in `members`) refuses get their error.
@@ -499,7 +527,7 @@ impl Ev {
 
     pub(super) fn apply_pattern(
         &mut self,
-        _v: VId,
+        v: VId,
         a: VId,
         label: &Label,
         filter: VId,
@@ -510,6 +538,11 @@ impl Ev {
             return;
         }
         if !self.label_matches(filter, label) {
+            // A label test that cannot be decided (an invalid regular expression) is an error
+            // of the struct, not a label the pattern leaves alone.
+            if let Some(b) = self.invalid_label_test(filter, pc.expr.span()) {
+                self.set_err(v, b);
+            }
             return;
         }
         let env = self.new_env(
@@ -537,6 +570,24 @@ impl Ev {
         // The label's own string: a new copy per asked label was a measured cost.
         let s = Val::Str(label.name.clone());
         self.accepts(f, &s)
+    }
+
+    /// The error of a label filter that cannot test any label: a match operator whose regular
+    /// expression does not compile (upstream reports it on the struct whose label it tested;
+    /// a filter that is an error otherwise matches nothing, silently).
+    fn invalid_label_test(&mut self, f: VId, span: Span) -> Option<Arc<Bottom>> {
+        let f = self.vx(f).disjunction.redirect.unwrap_or(f);
+        let bounds = self.vx(f).value.bounds.clone();
+        for b in bounds {
+            if let Val::Bound(BoundOp::Match | BoundOp::NotMatch, x) = &b {
+                if let Val::Str(re) = &**x {
+                    if let Err(e) = self.regex(re) {
+                        return Some(Bottom::new(ErrorCode::Eval, e, span));
+                    }
+                }
+            }
+        }
+        None
     }
 
     /// Whether unifying the scalar `s` with vertex `f` succeeds.

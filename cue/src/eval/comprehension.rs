@@ -4,7 +4,9 @@
 //! field; each result is an embedding of the struct it stands in (its fields are allowed by the
 //! struct's closedness). A comprehension whose clauses are still incomplete (it reads a field
 //! another comprehension of the same vertex yields) is retried after the others ran, as long as
-//! a round makes progress; then its error stands. A guard or source that stays incomplete
+//! a round makes progress; then its error stands. Fields a round yielded under dynamic labels
+//! (`"\(k)": v`) are added before such a retry (or before giving up), as the field a guard reads
+//! may be one of them. A guard or source that stays incomplete
 //! leaves the struct incomplete (nothing is yielded, and an export of the struct fails: what it
 //! would hold is unknown), as upstream's `cue export` reports `incomplete bool: _`.
 //!
@@ -54,7 +56,10 @@ impl Ev {
         };
         match cl {
             ClauseC::For { source, span } => {
-                let src = self.eval_expr(&Some(env.clone()), source);
+                let src = match self.enclosing_source(env, source, v) {
+                    Some(w) => Val::Vertex(w),
+                    None => self.eval_expr(&Some(env.clone()), source),
+                };
                 match src {
                     Val::Vertex(w) => {
                         self.eval(w);
@@ -147,6 +152,54 @@ impl Ev {
         }
     }
 
+    /// The struct a `for` clause of `v` ranges over when it is `v` itself or a struct
+    /// enclosing it, still being expanded (`t: {w: {...}, for k, x in t {(k): out: 1}}`):
+    /// its declared fields are in (comprehensions run after them), so the clause ranges over
+    /// them, where evaluating the reference would meet the expansion as a cycle (upstream
+    /// `comprehensions/pushdown` issue2131). Ranging over `v` itself freezes its field set
+    /// (`check_frozen`).
+    fn enclosing_source(&mut self, env: &Arc<Env>, source: &Expr, v: VId) -> Option<VId> {
+        if !matches!(source, Expr::FieldRef { .. } | Expr::SelfRef { .. }) {
+            return None;
+        }
+        let Res::V(w) = self.resolve(&Some(env.clone()), source) else {
+            return None;
+        };
+        let enclosing = w == v || self.ancestors(v).any(|p| p == w);
+        if !enclosing || self.vx(w).status != Status::Expanding {
+            return None;
+        }
+        if w == v {
+            let n = self.vx(v).arcs.len();
+            self.frozen_fields.entry(v).or_insert(n);
+        }
+        Some(w)
+    }
+
+    /// A struct whose own `for` clause ranged over its fields may not get a new regular field
+    /// from its comprehensions afterwards (upstream `cycle/freeze`: `a: {x: 1, for k, v in a
+    /// {(k+"q"): v}}` is an error): the first such field makes `v` an error.
+    pub(super) fn check_frozen(&mut self, v: VId) {
+        let Some(n) = self.frozen_fields.remove(&v) else {
+            return;
+        };
+        let len = self.vx(v).arcs.len();
+        for i in n..len {
+            let Some((l, &a)) = self.vx(v).arcs.get_index(i) else {
+                break;
+            };
+            if l.is_regular() {
+                let msg = format!(
+                    "adding field {} not allowed as field set was already referenced",
+                    l.path_text()
+                );
+                let span = self.vx(a).span;
+                self.set_err(v, Bottom::new(ErrorCode::Eval, msg, span));
+                return;
+            }
+        }
+    }
+
     /// Runs the pending comprehensions of `v` to the fixed point of the module docs: rounds
     /// until none is left; then, if a comprehension yielded after others had yielded nothing,
     /// those are run again (the fields they test may exist now), until a run of them yields
@@ -224,9 +277,23 @@ impl Ev {
                 round = 0;
                 continue;
             }
+            // Fields a round yielded under dynamic labels (`"\(k)": v`) are added only when
+            // the labels are evaluated: what a failed comprehension tests may be among them,
+            // so they are added before it is retried or given up.
+            if self.run_dynamic_fields(v) {
+                round = 1;
+                for (pc, _) in failed {
+                    self.vm(v).scr_mut().comps.push(pc);
+                }
+                continue;
+            }
             if !progressed || round > 0 {
                 for (_, b) in failed {
-                    if b.code == ErrorCode::Incomplete {
+                    // A source or guard selecting a field that is not there (`for x in
+                    // src.foo`, `for k in p` with `p?: [...]`) is as unknown as an
+                    // incomplete one (upstream `comprehensions/incomplete`: `b: [for x in
+                    // src.foo {}]` is incomplete, not `[]`).
+                    if matches!(b.code, ErrorCode::Incomplete | ErrorCode::Undefined) {
                         self.stuck_comprehensions.insert(v, ());
                     }
                     self.set_err(v, b);

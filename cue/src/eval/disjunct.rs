@@ -358,8 +358,16 @@ impl Ev {
             }
             let mut at = Vec::new();
             self.active.disjuncts.push((v, cid));
-            let found = self.error_deep_at(cid, 0, false, &mut at);
+            let (mut found, undef) = self.error_or_undefined_deep(cid, &mut at);
             self.active.disjuncts.pop();
+            // A field of the disjunct that selects a field not there eliminates it like an
+            // error (`*[m.b] | 2` with `m: a: 2` is 2; upstream `disjunctions/elimination`).
+            if found.is_none() {
+                if let Some((path, b)) = undef {
+                    at = path;
+                    found = Some(b);
+                }
+            }
             if let Some(e) = found {
                 // A field the struct does not allow yet may be allowed by an embedded
                 // disjunction still to be split: such a state is judged at the end.

@@ -95,7 +95,7 @@ impl Ev {
             Expr::Unary(op, x, span) => {
                 let xv = self.eval_expr(env, x);
                 let xv = self.concrete_default(xv);
-                ops::unary(self, *op, xv, *span)
+                ops::unary(*op, xv, *span)
             }
             Expr::Binary(op, a, b, span) => {
                 if matches!(op, BinaryOp::Eq | BinaryOp::Ne) {

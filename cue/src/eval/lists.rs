@@ -4,7 +4,8 @@
 //! A comprehension in a list yields one element per body; when one of its clauses fails (a
 //! `for` over an error or a non-iterable value, an `if` whose condition is an error or no
 //! bool) the list is that error (spec "Comprehensions"; upstream propagates the clause's error
-//! to the enclosing value). A clause that is only incomplete yields no element yet.
+//! to the enclosing value). A clause that is only incomplete (or selects a field that is not
+//! there) yields no element yet and leaves the list incomplete: its export fails.
 
 use super::*;
 
@@ -54,8 +55,15 @@ impl Ev {
                         }
                         // An incomplete clause yields nothing yet: the list is evaluated again
                         // where the value it waits for is known (`#T: {#p: string, l: [if
-                        // f(#p) {...}]}` used as `#T & {#p: "x"}`), and an export of it fails
-                        // on the value left incomplete.
+                        // f(#p) {...}]}` used as `#T & {#p: "x"}`); here it is incomplete, and
+                        // an export of it fails (upstream `comprehensions/incomplete`: `[for x
+                        // in src.foo {}]` is not `[]`), as for a struct's comprehension.
+                        Some(b)
+                            if matches!(b.code, ErrorCode::Incomplete | ErrorCode::Undefined) =>
+                        {
+                            self.set_err(v, b);
+                            self.stuck_comprehensions.insert(v, ());
+                        }
                         _ => {}
                     }
                     for benv in bodies {

@@ -13,6 +13,18 @@ use super::*;
 /// Most errors collected from one value ([`Ev::to_data`]); the rest are not looked for.
 pub const MAX_ERRORS: usize = 1000;
 
+/// What the walk for errors met besides the first error (see `Ev::error_deep_walk`).
+#[derive(Default)]
+struct WalkNotes {
+    /// A required field was met.
+    required: bool,
+    /// Whether to note the first `Undefined` value (`undefined`).
+    want_undefined: bool,
+    /// The first regular field whose value selects a field that is not there, with the
+    /// labels down to it.
+    undefined: Option<(Vec<Label>, Arc<Bottom>)>,
+}
+
 impl Ev {
     /// The first fatal error in the regular fields of `v`, evaluating them.
     pub fn fatal_error_deep(&mut self, v: VId, depth: usize) -> Option<Arc<Bottom>> {
@@ -32,7 +44,24 @@ impl Ev {
         strict: bool,
         at: &mut Vec<Label>,
     ) -> Option<Arc<Bottom>> {
-        self.error_deep_walk(v, depth, strict, at, &mut false)
+        self.error_deep_walk(v, depth, strict, at, &mut WalkNotes::default())
+    }
+
+    /// [`Ev::error_deep_at`] (non-strict) that also reports the first regular field below `v`
+    /// whose value selects a field that is not there (an `Undefined` value without a scalar),
+    /// with the labels down to it: a disjunct holding one is eliminated as a failed one is
+    /// (upstream's disjunct check takes any error of the disjunct's regular fields).
+    pub(super) fn error_or_undefined_deep(
+        &mut self,
+        v: VId,
+        at: &mut Vec<Label>,
+    ) -> (Option<Arc<Bottom>>, Option<(Vec<Label>, Arc<Bottom>)>) {
+        let mut notes = WalkNotes {
+            want_undefined: true,
+            ..WalkNotes::default()
+        };
+        let e = self.error_deep_walk(v, 0, false, at, &mut notes);
+        (e, notes.undefined)
     }
 
     /// The non-strict walk of [`Ev::error_deep`] telling in one pass what the strict one would
@@ -41,9 +70,9 @@ impl Ev {
     /// visits up to the first required field on each path), so a schema check needs one walk
     /// where it took two.
     pub fn error_or_required_deep(&mut self, v: VId) -> (Option<Arc<Bottom>>, bool) {
-        let mut required = false;
-        let e = self.error_deep_walk(v, 0, false, &mut Vec::new(), &mut required);
-        (e, required)
+        let mut notes = WalkNotes::default();
+        let e = self.error_deep_walk(v, 0, false, &mut Vec::new(), &mut notes);
+        (e, notes.required)
     }
 
     fn error_deep_walk(
@@ -52,7 +81,7 @@ impl Ev {
         depth: usize,
         strict: bool,
         at: &mut Vec<Label>,
-        required: &mut bool,
+        notes: &mut WalkNotes,
     ) -> Option<Arc<Bottom>> {
         if depth > 64 || self.budget.limit_err.is_some() || !self.stack_ok() {
             return self.budget.limit_err.clone();
@@ -62,6 +91,13 @@ impl Ev {
         let vx = self.vx(v);
         if let Some(e) = vx.err() {
             return Some(e.clone());
+        }
+        if notes.want_undefined && notes.undefined.is_none() && vx.value.scalar.is_none() {
+            if let Some(b) = &vx.value.incomplete {
+                if b.code == ErrorCode::Undefined {
+                    notes.undefined = Some((at.clone(), b.clone()));
+                }
+            }
         }
         if vx.disjunction.result.is_some() {
             return None;
@@ -85,9 +121,9 @@ impl Ev {
                     let span = self.vx(a).span();
                     return Some(Bottom::new(ErrorCode::Eval, "required field missing", span));
                 }
-                *required = true;
+                notes.required = true;
             }
-            if let Some(e) = self.error_deep_walk(a, depth + 1, strict, at, required) {
+            if let Some(e) = self.error_deep_walk(a, depth + 1, strict, at, notes) {
                 return Some(e);
             }
             at.pop();

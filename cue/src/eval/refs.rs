@@ -408,11 +408,15 @@ impl Ev {
                 // something a later conjunct could still add.
                 let is_package =
                     bx.status == Status::Done && self.packages.values().any(|&p| p == bd);
+                let done = bx.status == Status::Done;
                 let code = if is_package {
                     ErrorCode::Eval
-                } else if bx.value.is_struct {
+                } else if bx.value.is_struct && done && self.refuses_absent(bd, label) {
+                    // A closed struct that can never have the field.
+                    ErrorCode::Eval
+                } else if self.vx(bd).value.is_struct {
                     ErrorCode::Undefined
-                } else if bx.value.scalar.is_some() || bx.value.is_list {
+                } else if self.vx(bd).value.scalar.is_some() || self.vx(bd).value.is_list {
                     ErrorCode::Eval
                 } else {
                     ErrorCode::Undefined

@@ -216,6 +216,9 @@ impl Ev {
                 break;
             }
         }
+        if !self.frozen_fields.is_empty() {
+            self.check_frozen(v);
+        }
         self.flush_cyclic(v);
     }
 

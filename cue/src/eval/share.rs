@@ -103,6 +103,9 @@ impl Ev {
             return None;
         }
         self.eval(w);
+        // A target that read a vertex still being expanded (`c: d & {b: 2}`, `d: e`, `e: {a:
+        // 1} & c`) is evaluated again once that one is done; so is `v`, which shares it.
+        self.inherit_taint(w, v);
         let wr = self.deref_redirect(w);
         let wx = self.vx(wr);
         if wx.status != Status::Done

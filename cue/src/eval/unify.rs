@@ -416,7 +416,20 @@ impl Ev {
             outer,
         } = c;
         if let Expr::Unify(xs, _) = expr {
+            // An embedded conjunction is one embedded value (spec "Embedding"): a struct
+            // literal unified with a reference there (`{#D & {x: 1}}`) is checked against what
+            // the reference closes, as `#D & {x: 1}` is anywhere else; only the reference
+            // joins the embedding's group, not the literal next to it (upstream
+            // `definitions/typocheck`, `embed.andInStruct`). Not done: an open struct reached
+            // through a reference there (`{_h & #D}`) still joins the group, as a definition
+            // already closing this vertex may not be moved to the embedding's group.
+            let with_ref = embed.is_some() && xs.iter().any(|x| !matches!(x, Expr::Struct(_)));
             for x in xs.iter() {
+                let embed = if with_ref && matches!(x, Expr::Struct(_)) {
+                    None
+                } else {
+                    embed
+                };
                 self.process(
                     v,
                     Conj {

@@ -10,6 +10,12 @@
 //!   files with the same package name in every parent directory up to the module root are part
 //!   of the instance too. Files without a package clause are accepted only as explicit files
 //!   ([`Target::Files`]) or as an anonymous main package (`_`) when a directory has no other.
+//!   A file of a directory whose build constraint (`@if(expr)` before the package clause) does
+//!   not hold is left out; no tag is set, so a tag reads false (`@if(!debug)` holds). A
+//!   directory all of whose files are left out so is an error.
+//! - A `.json` file is read as CUE (JSON is CUE syntax) once it is checked to be JSON: what
+//!   CUE accepts and JSON does not (a comma left out at a line end, a bare label, an empty
+//!   file) is a syntax error of the file.
 //! - An import path is `path[@vN][:qualifier]`. A first element without a dot is a std package
 //!   (unless the main module's path owns it and [`is_std_package`] does not know it). Otherwise
 //!   the module is the longest element-wise prefix among the main module and the dependencies:
@@ -439,7 +445,23 @@ impl<'a> Loader<'a> {
             }
             ModCtx::Main => {
                 let id = self.sources.add(name.clone(), &*text);
-                let (ast, errs) = parse_file(id, &text);
+                let (ast, mut errs) = parse_file(id, &text);
+                // A `.json` file is read as CUE (JSON is CUE syntax), but only if it is JSON:
+                // CUE also accepts what JSON does not (a missing comma at a line end, a bare
+                // label, an empty file), which a JSON file must not hide.
+                if path.ends_with(".json") && errs.is_empty() {
+                    if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&text) {
+                        let at = byte_offset(&text, e.line(), e.column());
+                        errs.push(ParseError {
+                            span: Span {
+                                file: id,
+                                start: at,
+                                end: at,
+                            },
+                            message: format!("invalid JSON: {e}"),
+                        });
+                    }
+                }
                 (id, Arc::new(ast), errs)
             }
         };
@@ -516,10 +538,28 @@ impl<'a> Loader<'a> {
             }
         };
         let mut parsed: Vec<Parsed> = Vec::new();
+        let mut excluded = 0;
         for n in &names {
             if let Some(p) = self.parse_one(&ctx, n, span) {
-                parsed.push(p);
+                if build_constraint_holds(&p.file.ast) {
+                    parsed.push(p);
+                } else {
+                    excluded += 1;
+                }
             }
+        }
+        if parsed.is_empty() && excluded > 0 {
+            self.errors.push(LoadError::Package {
+                dir: Self::file_name(&ctx, dir),
+                reason: format!(
+                    "build constraints exclude all CUE files in {:?}",
+                    match Self::file_name(&ctx, dir) {
+                        d if d.is_empty() => ".".to_string(),
+                        d => d,
+                    }
+                ),
+            });
+            return None;
         }
         let package = match want {
             Some(w) => w.to_string(),
@@ -1089,3 +1129,92 @@ pub fn mvs(
 
 #[cfg(test)]
 mod tests;
+
+/// The byte offset of a 1-based line and column (as `serde_json` reports them) in `text`,
+/// clamped to its length.
+fn byte_offset(text: &str, line: usize, column: usize) -> u32 {
+    let start: usize = text
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(str::len)
+        .sum();
+    let at = (start + column.saturating_sub(1)).min(text.len());
+    u32::try_from(at).unwrap_or(u32::MAX)
+}
+
+/// Whether a file's build constraint (`@if(expr)` before its package clause: tag names
+/// combined with `!`, `&&`, `||` and parentheses) holds. No tag is set (the command line has
+/// no `-t`), so every tag reads false; a file without the attribute, or with one this does not
+/// parse, is kept.
+fn build_constraint_holds(file: &ast::File) -> bool {
+    file.attrs
+        .iter()
+        .filter(|a| a.name == "if")
+        .all(|a| BuildExpr::new(&a.body).eval().unwrap_or(true))
+}
+
+/// The parser and evaluator of a build constraint's expression (see `build_constraint_holds`).
+struct BuildExpr<'a> {
+    rest: &'a str,
+}
+
+impl<'a> BuildExpr<'a> {
+    fn new(body: &'a str) -> Self {
+        BuildExpr { rest: body }
+    }
+
+    /// The value of the whole expression; `None` if it does not parse.
+    fn eval(mut self) -> Option<bool> {
+        let v = self.or()?;
+        self.rest.trim().is_empty().then_some(v)
+    }
+
+    fn eat(&mut self, tok: &str) -> bool {
+        let t = self.rest.trim_start();
+        match t.strip_prefix(tok) {
+            Some(r) => {
+                self.rest = r;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn or(&mut self) -> Option<bool> {
+        let mut v = self.and()?;
+        while self.eat("||") {
+            let r = self.and()?;
+            v = v || r;
+        }
+        Some(v)
+    }
+
+    fn and(&mut self) -> Option<bool> {
+        let mut v = self.unary()?;
+        while self.eat("&&") {
+            let r = self.unary()?;
+            v = v && r;
+        }
+        Some(v)
+    }
+
+    fn unary(&mut self) -> Option<bool> {
+        if self.eat("!") {
+            return Some(!self.unary()?);
+        }
+        if self.eat("(") {
+            let v = self.or()?;
+            return self.eat(")").then_some(v);
+        }
+        let t = self.rest.trim_start();
+        let n = t
+            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.' || c == '-'))
+            .unwrap_or(t.len());
+        if n == 0 {
+            return None;
+        }
+        self.rest = &t[n..];
+        // No tag is set.
+        Some(false)
+    }
+}
