@@ -45,13 +45,23 @@ pub const K_TOP: Kinds = 255;
 
 /// Names a kind set the way CUE prints it.
 pub fn kind_name(k: Kinds) -> String {
+    let mut s = String::new();
+    write_kind_name(&mut s, k);
+    s
+}
+
+/// [`kind_name`], written to the end of `out` (a fingerprint writes thousands of them into
+/// one buffer).
+pub fn write_kind_name(out: &mut String, k: Kinds) {
     if k == K_TOP {
-        return "_".into();
+        out.push('_');
+        return;
     }
     if k == K_NUMBER {
-        return "number".into();
+        out.push_str("number");
+        return;
     }
-    let mut parts = Vec::new();
+    let mut first = true;
     for (bit, name) in [
         (K_NULL, "null"),
         (K_BOOL, "bool"),
@@ -63,13 +73,16 @@ pub fn kind_name(k: Kinds) -> String {
         (K_STRUCT, "struct"),
     ] {
         if k & bit != 0 {
-            parts.push(name);
+            if !first {
+                out.push('|');
+            }
+            out.push_str(name);
+            first = false;
         }
     }
-    if parts.is_empty() {
-        return "_|_".into();
+    if first {
+        out.push_str("_|_");
     }
-    parts.join("|")
 }
 
 /// Error classes (upstream `adt.ErrorCode`).

@@ -323,6 +323,8 @@ struct Bufs {
     members: Vec<usize>,
     /// The ranges of `members`.
     closing: Vec<(usize, usize)>,
+    /// The patterns of the closing groups that refuse a label (`Ev::refuse_unclosed`).
+    patterns: Vec<VId>,
 }
 
 /// Results computed once per key. Those that name vertices are append-only logs, truncated by

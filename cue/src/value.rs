@@ -701,7 +701,7 @@ pub(crate) fn json_at(
     d: &Val,
     path: impl FnOnce() -> String,
 ) -> Result<serde_json::Value, Vec<Diagnostic>> {
-    json_of_data(d, &Path::root()).map_err(|mut e| {
+    json_of_data(d, At::Root).map_err(|mut e| {
         let at = Path::parse(&path()).unwrap_or_default();
         let below = Path::parse(&e.path).unwrap_or_default();
         let mut full = at.selectors().to_vec();
@@ -711,7 +711,39 @@ pub(crate) fn json_at(
     })
 }
 
-fn json_of_data(d: &Val, at: &Path) -> Result<serde_json::Value, Diagnostic> {
+/// Where [`json_of_data`] is below the value it started from: a chain of borrowed steps,
+/// made into a [`Path`] only for an error (a path built per node, with every selector
+/// copied, was most of the conversion's allocations).
+#[derive(Clone, Copy)]
+enum At<'a> {
+    Root,
+    Field(&'a At<'a>, &'a str),
+    Index(&'a At<'a>, usize),
+}
+
+impl At<'_> {
+    fn path(&self) -> Path {
+        let mut sels = Vec::new();
+        let mut cur = self;
+        loop {
+            match cur {
+                At::Root => break,
+                At::Field(up, k) => {
+                    sels.push(Selector::Field((*k).to_string()));
+                    cur = up;
+                }
+                At::Index(up, i) => {
+                    sels.push(Selector::Index(*i));
+                    cur = up;
+                }
+            }
+        }
+        sels.reverse();
+        Path::new(sels)
+    }
+}
+
+fn json_of_data(d: &Val, at: At<'_>) -> Result<serde_json::Value, Diagnostic> {
     use Val as B;
     Ok(match d {
         B::Null => serde_json::Value::Null,
@@ -723,7 +755,7 @@ fn json_of_data(d: &Val, at: &Path) -> Result<serde_json::Value, Diagnostic> {
                 serde_json::Value::from(x)
             } else {
                 return Err(limit(
-                    at,
+                    &at.path(),
                     format!("integer {i} is outside the 64-bit range of a JSON value"),
                 ));
             }
@@ -734,7 +766,7 @@ fn json_of_data(d: &Val, at: &Path) -> Result<serde_json::Value, Diagnostic> {
                 Some(n) => serde_json::Value::Number(n),
                 None => {
                     return Err(limit(
-                        at,
+                        &at.path(),
                         format!("float {f} is outside the range of a JSON value"),
                     ))
                 }
@@ -747,14 +779,14 @@ fn json_of_data(d: &Val, at: &Path) -> Result<serde_json::Value, Diagnostic> {
         B::List(xs) => {
             let mut out = Vec::with_capacity(xs.len());
             for (i, x) in xs.iter().enumerate() {
-                out.push(json_of_data(x, &at.child(Selector::Index(i)))?);
+                out.push(json_of_data(x, At::Index(&at, i))?);
             }
             serde_json::Value::Array(out)
         }
         B::Struct(fs) => {
             let mut m = serde_json::Map::with_capacity(fs.len());
             for (k, x) in fs {
-                let v = json_of_data(x, &at.child(Selector::Field(k.clone())))?;
+                let v = json_of_data(x, At::Field(&at, k))?;
                 m.insert(k.clone(), v);
             }
             serde_json::Value::Object(m)
@@ -762,7 +794,7 @@ fn json_of_data(d: &Val, at: &Path) -> Result<serde_json::Value, Diagnostic> {
         B::Opaque(_) => {
             return Err(Diagnostic {
                 code: DiagCode::Incomplete,
-                path: at.diagnostic_text(),
+                path: at.path().diagnostic_text(),
                 message: "value is not concrete".into(),
                 span: None,
                 related: Vec::new(),

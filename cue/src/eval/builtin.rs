@@ -218,22 +218,36 @@ pub fn check_validator(ev: &mut Ev, v: &Validator, s: &Val) -> Option<String> {
                 Val::Vertex(w) => ev.to_data(*w, &mut errs, 0)?,
                 other => ops::scalar_to_data(other)?,
             };
-            let mut all = vec![subject];
-            for (i, a) in args.iter().enumerate() {
-                match a {
-                    Val::Vertex(w) if b.opaque_args.contains(&(i + 1)) => {
-                        all.push(opaque_data(ev, *w))
+            // A validator without arguments (`net.FQDN`, `strings.MinRunes` curried aside)
+            // is called on the subject alone, without a list allocated for it.
+            let one: [BVal; 1];
+            let many: Vec<BVal>;
+            let all: &[BVal] = if args.is_empty() {
+                one = [subject];
+                &one
+            } else {
+                let mut all = Vec::with_capacity(args.len() + 1);
+                all.push(subject);
+                for (i, a) in args.iter().enumerate() {
+                    match a {
+                        Val::Vertex(w) if b.opaque_args.contains(&(i + 1)) => {
+                            all.push(opaque_data(ev, *w))
+                        }
+                        other
+                            if !other.is_concrete_scalar() && b.opaque_args.contains(&(i + 1)) =>
+                        {
+                            let a = ev.anon(None, Expr::Lit(other.clone(), Span::default()));
+                            all.push(BVal::Opaque(a as u64))
+                        }
+                        Val::Vertex(w) => all.push(ev.to_data(*w, &mut errs, 0)?),
+                        other => all.push(ops::scalar_to_data(other)?),
                     }
-                    other if !other.is_concrete_scalar() && b.opaque_args.contains(&(i + 1)) => {
-                        let a = ev.anon(None, Expr::Lit(other.clone(), Span::default()));
-                        all.push(BVal::Opaque(a as u64))
-                    }
-                    Val::Vertex(w) => all.push(ev.to_data(*w, &mut errs, 0)?),
-                    other => all.push(ops::scalar_to_data(other)?),
                 }
-            }
+                many = all;
+                &many
+            };
             let mut host = HostImpl { ev };
-            match (b.func)(&mut host, &all) {
+            match (b.func)(&mut host, all) {
                 Ok(BVal::Bool(true)) => None,
                 Ok(_) => Some(format!(
                     "invalid value {} (does not satisfy {}.{})",

@@ -378,21 +378,25 @@ impl Ev {
                 if gs.iter().any(|&g| self.vx(v).groups[g].labels.contains(i)) {
                     continue;
                 }
-                let pats: Vec<VId> = gs
-                    .iter()
-                    .flat_map(|&g| self.vx(v).groups[g].patterns().iter().copied())
-                    .collect();
                 // The label only when patterns must be asked (the common case needs none).
                 let Some(l) = self.vx(v).arcs.get_index(i).map(|(l, _)| l.clone()) else {
                     break;
                 };
+                // Into a reused buffer (taken while in use: a nested check starts empty).
+                let mut pats = std::mem::take(&mut self.bufs.patterns);
+                pats.clear();
+                pats.extend(
+                    gs.iter()
+                        .flat_map(|&g| self.vx(v).groups[g].patterns().iter().copied()),
+                );
                 let mut m = false;
-                for p in pats {
+                for &p in &pats {
                     if self.label_matches(p, &l) {
                         m = true;
                         break;
                     }
                 }
+                self.bufs.patterns = pats;
                 if !m {
                     refusing.extend_from_slice(gs);
                 }
@@ -563,7 +567,8 @@ impl Ev {
 
     /// Whether the label filter vertex `f` accepts `label`.
     fn label_matches(&mut self, f: VId, label: &Label) -> bool {
-        let s = Val::str(&label.name);
+        // The label's own string: a new copy per asked label was a measured cost.
+        let s = Val::Str(label.name.clone());
         self.accepts(f, &s)
     }
 

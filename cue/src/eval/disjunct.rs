@@ -206,7 +206,7 @@ impl Ev {
         if !atom_only(vx) || vx.value.err.is_some() || vx.value.incomplete.is_some() {
             return false;
         }
-        let choice = self.vx(cid).scr().choice.clone();
+        let choice = &self.vx(cid).scr().choice;
         let pend = &vx.scr().pending_disj;
         if choice.len() > pend.len() {
             return false;
@@ -337,7 +337,9 @@ impl Ev {
             if self.budget.limit_err.is_some() {
                 break;
             }
-            let mut ch = base_choice.clone();
+            // Sized for the new choice: a clone of the base then a push was two allocations.
+            let mut ch = Vec::with_capacity(base_choice.len() + 1);
+            ch.extend_from_slice(&base_choice);
             ch.push(i);
             let cid = self.make_clone(v, ch);
             let undefined = self
@@ -384,7 +386,8 @@ impl Ev {
             } else {
                 2
             };
-            let mut hist = st.hist.clone();
+            let mut hist = Vec::with_capacity(st.hist.len() + 1);
+            hist.extend_from_slice(&st.hist);
             hist.push(Chosen {
                 at: dspan,
                 class,
@@ -402,6 +405,7 @@ impl Ev {
     /// keeping the best default provenance of each; a single state has nothing to be merged
     /// with, so its fingerprint (a walk of the whole clone) is not taken.
     fn merge_states(&mut self, next: Vec<State>) -> Vec<State> {
+        use std::fmt::Write as _;
         if next.len() < 2 {
             return next;
         }
@@ -409,7 +413,7 @@ impl Ev {
         for st in next {
             let mut key = self.fingerprint(st.vertex, 0);
             for pd in &self.vx(st.vertex).scr().pending_disj {
-                key.push_str(&format!("|{:?}", pd.conj.expr.span()));
+                let _ = write!(key, "|{:?}", pd.conj.expr.span());
             }
             if let Some(u) = merged.iter_mut().find(|u| u.1 == key) {
                 let better = match (prov(&st.hist), prov(&u.0.hist)) {

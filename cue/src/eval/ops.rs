@@ -114,21 +114,41 @@ fn trim_trailing(d: BigDecimal) -> BigDecimal {
 
 /// A value as CUE would print it in a message.
 pub fn show(v: &Val) -> String {
+    let mut s = String::new();
+    write_show(&mut s, v);
+    s
+}
+
+/// [`show`], written to the end of `out` (a fingerprint writes thousands of values into one
+/// buffer).
+pub fn write_show(out: &mut String, v: &Val) {
+    use std::fmt::Write as _;
     match v {
-        Val::Top => "_".into(),
-        Val::Bottom(_) => "_|_".into(),
-        Val::Null => "null".into(),
-        Val::Bool(b) => b.to_string(),
-        Val::Int(i) => i.to_string(),
-        Val::Float(f) => format_float(f),
-        Val::Str(s) => format!("{:?}", &**s),
-        Val::Bytes(b) => format!("'{}'", String::from_utf8_lossy(b)),
-        Val::Kind(k) => kind_name(*k),
-        Val::Bound(op, x) => format!("{}{}", op.text(), show(x)),
-        Val::Validator(_) => "validator".into(),
-        Val::Vertex(_) => "{...}".into(),
-        Val::Builtin(n) => n.to_string(),
-        Val::StdFunc(b) => format!("{}.{}", b.pkg, b.name),
+        Val::Top => out.push('_'),
+        Val::Bottom(_) => out.push_str("_|_"),
+        Val::Null => out.push_str("null"),
+        Val::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Val::Int(i) => {
+            let _ = write!(out, "{i}");
+        }
+        Val::Float(f) => out.push_str(&format_float(f)),
+        Val::Str(s) => {
+            let _ = write!(out, "{:?}", &**s);
+        }
+        Val::Bytes(b) => {
+            let _ = write!(out, "'{}'", String::from_utf8_lossy(b));
+        }
+        Val::Kind(k) => write_kind_name(out, *k),
+        Val::Bound(op, x) => {
+            out.push_str(op.text());
+            write_show(out, x);
+        }
+        Val::Validator(_) => out.push_str("validator"),
+        Val::Vertex(_) => out.push_str("{...}"),
+        Val::Builtin(n) => out.push_str(n),
+        Val::StdFunc(b) => {
+            let _ = write!(out, "{}.{}", b.pkg, b.name);
+        }
     }
 }
 

@@ -166,15 +166,15 @@ impl Ev {
             return;
         }
         if let Some(x) = vx.scalar() {
-            s.push_str(&ops::show(x));
+            ops::write_show(s, x);
         } else {
-            s.push_str(&kind_name(vx.value.kinds));
+            write_kind_name(s, vx.value.kinds);
         }
         // A concrete scalar has passed its bounds: they do not tell equal values apart.
         if vx.scalar().is_none() {
             for b in &vx.value.bounds {
                 s.push('&');
-                s.push_str(&ops::show(b));
+                ops::write_show(s, b);
             }
         }
         if vx.is_struct() || vx.is_list() {

@@ -21,27 +21,51 @@ use super::*;
 
 /// The processed conjuncts of a vertex by [`ConjKey`], boxed: only a vertex being expanded has
 /// any (it is freed when the vertex is done), and an empty map is 32 bytes in every vertex.
+/// Most vertices process conjuncts of one key only: that key is held alone, without a hash
+/// table (a table per expanded vertex was a measured cost); a second key makes it a map.
 #[derive(Clone, Debug, Default)]
-pub(super) struct Seen(Option<Box<FastMap<ConjKey, SeenList>>>);
+pub(super) struct Seen(Option<Box<SeenStore>>);
+
+/// What a [`Seen`] holds: one key, or a map once a second key arrives.
+#[derive(Clone, Debug)]
+pub(super) enum SeenStore {
+    One(ConjKey, SeenList),
+    Map(FastMap<ConjKey, SeenList>),
+}
 
 impl Seen {
     #[inline]
     pub(super) fn get(&self, k: &ConjKey) -> Option<&SeenList> {
-        self.0.as_ref()?.get(k)
+        match &**self.0.as_ref()? {
+            SeenStore::One(k0, l) => (k0 == k).then_some(l),
+            SeenStore::Map(m) => m.get(k),
+        }
     }
 
     #[inline]
     pub(super) fn get_mut(&mut self, k: &ConjKey) -> Option<&mut SeenList> {
-        self.0.as_mut()?.get_mut(k)
+        match &mut **self.0.as_mut()? {
+            SeenStore::One(k0, l) => (k0 == k).then_some(l),
+            SeenStore::Map(m) => m.get_mut(k),
+        }
     }
 
     /// The entries of `k`, created empty.
     #[inline]
     pub(super) fn entry(&mut self, k: ConjKey) -> &mut SeenList {
-        self.0
-            .get_or_insert_with(Default::default)
-            .entry(k)
-            .or_default()
+        let store = self
+            .0
+            .get_or_insert_with(|| Box::new(SeenStore::One(k, SeenList::Empty)));
+        if matches!(&**store, SeenStore::One(k0, _) if *k0 != k) {
+            let old = std::mem::replace(&mut **store, SeenStore::Map(FastMap::default()));
+            if let (SeenStore::One(k0, first), SeenStore::Map(m)) = (old, &mut **store) {
+                m.insert(k0, first);
+            }
+        }
+        match &mut **store {
+            SeenStore::One(_, l) => l,
+            SeenStore::Map(m) => m.entry(k).or_default(),
+        }
     }
 }
 
