@@ -22,8 +22,11 @@ struct WalkNotes {
     want_undefined: bool,
     /// The first regular field whose value selects a field that is not there, with the
     /// labels down to it.
-    undefined: Option<(Vec<Label>, Arc<Bottom>)>,
+    undefined: Option<LabelledError>,
 }
+
+/// An error with the labels from the walked value down to where it is.
+pub(super) type LabelledError = (Vec<Label>, Arc<Bottom>);
 
 impl Ev {
     /// The first fatal error in the regular fields of `v`, evaluating them.
@@ -55,7 +58,7 @@ impl Ev {
         &mut self,
         v: VId,
         at: &mut Vec<Label>,
-    ) -> (Option<Arc<Bottom>>, Option<(Vec<Label>, Arc<Bottom>)>) {
+    ) -> (Option<Arc<Bottom>>, Option<LabelledError>) {
         let mut notes = WalkNotes {
             want_undefined: true,
             ..WalkNotes::default()
