@@ -391,6 +391,25 @@ pub async fn events(client: &kube::Client, name: &str, reason: &str) -> Vec<K8sE
         .collect()
 }
 
+/// The events about `name` with `reason` once there is at least one, waiting up to `secs`: a
+/// running controller writes the status first and records the event after it, so a test that
+/// saw the status may read the events before they are there.
+pub async fn until_events(
+    client: &kube::Client,
+    name: &str,
+    reason: &str,
+    secs: u64,
+) -> Vec<K8sEvent> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        let evs = events(client, name, reason).await;
+        if !evs.is_empty() || std::time::Instant::now() >= deadline {
+            return evs;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 /// The only event of `evs`: (type, action, note).
 pub fn one_event(evs: &[K8sEvent]) -> (String, String, String) {
     assert_eq!(evs.len(), 1, "{evs:?}");

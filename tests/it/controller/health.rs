@@ -290,7 +290,9 @@ async fn a_workload_that_degrades_after_ready_is_seen_and_so_is_its_recovery() {
             && message.contains("has timed out progressing"),
         "{message}"
     );
-    let (kind, _, note) = one_event(&events(&r.client, NAME, reasons::HEALTH_CHECK_FAILED).await);
+    // The controller records the event after the status this test saw.
+    let (kind, _, note) =
+        one_event(&until_events(&r.client, NAME, reasons::HEALTH_CHECK_FAILED, 5).await);
     assert_eq!((kind.as_str(), note), ("Warning", message));
     simulate(&r, None).await;
     until_ready(&r, "True", reasons::RECONCILIATION_SUCCEEDED, 10).await;

@@ -292,7 +292,8 @@ async fn leader_election_one_leads_and_the_other_takes_over() {
     } else {
         "b"
     };
-    let evs = events(&env.client, "cluster", "Generated").await;
+    // The status is written before its event: wait for the event.
+    let evs = until_events(&env.client, "cluster", "Generated", 5).await;
     assert_eq!(evs.len(), 1, "one Generated event");
     assert_eq!(evs[0].reporting_instance.as_deref(), Some(leader_instance));
     assert!(
