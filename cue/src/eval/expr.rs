@@ -8,7 +8,8 @@
 //!   known is its value);
 //! - struct, list, unification and disjunction expressions become anonymous vertices;
 //! - operands take defaults (`concrete_default`); `&&` and `||` short-circuit; `x == _|_`
-//!   tests whether `x` is an error (operators on atoms: `ops`; calls: `builtin`);
+//!   tests whether `x` is an error, except that a reference cycle leaves the test itself
+//!   incomplete (operators on atoms: `ops`; calls: `builtin`);
 //! - interpolation converts each part to text, the result being a string or bytes.
 
 use super::*;
@@ -104,6 +105,13 @@ impl Ev {
                     if a_bot || b_bot {
                         let other = if a_bot { b } else { a };
                         let ov = self.eval_expr(env, other);
+                        if let Val::Bottom(b) = &ov {
+                            if b.code == ErrorCode::Cycle {
+                                // Whether a value in a reference cycle is an error is not
+                                // known yet: the test is incomplete, not true.
+                                return ov;
+                            }
+                        }
                         let is_bot = self.is_bottom_val(&ov);
                         return Val::Bool(if *op == BinaryOp::Eq { is_bot } else { !is_bot });
                     }

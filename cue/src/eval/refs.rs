@@ -337,8 +337,12 @@ impl Ev {
                     return Res::A(Val::Bottom(e.clone()));
                 }
                 if !bx.value.is_list {
+                    let cycle = self.unknown_in_cycle(bd);
+                    let bx = self.vx(bd);
                     return Res::A(Val::Bottom(Bottom::new(
-                        if bx.value.is_struct {
+                        if cycle {
+                            ErrorCode::Cycle
+                        } else if bx.value.is_struct {
                             ErrorCode::Eval
                         } else {
                             ErrorCode::Incomplete
@@ -419,7 +423,19 @@ impl Ev {
                 let done = bx.status == Status::Done;
                 let code = if is_package {
                     ErrorCode::Eval
-                } else if bx.value.is_struct && done && self.refuses_absent(bd, label) {
+                } else if self.unknown_in_cycle(bd) {
+                    ErrorCode::Cycle
+                } else if self
+                    .vx(bd)
+                    .value
+                    .incomplete
+                    .as_ref()
+                    .is_some_and(|e| e.code == ErrorCode::Cycle)
+                {
+                    // A struct whose comprehensions wait on a reference cycle does not know
+                    // its fields yet: the absent field is part of that cycle.
+                    ErrorCode::Cycle
+                } else if self.vx(bd).value.is_struct && done && self.refuses_absent(bd, label) {
                     // A closed struct that can never have the field.
                     ErrorCode::Eval
                 } else if self.vx(bd).value.is_struct {
@@ -440,6 +456,29 @@ impl Ev {
 }
 
 impl Ev {
+    /// Whether `v` is a value still being computed of which nothing is known yet: expanding,
+    /// no struct, list or scalar so far, and no struct or list literal among its conjuncts
+    /// that would give fields or elements without evaluating anything (`Y: f(X)` while `X`
+    /// reads `Y.m`). Selecting or indexing into it is then a reference cycle, not an absent
+    /// field or a wrong kind: the field may be there once `Y` is known (upstream's lookup in a
+    /// node under evaluation is a cycle error). What was expanded since `v` read it
+    /// unfinished is evaluated again once `v` is done.
+    fn unknown_in_cycle(&mut self, v: VId) -> bool {
+        let x = self.vx(v);
+        let unknown = x.status == Status::Expanding
+            && !x.value.is_struct
+            && !x.value.is_list
+            && x.value.scalar.is_none()
+            && !x
+                .conjuncts
+                .iter()
+                .any(|c| matches!(c.expr, Expr::Struct(..) | Expr::List(..)));
+        if unknown {
+            self.taint_since(v);
+        }
+        unknown
+    }
+
     /// The value of the field `a` its struct refuses, apart from the refusal: a field selected
     /// from a struct is its own value, and the closedness of the struct it sits in is that
     /// struct's error, not the field's (upstream evalv3 looks fields up without checking
