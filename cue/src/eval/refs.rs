@@ -457,22 +457,17 @@ impl Ev {
 
 impl Ev {
     /// Whether `v` is a value still being computed of which nothing is known yet: expanding,
-    /// no struct, list or scalar so far, and no struct or list literal among its conjuncts
-    /// that would give fields or elements without evaluating anything (`Y: f(X)` while `X`
-    /// reads `Y.m`). Selecting or indexing into it is then a reference cycle, not an absent
-    /// field or a wrong kind: the field may be there once `Y` is known (upstream's lookup in a
-    /// node under evaluation is a cycle error). What was expanded since `v` read it
-    /// unfinished is evaluated again once `v` is done.
+    /// no struct, list or scalar so far (`Y: f(X)` while `X` reads `Y.m`; `Y: {if Z.m !=
+    /// _|_ {..}}` while `Z` reads `Y.m`). Selecting or indexing into it is then a reference
+    /// cycle, not an absent field or a wrong kind: the field may be there once `Y` is known
+    /// (upstream's lookup in a node under evaluation is a cycle error). What was expanded
+    /// since `v` read it unfinished is evaluated again once `v` is done.
     fn unknown_in_cycle(&mut self, v: VId) -> bool {
         let x = self.vx(v);
         let unknown = x.status == Status::Expanding
             && !x.value.is_struct
             && !x.value.is_list
-            && x.value.scalar.is_none()
-            && !x
-                .conjuncts
-                .iter()
-                .any(|c| matches!(c.expr, Expr::Struct(..) | Expr::List(..)));
+            && x.value.scalar.is_none();
         if unknown {
             self.taint_since(v);
         }
