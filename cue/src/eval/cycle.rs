@@ -53,10 +53,22 @@ impl Ev {
             .any(|p| self.vx(p).scr().inlined.contains(&w))
     }
 
-    /// Whether a strict ancestor of `v` holds an unfed copy of `w` (see `flush_cyclic`).
-    fn suspect_above(&self, v: VId, w: VId) -> bool {
-        self.ancestors(v)
-            .any(|p| self.vx(p).scr().suspect.contains(&w))
+    /// Whether a strict ancestor of `v` holds an unfed copy of `w` with nothing fed in between
+    /// (see `flush_cyclic`): a vertex on the way down from it with a conjunct from outside the
+    /// repeated structure (`inside` is false for its span) is fed by data, which brought the
+    /// recursion this far (`#T: x: y?: {V: _, z: #T & V}` with `a: #T, a: x: y: V: x: y: V:
+    /// {}`: `a.x.y.z.x.y` is there because of `V`, not because `#T` repeats itself).
+    fn unfed_suspect_above(&self, v: VId, w: VId, inside: &dyn Fn(Span) -> bool) -> bool {
+        for p in self.ancestors(v) {
+            let px = self.vx(p);
+            if px.scr().suspect.contains(&w) {
+                return true;
+            }
+            if px.conjuncts.iter().any(|c| !inside(c.expr.span())) {
+                return false;
+            }
+        }
+        false
     }
 
     /// Whether `v` or an ancestor up to the root is an optional field or a definition.
@@ -73,8 +85,9 @@ impl Ev {
     /// fed and may end, so the copies are made. Otherwise the copy is made once more on trust
     /// (the copied value may stop by itself, its recursion being behind optional fields or
     /// patterns: `a: b?: c: a`), and `v` is marked suspect for `w`; meeting the same unfed copy
-    /// again below a suspect is a structural cycle: an error for a regular field, nothing at all
-    /// in an optional field or a definition, which are only evaluated on demand.
+    /// again below a suspect, with no vertex fed by outside data in between, is a structural
+    /// cycle: an error for a regular field, nothing at all in an optional field or a
+    /// definition, which are only evaluated on demand.
     pub(super) fn flush_cyclic(&mut self, v: VId) {
         let mut rounds = 0;
         while !self.vx(v).scr().cyc_pending.is_empty() {
@@ -112,7 +125,7 @@ impl Ev {
                     span,
                 } in pending
                 {
-                    if disjunct || self.suspect_above(v, w) {
+                    if disjunct || self.unfed_suspect_above(v, w, &inside) {
                         cycle.get_or_insert(span);
                     } else if !self.vx(v).scr().inlined.contains(&w) {
                         self.vm(v).scr_mut().suspect.push(w);
