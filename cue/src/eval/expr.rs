@@ -8,8 +8,9 @@
 //!   known is its value);
 //! - struct, list, unification and disjunction expressions become anonymous vertices;
 //! - operands take defaults (`concrete_default`); `&&` and `||` short-circuit; `x == _|_`
-//!   tests whether `x` is an error, except that a reference cycle leaves the test itself
-//!   incomplete (operators on atoms: `ops`; calls: `builtin`);
+//!   tests whether `x` is an error or a scalar that is not concrete (`a: int` makes `a ==
+//!   _|_` true, as upstream's `validate` does), except that a reference cycle leaves the test
+//!   itself incomplete (operators on atoms: `ops`; calls: `builtin`);
 //! - interpolation converts each part to text, the result being a string or bytes.
 
 use super::*;
@@ -165,14 +166,23 @@ impl Ev {
         }
     }
 
-    /// `true` if the value is an error (the `x == _|_` test).
+    /// `true` if the value is an error or not concrete (the `x == _|_` test; a struct or list
+    /// is tested by its own error only, an unresolved disjunction is not an error).
     fn is_bottom_val(&mut self, v: &Val) -> bool {
         match v {
             Val::Bottom(_) => true,
             Val::Vertex(w) => {
                 let w = self.deref(*w);
-                self.vx(w).value.err.is_some()
+                let x = self.vx(w);
+                x.value.err.is_some()
+                    || (!x.value.is_struct
+                        && !x.value.is_list
+                        && x.value.scalar.is_none()
+                        && x.disjunction.result.is_none())
             }
+            // A value that is not concrete (`int`, `>=0`, `_`, a validator) tests as an
+            // error: upstream `validate` compares by concreteness, not only by error.
+            Val::Top | Val::Kind(_) | Val::Bound(..) | Val::Validator(_) => true,
             _ => false,
         }
     }
