@@ -12,6 +12,22 @@
 //! (`BENCH_ONLY=big BENCH_RUNS=3 valgrind --tool=callgrind target/release/deps/render-<hash>`);
 //! `valgrind … env BENCH_ONLY=big …` profiles `env` only, not the bench it starts.
 //!
+//! Where one 129-component render goes (phase 4, seventh session, 2026-12-06; callgrind,
+//! inclusive, `BENCH_RUNS=2` minus `BENCH_RUNS=1`: 871.5 M for the render, 995.1 M for the
+//! whole `BENCH_RUNS=1` run): module load and parse 24 M, compile 9 M (staging 33.5 M in all);
+//! instance evaluation and validation 340 M (`fields_where` 100 M evaluating the instance's
+//! fields, `validate` 240 M); the 129 pair outputs 405 M (evaluation and readout 339 M, the
+//! rollback freeing each pair's vertices 38 M, parsing and compiling each pair's expression
+//! 22 M, writing it 15 M, JSON 5 M); the matcher 11.5 M; the render digest 14 M (sha256 7 M);
+//! freeing the evaluator 45 M. By source line (processed conjuncts), about a third of a pair
+//! is its transformer context (`#TransformerContext`'s label folds and metadata checks: at
+//! least 13.6 k of the 53.6 k conjuncts the 129 pairs process), and the `#LabelsType` pattern
+//! (`[string]: string | int | bool`, one disjunction per label) is the largest single site in
+//! both the instance and the outputs (7.9 k of the render's 101 k conjuncts).
+//! malloc and free are 27 % of all instructions; glibc's tcache holding 300 blocks per size
+//! instead of 7 (`GLIBC_TUNABLES=glibc.malloc.tcache_count=300`, not settable from code) cuts
+//! the whole run 995 -> 941 M but takes peak RSS to 52 MiB (100: 961 M, 50 MiB).
+//!
 //! Latest figures (phase 4, fifth session, 2026-12-06): callgrind `BENCH_ONLY=big BENCH_RUNS=1`
 //! 1.130 G -> 1.031 G for the whole bench (the two renders 969 M -> 941 M: the walk for errors
 //! in hidden fields no longer walks each component's copies of the same blueprint and trait
