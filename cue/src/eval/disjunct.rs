@@ -409,13 +409,22 @@ impl Ev {
         if next.len() < 2 {
             return next;
         }
-        let mut merged: Vec<(State, String)> = Vec::with_capacity(next.len());
+        // The keys one after the other in one buffer, each state with its range.
+        let mut keys = std::mem::take(&mut self.bufs.keys);
+        keys.clear();
+        let mut merged: Vec<(State, std::ops::Range<usize>)> = Vec::with_capacity(next.len());
         for st in next {
-            let mut key = self.fingerprint(st.vertex, 0);
+            let start = keys.len();
+            self.fingerprint(st.vertex, &mut keys);
             for pd in &self.vx(st.vertex).scr().pending_disj {
-                let _ = write!(key, "|{:?}", pd.conj.expr.span());
+                let _ = write!(keys, "|{:?}", pd.conj.expr.span());
             }
-            if let Some(u) = merged.iter_mut().find(|u| u.1 == key) {
+            let key = keys.get(start..);
+            if let Some(u) = merged
+                .iter_mut()
+                .find(|u| keys.get(u.1.clone()) == key)
+            {
+                keys.truncate(start);
                 let better = match (prov(&st.hist), prov(&u.0.hist)) {
                     (1, x) => x != 1 && st.hist.iter().all(|e| e.class != 2) || x == 2,
                     (0, 2) => true,
@@ -426,9 +435,11 @@ impl Ev {
                 }
                 self.release_disjunct(st.vertex);
             } else {
-                merged.push((st, key));
+                merged.push((st, start..keys.len()));
             }
         }
+        keys.clear();
+        self.bufs.keys = keys;
         merged.into_iter().map(|(st, _)| st).collect()
     }
 
@@ -456,18 +467,26 @@ impl Ev {
             }
         }
         // A single survivor needs no fingerprint either.
-        let mut uniq: Vec<(VId, u8, String)> = Vec::new();
+        // The fingerprints one after the other in one buffer, each survivor with its range.
+        let mut uniq: Vec<(VId, u8, std::ops::Range<usize>)> = Vec::new();
         if let [(a, d)] = survivors[..] {
-            uniq.push((a, d, String::new()));
+            uniq.push((a, d, 0..0));
         } else {
+            let mut keys = std::mem::take(&mut self.bufs.keys);
+            keys.clear();
             for (a, d) in survivors {
-                let fp = self.fingerprint(a, 0);
-                if let Some(u) = uniq.iter_mut().find(|u| u.2 == fp) {
+                let start = keys.len();
+                self.fingerprint(a, &mut keys);
+                let fp = keys.get(start..);
+                if let Some(u) = uniq.iter_mut().find(|u| keys.get(u.2.clone()) == fp) {
                     u.1 = merge_mode(u.1, d);
+                    keys.truncate(start);
                 } else {
-                    uniq.push((a, d, fp));
+                    uniq.push((a, d, start..keys.len()));
                 }
             }
+            keys.clear();
+            self.bufs.keys = keys;
         }
         let vert = self.vm(v);
         vert.take_scratch(|x| &mut x.pending_disj);
