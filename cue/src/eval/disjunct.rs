@@ -189,19 +189,6 @@ impl Ev {
     /// On the render's 129-component module 12.5 k of 14.2 k clones take this path (processed
     /// conjuncts 454 k -> 326 k).
     fn atom_disjunct(&mut self, v: VId, cid: VId) -> bool {
-        // Atoms only, errors aside.
-        fn atom_only(x: &Vertex) -> bool {
-            x.arcs.is_empty()
-                && !x.value.is_struct
-                && !x.value.is_list
-                && !x.value.maybe_struct
-                && x.disjunction.redirect.is_none()
-                && x.disjunction.result.is_none()
-                && x.value.unmet.is_none()
-                && !x.value.shared
-                && !x.value.not_allowed
-                && x.scr().nothing_deferred()
-        }
         let vx = self.vx(v);
         if !atom_only(vx) || vx.value.err.is_some() || vx.value.incomplete.is_some() {
             return false;
@@ -333,9 +320,38 @@ impl Ev {
             split.keep_marks.insert(dspan);
         }
         let base_choice = self.vx(st.vertex).scr().choice.clone();
-        for (i, (_, mark)) in alts.iter().enumerate() {
+        // The concrete scalar of a state holding atoms only, at its last disjunction, when one
+        // alternative certainly holds it: that alternative survives (unification is
+        // commutative: the disjunct is the state's atoms unified with it), so the state's
+        // vertex is decided by the survivors and the errors of the eliminated alternatives
+        // are never read; those that certainly conflict with the scalar (`int` or `bool` in
+        // `string | int | bool` against a string) are not cloned to be eliminated.
+        let held = {
+            let x = self.vx(st.vertex);
+            let last = x.scr().pending_disj.len() == 1 && !pd.nested;
+            match &x.value.scalar {
+                Some(s)
+                    if last
+                        && atom_only(x)
+                        && x.value.err.is_none()
+                        && x.value.incomplete.is_none()
+                        && s.is_concrete_scalar()
+                        && alts.iter().any(|(e, _)| scalar_meets(s, e) == Some(true)) =>
+                {
+                    Some(s.clone())
+                }
+                _ => None,
+            }
+        };
+        for (i, (alt, mark)) in alts.iter().enumerate() {
             if self.budget.limit_err.is_some() {
                 break;
+            }
+            if held
+                .as_ref()
+                .is_some_and(|s| scalar_meets(s, alt) == Some(false))
+            {
+                continue;
             }
             // Sized for the new choice: a clone of the base then a push was two allocations.
             let mut ch = Vec::with_capacity(base_choice.len() + 1);
@@ -507,6 +523,38 @@ impl Ev {
             modes,
             has_default,
         }));
+    }
+}
+
+/// Whether `x` holds atoms only, errors aside: no arcs, not a struct or list, no
+/// disjunction decided, nothing deferred.
+fn atom_only(x: &Vertex) -> bool {
+    x.arcs.is_empty()
+        && !x.value.is_struct
+        && !x.value.is_list
+        && !x.value.maybe_struct
+        && x.disjunction.redirect.is_none()
+        && x.disjunction.result.is_none()
+        && x.value.unmet.is_none()
+        && !x.value.shared
+        && !x.value.not_allowed
+        && x.scr().nothing_deferred()
+}
+
+/// How alternative `alt` of a disjunction meets the concrete scalar `s`, when that is
+/// certain without evaluating it: `Some(true)` it holds `s` (a kind that contains `s`'s, or
+/// `s` itself), `Some(false)` it conflicts (a kind or a scalar of another kind).
+fn scalar_meets(s: &Val, alt: &Expr) -> Option<bool> {
+    let Expr::Lit(a, _) = alt else {
+        return None;
+    };
+    let k = s.kind();
+    match a {
+        Val::Kind(ak) if ak & k == k => Some(true),
+        Val::Kind(ak) if ak & k == 0 => Some(false),
+        a if a.is_concrete_scalar() && a.kind() & k == 0 => Some(false),
+        a if ops::scalar_identical(a, s) => Some(true),
+        _ => None,
     }
 }
 
