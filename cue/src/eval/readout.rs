@@ -119,21 +119,22 @@ impl Ev {
         if vx.disjunction.result.is_some() {
             return None;
         }
-        let arcs: Vec<(Label, VId)> = vx.arc_list();
-        for (l, a) in arcs {
+        // By index, not over a copy of the arcs: the walk visits every vertex of the values it
+        // checks, and a list per vertex was most of its allocations.
+        let n = vx.arcs.len();
+        for i in 0..n {
+            let Some((l, a)) = self.vx(v).arcs.get_index(i).map(|(l, a)| (l.clone(), *a)) else {
+                break;
+            };
             if !(l.is_regular() || l.kind == LabelKind::Index) {
                 continue;
             }
-            at.push(l.clone());
-            if self.vx(a).constraint() == Some(FieldConstraint::Optional) {
-                at.pop();
+            let c = self.vx(a).constraint();
+            if c == Some(FieldConstraint::Optional) || self.active.expanding.contains(&a) {
                 continue;
             }
-            if self.active.expanding.contains(&a) {
-                at.pop();
-                continue;
-            }
-            if self.vx(a).constraint() == Some(FieldConstraint::Required) {
+            at.push(l);
+            if c == Some(FieldConstraint::Required) {
                 if strict {
                     let span = self.vx(a).span();
                     return Some(Bottom::new(ErrorCode::Eval, "required field missing", span));
