@@ -20,6 +20,9 @@ impl Ev {
     /// The value of a vertex in an operand position.
     pub fn vertex_value(&mut self, v: VId, span: Span) -> Val {
         self.eval(v);
+        if self.vx(v).status == Status::Done {
+            self.note_early_read(v);
+        }
         if let Some(&cur) = self.active.expanding.last() {
             self.inherit_taint(v, cur);
         }
