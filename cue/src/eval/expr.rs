@@ -199,31 +199,16 @@ impl Ev {
     /// test and for selecting from or indexing a value that is not a field (`({x: 1, y: 2} &
     /// {x: 3}).y` is an error). In a value that is not a field (`inline`), a field its closed
     /// struct does not allow is no error (upstream keeps v2's "open inline" behaviour:
-    /// `(#D & {b: 2}).b` is 2). A struct still being built counts by its own error only: its
-    /// fields may still receive conjuncts from its comprehensions, and evaluating them now
-    /// would fix them without those.
+    /// `(#D & {b: 2}).b` is 2). The fields of a struct still being built are evaluated with
+    /// what they have so far; one that receives a conjunct later is evaluated again, and so
+    /// is the test (`Ev::note_early_read`).
     pub(super) fn child_error(&mut self, v: VId, inline: bool) -> Option<Arc<Bottom>> {
-        if self.being_built(v) {
-            return None;
-        }
         let e = if inline {
             self.fatal_error_deep_open(v)
         } else {
             self.fatal_error_deep(v, 0)
         };
         e.filter(|e| e.code.is_fatal())
-    }
-
-    /// Whether `v` or a struct it is a field of is being expanded.
-    fn being_built(&self, v: VId) -> bool {
-        let mut at = Some(v);
-        while let Some(q) = at {
-            if self.active.expanding.contains(&q) {
-                return true;
-            }
-            at = self.vx(q).parent;
-        }
-        false
     }
 
     /// Resolves a vertex value to its concrete scalar or default, for operands.
