@@ -370,11 +370,13 @@ struct Active {
     copying: Vec<(VId, VId)>,
     /// Vertices that read an unfinished one, to be evaluated again once it is done.
     tainted: Vec<Taint>,
+    /// Vertices that read a field of a struct still being expanded (see `Ev::note_early_read`).
+    early_reads: Vec<EarlyRead>,
 }
 
 impl Active {
     /// The length of each list of work under way (a throw-away evaluation must leave them so).
-    fn lens(&self) -> [usize; 7] {
+    fn lens(&self) -> [usize; 8] {
         [
             self.expanding.len(),
             self.sharing_probes.len(),
@@ -383,6 +385,7 @@ impl Active {
             self.disjuncts.len(),
             self.copying.len(),
             self.tainted.len(),
+            self.early_reads.len(),
         ]
     }
 }

@@ -30,7 +30,7 @@ pub struct Mark {
     pub(super) shapes: usize,
     pub(super) packages: usize,
     /// The lengths of the work under way (`Active`) at the mark: it must be as it was.
-    pub(super) active: [usize; 7],
+    pub(super) active: [usize; 8],
     /// The enclosing throw-away evaluation's watch and lowest touched vertex, restored when
     /// this one ends.
     pub(super) outer_watch: usize,
@@ -158,11 +158,21 @@ impl Ev {
     /// go on counting.
     pub fn rollback(&mut self, m: Mark) -> bool {
         let touched = self.vs.touched;
+        // Early reads noted since the mark by vertices it drops go with them (see
+        // `Ev::note_early_read`); one by an older vertex means that vertex was being expanded.
+        let early = m.active[7];
+        let early_dropped = self
+            .active
+            .early_reads
+            .get(early..)
+            .is_some_and(|rs| rs.iter().all(|r| r.reader as usize >= m.vertices));
+        let lens = self.active.lens();
         let clean = touched >= m.vertices
             && self.budget.limit_err.is_none()
             && self.vs.watch == m.vertices
             && self.packages.len() == m.packages
-            && self.active.lens() == m.active;
+            && lens[..7] == m.active[..7]
+            && early_dropped;
         // The enclosing evaluation is watched again; what this one touched counts for it.
         self.vs.watch = m.outer_watch;
         self.vs.touched = if clean {
@@ -175,6 +185,7 @@ impl Ev {
             return false;
         }
         self.stats.rolled_back += 1;
+        self.active.early_reads.truncate(early);
         self.vs.truncate(m.vertices);
         self.budget.memory = m.memory;
         self.caches.lets.truncate(m.lets);
@@ -255,6 +266,7 @@ impl Ev {
         vert.conjuncts.push(c);
         if vert.status == Status::Done {
             vert.dirty = true;
+            self.dirty_early_readers(v);
         }
     }
 

@@ -9,8 +9,9 @@
 //! - struct, list, unification and disjunction expressions become anonymous vertices;
 //! - operands take defaults (`concrete_default`); `&&` and `||` short-circuit; `x == _|_`
 //!   tests whether `x` is an error or a scalar that is not concrete (`a: int` makes `a ==
-//!   _|_` true, as upstream's `validate` does), except that a reference cycle leaves the test
-//!   itself incomplete (operators on atoms: `ops`; calls: `builtin`);
+//!   _|_` true, as upstream's `validate` does), or a struct or list with a fatal error in a
+//!   regular field at any depth (`child_error`), except that a reference cycle leaves the
+//!   test itself incomplete (operators on atoms: `ops`; calls: `builtin`);
 //! - interpolation converts each part to text, the result being a string or bytes.
 
 use super::*;
@@ -19,6 +20,9 @@ impl Ev {
     /// The value of a vertex in an operand position.
     pub fn vertex_value(&mut self, v: VId, span: Span) -> Val {
         self.eval(v);
+        if self.vx(v).status == Status::Done {
+            self.note_early_read(v);
+        }
         if let Some(&cur) = self.active.expanding.last() {
             self.inherit_taint(v, cur);
         }
@@ -174,17 +178,37 @@ impl Ev {
             Val::Vertex(w) => {
                 let w = self.deref(*w);
                 let x = self.vx(w);
-                x.value.err.is_some()
-                    || (!x.value.is_struct
-                        && !x.value.is_list
-                        && x.value.scalar.is_none()
-                        && x.disjunction.result.is_none())
+                if x.value.err.is_some() {
+                    return true;
+                }
+                if x.value.is_struct || x.value.is_list {
+                    let inline = x.parent.is_none();
+                    return self.child_error(w, inline).is_some();
+                }
+                x.value.scalar.is_none() && x.disjunction.result.is_none()
             }
             // A value that is not concrete (`int`, `>=0`, `_`, a validator) tests as an
             // error: upstream `validate` compares by concreteness, not only by error.
             Val::Top | Val::Kind(_) | Val::Bound(..) | Val::Validator(_) => true,
             _ => false,
         }
+    }
+
+    /// The fatal error of a regular field of the struct or list `v`, at any depth, which makes
+    /// `v` itself an error where it is finished (upstream `AddChildError`): for the `x == _|_`
+    /// test and for selecting from or indexing a value that is not a field (`({x: 1, y: 2} &
+    /// {x: 3}).y` is an error). In a value that is not a field (`inline`), a field its closed
+    /// struct does not allow is no error (upstream keeps v2's "open inline" behaviour:
+    /// `(#D & {b: 2}).b` is 2). The fields of a struct still being built are evaluated with
+    /// what they have so far; one that receives a conjunct later is evaluated again, and so
+    /// is the test (`Ev::note_early_read`).
+    pub(super) fn child_error(&mut self, v: VId, inline: bool) -> Option<Arc<Bottom>> {
+        let e = if inline {
+            self.fatal_error_deep_open(v)
+        } else {
+            self.fatal_error_deep(v, 0)
+        };
+        e.filter(|e| e.code.is_fatal())
     }
 
     /// Resolves a vertex value to its concrete scalar or default, for operands.

@@ -63,6 +63,7 @@ impl Ev {
             return false;
         }
         self.inherit_taint(w, v);
+        self.note_early_read(w);
         let wr = self.deref_redirect(w);
         let wx = self.vx(w);
         let rx = self.vx(wr);

@@ -23,6 +23,8 @@ struct WalkNotes {
     /// The first regular field whose value selects a field that is not there, with the
     /// labels down to it.
     undefined: Option<LabelledError>,
+    /// Fields a closed struct does not allow are not errors (see `Ev::child_error`).
+    open_inline: bool,
 }
 
 /// An error with the labels from the walked value down to where it is.
@@ -32,6 +34,16 @@ impl Ev {
     /// The first fatal error in the regular fields of `v`, evaluating them.
     pub fn fatal_error_deep(&mut self, v: VId, depth: usize) -> Option<Arc<Bottom>> {
         self.error_deep(v, depth, false)
+    }
+
+    /// Like [`Ev::fatal_error_deep`], except that fields a closed struct does not allow are not
+    /// errors (upstream's "open inline" rule for values that are not fields).
+    pub(super) fn fatal_error_deep_open(&mut self, v: VId) -> Option<Arc<Bottom>> {
+        let mut notes = WalkNotes {
+            open_inline: true,
+            ..WalkNotes::default()
+        };
+        self.error_deep_walk(v, 0, false, &mut Vec::new(), &mut notes)
     }
 
     /// Like [`Ev::fatal_error_deep`]; with `strict`, missing required fields count as errors.
@@ -93,7 +105,9 @@ impl Ev {
         let v = self.deref_redirect(v);
         let vx = self.vx(v);
         if let Some(e) = vx.err() {
-            return Some(e.clone());
+            if !(notes.open_inline && e.code == ErrorCode::NotAllowed) {
+                return Some(e.clone());
+            }
         }
         if notes.want_undefined && notes.undefined.is_none() && vx.value.scalar.is_none() {
             if let Some(b) = &vx.value.incomplete {
@@ -105,21 +119,22 @@ impl Ev {
         if vx.disjunction.result.is_some() {
             return None;
         }
-        let arcs: Vec<(Label, VId)> = vx.arc_list();
-        for (l, a) in arcs {
+        // By index, not over a copy of the arcs: the walk visits every vertex of the values it
+        // checks, and a list per vertex was most of its allocations.
+        let n = vx.arcs.len();
+        for i in 0..n {
+            let Some((l, a)) = self.vx(v).arcs.get_index(i).map(|(l, a)| (l.clone(), *a)) else {
+                break;
+            };
             if !(l.is_regular() || l.kind == LabelKind::Index) {
                 continue;
             }
-            at.push(l.clone());
-            if self.vx(a).constraint() == Some(FieldConstraint::Optional) {
-                at.pop();
+            let c = self.vx(a).constraint();
+            if c == Some(FieldConstraint::Optional) || self.active.expanding.contains(&a) {
                 continue;
             }
-            if self.active.expanding.contains(&a) {
-                at.pop();
-                continue;
-            }
-            if self.vx(a).constraint() == Some(FieldConstraint::Required) {
+            at.push(l);
+            if c == Some(FieldConstraint::Required) {
                 if strict {
                     let span = self.vx(a).span();
                     return Some(Bottom::new(ErrorCode::Eval, "required field missing", span));

@@ -3,7 +3,9 @@
 //! An identifier resolves through the environment chain to the vertex or let binding that
 //! declares it; a selector looks the label up in the evaluated operand (a definition or hidden
 //! label only in its own package); a redirect left by structure sharing or a resolved
-//! disjunction is followed (`deref`).
+//! disjunction is followed (`deref`). An operand that is no field (an inline struct or list)
+//! is an error when one of its regular fields is (`unrooted_error`), before anything is
+//! selected from it or indexed in it.
 
 use super::*;
 
@@ -169,7 +171,10 @@ impl Ev {
             Expr::Selector(base, label, span) => {
                 let b = match self.resolve(env, base) {
                     Res::V(w) => w,
-                    Res::A(Val::Vertex(w)) => w,
+                    Res::A(Val::Vertex(w)) => match self.unrooted_error(w) {
+                        Some(e) => return Res::A(Val::Bottom(e)),
+                        None => w,
+                    },
                     Res::A(Val::Bottom(b)) => return Res::A(Val::Bottom(b)),
                     Res::A(other) => {
                         let code = if other.is_concrete_scalar() {
@@ -189,6 +194,18 @@ impl Ev {
             Expr::Index(base, index, span) => self.resolve_index(env, base, index, *span),
             other => Res::A(self.eval_expr(env, other)),
         }
+    }
+
+    /// The error a value that is no field (an inline struct or list, a unification of them)
+    /// takes from its fields before one is selected or indexed (see `Ev::child_error`); a
+    /// field's value is looked into as it is, so `a: {x: 1 & 2, y: 2}` still gives `a.y` 2.
+    fn unrooted_error(&mut self, w: VId) -> Option<Arc<Bottom>> {
+        let w = self.deref(w);
+        let x = self.vx(w);
+        if x.parent.is_some() || !(x.value.is_struct || x.value.is_list) {
+            return None;
+        }
+        self.child_error(w, true)
     }
 
     /// The field `label` of the struct literal's vertex `vid` (an identifier resolved to a
@@ -297,7 +314,10 @@ impl Ev {
         let iv = self.eval_expr(env, index);
         let b = match self.resolve(env, base) {
             Res::V(w) => w,
-            Res::A(Val::Vertex(w)) => w,
+            Res::A(Val::Vertex(w)) => match self.unrooted_error(w) {
+                Some(e) => return Res::A(Val::Bottom(e)),
+                None => w,
+            },
             Res::A(Val::Bottom(b)) => return Res::A(Val::Bottom(b)),
             // Only lists and structs can be indexed (spec "Index expressions"): a
             // string or bytes value cannot.

@@ -20,6 +20,10 @@
 //! - Reaching a vertex being expanded is a reference cycle: the reader gets what is known so
 //!   far (a concrete scalar) or a cycle error for now, and is evaluated again once the vertex
 //!   is done (`taint_since`, `inherit_taint`).
+//! - Reading a finished field of a struct still being expanded (from an embedding, a guard or
+//!   a deep check) is noted; if the field receives a conjunct afterwards (a later conjunct of
+//!   the struct, one of its comprehensions), the reader, and what read the reader so, is
+//!   evaluated again on next use (`note_early_read`, `dirty_early_readers`).
 
 use super::*;
 
@@ -31,7 +35,71 @@ pub(super) struct Taint {
     pub(super) dep: VId,
 }
 
+/// A vertex `reader` that read `read`, a field of `parent`, while `parent` was still being
+/// expanded: `read` may still receive conjuncts (from `parent`'s later conjuncts or its
+/// comprehensions), and if it does, `reader` holds a value computed without them (see
+/// `Ev::note_early_read`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct EarlyRead {
+    pub(super) parent: VId,
+    pub(super) read: VId,
+    pub(super) reader: VId,
+}
+
 impl Ev {
+    /// Records that the vertex being expanded read the finished vertex `w` whose parent is
+    /// still being expanded. Such a read happens from an embedded expression, a comprehension
+    /// or a deep check run while the parent takes its conjuncts (`sub: {#a: string, #X: #a +
+    /// "a", #X}` used as `sub & {#a: "X"}` reads `#X`, and through it `#a`, before `#a: "X"`
+    /// is in); when `w` receives a conjunct later, the reader and whatever read the reader
+    /// the same way are evaluated again on next use (`Ev::dirty_early_readers`), as upstream's
+    /// scheduler would have waited for the field to be complete.
+    pub(super) fn note_early_read(&mut self, w: VId) {
+        let Some(&reader) = self.active.expanding.last() else {
+            return;
+        };
+        let Some(parent) = self.vx(w).parent else {
+            return;
+        };
+        if reader == w || reader == parent || self.vx(parent).status != Status::Expanding {
+            return;
+        }
+        let r = EarlyRead {
+            parent,
+            read: w,
+            reader,
+        };
+        if !self.active.early_reads.contains(&r) {
+            self.active.early_reads.push(r);
+        }
+    }
+
+    /// `w` received a conjunct after it was finished: every vertex that read it early (see
+    /// `Ev::note_early_read`) is evaluated again on next use, and so, transitively, are their
+    /// own early readers.
+    pub(super) fn dirty_early_readers(&mut self, w: VId) {
+        if self.active.early_reads.is_empty() {
+            return;
+        }
+        let mut todo = vec![w];
+        let mut seen: Vec<VId> = Vec::new();
+        while let Some(x) = todo.pop() {
+            if seen.contains(&x) {
+                continue;
+            }
+            seen.push(x);
+            for i in 0..self.active.early_reads.len() {
+                let Some(&r) = self.active.early_reads.get(i) else {
+                    break;
+                };
+                if r.read == x && self.vx(r.reader).status == Status::Done {
+                    self.vm(r.reader).dirty = true;
+                    todo.push(r.reader);
+                }
+            }
+        }
+    }
+
     /// Evaluates a vertex (not its children).
     pub fn eval(&mut self, v: VId) {
         let st = self.vx(v).status;
@@ -253,6 +321,10 @@ impl Ev {
             }
         }
         self.active.tainted = keep;
+        // Its fields take no more conjuncts from this expansion.
+        if !self.active.early_reads.is_empty() {
+            self.active.early_reads.retain(|r| r.parent != v);
+        }
     }
 
     /// Records an embedded expression of `v` that gave a scalar constraint or an incomplete
