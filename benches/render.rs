@@ -12,6 +12,16 @@
 //! (`BENCH_ONLY=big BENCH_RUNS=3 valgrind --tool=callgrind target/release/deps/render-<hash>`);
 //! `valgrind … env BENCH_ONLY=big …` profiles `env` only, not the bench it starts.
 //!
+//! Eighth session (2026-12-06; callgrind `BENCH_ONLY=big BENCH_RUNS=1`, whole run): 995.2 M
+//! -> 957.6 M (-3.8 %), dhat 1.070 M -> 0.995 M blocks, peak RSS 47-48 MiB either way. A
+//! vertex's first six arcs in a boxed array instead of an index map (three allocations for
+//! the first arc; 995.2 -> 972.1 M), one buffer for the fingerprints of merged disjuncts
+//! (-> 965.6 M), and a concrete scalar at its last disjunction no longer cloned for the
+//! alternatives of a disjoint kind (`#LabelsType`; -> 957.6 M). Measured and dropped: a
+//! shared stack for the arcs of the walk for errors in each disjunct (972.13 -> 971.99 M: its
+//! own allocations are 2 k; the 58 k under it are the evaluation it triggers), and allocating
+//! a literal's outer groups on first use (more allocations: most have several).
+//!
 //! Where one 129-component render goes (phase 4, seventh session, 2026-12-06; callgrind,
 //! inclusive, `BENCH_RUNS=2` minus `BENCH_RUNS=1`: 871.5 M for the render, 995.1 M for the
 //! whole `BENCH_RUNS=1` run): module load and parse 24 M, compile 9 M (staging 33.5 M in all);

@@ -325,6 +325,9 @@ struct Bufs {
     closing: Vec<(usize, usize)>,
     /// The patterns of the closing groups that refuse a label (`Ev::refuse_unclosed`).
     patterns: Vec<VId>,
+    /// The fingerprints of the states or survivors being merged (`Ev::merge_states`,
+    /// `Ev::decide_disjunctions`), one after the other.
+    keys: String,
 }
 
 /// Results computed once per key. Those that name vertices are append-only logs, truncated by

@@ -149,14 +149,13 @@ impl Ev {
         None
     }
 
-    /// A canonical text of a value, used to merge equal disjuncts.
-    pub fn fingerprint(&mut self, v: VId, depth: usize) -> String {
-        let mut s = String::new();
-        self.fingerprint_in(v, depth, 0, &mut s);
-        s
+    /// A canonical text of a value, used to merge equal disjuncts, written to the end of `s`
+    /// (the fingerprints being compared share one buffer).
+    pub(super) fn fingerprint(&mut self, v: VId, s: &mut String) {
+        self.fingerprint_in(v, 0, 0, s);
     }
 
-    /// [`Ev::fingerprint`], written to the end of `s` (one buffer for the whole walk);
+    /// [`Ev::fingerprint`] (one buffer for the whole walk);
     /// `optionals` counts the optional fields above `v` (see there).
     fn fingerprint_in(&mut self, v: VId, depth: usize, optionals: usize, s: &mut String) {
         use std::fmt::Write as _;

@@ -28,37 +28,109 @@ pub enum Status {
 }
 
 /// The arcs of a vertex, boxed: four in five vertices of a render are leaves, and an empty
-/// [`ArcMap`] is 56 bytes. Reads see an absent map as empty.
+/// [`ArcMap`] is 56 bytes. Reads see an absent box as empty.
 #[derive(Clone, Debug, Default)]
-pub struct Arcs(Option<Box<ArcMap>>);
+pub struct Arcs(Option<Box<ArcStore>>);
+
+/// Up to this many arcs are held in a plain array searched in order: one allocation for
+/// the box where an [`ArcMap`] took three (the box, its entries and its hash table), and a
+/// handful of label comparisons where a lookup hashed the label. Most structs of a render
+/// have a few fields.
+const SMALL_ARCS: usize = 6;
+
+/// Where [`Arcs`] keeps its arcs: a few in insertion order, else a map.
+#[derive(Clone, Debug)]
+enum ArcStore {
+    /// The first `.0` slots are filled, in insertion order; the rest are `None`.
+    Small(u8, [Option<(Label, VId)>; SMALL_ARCS]),
+    Map(ArcMap),
+}
+
+impl ArcStore {
+    /// The filled slots of a small store (empty for a map).
+    fn small(&self) -> &[Option<(Label, VId)>] {
+        match self {
+            ArcStore::Small(n, items) => items.get(..usize::from(*n)).unwrap_or(&[]),
+            ArcStore::Map(_) => &[],
+        }
+    }
+}
 
 impl Arcs {
     /// The arc labelled `l`.
     pub fn get(&self, l: &Label) -> Option<&VId> {
-        self.0.as_ref()?.get(l)
+        match self.0.as_deref()? {
+            ArcStore::Map(m) => m.get(l),
+            s => s
+                .small()
+                .iter()
+                .flatten()
+                .find(|(k, _)| k == l)
+                .map(|(_, a)| a),
+        }
     }
 
     /// The arc labelled `l` with its index.
     pub fn get_full(&self, l: &Label) -> Option<(usize, &Label, &VId)> {
-        self.0.as_ref()?.get_full(l)
+        match self.0.as_deref()? {
+            ArcStore::Map(m) => m.get_full(l),
+            s => s
+                .small()
+                .iter()
+                .flatten()
+                .enumerate()
+                .find(|(_, (k, _))| k == l)
+                .map(|(i, (k, a))| (i, k, a)),
+        }
     }
 
     /// The arc at index `i` (arcs keep their insertion order).
     pub fn get_index(&self, i: usize) -> Option<(&Label, &VId)> {
-        self.0.as_ref()?.get_index(i)
+        match self.0.as_deref()? {
+            ArcStore::Map(m) => m.get_index(i),
+            s => s.small().get(i)?.as_ref().map(|(k, a)| (k, a)),
+        }
     }
 
     /// Adds or replaces an arc; returns its index.
     #[inline]
     pub fn insert_full(&mut self, l: Label, a: VId) -> (usize, Option<VId>) {
-        self.0
-            .get_or_insert_with(Default::default)
-            .insert_full(l, a)
+        let store = self
+            .0
+            .get_or_insert_with(|| Box::new(ArcStore::Small(0, Default::default())));
+        match &mut **store {
+            ArcStore::Map(m) => m.insert_full(l, a),
+            ArcStore::Small(n, items) => {
+                let len = usize::from(*n);
+                for (i, slot) in items.iter_mut().take(len).enumerate() {
+                    if let Some((k, old)) = slot {
+                        if *k == l {
+                            return (i, Some(std::mem::replace(old, a)));
+                        }
+                    }
+                }
+                if let Some(slot) = items.get_mut(len) {
+                    *slot = Some((l, a));
+                    *n += 1;
+                    return (len, None);
+                }
+                // Full: from now on a map, in the same order.
+                let mut m = ArcMap::with_capacity_and_hasher(2 * SMALL_ARCS, Default::default());
+                m.extend(items.iter_mut().filter_map(Option::take));
+                let r = m.insert_full(l, a);
+                **store = ArcStore::Map(m);
+                r
+            }
+        }
     }
 
     /// The number of arcs.
     pub fn len(&self) -> usize {
-        self.0.as_ref().map_or(0, |m| m.len())
+        match self.0.as_deref() {
+            None => 0,
+            Some(ArcStore::Small(n, _)) => usize::from(*n),
+            Some(ArcStore::Map(m)) => m.len(),
+        }
     }
 
     /// Whether there are no arcs.
@@ -68,7 +140,16 @@ impl Arcs {
 
     /// The arcs in order.
     pub fn iter(&self) -> impl Iterator<Item = (&Label, &VId)> {
-        self.0.iter().flat_map(|m| m.iter())
+        let (small, map) = match self.0.as_deref() {
+            None => (&[][..], None),
+            Some(ArcStore::Map(m)) => (&[][..], Some(m)),
+            Some(s) => (s.small(), None),
+        };
+        small
+            .iter()
+            .flatten()
+            .map(|(l, a)| (l, a))
+            .chain(map.into_iter().flat_map(|m| m.iter()))
     }
 
     /// The arc vertices in order.
