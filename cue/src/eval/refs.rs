@@ -205,7 +205,7 @@ impl Ev {
         if x.parent.is_some() || !(x.value.is_struct || x.value.is_list) {
             return None;
         }
-        self.child_error(w, true)
+        self.child_error(w)
     }
 
     /// The field `label` of the struct literal's vertex `vid` (an identifier resolved to a
