@@ -84,6 +84,32 @@ async fn reporters(client: &kube::Client, name: &str, since: u64) -> BTreeSet<St
         .collect()
 }
 
+/// Waits until no event about `name` is recorded or updated for a second (at most 15 s): a
+/// reconcile still in flight records its event after the status it wrote was seen, so a moment
+/// taken right after `Ready` may still precede the shard's last event about the instance.
+async fn settle_events(client: &kube::Client, name: &str) {
+    let latest = || async {
+        Api::<Event>::namespaced(client.clone(), NS)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .filter_map(|e| e.metadata.resource_version?.parse::<u64>().ok())
+            .max()
+    };
+    let mut last = latest().await;
+    for _ in 0..15 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = latest().await;
+        if now == last {
+            return;
+        }
+        last = now;
+    }
+}
+
 /// The cluster's current resourceVersion (a fresh list's).
 async fn now_rv(client: &kube::Client) -> u64 {
     instances(client)
@@ -184,6 +210,7 @@ async fn shard_processes_reconcile_their_instances_move_them_and_hand_over() {
         before.len() == 1 && before.iter().all(|m| m.starts_with("opm-claim.")),
         "{before:?}"
     );
+    settle_events(&client, "wa").await;
     let moved_at = now_rv(&client).await;
     relabel(&client, "wa", "b").await;
     set_replicas(&client, "wa", 1).await;
