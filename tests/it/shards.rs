@@ -63,9 +63,8 @@ async fn ready(client: &kube::Client, name: &str) -> bool {
     })
 }
 
-/// The reporting instances of the events about `name` (`since`: only events of that
-/// resourceVersion or later, compared numerically).
-async fn reporters(client: &kube::Client, name: &str, since: u64) -> BTreeSet<String> {
+/// The events whose subject is the instance `name`.
+async fn events_about(client: &kube::Client, name: &str) -> Vec<Event> {
     Api::<Event>::namespaced(client.clone(), NS)
         .list(&ListParams::default())
         .await
@@ -73,6 +72,15 @@ async fn reporters(client: &kube::Client, name: &str, since: u64) -> BTreeSet<St
         .items
         .into_iter()
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .collect()
+}
+
+/// The reporting instances of the events about `name` (`since`: only events of that
+/// resourceVersion or later, compared numerically).
+async fn reporters(client: &kube::Client, name: &str, since: u64) -> BTreeSet<String> {
+    events_about(client, name)
+        .await
+        .into_iter()
         .filter(|e| {
             e.metadata
                 .resource_version
@@ -89,13 +97,9 @@ async fn reporters(client: &kube::Client, name: &str, since: u64) -> BTreeSet<St
 /// taken right after `Ready` may still precede the shard's last event about the instance.
 async fn settle_events(client: &kube::Client, name: &str) {
     let latest = || async {
-        Api::<Event>::namespaced(client.clone(), NS)
-            .list(&ListParams::default())
+        events_about(client, name)
             .await
-            .unwrap()
-            .items
             .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
             .filter_map(|e| e.metadata.resource_version?.parse::<u64>().ok())
             .max()
     };
