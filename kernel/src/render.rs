@@ -206,9 +206,24 @@ impl Renderer {
         let mark = |what: &str| tracing::debug!(elapsed = ?t0.elapsed(), module = %req.path, "render: {what}");
         let staged = stage::stage(&self.registry, req, platform, self.config.clone())?;
         mark("built");
+        let out = self.render_staged(&staged, req, &coord, platform, skew);
+        staged.retire();
+        out
+    }
+
+    /// The module render after staging: the shape gate, identity, then [`Renderer::finish`].
+    fn render_staged(
+        &self,
+        staged: &stage::Staged,
+        req: &ModuleRequest,
+        coord: &str,
+        platform: &BuiltPlatform,
+        skew: SkewPolicy,
+    ) -> Result<RenderResult, Error> {
+        let coord = coord.to_string();
         let root = &staged.root;
         let build = Build {
-            staged: &staged,
+            staged,
             coordinate: &coord,
         };
 
@@ -273,8 +288,8 @@ impl Renderer {
             });
         }
 
-        mark("gated");
-        self.finish(&staged, &coord, platform, skew, &declared_version)
+        tracing::debug!(module = %req.path, "render: gated");
+        self.finish(staged, &coord, platform, skew, &declared_version)
     }
 
     /// The common tail of module and package renders: skew, instance validation, match,
@@ -516,6 +531,18 @@ impl Renderer {
         skew: SkewPolicy,
     ) -> Result<RenderResult, Error> {
         let staged = stage::stage_package(&self.registry, dir, platform, self.config.clone())?;
+        let out = self.render_package_staged(&staged, platform, skew);
+        staged.retire();
+        out
+    }
+
+    /// The package render after staging: the kind gate, then [`Renderer::finish`].
+    fn render_package_staged(
+        &self,
+        staged: &stage::Staged,
+        platform: &BuiltPlatform,
+        skew: SkewPolicy,
+    ) -> Result<RenderResult, Error> {
         let shown = staged.module_file.module.clone();
         let instance = staged
             .root
@@ -550,7 +577,7 @@ impl Renderer {
                 package: shown.clone(),
                 message: "the instance's module has no concrete metadata.version".into(),
             })?;
-        self.finish(&staged, &shown, platform, skew, &version)
+        self.finish(staged, &shown, platform, skew, &version)
     }
 }
 

@@ -22,7 +22,9 @@
 //!   Go's kernel fills it (docs/design/render.md §1.6). Building the context by reference to the instance
 //!   instead costs the evaluator seconds per pair today, so it is data.
 //! - One [`cue::Runtime`] per render, bounded by the caller's [`cue::Config`]; nothing is shared
-//!   between renders.
+//!   between renders. The render's result is built from data, never from a handle into the
+//!   evaluator, so the evaluator is freed on a thread of its own once the result is built
+//!   ([`Staged::retire`]).
 //! - A package render (ModulePackage) names the package by its module path (`cue.mod/module.cue`)
 //!   in every error, never by the directory it was read from: the operator extracts each artifact
 //!   into a fresh temporary directory, so a message naming it would differ on every reconcile of
@@ -58,6 +60,19 @@ pub struct Staged {
     pub root: Value,
     /// The module's own module file (for skew).
     pub module_file: ModuleFile,
+}
+
+impl Staged {
+    /// Frees the render's evaluator on a thread of its own, so the caller has its result without
+    /// waiting for it (rule above: the evaluator is the render's alone, nothing reads it after
+    /// the result is built). Freeing the evaluation of a 129-component module is about 45 M
+    /// instructions, 5 % of the render. When no thread can be started, it is freed here.
+    pub fn retire(self) {
+        // A failed spawn drops the closure, and the staged render with it, on this thread.
+        let _freed_elsewhere = std::thread::Builder::new()
+            .name("opm-render-free".into())
+            .spawn(move || drop(self));
+    }
 }
 
 /// A module coordinate as printed in errors (`path@version` with the major dropped).
