@@ -12,6 +12,20 @@
 //! (`BENCH_ONLY=big BENCH_RUNS=3 valgrind --tool=callgrind target/release/deps/render-<hash>`);
 //! `valgrind … env BENCH_ONLY=big …` profiles `env` only, not the bench it starts.
 //!
+//! Ninth session (2026-12-07): the allocator. The process allocator is jemalloc (`src/lib.rs`,
+//! options in `.cargo/config.toml`) and a render's evaluator is freed on a thread of its own
+//! (`Staged::retire`). Callgrind `BENCH_ONLY=big BENCH_RUNS=1`, whole run: 959.4 M -> 817.1 M
+//! (jemalloc alone 822.2 M); with `--separate-threads=yes` the render thread is 744.9 M and the
+//! freeing thread 27.7 M. Wall medians of 11 renders, alternated with the session's starting
+//! binary in five rounds: 132/132/156/156/132 ms against 160/179/173/156/175 ms (a slow phase of
+//! this machine; in a faster one, 88-105 ms against 116-187 ms); peak RSS 48-51 MiB against 47.
+//! Tried and dropped: mimalloc (as fast, peak 103 MiB; 46 MiB only when it purges at once, then
+//! slower than glibc), jemalloc with its default 10 s decay (the operator's reused render
+//! threads peak at 71-79 MiB), and freeing on a thread with glibc (its arena lock: 24 k context
+//! switches, slower than freeing inline). jemalloc without the freeing thread faults in every
+//! render's pages again on the bench's fresh thread per render (103 k minor faults against
+//! 19 k) and gained little wall time.
+//!
 //! Eighth session (2026-12-06; callgrind `BENCH_ONLY=big BENCH_RUNS=1`, whole run): 995.2 M
 //! -> 957.6 M (-3.8 %), dhat 1.070 M -> 0.995 M blocks, peak RSS 47-48 MiB either way. A
 //! vertex's first six arcs in a boxed array instead of an index map (three allocations for
