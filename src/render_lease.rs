@@ -12,7 +12,11 @@
 //! - A process has ONE set of render slots ([`RenderSlots`], `--max-concurrent-renders`), shared
 //!   by the ModuleInstance and ModulePackage reconcilers, the Platform build and the REST render
 //!   API: a render holds one slot from before the evaluation starts until it returns, so at most
-//!   that many evaluations (each under `--render-memory-limit`) run in the process at once.
+//!   that many evaluations (each under `--render-memory-limit`) run in the process at once. The
+//!   slot is free again when the result is ready; the evaluator behind it is freed on a thread of
+//!   its own after that (`opm_kernel`'s `Staged::retire`: about 10 ms for a 129-component module),
+//!   so for that long a slot's next render can start beside the memory of its last one. The
+//!   memory limit's headroom covers that overlap (docs/install.md, Memory sizing).
 
 //! - Every render is counted once in [`RenderMetrics`]: `opm_render_total{caller,result}`
 //!   (`caller` = `reconcile` or `api`; `result` = `success`, `error`, `timeout`: the kernel's
