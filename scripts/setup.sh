@@ -5,6 +5,10 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
 need=()
+# A C compiler and make: the operator links jemalloc, built from its C sources by
+# tikv-jemalloc-sys (its configure script, then make).
+command -v cc >/dev/null 2>&1 || need+=(gcc)
+command -v make >/dev/null 2>&1 || need+=(make)
 # The CNCF distribution registry, for module tests against a real OCI registry.
 command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
 # Debian's kubectl, for the kube-emu fidelity session (installed beside any other kubectl).
