@@ -37,13 +37,15 @@ pub const VERSION: &str = concat!(
     ")"
 );
 
-/// The allocator of every binary that links this crate (the operator, its tests and benches):
+/// The allocator of every binary that links this crate (the operator, its tests and benches;
+/// feature `jemalloc`, on by default, off for the fuzz targets):
 /// jemalloc instead of the C library's malloc. An evaluation is mostly small allocations that live
 /// exactly as long as the render (vertices, arc lists, environments): with glibc, `malloc`/`free`
 /// were over a quarter of a 129-component render's instructions, jemalloc takes the render from
 /// 959 M to 822 M instructions at the same peak memory (47 → 48 MiB; `benches/render.rs`).
 /// mimalloc was as fast but doubled the peak (103 MiB), glibc's larger tcache gained less and cannot
 /// be set from code.
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
