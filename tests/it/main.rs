@@ -2,6 +2,7 @@
 //! `controller/`, `platform/`, `registry/`, `server/`), plus the whole-product sessions (`dev`,
 //! `e2e`) and the render kernel (`render`).
 
+mod allocator;
 mod apply;
 mod architecture;
 mod chaos;
