@@ -65,8 +65,10 @@ pub struct Staged {
 impl Staged {
     /// Frees the render's evaluator on a thread of its own, so the caller has its result without
     /// waiting for it (rule above: the evaluator is the render's alone, nothing reads it after
-    /// the result is built). Freeing the evaluation of a 129-component module is about 45 M
-    /// instructions, 5 % of the render. When no thread can be started, it is freed here.
+    /// the result is built). Freeing the evaluation of a 129-component module is about 28 M
+    /// instructions on jemalloc, 4 % of the render (`benches/render.rs`; with glibc's malloc a
+    /// second thread freeing into the render's arena contends for its lock and is slower than
+    /// freeing here). When no thread can be started, it is freed here.
     pub fn retire(self) {
         // A failed spawn drops the closure, and the staged render with it, on this thread.
         let _freed_elsewhere = std::thread::Builder::new()
