@@ -20,9 +20,9 @@ use crate::adt::{
     K_NUMBER, K_STRING,
 };
 use crate::ast;
+use crate::eval::{TextMap as HashMap, TextSet};
 use crate::source::Span;
 use num_bigint::BigInt;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 enum Scope {
@@ -57,7 +57,7 @@ struct AliasUse {
 pub struct Compiler {
     scopes: Vec<Scope>,
     imports: HashMap<String, String>,
-    used_imports: std::collections::HashSet<String>,
+    used_imports: TextSet<String>,
     /// Errors found (also embedded as `Expr::Bad`).
     pub errors: Vec<Arc<Bottom>>,
     /// Errors that make the package invalid (imported and not used).
@@ -223,12 +223,12 @@ impl Compiler {
     pub fn new() -> Self {
         Compiler {
             scopes: Vec::new(),
-            imports: HashMap::new(),
-            used_imports: std::collections::HashSet::new(),
+            imports: HashMap::default(),
+            used_imports: TextSet::default(),
             errors: Vec::new(),
             fatal: Vec::new(),
             hidden_scope: 0,
-            import_keys: HashMap::new(),
+            import_keys: HashMap::default(),
             value_scope: false,
             pending_self_alias: None,
         }
@@ -243,7 +243,7 @@ impl Compiler {
     /// Compiles the files of a package. Returns one struct literal per file (all conjuncts of the
     /// package root) and the import paths used.
     pub fn compile_package(&mut self, files: &[&ast::File]) -> Vec<Arc<StructLit>> {
-        let mut pkg_fields = HashMap::new();
+        let mut pkg_fields = HashMap::default();
         for f in files {
             for d in &f.decls {
                 collect_field_name(d, &mut pkg_fields, self.hidden_scope);
@@ -283,7 +283,7 @@ impl Compiler {
 
     /// Compiles a stand-alone expression in the scope of a package (for `-e`).
     pub fn compile_expr_in_package(&mut self, files: &[&ast::File], e: &ast::Expr) -> Expr {
-        let mut pkg_fields = HashMap::new();
+        let mut pkg_fields = HashMap::default();
         for f in files {
             for d in &f.decls {
                 collect_field_name(d, &mut pkg_fields, self.hidden_scope);
@@ -301,10 +301,10 @@ impl Compiler {
         }
         self.scopes = vec![Scope::Struct {
             fields: pkg_fields,
-            lets: HashMap::new(),
+            lets: HashMap::default(),
             self_alias: None,
-            aliases: HashMap::new(),
-            dyn_aliases: HashMap::new(),
+            aliases: HashMap::default(),
+            dyn_aliases: HashMap::default(),
         }];
         self.value_scope = true;
         let r = self.expr(e);
@@ -321,7 +321,7 @@ impl Compiler {
     ) -> StructLit {
         let self_alias_id = self.pending_self_alias.take();
         let self_alias = self_alias_id.as_ref().map(|a| a.name.clone());
-        let mut fields = HashMap::new();
+        let mut fields = HashMap::default();
         match fields_override {
             Some(f) => fields = f,
             None => {
@@ -330,10 +330,10 @@ impl Compiler {
                 }
             }
         }
-        let mut lets = HashMap::new();
+        let mut lets = HashMap::default();
         let mut let_list: Vec<(&str, LetSrc)> = Vec::new();
-        let mut dyn_aliases = HashMap::new();
-        let mut aliases = HashMap::new();
+        let mut dyn_aliases = HashMap::default();
+        let mut aliases = HashMap::default();
         if let Some(a) = &self_alias_id {
             aliases.insert(
                 a.name.clone(),
@@ -511,7 +511,7 @@ impl Compiler {
                     }
                     .is_some_and(|u| u.used);
                     if !used {
-                        let mut m = HashMap::new();
+                        let mut m = HashMap::default();
                         m.insert(
                             a.name.clone(),
                             AliasUse {
@@ -537,7 +537,7 @@ impl Compiler {
         match &f.label {
             ast::Label::Pattern { alias, expr, .. } => {
                 let filter = self.expr(expr);
-                let mut names = HashMap::new();
+                let mut names = HashMap::default();
                 if let Some(a) = alias {
                     names.insert(a.name.clone(), 0);
                 }
@@ -600,7 +600,7 @@ impl Compiler {
                     span,
                 } => {
                     let source = self.expr(source);
-                    let mut names = HashMap::new();
+                    let mut names = HashMap::default();
                     if let Some(k) = key {
                         names.insert(k.name.clone(), 0);
                     }
@@ -618,7 +618,7 @@ impl Compiler {
                 }
                 ast::Clause::Let(l) => {
                     let expr = self.expr(&l.expr);
-                    let mut names = HashMap::new();
+                    let mut names = HashMap::default();
                     names.insert(l.name.name.clone(), 0);
                     self.scopes.push(Scope::Bind(names));
                     pushed += 1;

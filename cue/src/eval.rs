@@ -263,6 +263,7 @@ use env::*;
 pub use env::{Conj, Env};
 use groups::*;
 use hash::*;
+pub(crate) use hash::{TextMap, TextSet};
 use ids::*;
 use inline::*;
 use lists::*;
@@ -291,7 +292,7 @@ pub struct Ev {
     /// The work under way, innermost last: what is expanded, probed, copied or decided now.
     active: Active,
     /// Loaded non-std packages by import path (without version/qualifier).
-    packages: HashMap<String, VId>,
+    packages: TextMap<String, VId>,
     /// Vertices a comprehension of which stayed incomplete (its guard or source never became
     /// concrete): they yield nothing, and their export fails (`comprehension`). Filled only on
     /// that failure path.
@@ -344,7 +345,7 @@ struct Caches {
     /// of a vertex processes the call again, and must not rebuild a long list every time.
     call_lists: LogMap<(u64, Span), Val>,
     /// Compiled regular expressions (or their compile error) by source text.
-    regexes: HashMap<String, Result<Arc<regex::Regex>, String>>,
+    regexes: TextMap<String, Result<Arc<regex::Regex>, String>>,
 }
 
 /// The work under way, innermost last. A throw-away evaluation with any of it left over
@@ -465,7 +466,7 @@ impl Ev {
             },
             caches: Caches::default(),
             active: Active::default(),
-            packages: HashMap::new(),
+            packages: TextMap::default(),
             stuck_comprehensions: FastMap::default(),
             frozen_fields: FastMap::default(),
             bufs: Bufs::default(),

@@ -71,7 +71,7 @@ impl Runtime {
                 files: Vec::new(),
                 lits: Vec::new(),
                 loaded: 0,
-                hidden_scopes: std::collections::HashMap::new(),
+                hidden_scopes: Default::default(),
             })),
         }
     }
