@@ -12,6 +12,24 @@
 //! (`BENCH_ONLY=big BENCH_RUNS=3 valgrind --tool=callgrind target/release/deps/render-<hash>`);
 //! `valgrind … env BENCH_ONLY=big …` profiles `env` only, not the bench it starts.
 //!
+//! Tenth session (2026-12-07): whole-program optimisation. Release builds are one fat-LTO unit
+//! (root `Cargo.toml`): callgrind `--separate-threads=yes`, `BENCH_ONLY=big BENCH_RUNS=1`, the
+//! render thread 744.9 M -> 720.5 M, then 716.2 M with the compiler's scopes and the regex
+//! cache on foldhash instead of SipHash (-3.8 % in all). Whole-run counts now vary by +-10 M
+//! between identical runs (the freeing thread's timing moves work between threads), so the
+//! render thread's own count is the figure to compare. Wall medians of 21 renders, alternated
+//! with the session's starting binary in five rounds, renders on a reused thread (`ulimit -s
+//! 2000000`, as the operator's blocking pool): 100/91/92/91/120 ms against 95/96/103/95/102,
+//! peak RSS 47-48 MiB for both. With the bench's fresh thread per render (the default, the
+//! CLI's way) both binaries peak at 47-53 MiB from run to run: jemalloc binds each new thread
+//! to the least-loaded arena, and whether a render's pages come from the previous render's
+//! arena depends on the freeing thread's timing. Tried and dropped: larger jemalloc thread
+//! caches and rarer cache GC (`tcache_*` options: the render thread's count unchanged), freeing
+//! each pair's rolled-back vertices on a long-lived freeing thread (render thread -10 M, but a
+//! wake-up per pair, 1.7 k context switches per run, and no wall time gained), and running the
+//! bench's renders on one spawned big-stack thread (setup and renders then hold two arenas:
+//! 49-54 MiB).
+//!
 //! Ninth session (2026-12-07): the allocator. The process allocator is jemalloc (`src/lib.rs`,
 //! options in `.cargo/config.toml`) and a render's evaluator is freed on a thread of its own
 //! (`Staged::retire`). Callgrind `BENCH_ONLY=big BENCH_RUNS=1`, whole run: 959.4 M -> 817.1 M
