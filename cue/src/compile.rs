@@ -20,25 +20,25 @@ use crate::adt::{
     K_NUMBER, K_STRING,
 };
 use crate::ast;
-use crate::eval::{TextMap as HashMap, TextSet};
+use crate::eval::{TextMap, TextSet};
 use crate::source::Span;
 use num_bigint::BigInt;
 use std::sync::Arc;
 
 enum Scope {
     Struct {
-        fields: HashMap<String, Label>,
-        lets: HashMap<String, u32>,
+        fields: TextMap<String, Label>,
+        lets: TextMap<String, u32>,
         /// The value alias of this struct literal (`a: X={...}`), naming the struct itself
         /// inside it.
         self_alias: Option<String>,
         /// The `let`s and aliases declared in this scope, with whether a reference used them:
         /// an unused one is a compile error.
-        aliases: HashMap<String, AliasUse>,
+        aliases: TextMap<String, AliasUse>,
         /// Label aliases of dynamic fields: the index of the let holding the label expression.
-        dyn_aliases: HashMap<String, u32>,
+        dyn_aliases: TextMap<String, u32>,
     },
-    Bind(HashMap<String, u32>),
+    Bind(TextMap<String, u32>),
 }
 
 /// The source of a struct scope's let: an expression, or an interpolated label.
@@ -56,7 +56,7 @@ struct AliasUse {
 /// Compiles the files of one package into one struct literal per file.
 pub struct Compiler {
     scopes: Vec<Scope>,
-    imports: HashMap<String, String>,
+    imports: TextMap<String, String>,
     used_imports: TextSet<String>,
     /// Errors found (also embedded as `Expr::Bad`).
     pub errors: Vec<Arc<Bottom>>,
@@ -67,7 +67,7 @@ pub struct Compiler {
     pub hidden_scope: usize,
     /// Import path as written → the key the loaded instance is registered under; paths not listed
     /// keep their own key (std packages, or builds without a loader).
-    pub import_keys: HashMap<String, String>,
+    pub import_keys: TextMap<String, String>,
     /// Compiling an expression in the scope of a package value (`cue export -e`): an identifier
     /// no scope declares names a field of that value (it may come from an embedding), looked up
     /// when evaluated.
@@ -223,12 +223,12 @@ impl Compiler {
     pub fn new() -> Self {
         Compiler {
             scopes: Vec::new(),
-            imports: HashMap::default(),
+            imports: TextMap::default(),
             used_imports: TextSet::default(),
             errors: Vec::new(),
             fatal: Vec::new(),
             hidden_scope: 0,
-            import_keys: HashMap::default(),
+            import_keys: TextMap::default(),
             value_scope: false,
             pending_self_alias: None,
         }
@@ -243,7 +243,7 @@ impl Compiler {
     /// Compiles the files of a package. Returns one struct literal per file (all conjuncts of the
     /// package root) and the import paths used.
     pub fn compile_package(&mut self, files: &[&ast::File]) -> Vec<Arc<StructLit>> {
-        let mut pkg_fields = HashMap::default();
+        let mut pkg_fields = TextMap::default();
         for f in files {
             for d in &f.decls {
                 collect_field_name(d, &mut pkg_fields, self.hidden_scope);
@@ -283,7 +283,7 @@ impl Compiler {
 
     /// Compiles a stand-alone expression in the scope of a package (for `-e`).
     pub fn compile_expr_in_package(&mut self, files: &[&ast::File], e: &ast::Expr) -> Expr {
-        let mut pkg_fields = HashMap::default();
+        let mut pkg_fields = TextMap::default();
         for f in files {
             for d in &f.decls {
                 collect_field_name(d, &mut pkg_fields, self.hidden_scope);
@@ -301,10 +301,10 @@ impl Compiler {
         }
         self.scopes = vec![Scope::Struct {
             fields: pkg_fields,
-            lets: HashMap::default(),
+            lets: TextMap::default(),
             self_alias: None,
-            aliases: HashMap::default(),
-            dyn_aliases: HashMap::default(),
+            aliases: TextMap::default(),
+            dyn_aliases: TextMap::default(),
         }];
         self.value_scope = true;
         let r = self.expr(e);
@@ -317,11 +317,11 @@ impl Compiler {
         &mut self,
         decls: &[ast::Decl],
         span: Span,
-        fields_override: Option<HashMap<String, Label>>,
+        fields_override: Option<TextMap<String, Label>>,
     ) -> StructLit {
         let self_alias_id = self.pending_self_alias.take();
         let self_alias = self_alias_id.as_ref().map(|a| a.name.clone());
-        let mut fields = HashMap::default();
+        let mut fields = TextMap::default();
         match fields_override {
             Some(f) => fields = f,
             None => {
@@ -330,10 +330,10 @@ impl Compiler {
                 }
             }
         }
-        let mut lets = HashMap::default();
+        let mut lets = TextMap::default();
         let mut let_list: Vec<(&str, LetSrc)> = Vec::new();
-        let mut dyn_aliases = HashMap::default();
-        let mut aliases = HashMap::default();
+        let mut dyn_aliases = TextMap::default();
+        let mut aliases = TextMap::default();
         if let Some(a) = &self_alias_id {
             aliases.insert(
                 a.name.clone(),
@@ -436,7 +436,7 @@ impl Compiler {
     /// Records a `let` or alias declared in a struct scope; a name declared twice in one scope
     /// is a compile error (spec "Aliases", "Let declarations": the name must be unique within
     /// its scope).
-    fn declare_alias(&mut self, aliases: &mut HashMap<String, AliasUse>, id: &ast::Ident) {
+    fn declare_alias(&mut self, aliases: &mut TextMap<String, AliasUse>, id: &ast::Ident) {
         if aliases.contains_key(&id.name) {
             self.fatal.push(Bottom::new(
                 ErrorCode::Eval,
@@ -456,7 +456,7 @@ impl Compiler {
 
     /// An alias or `let` that no reference uses is a compile error (upstream
     /// `internal/core/compile`: "unreferenced alias or let clause").
-    fn report_unused(&mut self, aliases: HashMap<String, AliasUse>) {
+    fn report_unused(&mut self, aliases: TextMap<String, AliasUse>) {
         let mut unused: Vec<_> = aliases.into_iter().filter(|(_, a)| !a.used).collect();
         unused.sort_by_key(|(_, a)| (a.span.start, a.span.end));
         for (name, a) in unused {
@@ -511,7 +511,7 @@ impl Compiler {
                     }
                     .is_some_and(|u| u.used);
                     if !used {
-                        let mut m = HashMap::default();
+                        let mut m = TextMap::default();
                         m.insert(
                             a.name.clone(),
                             AliasUse {
@@ -537,7 +537,7 @@ impl Compiler {
         match &f.label {
             ast::Label::Pattern { alias, expr, .. } => {
                 let filter = self.expr(expr);
-                let mut names = HashMap::default();
+                let mut names = TextMap::default();
                 if let Some(a) = alias {
                     names.insert(a.name.clone(), 0);
                 }
@@ -600,7 +600,7 @@ impl Compiler {
                     span,
                 } => {
                     let source = self.expr(source);
-                    let mut names = HashMap::default();
+                    let mut names = TextMap::default();
                     if let Some(k) = key {
                         names.insert(k.name.clone(), 0);
                     }
@@ -618,7 +618,7 @@ impl Compiler {
                 }
                 ast::Clause::Let(l) => {
                     let expr = self.expr(&l.expr);
-                    let mut names = HashMap::default();
+                    let mut names = TextMap::default();
                     names.insert(l.name.name.clone(), 0);
                     self.scopes.push(Scope::Bind(names));
                     pushed += 1;
@@ -932,7 +932,7 @@ fn is_known_std(p: &str) -> bool {
 /// Adds the field `d` declares to the scope, if it can be referred to: only a field whose label
 /// is an identifier can (spec: a quoted label `"s": s` declares no identifier, so that `s` is the
 /// enclosing one; aliases name quoted fields).
-fn collect_field_name(d: &ast::Decl, out: &mut HashMap<String, Label>, scope: usize) {
+fn collect_field_name(d: &ast::Decl, out: &mut TextMap<String, Label>, scope: usize) {
     if let ast::Decl::Field(f) = d {
         if let Some((name, true)) = label_name_of(&f.label) {
             out.insert(name.clone(), fixed_label(&name, true, scope));
