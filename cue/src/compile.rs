@@ -20,8 +20,8 @@ use crate::adt::{
     K_NUMBER, K_STRING,
 };
 use crate::ast;
-use crate::eval::{TextMap, TextSet};
 use crate::source::Span;
+use crate::textmap::{TextMap, TextSet};
 use num_bigint::BigInt;
 use std::sync::Arc;
 

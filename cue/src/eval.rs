@@ -256,6 +256,7 @@ use atoms::*;
 pub use budget::Config;
 use budget::*;
 
+use crate::textmap::TextMap;
 use comprehension::*;
 use cycle::*;
 use disjunct::*;
@@ -263,7 +264,6 @@ use env::*;
 pub use env::{Conj, Env};
 use groups::*;
 use hash::*;
-pub(crate) use hash::{TextMap, TextSet};
 use ids::*;
 use inline::*;
 use lists::*;

@@ -55,6 +55,7 @@ mod runtime;
 pub mod scanner;
 mod shared;
 pub mod source;
+mod textmap;
 pub mod token;
 mod value;
 

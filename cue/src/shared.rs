@@ -29,7 +29,7 @@ pub(crate) struct Inner {
     /// Instances built from loaded builds so far (keys and hidden scopes are numbered by it).
     pub(crate) loaded: usize,
     /// The hidden-field scope of each loaded package by import path (the main package's is 0).
-    pub(crate) hidden_scopes: crate::eval::TextMap<String, usize>,
+    pub(crate) hidden_scopes: crate::textmap::TextMap<String, usize>,
 }
 
 /// The state, even if a thread panicked while holding it.

@@ -1,9 +1,8 @@
 //! The evaluator's hash maps: keyed by ids, spans and pointers, which no outside input chooses
 //! freely, so they hash with [`FastHasher`] (multiply-rotate, as rustc's FxHash) rather than
 //! SipHash, a measured cost on every field lookup. [`LogMap`] is an insertion-ordered cache that
-//! a rollback truncates (see `arena`). Maps keyed by text the input chooses (identifiers, import
-//! paths, regular expressions) are [`TextMap`]s: foldhash, seeded per process, so a module cannot
-//! pick colliding keys ahead of time, at a fraction of SipHash's cost.
+//! a rollback truncates (see `arena`). Maps keyed by text the input chooses are
+//! `crate::textmap::TextMap`s instead.
 
 use super::*;
 
@@ -17,12 +16,6 @@ pub type ArcMap = IndexMap<Label, VId, std::hash::BuildHasherDefault<FastHasher>
 /// An append-only cache of the evaluator: in insertion order, so that [`Ev::rollback`] drops
 /// exactly the entries made since its [`Mark`] by truncating.
 pub(super) type LogMap<K, V> = IndexMap<K, V, std::hash::BuildHasherDefault<FastHasher>>;
-
-/// A hash map keyed by text the input chooses (see the module docs): the compiler's scopes, the
-/// evaluator's packages and compiled regular expressions.
-pub(crate) type TextMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-/// The set of [`TextMap`].
-pub(crate) type TextSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 /// The hasher of [`FastMap`].
 #[derive(Default, Clone, Copy)]
