@@ -245,6 +245,7 @@ use crate::adt::*;
 use crate::ast::{BinaryOp, FieldConstraint};
 use crate::data::Val as BVal;
 use crate::source::Span;
+use crate::textmap::TextMap;
 use indexmap::IndexMap;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -256,7 +257,6 @@ use atoms::*;
 pub use budget::Config;
 use budget::*;
 
-use crate::textmap::TextMap;
 use comprehension::*;
 use cycle::*;
 use disjunct::*;

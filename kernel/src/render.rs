@@ -473,7 +473,13 @@ impl Renderer {
                 component_meta.get(c).unwrap_or(&serde_json::Value::Null),
             );
             // Formatted only when the debug level is on (a `format!` per pair was not).
-            tracing::debug!(elapsed = ?t0.elapsed(), module = %coord, component = %c, transformer = %t, "render: executing");
+            tracing::debug!(
+                elapsed = ?t0.elapsed(),
+                module = %coord,
+                component = %c,
+                transformer = %t,
+                "render: executing"
+            );
             match execute(rt, root, &expr) {
                 Ok(objs) => objects.extend(objs.into_iter().map(|object| RenderedObject {
                     object,
