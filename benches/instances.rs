@@ -28,7 +28,10 @@
 //! The allocator (2026-12-07, `-- 1000 --shards 0`, release, alternated): jemalloc (the default
 //! feature) 11.4-11.6 s until all Ready, 12.2-12.8 ms CPU per instance, peak RSS 45 MiB;
 //! glibc (`--no-default-features`) 13.4 s, 13.8 ms, 47 MiB. 19.0 API requests per instance
-//! either way.
+//! either way. One arena for all threads (`narenas:1`, now built in; `.cargo/config.toml`), two
+//! runs each alternated with the default of four per CPU (`_RJEM_MALLOC_CONF`): 7.9 / 9.5 s,
+//! 8.3 / 10.1 ms CPU per instance, peak RSS 39 / 39 MiB, against 9.4 / 9.8 s, 10.0 / 10.8 ms,
+//! 43 / 43 MiB (two arenas: 9.8 / 8.3 s, 10.6 / 8.9 ms, 41 / 40 MiB).
 //!
 //! Figures of 2026-12-04 (the in-process variant of this benchmark, emulator and controllers in
 //! one process; release, 2 shared cores, 2 concurrent renders, load 0.6–5.7): N = 100 / 300 /

@@ -44,7 +44,8 @@ pub const VERSION: &str = concat!(
 /// were over a quarter of a 129-component render's instructions, jemalloc takes the render from
 /// 959 M to 822 M instructions at the same peak memory (47 → 48 MiB; `benches/render.rs`).
 /// mimalloc was as fast but doubled the peak (103 MiB), glibc's larger tcache gained less and cannot
-/// be set from code.
+/// be set from code. Its options are built in from `.cargo/config.toml` (a 300 ms decay and one
+/// arena for all threads; why, there) and checked by `tests/it/allocator.rs`.
 #[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

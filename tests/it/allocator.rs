@@ -1,7 +1,8 @@
 //! The operator's allocator (`src/lib.rs` `ALLOCATOR`, feature `jemalloc`): the binary runs on
 //! jemalloc, with the options of `.cargo/config.toml` built in. A build that missed them would
 //! keep jemalloc's 10 s decay, and back-to-back renders on the operator's reused threads would
-//! peak at 71-79 MiB instead of 48-51 (`benches/render.rs`).
+//! peak at 71-79 MiB instead of 48-51 (`benches/render.rs`), and four arenas per CPU of the node,
+//! whose peak depends on which arenas the render threads draw.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -23,8 +24,10 @@ fn the_binary_runs_on_jemalloc_with_the_workspace_options() {
         "no jemalloc statistics: the binary does not run on jemalloc\n{err}"
     );
     assert!(
-        err.contains("config.malloc_conf: \"dirty_decay_ms:300\""),
+        err.contains("config.malloc_conf: \"dirty_decay_ms:300,narenas:1\""),
         "jemalloc was built without .cargo/config.toml's options\n{err}"
     );
     assert!(err.contains("opt.dirty_decay_ms: 300 "), "{err}");
+    // One arena for every thread (.cargo/config.toml says why).
+    assert!(err.contains("opt.narenas: 1\n"), "{err}");
 }
