@@ -12,6 +12,17 @@
 //! (`BENCH_ONLY=big BENCH_RUNS=3 valgrind --tool=callgrind target/release/deps/render-<hash>`);
 //! `valgrind … env BENCH_ONLY=big …` profiles `env` only, not the bench it starts.
 //!
+//! Eleventh session (2026-12-07): one jemalloc arena (`narenas:1`, `.cargo/config.toml`) and
+//! the machine probe. Medians of 21 renders, a thread per render (the default), alternated in
+//! eight rounds with the session's starting binary on an idle machine (probe 0.86 ms in every
+//! round): 84.9/82.9/83.7/87.0/85.4/90.9/88.9/90.4 ms against 86.5/87.8/86.6/88.1/88.5/91.2/
+//! 96.9/94.7; renders on a reused thread (`ulimit -s 2000000`) 87.0/88.4 against 90.6/90.3.
+//! Minor faults 24-27 k per run against 35-58 k. Peak RSS over the session's 32 runs with one
+//! arena 46-51 MiB, over 25 with the default 47-53 MiB. The render thread's instructions are
+//! unchanged (callgrind `--separate-threads=yes`: 715.4 M against 716.1 M): the gain is pages
+//! reused instead of faulted in again. `opm-operator render` (one render per process) is
+//! unchanged: gen_components20 0.12-0.15 s, 68 MB either way.
+//!
 //! Tenth session (2026-12-07): whole-program optimisation. Release builds are one fat-LTO unit
 //! (root `Cargo.toml`): callgrind `--separate-threads=yes`, `BENCH_ONLY=big BENCH_RUNS=1`, the
 //! render thread 744.9 M -> 720.5 M, then 716.2 M with the compiler's scopes and the regex
@@ -216,6 +227,26 @@ fn cpu_time() -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
+/// A fixed workload that is none of our code: this machine's speed swings by half within seconds
+/// (no steal time shows in /proc/stat and no PMU is visible here), so each render is timed next
+/// to this probe (fill 64 k words pseudo-randomly and sort them, in `buf`) and a run in a slow
+/// phase of the machine can be told apart from a slow render. The probe allocates nothing: a
+/// first version that allocated and freed 4 MiB before each render moved the renders' peak RSS
+/// from 47-48 to 52-60 MiB (84 with eight arenas).
+fn probe(buf: &mut [u64]) -> Duration {
+    let t = Instant::now();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for w in buf.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *w = x;
+    }
+    buf.sort_unstable();
+    std::hint::black_box(&buf);
+    t.elapsed()
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -322,7 +353,10 @@ fn main() {
         .ok()
         .and_then(|x| x.parse().ok())
         .unwrap_or(3);
+    let mut probes = Vec::with_capacity(runs);
+    let mut buf = vec![0u64; 64 << 10];
     for _ in 0..runs {
+        probes.push(probe(&mut buf));
         let t = Instant::now();
         let c = cpu_time();
         let r = renderer
@@ -336,6 +370,11 @@ fn main() {
         "129-component render ({objects} objects): median {:?} wall, {:?} CPU",
         median(times),
         median(cpu)
+    );
+    let best = probes.iter().min().copied().unwrap_or_default();
+    println!(
+        "machine probe (fixed workload before each render): median {:?}, best {best:?}",
+        median(probes)
     );
     println!("peak RSS: {} MiB", peak_rss_kib() / 1024);
 }
